@@ -1,0 +1,142 @@
+//! A validated, loaded package.
+
+use crate::diagnostic::Diagnostic;
+use crate::files::PackageFiles;
+use crate::graph::Graph;
+use crate::model::{Agent, Manifest, Step};
+use crate::validate::{self, Report, ValidateOptions};
+use crate::workflow_ref;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// One workflow of a package: its state template, graph and step files.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workflow {
+    pub id: String,
+    pub display_name: Option<String>,
+    /// Package-relative path of `workflow.md` (the run-state template).
+    pub workflow_file: String,
+    /// Package-relative path of the graph (what `RUN_DIRECTIVE.graph` shows as `@pkg/<path>`).
+    pub graph_file: String,
+    /// The text of `workflow.md`, copied into a new run's state.
+    pub state_template: String,
+    pub graph: Graph,
+    /// Step files keyed by node id.
+    pub steps: BTreeMap<String, Step>,
+}
+
+/// A package that passed validation (no errors; warnings may exist).
+#[derive(Debug, Clone)]
+pub struct Package {
+    files: PackageFiles,
+    manifest: Manifest,
+    agents: Vec<Agent>,
+    workflows: Vec<Workflow>,
+    content_sha256: String,
+}
+
+/// Why a package could not be loaded: the validation report with at least one error.
+#[derive(Debug, thiserror::Error)]
+#[error("package is invalid: {}", first_error(.0))]
+pub struct InvalidPackage(pub Box<Report>);
+
+fn first_error(report: &Report) -> String {
+    report
+        .diagnostics
+        .errors()
+        .next()
+        .map(ToString::to_string)
+        .unwrap_or_else(|| "unknown error".into())
+}
+
+impl Package {
+    pub(crate) fn new(
+        files: PackageFiles,
+        manifest: Manifest,
+        agents: Vec<Agent>,
+        workflows: Vec<Workflow>,
+        content_sha256: String,
+    ) -> Package {
+        Package {
+            files,
+            manifest,
+            agents,
+            workflows,
+            content_sha256,
+        }
+    }
+
+    /// Loads and validates the whole package at `path`.
+    pub fn load(path: &Path) -> Result<Package, InvalidPackage> {
+        let report = validate::validate_path(path, &ValidateOptions::default());
+        match report.package.clone() {
+            Some(p) => Ok(p),
+            None => Err(InvalidPackage(Box::new(report))),
+        }
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    pub fn name(&self) -> &str {
+        &self.manifest.name
+    }
+
+    pub fn version(&self) -> &str {
+        &self.manifest.version
+    }
+
+    pub fn files(&self) -> &PackageFiles {
+        &self.files
+    }
+
+    /// The content digest (see [`crate::digest`]).
+    pub fn content_sha256(&self) -> &str {
+        &self.content_sha256
+    }
+
+    /// `<name>@<version>-<first 8 hex of the digest>`: the install directory name.
+    pub fn install_id(&self) -> String {
+        let safe_name: String = self
+            .manifest
+            .name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        format!(
+            "{safe_name}@{}-{}",
+            self.manifest.version,
+            &self.content_sha256[..8]
+        )
+    }
+
+    pub fn agents(&self) -> &[Agent] {
+        &self.agents
+    }
+
+    pub fn agent(&self, id: &str) -> Option<&Agent> {
+        self.agents.iter().find(|a| a.id == id)
+    }
+
+    pub fn workflows(&self) -> &[Workflow] {
+        &self.workflows
+    }
+
+    pub fn workflow(&self, id: &str) -> Option<&Workflow> {
+        self.workflows.iter().find(|w| w.id == id)
+    }
+
+    /// Applies the workflowRef rules: `WORKFLOW_REF_REQUIRED`, `WORKFLOW_REF_UNKNOWN`,
+    /// `WORKFLOW_REF_MISMATCH`.
+    pub fn resolve_workflow(&self, workflow_ref: Option<&str>) -> Result<&Workflow, Diagnostic> {
+        let ids: Vec<&str> = self.workflows.iter().map(|w| w.id.as_str()).collect();
+        workflow_ref::select_index(&self.manifest, &ids, workflow_ref).map(|i| &self.workflows[i])
+    }
+}
