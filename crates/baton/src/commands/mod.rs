@@ -1,0 +1,20 @@
+mod graph;
+mod package;
+mod validate;
+
+use crate::cli::{Cli, Command};
+
+/// Runs one command and returns the process exit code.
+pub fn run(cli: Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        Command::Validate(args) => validate::run(args),
+        Command::Graph(args) => graph::run(args),
+        Command::Package(cmd) => package::run(cmd),
+    }
+}
+
+/// Prints a value as pretty JSON on stdout.
+pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
