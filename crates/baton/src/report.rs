@@ -51,7 +51,13 @@ pub fn to_text(report: &Report, shown_path: &str) -> String {
     }
     let errors = report.diagnostics.errors().count();
     let warnings = report.diagnostics.warnings().count();
-    let plural = |n: usize, w: &str| if n == 1 { format!("{n} {w}") } else { format!("{n} {w}s") };
+    let plural = |n: usize, w: &str| {
+        if n == 1 {
+            format!("{n} {w}")
+        } else {
+            format!("{n} {w}s")
+        }
+    };
     match (&report.package, &report.manifest) {
         (Some(pkg), _) => {
             let flows: Vec<String> = pkg
@@ -66,7 +72,11 @@ pub fn to_text(report: &Report, shown_path: &str) -> String {
                 pkg.version(),
                 plural(flows.len(), "workflow"),
                 flows.join(", "),
-                if warnings > 0 { format!("; {}", plural(warnings, "warning")) } else { String::new() }
+                if warnings > 0 {
+                    format!("; {}", plural(warnings, "warning"))
+                } else {
+                    String::new()
+                }
             );
         }
         (None, Some(m)) => {

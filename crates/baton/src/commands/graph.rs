@@ -11,7 +11,10 @@ pub fn run(args: GraphArgs) -> anyhow::Result<u8> {
     };
     let result = validate_path(&args.package, &options);
     let Some(package) = &result.package else {
-        eprint!("{}", report::to_text(&result, &args.package.display().to_string()));
+        eprint!(
+            "{}",
+            report::to_text(&result, &args.package.display().to_string())
+        );
         return Ok(exit::INVALID);
     };
     let workflow = match package.resolve_workflow(args.workflow.as_deref()) {

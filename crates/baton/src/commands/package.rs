@@ -3,7 +3,9 @@ use crate::exit;
 use crate::report;
 use anyhow::Context;
 use baton_package::files::read_zip_bytes;
-use baton_package::{Diagnostics, Limits, Origin, PackageFiles, ValidateOptions, validate_files, validate_path};
+use baton_package::{
+    Diagnostics, Limits, Origin, PackageFiles, ValidateOptions, validate_files, validate_path,
+};
 use baton_store::{PackageStore, durable, resolve_home};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -18,7 +20,10 @@ pub fn run(cmd: PackageCommand) -> anyhow::Result<u8> {
 
 fn pack(dir: &Path, output: Option<PathBuf>, as_json: bool) -> anyhow::Result<u8> {
     if !dir.is_dir() {
-        anyhow::bail!("{} is not a directory; `package pack` takes a package directory", dir.display());
+        anyhow::bail!(
+            "{} is not a directory; `package pack` takes a package directory",
+            dir.display()
+        );
     }
     let result = validate_path(dir, &ValidateOptions::default());
     let Some(package) = &result.package else {
@@ -37,9 +42,13 @@ fn pack(dir: &Path, output: Option<PathBuf>, as_json: bool) -> anyhow::Result<u8
         diags,
     );
     if !check.ok() {
-        anyhow::bail!("the archive just built does not validate: {}", report::to_text(&check, "archive"));
+        anyhow::bail!(
+            "the archive just built does not validate: {}",
+            report::to_text(&check, "archive")
+        );
     }
-    let output = output.unwrap_or_else(|| PathBuf::from(format!("{}-{}.bmad", package.name(), package.version())));
+    let output = output
+        .unwrap_or_else(|| PathBuf::from(format!("{}-{}.bmad", package.name(), package.version())));
     durable::atomic_write(&output, &packed.bytes)?;
     if as_json {
         super::print_json(&json!({
@@ -81,9 +90,17 @@ fn install(path: &Path, as_json: bool) -> anyhow::Result<u8> {
         value["path"] = json!(outcome.package.path);
         super::print_json(&value)?;
     } else if outcome.fresh {
-        println!("installed {} -> {}", outcome.package.id, outcome.package.path.display());
+        println!(
+            "installed {} -> {}",
+            outcome.package.id,
+            outcome.package.path.display()
+        );
     } else {
-        println!("already installed: {} ({})", outcome.package.id, outcome.package.path.display());
+        println!(
+            "already installed: {} ({})",
+            outcome.package.id,
+            outcome.package.path.display()
+        );
     }
     Ok(exit::OK)
 }
@@ -104,12 +121,20 @@ fn list(as_json: bool) -> anyhow::Result<u8> {
         return Ok(exit::OK);
     }
     if packages.is_empty() {
-        println!("no packages installed in {}", home.join("packages").display());
+        println!(
+            "no packages installed in {}",
+            home.join("packages").display()
+        );
         return Ok(exit::OK);
     }
     println!("{:<40} {:<28} {}", "ID", "WORKFLOWS", "INSTALLED");
     for p in &packages {
-        println!("{:<40} {:<28} {}", p.id, p.workflows.join(","), p.installed_at);
+        println!(
+            "{:<40} {:<28} {}",
+            p.id,
+            p.workflows.join(","),
+            p.installed_at
+        );
     }
     Ok(exit::OK)
 }
