@@ -159,15 +159,12 @@ impl PackageStore {
 
 fn write_tree(root: &Path, package: &Package, record: &InstalledPackage) -> Result<(), StoreError> {
     fs::create_dir_all(root).map_err(StoreError::io("create", root))?;
-    let mut dirs = vec![root.to_path_buf()];
+    let mut dirs = std::collections::BTreeSet::from([root.to_path_buf()]);
     for (rel, bytes) in package.files().iter() {
         let path = root.join(rel);
-        if let Some(parent) = path.parent() {
-            if !parent.exists() {
-                fs::create_dir_all(parent).map_err(StoreError::io("create", parent))?;
-                dirs.push(parent.to_path_buf());
-            }
-        }
+        let parent = path.parent().unwrap_or(root);
+        fs::create_dir_all(parent).map_err(StoreError::io("create", parent))?;
+        dirs.extend(parent.ancestors().take_while(|a| a.starts_with(root)).map(Path::to_path_buf));
         write_read_only(&path, bytes)?;
     }
     let json = serde_json::to_vec_pretty(record).map_err(|e| StoreError::Damaged {
@@ -175,6 +172,7 @@ fn write_tree(root: &Path, package: &Package, record: &InstalledPackage) -> Resu
         reason: e.to_string(),
     })?;
     write_read_only(&root.join(RECORD), &json)?;
+    // Deepest first, so every new entry is durable before the rename publishes the tree.
     for dir in dirs.iter().rev() {
         sync_dir(dir)?;
     }

@@ -127,7 +127,7 @@ fn list(as_json: bool) -> anyhow::Result<u8> {
         );
         return Ok(exit::OK);
     }
-    println!("{:<40} {:<28} {}", "ID", "WORKFLOWS", "INSTALLED");
+    println!("{:<40} {:<28} INSTALLED", "ID", "WORKFLOWS");
     for p in &packages {
         println!(
             "{:<40} {:<28} {}",

@@ -1,0 +1,55 @@
+//! Helpers shared by the end-to-end tests that drive the real `baton` binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+pub fn example(name: &str) -> PathBuf {
+    repo().join("examples/packages").join(name)
+}
+
+/// A `baton` invocation with its own `BATON_HOME`.
+pub struct Baton {
+    pub home: tempfile::TempDir,
+}
+
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.stdout))
+    }
+}
+
+impl Baton {
+    pub fn new() -> Baton {
+        Baton { home: tempfile::tempdir().unwrap() }
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.run_in(&repo(), args)
+    }
+
+    pub fn run_in(&self, cwd: &Path, args: &[&str]) -> Run {
+        let out: Output = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(args)
+            .current_dir(cwd)
+            .env("BATON_HOME", self.home.path())
+            .env_remove("OPENAI_API_KEY")
+            .output()
+            .expect("baton runs");
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
