@@ -12,7 +12,11 @@ fn validate_examples_exit_zero_with_a_summary() {
         let path = example(name);
         let run = baton.run(&["validate", path.to_str().unwrap()]);
         assert_eq!(run.code, 0, "{name}: {}{}", run.stdout, run.stderr);
-        assert!(run.stdout.starts_with(&format!("ok: {name} ")), "{}", run.stdout);
+        assert!(
+            run.stdout.starts_with(&format!("ok: {name} ")),
+            "{}",
+            run.stdout
+        );
     }
 }
 
@@ -26,7 +30,10 @@ fn validate_json_has_the_documented_shape() {
     assert_eq!(v["ok"], true);
     assert_eq!(v["package"]["name"], "docs-kit");
     assert_eq!(v["package"]["version"], "0.3.0");
-    assert_eq!(v["package"]["workflows"], serde_json::json!(["write-readme", "write-adr"]));
+    assert_eq!(
+        v["package"]["workflows"],
+        serde_json::json!(["write-readme", "write-adr"])
+    );
     assert_eq!(v["errors"], serde_json::json!([]));
     assert_eq!(v["warnings"], serde_json::json!([]));
 }
@@ -38,7 +45,9 @@ fn invalid_package_exits_two_with_located_errors() {
     let pkg = tmp.path().join("pkg");
     copy_dir(&example("create-story-micro"), &pkg);
     let graph = pkg.join("workflow.graph.json");
-    let text = fs::read_to_string(&graph).unwrap().replace("\"agentId\": \"summarizer\"", "\"agentId\": \"ghost\"");
+    let text = fs::read_to_string(&graph)
+        .unwrap()
+        .replace("\"agentId\": \"summarizer\"", "\"agentId\": \"ghost\"");
     fs::write(&graph, text).unwrap();
     fs::remove_file(pkg.join("steps/step-02-discover-inputs.md")).unwrap();
 
@@ -50,29 +59,57 @@ fn invalid_package_exits_two_with_located_errors() {
     assert_eq!(errors.len(), 2, "{errors:#?}");
     for e in errors {
         for key in ["code", "file", "pointer", "line", "message", "hint"] {
-            assert!(e.get(key).is_some_and(|x| !x.is_null()), "{key} missing in {e}");
+            assert!(
+                e.get(key).is_some_and(|x| !x.is_null()),
+                "{key} missing in {e}"
+            );
         }
     }
     let codes: Vec<&str> = errors.iter().map(|e| e["code"].as_str().unwrap()).collect();
-    assert!(codes.contains(&"AGENT_NOT_FOUND") && codes.contains(&"STEP_FILE_NOT_FOUND"), "{codes:?}");
+    assert!(
+        codes.contains(&"AGENT_NOT_FOUND") && codes.contains(&"STEP_FILE_NOT_FOUND"),
+        "{codes:?}"
+    );
 
     let text = baton.run(&["validate", pkg.to_str().unwrap()]);
     assert_eq!(text.code, 2);
-    assert!(text.stderr.contains("error[AGENT_NOT_FOUND]"), "{}", text.stderr);
-    assert!(text.stderr.contains("--> workflow.graph.json:"), "{}", text.stderr);
-    assert!(text.stderr.contains("help: use one of: sm, summarizer"), "{}", text.stderr);
+    assert!(
+        text.stderr.contains("error[AGENT_NOT_FOUND]"),
+        "{}",
+        text.stderr
+    );
+    assert!(
+        text.stderr.contains("--> workflow.graph.json:"),
+        "{}",
+        text.stderr
+    );
+    assert!(
+        text.stderr.contains("help: use one of: sm, summarizer"),
+        "{}",
+        text.stderr
+    );
 }
 
 #[test]
 fn workflow_selection_errors_exit_two() {
     let baton = Baton::new();
     let path = example("docs-kit");
-    let run = baton.run(&["validate", path.to_str().unwrap(), "--workflow", "nope", "--json"]);
+    let run = baton.run(&[
+        "validate",
+        path.to_str().unwrap(),
+        "--workflow",
+        "nope",
+        "--json",
+    ]);
     assert_eq!(run.code, 2);
     assert_eq!(run.json()["errors"][0]["code"], "WORKFLOW_REF_UNKNOWN");
     let run = baton.run(&["graph", path.to_str().unwrap()]);
     assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("WORKFLOW_REF_REQUIRED"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("WORKFLOW_REF_REQUIRED"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
@@ -92,7 +129,16 @@ fn graph_renders_three_formats() {
     let decision = &json["nodes"][1];
     assert_eq!(decision["type"], "decision");
     assert_eq!(decision["successors"].as_array().unwrap().len(), 3);
-    let adr = baton.run(&["graph", example("docs-kit").to_str().unwrap(), "-w", "write-adr", "-f", "json"]).json();
+    let adr = baton
+        .run(&[
+            "graph",
+            example("docs-kit").to_str().unwrap(),
+            "-w",
+            "write-adr",
+            "-f",
+            "json",
+        ])
+        .json();
     assert_eq!(adr["entryNodeId"], "step-01-frame");
 }
 
@@ -101,7 +147,10 @@ fn pack_then_install_is_content_addressed_and_idempotent() {
     let baton = Baton::new();
     let out = tempfile::tempdir().unwrap();
     let src = example("create-story-micro");
-    let pack = baton.run_in(out.path(), &["package", "pack", src.to_str().unwrap(), "--json"]);
+    let pack = baton.run_in(
+        out.path(),
+        &["package", "pack", src.to_str().unwrap(), "--json"],
+    );
     assert_eq!(pack.code, 0, "{}", pack.stderr);
     let packed = pack.json();
     let file = out.path().join("create-story-micro-1.0.0.bmad");
@@ -112,22 +161,35 @@ fn pack_then_install_is_content_addressed_and_idempotent() {
     assert_eq!(check.code, 0, "{}", check.stdout);
     assert_eq!(check.json()["package"]["sha256"], sha.as_str());
 
-    let first = baton.run(&["package", "install", file.to_str().unwrap(), "--json"]).json();
+    let first = baton
+        .run(&["package", "install", file.to_str().unwrap(), "--json"])
+        .json();
     assert_eq!(first["fresh"], true);
     assert_eq!(first["sha256"], sha.as_str());
-    let again = baton.run(&["package", "install", src.to_str().unwrap(), "--json"]).json();
-    assert_eq!(again["fresh"], false, "the directory has the same content as its .bmad");
+    let again = baton
+        .run(&["package", "install", src.to_str().unwrap(), "--json"])
+        .json();
+    assert_eq!(
+        again["fresh"], false,
+        "the directory has the same content as its .bmad"
+    );
     assert_eq!(again["id"], first["id"]);
 
     let list = baton.run(&["package", "list", "--json"]).json();
     let list = list.as_array().unwrap();
     assert_eq!(list.len(), 1);
     assert_eq!(list[0]["id"], first["id"]);
-    assert_eq!(list[0]["workflows"], serde_json::json!(["create-story-micro"]));
+    assert_eq!(
+        list[0]["workflows"],
+        serde_json::json!(["create-story-micro"])
+    );
     let installed = std::path::PathBuf::from(list[0]["path"].as_str().unwrap());
     assert!(installed.starts_with(baton.home.path().join("packages")));
     let installed_check = baton.run(&["validate", installed.to_str().unwrap()]);
-    assert_eq!(installed_check.code, 0, "an installed package is a valid package");
+    assert_eq!(
+        installed_check.code, 0,
+        "an installed package is a valid package"
+    );
 }
 
 #[test]
@@ -137,13 +199,19 @@ fn pack_refuses_an_invalid_package_and_writes_nothing() {
     let pkg = tmp.path().join("pkg");
     copy_dir(&example("bug-triage"), &pkg);
     fs::remove_file(pkg.join("agents.json")).unwrap();
-    let run = baton.run_in(tmp.path(), &["package", "pack", pkg.to_str().unwrap(), "-o", "out.bmad"]);
+    let run = baton.run_in(
+        tmp.path(),
+        &["package", "pack", pkg.to_str().unwrap(), "-o", "out.bmad"],
+    );
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("AGENTS_FILE_NOT_FOUND"));
     assert!(!tmp.path().join("out.bmad").exists());
     let install = baton.run(&["package", "install", pkg.to_str().unwrap()]);
     assert_eq!(install.code, 2);
-    assert_eq!(baton.run(&["package", "list", "--json"]).json(), serde_json::json!([]));
+    assert_eq!(
+        baton.run(&["package", "list", "--json"]).json(),
+        serde_json::json!([])
+    );
 }
 
 #[test]

@@ -25,13 +25,16 @@ pub struct Run {
 
 impl Run {
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.stdout))
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.stdout))
     }
 }
 
 impl Baton {
     pub fn new() -> Baton {
-        Baton { home: tempfile::tempdir().unwrap() }
+        Baton {
+            home: tempfile::tempdir().unwrap(),
+        }
     }
 
     pub fn run(&self, args: &[&str]) -> Run {

@@ -822,3 +822,16 @@ fn missing_package_path() {
         Code::PackageNotFound
     );
 }
+
+#[test]
+fn every_code_is_documented() {
+    let docs =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/packages.md"))
+            .unwrap();
+    for code in Code::ALL {
+        assert!(
+            docs.contains(&format!("| `{}` |", code.as_str())),
+            "{code} is missing from docs/packages.md"
+        );
+    }
+}

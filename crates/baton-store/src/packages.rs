@@ -164,7 +164,12 @@ fn write_tree(root: &Path, package: &Package, record: &InstalledPackage) -> Resu
         let path = root.join(rel);
         let parent = path.parent().unwrap_or(root);
         fs::create_dir_all(parent).map_err(StoreError::io("create", parent))?;
-        dirs.extend(parent.ancestors().take_while(|a| a.starts_with(root)).map(Path::to_path_buf));
+        dirs.extend(
+            parent
+                .ancestors()
+                .take_while(|a| a.starts_with(root))
+                .map(Path::to_path_buf),
+        );
         write_read_only(&path, bytes)?;
     }
     let json = serde_json::to_vec_pretty(record).map_err(|e| StoreError::Damaged {
