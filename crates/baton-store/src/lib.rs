@@ -1,10 +1,23 @@
-//! baton's private data store: where it lives, how files are written durably, and the installed
-//! package cache. Runs and projects join in later.
+//! baton's private data store: where it lives, durable writes and locks, installed packages,
+//! projects, runs, the run state document and its transition guard, and JSONL logs.
+//!
+//! Nothing here knows about models or tools.
 
 pub mod durable;
+pub mod guard;
 pub mod home;
+pub mod jsonl;
 pub mod packages;
+pub mod projects;
+pub mod runs;
+pub mod state;
+pub mod state_file;
 pub mod time;
 
+pub use guard::GuardOptions;
 pub use home::{StoreError, resolve_home};
 pub use packages::{InstallOutcome, InstalledPackage, PackageStore};
+pub use projects::{Project, ProjectRecord, Store};
+pub use runs::{NewRun, Phase, RunError, RunMetadata, RunPaths};
+pub use state::{StateCode, StateDoc, StateError, UpdateSummary};
+pub use state_file::{StateFile, StateFileError, StateRead, StateWrite};
