@@ -175,7 +175,8 @@ fn seed_trace_patches_apply_in_order() {
     let mut vars = serde_json::Map::new();
     let mut steps: Vec<&str> = Vec::new();
     let mut artifacts: Vec<&str> = Vec::new();
-    let plan: [(&str, &str, &[(&str, &str)], &str, &str); 6] = [
+    type Step<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], &'a str, &'a str);
+    let plan: [Step; 6] = [
         (
             "tc07",
             "step-02-discover-inputs",
