@@ -84,13 +84,14 @@ pub fn check(
     }
 
     if let Some(expected) = if_match
-        && !expected.eq_ignore_ascii_case(old_sha256) {
-            return Err(StateError::new(
+        && !expected.eq_ignore_ascii_case(old_sha256)
+    {
+        return Err(StateError::new(
                 StateCode::PreconditionFailed,
                 "the state changed since it was read (ifMatchSha256 does not match); read it again and retry",
             )
             .with_details(json!({ "expected": expected, "actual": old_sha256 })));
-        }
+    }
     Ok(())
 }
 

@@ -18,6 +18,6 @@ pub use guard::GuardOptions;
 pub use home::{StoreError, resolve_home};
 pub use packages::{InstallOutcome, InstalledPackage, PackageStore};
 pub use projects::{Project, ProjectRecord, Store};
-pub use runs::{NewRun, Phase, RunError, RunMetadata, RunPaths};
-pub use state::{StateCode, StateDoc, StateError, UpdateSummary};
+pub use runs::{GarbageReport, NewRun, Phase, RunError, RunMetadata, RunPaths};
+pub use state::{NodeProgress, NodeStatus, StateCode, StateDoc, StateError, UpdateSummary};
 pub use state_file::{StateFile, StateFileError, StateRead, StateWrite};

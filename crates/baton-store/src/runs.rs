@@ -12,9 +12,20 @@ use baton_package::Package;
 use baton_package::schema::{self, SchemaKind};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// Leftovers of an interrupted run creation older than this are removed.
+const STALE_AFTER: Duration = Duration::from_secs(600);
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GarbageReport {
+    pub staging_removed: usize,
+    pub unindexed_removed: usize,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -342,6 +353,7 @@ impl Project {
             });
         }
 
+        self.collect_garbage(STALE_AFTER)?;
         let run_id = uuid::Uuid::now_v7().to_string();
         let now = now_rfc3339();
         let state_text = initial_state(
@@ -390,6 +402,42 @@ impl Project {
             return Err(e);
         }
         Ok(meta)
+    }
+
+    /// Removes what killed run creations left behind: hidden staging directories, and run
+    /// directories that never made it into the index. Only entries older than `min_age` are
+    /// touched, so a creation in progress in another process is never disturbed.
+    pub fn collect_garbage(&self, min_age: Duration) -> Result<GarbageReport, RunError> {
+        let _lock = self.lock_index()?;
+        let indexed: HashSet<String> = self.read_index()?.into_iter().map(|r| r.run_id).collect();
+        let mut report = GarbageReport::default();
+        let runs_dir = self.runs_dir();
+        let entries = match fs::read_dir(&runs_dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(report),
+            Err(e) => return Err(StoreError::io("list", &runs_dir)(e).into()),
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let staging = name.starts_with('.');
+            if !staging && indexed.contains(&name) {
+                continue;
+            }
+            let old_enough = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| SystemTime::now().duration_since(t).ok())
+                .is_some_and(|age| age >= min_age);
+            if old_enough && fs::remove_dir_all(entry.path()).is_ok() {
+                if staging {
+                    report.staging_removed += 1;
+                } else {
+                    report.unindexed_removed += 1;
+                }
+            }
+        }
+        Ok(report)
     }
 
     /// Loads the package a run is pinned to, refusing one whose content changed.

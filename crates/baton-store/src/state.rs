@@ -165,6 +165,29 @@ impl StateDoc {
             && self.steps_completed().contains(&current)
     }
 
+    /// Each graph node with its status in this run, in graph order.
+    pub fn progress<'g>(&self, graph: &'g Graph) -> Vec<NodeProgress<'g>> {
+        let done = self.steps_completed();
+        let current = self.effective_node_id(graph);
+        let complete = self.is_complete(graph);
+        graph
+            .nodes()
+            .iter()
+            .map(|n| NodeProgress {
+                node_id: &n.id,
+                node_type: n.node_type.as_str(),
+                title: n.title.as_deref(),
+                status: if done.contains(&n.id.as_str()) {
+                    NodeStatus::Completed
+                } else if n.id == current && !complete {
+                    NodeStatus::Current
+                } else {
+                    NodeStatus::Pending
+                },
+            })
+            .collect()
+    }
+
     /// The file text: frontmatter rewritten, body untouched.
     pub fn render(&self) -> Result<String, StateError> {
         let yaml = if self.fields.is_empty() {
@@ -264,6 +287,25 @@ impl StateDoc {
         }
         Ok(summary)
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeStatus {
+    Completed,
+    Current,
+    Pending,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeProgress<'g> {
+    pub node_id: &'g str,
+    #[serde(rename = "type")]
+    pub node_type: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<&'g str>,
+    pub status: NodeStatus,
 }
 
 /// What an update changed, for tool results (`stateFrontmatterAfter`) and audit lines.

@@ -18,6 +18,40 @@ pub enum Command {
     /// Pack, install and list packages.
     #[command(subcommand)]
     Package(PackageCommand),
+    /// List runs and look inside one: state, progress, audit log.
+    #[command(subcommand)]
+    Runs(RunsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// Runs, newest first (all projects, or one with --project).
+    List {
+        /// Only the runs of this project directory.
+        #[arg(long, short = 'p')]
+        project: Option<PathBuf>,
+        /// Print a JSON array of run metadata.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One run: metadata, state frontmatter and progress per node.
+    Show {
+        /// Run id, or a unique prefix of it.
+        run: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The run's audit log (one line per tool call and engine event).
+    Log {
+        /// Run id, or a unique prefix of it.
+        run: String,
+        /// Print the raw JSONL records.
+        #[arg(long)]
+        json: bool,
+        /// Keep printing new records until the run completes or fails.
+        #[arg(long, short = 'f')]
+        follow: bool,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -1,5 +1,6 @@
 mod graph;
 mod package;
+mod runs;
 mod validate;
 
 use crate::cli::{Cli, Command};
@@ -10,6 +11,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Validate(args) => validate::run(args),
         Command::Graph(args) => graph::run(args),
         Command::Package(cmd) => package::run(cmd),
+        Command::Runs(cmd) => runs::run(cmd),
     }
 }
 

@@ -1,0 +1,286 @@
+use crate::cli::RunsCommand;
+use crate::exit;
+use baton_store::jsonl;
+use baton_store::time::{now_secs, parse_rfc3339, short_age};
+use baton_store::{Phase, Project, RunError, RunMetadata, Store};
+use serde_json::{Value, json};
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+pub fn run(cmd: RunsCommand) -> anyhow::Result<u8> {
+    let store = Store::open_default()?;
+    let result = match cmd {
+        RunsCommand::List { project, json } => list(&store, project.as_deref(), json),
+        RunsCommand::Show { run, json } => show(&store, &run, json),
+        RunsCommand::Log { run, json, follow } => log(&store, &run, json, follow),
+    };
+    match result {
+        Ok(code) => Ok(code),
+        Err(e) => match e.downcast::<RunError>() {
+            Ok(run_error) => {
+                eprintln!("error[{}]: {run_error}", run_error.code());
+                if let Some(hint) = run_error.hint() {
+                    eprintln!("  help: {hint}");
+                }
+                Ok(match run_error {
+                    RunError::Store(_) => exit::FAILURE,
+                    _ => exit::INVALID,
+                })
+            }
+            Err(other) => Err(other),
+        },
+    }
+}
+
+fn list(store: &Store, project: Option<&Path>, as_json: bool) -> anyhow::Result<u8> {
+    let projects = match project {
+        Some(root) => vec![store.project(root)?],
+        None => store.projects()?,
+    };
+    let mut rows: Vec<(&Project, RunMetadata)> = Vec::new();
+    for p in &projects {
+        rows.extend(p.list_runs()?.into_iter().map(|r| (p, r)));
+    }
+    if projects.len() > 1 {
+        rows.sort_by(|a, b| (&b.1.created_at, &b.1.run_id).cmp(&(&a.1.created_at, &a.1.run_id)));
+    }
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if as_json {
+        let runs: Vec<&RunMetadata> = rows.iter().map(|(_, r)| r).collect();
+        serde_json::to_writer_pretty(&mut out, &runs)?;
+        writeln!(out)?;
+        return Ok(exit::OK);
+    }
+    if rows.is_empty() {
+        writeln!(out, "no runs yet")?;
+        return Ok(exit::OK);
+    }
+    let now = now_secs();
+    let show_project = project.is_none() && projects.len() > 1;
+    writeln!(
+        out,
+        "{:<13} {:<13} {:<24} {:<30} {:>5}{}",
+        "RUN",
+        "PHASE",
+        "WORKFLOW",
+        "NODE",
+        "AGE",
+        if show_project { "  PROJECT" } else { "" }
+    )?;
+    for (p, r) in &rows {
+        let age = parse_rfc3339(&r.created_at)
+            .map(|t| short_age(now.saturating_sub(t)))
+            .unwrap_or_default();
+        write!(
+            out,
+            "{:<13} {:<13} {:<24} {:<30} {:>5}",
+            short_id(&r.run_id),
+            r.phase.as_str(),
+            r.workflow_ref,
+            r.current_node_id.as_deref().unwrap_or("-"),
+            age
+        )?;
+        if show_project {
+            write!(out, "  {}", p.root().display())?;
+        }
+        writeln!(out)?;
+    }
+    Ok(exit::OK)
+}
+
+/// Enough of a UUID v7 to be unique in practice (the first 8 digits are the time).
+fn short_id(id: &str) -> &str {
+    id.get(..13).unwrap_or(id)
+}
+
+fn show(store: &Store, query: &str, as_json: bool) -> anyhow::Result<u8> {
+    let (project, run) = store.find_run(query)?;
+    let state = project.state_file(&run.run_id).read();
+    let pinned = project.pinned_package(store, &run);
+    let (frontmatter, progress, complete, note) = match (&state, &pinned) {
+        (Ok(s), Ok((package, _))) => {
+            let graph = package.workflow(&run.workflow_ref).map(|w| &w.graph);
+            match graph {
+                Some(g) => (
+                    s.doc.to_value(),
+                    serde_json::to_value(s.doc.progress(g))?,
+                    Some(s.doc.is_complete(g)),
+                    None,
+                ),
+                None => (
+                    s.doc.to_value(),
+                    Value::Null,
+                    None,
+                    Some(format!(
+                        "workflow {} is not in the package",
+                        run.workflow_ref
+                    )),
+                ),
+            }
+        }
+        (Ok(s), Err(e)) => (
+            s.doc.to_value(),
+            Value::Null,
+            None,
+            Some(format!("progress unavailable: {e}")),
+        ),
+        (Err(e), _) => (
+            Value::Null,
+            Value::Null,
+            None,
+            Some(format!("state unreadable: {e}")),
+        ),
+    };
+    if as_json {
+        super::print_json(&json!({
+            "run": run,
+            "projectRoot": project.root(),
+            "state": frontmatter,
+            "progress": progress,
+            "complete": complete,
+            "note": note,
+        }))?;
+        return Ok(exit::OK);
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "run       {}", run.run_id)?;
+    writeln!(out, "project   {}", project.root().display())?;
+    writeln!(
+        out,
+        "package   {} (sha256 {})",
+        run.package_id,
+        &run.package_sha256[..run.package_sha256.len().min(16)]
+    )?;
+    writeln!(
+        out,
+        "workflow  {}   agent {}",
+        run.workflow_ref, run.active_agent_id
+    )?;
+    writeln!(out, "phase     {}", run.phase.as_str())?;
+    if let Some(w) = &run.waiting_for {
+        writeln!(
+            out,
+            "waiting   {}",
+            w.get("question")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .unwrap_or_else(|| w.to_string())
+        )?;
+    }
+    writeln!(
+        out,
+        "created   {}   updated {}",
+        run.created_at, run.last_updated_at
+    )?;
+    if let Some(items) = progress.as_array() {
+        writeln!(out, "\nprogress")?;
+        for item in items {
+            let mark = match item["status"].as_str() {
+                Some("completed") => "[x]",
+                Some("current") => "[>]",
+                _ => "[ ]",
+            };
+            writeln!(
+                out,
+                "  {mark} {:<32} {:<9} {}",
+                item["nodeId"].as_str().unwrap_or(""),
+                item["type"].as_str().unwrap_or(""),
+                item["title"].as_str().unwrap_or("")
+            )?;
+        }
+    }
+    if let Some(artifacts) = frontmatter
+        .get("artifacts")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty())
+    {
+        writeln!(out, "\nartifacts")?;
+        for a in artifacts {
+            writeln!(out, "  {}", a.as_str().unwrap_or(""))?;
+        }
+    }
+    if let Some(vars) = frontmatter
+        .get("variables")
+        .and_then(Value::as_object)
+        .filter(|v| !v.is_empty())
+    {
+        writeln!(out, "\nvariables")?;
+        for (k, v) in vars {
+            writeln!(
+                out,
+                "  {k}: {}",
+                v.as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| v.to_string())
+            )?;
+        }
+    }
+    if let Some(note) = note {
+        writeln!(out, "\nnote: {note}")?;
+    }
+    Ok(exit::OK)
+}
+
+fn log(store: &Store, query: &str, as_json: bool, follow: bool) -> anyhow::Result<u8> {
+    let (project, run) = store.find_run(query)?;
+    let path = project.run_paths(&run.run_id).execution_log;
+    let mut printed = 0usize;
+    loop {
+        let records = jsonl::read(&path)?.records;
+        let mut out = std::io::stdout().lock();
+        for record in records.iter().skip(printed) {
+            if as_json {
+                writeln!(out, "{}", serde_json::to_string(record)?)?;
+            } else {
+                writeln!(out, "{}", pretty_record(record))?;
+            }
+        }
+        out.flush()?;
+        printed = printed.max(records.len());
+        if !follow {
+            return Ok(exit::OK);
+        }
+        let phase = project.get_run(&run.run_id)?.phase;
+        if matches!(phase, Phase::Completed | Phase::Failed)
+            && jsonl::read(&path)?.records.len() == printed
+        {
+            return Ok(exit::OK);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `12:00:01  tool.exec  fs.read  @project/x.md  ok  3ms  [step-01]`
+fn pretty_record(r: &Value) -> String {
+    let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("");
+    let time = s("ts").get(11..19).unwrap_or(s("ts"));
+    let mut line = format!("{time}  {:<12}", s("kind"));
+    if !s("toolName").is_empty() {
+        line.push_str(&format!(" {:<15}", s("toolName")));
+    }
+    if let Some(path) = r.pointer("/input/path").and_then(Value::as_str) {
+        line.push_str(&format!(" {path}"));
+    }
+    match r.pointer("/output/ok").and_then(Value::as_bool) {
+        Some(true) => line.push_str("  ok"),
+        Some(false) => {
+            let code = r
+                .pointer("/output/error/code")
+                .and_then(Value::as_str)
+                .unwrap_or("error");
+            line.push_str(&format!("  {code}"));
+        }
+        None => {}
+    }
+    if let Some(ms) = r.get("durationMs").and_then(Value::as_u64) {
+        line.push_str(&format!("  {ms}ms"));
+    }
+    if !s("nodeId").is_empty() {
+        line.push_str(&format!("  [{}]", s("nodeId")));
+    }
+    if !s("message").is_empty() {
+        line.push_str(&format!("  {}", s("message")));
+    }
+    line
+}

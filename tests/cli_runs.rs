@@ -1,0 +1,217 @@
+//! `baton runs list|show|log` over runs created through the store.
+
+mod common;
+
+use baton_package::Package;
+use baton_store::jsonl::JsonlWriter;
+use baton_store::{GuardOptions, NewRun, Phase, Store};
+use common::{Baton, example};
+use serde_json::json;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Setup {
+    baton: Baton,
+    project: tempfile::TempDir,
+    runs: Vec<String>,
+}
+
+fn setup(count: usize) -> Setup {
+    let baton = Baton::new();
+    let project = tempfile::tempdir().unwrap();
+    let store = Store::new(baton.home.path());
+    let package = Package::load(&example("create-story-micro")).unwrap();
+    let installed = store.packages().install(&package, "test").unwrap().package;
+    let p = store.project(project.path()).unwrap();
+    let runs = (0..count)
+        .map(|_| {
+            let run = p
+                .create_run(NewRun {
+                    package: &package,
+                    installed: &installed,
+                    workflow_ref: None,
+                    agent_id: "sm",
+                })
+                .unwrap();
+            // uuid v7 orders by millisecond; keep creation times distinct.
+            std::thread::sleep(Duration::from_millis(2));
+            run.run_id
+        })
+        .collect();
+    Setup {
+        baton,
+        project,
+        runs,
+    }
+}
+
+#[test]
+fn list_is_newest_first_in_text_and_json() {
+    let s = setup(3);
+    let all = s.baton.run(&["runs", "list", "--json"]);
+    assert_eq!(all.code, 0, "{}", all.stderr);
+    let ids: Vec<String> = all
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["runId"].as_str().unwrap().to_string())
+        .collect();
+    let mut newest_first = s.runs.clone();
+    newest_first.reverse();
+    assert_eq!(ids, newest_first);
+    let first = &all.json()[0];
+    for key in [
+        "runId",
+        "projectId",
+        "packageId",
+        "packageSha256",
+        "workflowRef",
+        "activeAgentId",
+        "phase",
+        "createdAt",
+        "lastUpdatedAt",
+    ] {
+        assert!(first.get(key).is_some(), "{key} missing");
+    }
+    let one = s.baton.run(&[
+        "runs",
+        "list",
+        "--project",
+        s.project.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(one.json().as_array().unwrap().len(), 3);
+    let text = s.baton.run(&["runs", "list"]);
+    let lines: Vec<&str> = text.stdout.lines().collect();
+    assert!(lines[0].starts_with("RUN") && lines[0].contains("PHASE") && lines[0].contains("AGE"));
+    assert_eq!(lines.len(), 4);
+    assert!(lines[1].starts_with(&newest_first[0][..13]));
+    assert!(
+        lines[1].contains("idle")
+            && lines[1].contains("create-story-micro")
+            && lines[1].contains("step-01-select-story")
+    );
+}
+
+#[test]
+fn show_reports_progress_per_node() {
+    let s = setup(2);
+    let store = Store::new(s.baton.home.path());
+    let (project, run) = store.find_run(&s.runs[0]).unwrap();
+    let package = project.pinned_package(&store, &run).unwrap().0;
+    let graph = &package.workflows()[0].graph;
+    project
+        .state_file(&run.run_id)
+        .patch(graph, &json!({"stepsCompleted": {"append": ["step-01-select-story"]}, "currentNodeId": {"set": "step-02-discover-inputs"}, "artifacts": {"append": ["artifacts/create-story/target.md"]}}), None, GuardOptions::default())
+        .unwrap();
+    project
+        .set_phase(
+            &run.run_id,
+            Phase::WaitingUser,
+            Some(json!({"question": "Which story?"})),
+        )
+        .unwrap();
+
+    let shown = s.baton.run(&["runs", "show", &s.runs[0][..20], "--json"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    let v = shown.json();
+    assert_eq!(v["run"]["phase"], "waiting-user");
+    assert_eq!(v["state"]["currentNodeId"], "step-02-discover-inputs");
+    let statuses: Vec<&str> = v["progress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            "completed",
+            "current",
+            "pending",
+            "pending",
+            "pending",
+            "pending"
+        ]
+    );
+    assert_eq!(v["complete"], false);
+
+    let text = s.baton.run(&["runs", "show", &s.runs[0]]);
+    assert!(
+        text.stdout.contains("[x] step-01-select-story"),
+        "{}",
+        text.stdout
+    );
+    assert!(text.stdout.contains("[>] step-02-discover-inputs"));
+    assert!(text.stdout.contains("waiting   Which story?"));
+    assert!(text.stdout.contains("artifacts/create-story/target.md"));
+}
+
+#[test]
+fn unknown_and_ambiguous_ids_exit_two() {
+    let s = setup(2);
+    let missing = s.baton.run(&["runs", "show", "ffffffff"]);
+    assert_eq!(missing.code, 2);
+    assert!(missing.stderr.contains("RUN_NOT_FOUND"));
+    // Both ids start with the same time prefix.
+    let ambiguous = s.baton.run(&["runs", "show", &s.runs[0][..4]]);
+    assert_eq!(ambiguous.code, 2);
+    assert!(
+        ambiguous.stderr.contains("RUN_ID_AMBIGUOUS"),
+        "{}",
+        ambiguous.stderr
+    );
+}
+
+#[test]
+fn log_prints_pretty_or_raw_and_follows() {
+    let s = setup(1);
+    let store = Store::new(s.baton.home.path());
+    let (project, run) = store.find_run(&s.runs[0]).unwrap();
+    let log_path = project.run_paths(&run.run_id).execution_log;
+    let mut log = JsonlWriter::open(&log_path).unwrap();
+    log.append(&json!({"ts": "2026-11-22T10:00:01Z", "kind": "tool.exec", "toolName": "fs.read", "nodeId": "step-01-select-story",
+                       "input": {"path": "@project/artifacts/sprint-status.yaml"},
+                       "output": {"ok": false, "error": {"code": "ENOENT"}}, "durationMs": 1}), true).unwrap();
+    let pretty = s.baton.run(&["runs", "log", &s.runs[0]]);
+    assert_eq!(pretty.code, 0);
+    assert_eq!(
+        pretty.stdout.trim(),
+        "10:00:01  tool.exec    fs.read         @project/artifacts/sprint-status.yaml  ENOENT  1ms  [step-01-select-story]"
+    );
+    let raw = s.baton.run(&["runs", "log", &s.runs[0], "--json"]);
+    let line: serde_json::Value = serde_json::from_str(raw.stdout.trim()).unwrap();
+    assert_eq!(line["toolName"], "fs.read");
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["runs", "log", &s.runs[0], "--follow", "--json"])
+        .env("BATON_HOME", s.baton.home.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    log.append(
+        &json!({"ts": "2026-11-22T10:00:02Z", "kind": "engine.completed"}),
+        true,
+    )
+    .unwrap();
+    project
+        .set_phase(&run.run_id, Phase::Completed, None)
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success());
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "--follow did not stop after completion"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = std::io::read_to_string(child.stdout.take().unwrap()).unwrap();
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(out.lines().nth(1).unwrap().contains("engine.completed"));
+}
