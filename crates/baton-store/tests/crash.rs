@@ -191,12 +191,13 @@ fn verify(
             .and_then(|c| c.as_u64())
             .unwrap_or(0);
         if let Some(&n) = acked_patch.get(&run.run_id)
-            && counter < n {
-                problems.push(format!(
-                    "run {}: acknowledged patch {n} lost (state has {counter})",
-                    run.run_id
-                ));
-            }
+            && counter < n
+        {
+            problems.push(format!(
+                "run {}: acknowledged patch {n} lost (state has {counter})",
+                run.run_id
+            ));
+        }
         match jsonl::read(&project.run_paths(&run.run_id).execution_log) {
             Ok(log) => {
                 if !log.bad_lines.is_empty() {
