@@ -12,11 +12,12 @@ pub mod mounts;
 pub mod policy;
 mod read;
 pub mod result;
-mod search;
+pub mod search;
 pub mod specs;
 pub mod widgets;
 
 pub use host::{CallContext, ConfirmationGate, RunBinding, ToolCall, ToolHost, ToolOutcome};
+pub use mounts::Mounts;
 pub use policy::{EffectivePolicy, SystemToolSettings};
 pub use result::ToolError;
 pub use specs::ToolSpec;

@@ -38,6 +38,8 @@ struct Match {
 /// `/regex/` or `/regex/i` is a regex; anything else a literal.
 fn matcher(pattern: &str) -> Result<RegexMatcher, ToolError> {
     let mut builder = RegexMatcherBuilder::new();
+    // As ripgrep does: lets the searcher look for candidate lines instead of matching line by line.
+    builder.line_terminator(Some(b'\n'));
     let regex = pattern
         .strip_prefix('/')
         .and_then(|p| {
@@ -70,6 +72,8 @@ fn text_of(bytes: &[u8]) -> String {
 
 struct Collector<'a> {
     path: String,
+    /// Set when a match arrived after `max` were collected.
+    overflow: bool,
     matches: &'a mut Vec<Match>,
     pending_before: Vec<String>,
     max: usize,
@@ -81,6 +85,7 @@ impl Sink for Collector<'_> {
 
     fn matched(&mut self, _: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, Self::Error> {
         if self.matches.len() >= self.max {
+            self.overflow = true;
             return Ok(false);
         }
         self.matches.push(Match {
@@ -123,76 +128,13 @@ pub fn search(mounts: &Mounts, req: &SearchRequest) -> Result<Value, ToolError> 
         .dir(req.root.mount)
         .metadata(req.root.rel_path())
         .map_err(|e| crate::mounts::io_error(&req.root, &e))?;
-    let mut searcher = SearcherBuilder::new()
-        .line_number(true)
-        .before_context(req.before)
-        .after_context(req.after)
-        .binary_detection(BinaryDetection::quit(0))
-        .build();
-    let mut matches = Vec::new();
-    let mut files_scanned = 0usize;
-    let mut truncated = false;
-
-    let mut search_one = |rel: String, matches: &mut Vec<Match>| -> bool {
-        let path = MountPath {
-            mount: req.root.mount,
-            rel,
-        };
-        let Ok((file, _)) = open_regular(mounts, &path) else {
-            return true;
-        };
-        files_scanned += 1;
-        let mut sink = Collector {
-            path: path.display(),
-            first_of_file: matches.len(),
-            matches,
-            pending_before: Vec::new(),
-            max: req.max_matches,
-        };
-        let _ = searcher.search_reader(&matcher, file, &mut sink);
-        sink.matches.len() < req.max_matches
-    };
-
-    if start_meta.is_file() {
-        search_one(req.root.rel.clone(), &mut matches);
+    let files = if start_meta.is_file() {
+        vec![req.root.rel.clone()]
     } else {
-        let mut walk = WalkBuilder::new(&start);
-        walk.hidden(true)
-            .git_ignore(true)
-            .git_exclude(true)
-            .git_global(false)
-            .require_git(false)
-            .follow_links(false)
-            .sort_by_file_path(|a, b| a.cmp(b))
-            .filter_entry(|e| e.file_name() != "node_modules");
-        if !req.globs.is_empty() {
-            let mut overrides = OverrideBuilder::new(&start);
-            for g in &req.globs {
-                overrides
-                    .add(g)
-                    .map_err(|e| ToolError::invalid_args(format!("invalid glob {g}: {e}")))?;
-            }
-            walk.overrides(
-                overrides
-                    .build()
-                    .map_err(|e| ToolError::invalid_args(format!("invalid globs: {e}")))?,
-            );
-        }
-        for entry in walk.build() {
-            let Ok(entry) = entry else { continue };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                continue;
-            }
-            let Ok(rel) = entry.path().strip_prefix(&host_root) else {
-                continue;
-            };
-            let Some(rel) = rel.to_str() else { continue };
-            if !search_one(rel.to_string(), &mut matches) {
-                truncated = true;
-                break;
-            }
-        }
-    }
+        walk(&start, &host_root, &req.globs)?
+    };
+    let (mut matches, files_scanned, truncated) = search_files(mounts, req, &matcher, &files);
+    matches.truncate(req.max_matches);
     let found = matches.len();
     let mut out = json!({
         "path": req.root.display(),
@@ -207,6 +149,167 @@ pub fn search(mounts: &Mounts, req: &SearchRequest) -> Result<Value, ToolError> 
         ));
     }
     Ok(ok(out))
+}
+
+/// Files under `start` (mount-relative, sorted): gitignore rules, hidden and `node_modules`
+/// skipped, links not followed.
+fn walk(
+    start: &std::path::Path,
+    host_root: &std::path::Path,
+    globs: &[String],
+) -> Result<Vec<String>, ToolError> {
+    let mut walk = WalkBuilder::new(start);
+    walk.hidden(true)
+        .git_ignore(true)
+        .git_exclude(true)
+        .git_global(false)
+        .require_git(false)
+        .follow_links(false)
+        .filter_entry(|e| e.file_name() != "node_modules");
+    if !globs.is_empty() {
+        let mut overrides = OverrideBuilder::new(start);
+        for g in globs {
+            overrides
+                .add(g)
+                .map_err(|e| ToolError::invalid_args(format!("invalid glob {g}: {e}")))?;
+        }
+        walk.overrides(
+            overrides
+                .build()
+                .map_err(|e| ToolError::invalid_args(format!("invalid globs: {e}")))?,
+        );
+    }
+    // Walk on all cores, then sort: the order (and so a truncated result) stays deterministic.
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(8);
+    walk.threads(threads);
+    let files = std::sync::Mutex::new(Vec::new());
+    walk.build_parallel().run(|| {
+        let files = &files;
+        Box::new(move |entry| {
+            let rel = entry
+                .ok()
+                .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+                .and_then(|e| {
+                    e.path()
+                        .strip_prefix(host_root)
+                        .ok()?
+                        .to_str()
+                        .map(str::to_owned)
+                });
+            if let (Some(rel), Ok(mut f)) = (rel, files.lock()) {
+                f.push(rel);
+            }
+            ignore::WalkState::Continue
+        })
+    });
+    let mut files = files.into_inner().unwrap_or_default();
+    files.sort_unstable();
+    Ok(files)
+}
+
+/// Which files are done, so the search can stop once the files *in order* hold enough matches.
+struct Progress {
+    done: std::collections::BTreeMap<usize, usize>,
+    next: usize,
+    prefix_matches: usize,
+}
+
+/// Searches `files` on all cores. Results are the first `max_matches` matches in file order,
+/// exactly as a sequential search would give: workers take files in order, and stop taking
+/// new ones only when every file before some point is done and those files already hold
+/// `max_matches` matches.
+fn search_files(
+    mounts: &Mounts,
+    req: &SearchRequest,
+    matcher: &RegexMatcher,
+    files: &[String],
+) -> (Vec<Match>, usize, bool) {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let progress = Mutex::new(Progress {
+        done: Default::default(),
+        next: 0,
+        prefix_matches: 0,
+    });
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(8)
+        .min(files.len().max(1));
+    let results: Vec<Vec<(usize, Vec<Match>, bool)>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut searcher = SearcherBuilder::new()
+                        .line_number(true)
+                        .before_context(req.before)
+                        .after_context(req.after)
+                        .binary_detection(BinaryDetection::quit(0))
+                        .build();
+                    let mut mine = Vec::new();
+                    while !stop.load(Ordering::Relaxed) {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(rel) = files.get(i) else { break };
+                        let path = MountPath {
+                            mount: req.root.mount,
+                            rel: rel.clone(),
+                        };
+                        let mut found = Vec::new();
+                        let mut overflow = false;
+                        if let Ok((file, _)) = open_regular(mounts, &path) {
+                            let mut sink = Collector {
+                                path: path.display(),
+                                overflow: false,
+                                first_of_file: 0,
+                                matches: &mut found,
+                                pending_before: Vec::new(),
+                                max: req.max_matches,
+                            };
+                            let _ = searcher.search_reader(matcher, file, &mut sink);
+                            overflow = sink.overflow;
+                        }
+                        let count = found.len();
+                        mine.push((i, found, overflow));
+                        let Ok(mut p) = progress.lock() else { break };
+                        p.done.insert(i, count);
+                        let p = &mut *p;
+                        while let Some(c) = p.done.remove(&p.next) {
+                            p.prefix_matches += c;
+                            p.next += 1;
+                        }
+                        if p.prefix_matches >= req.max_matches {
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                    }
+                    mine
+                })
+            })
+            .collect();
+        workers.into_iter().filter_map(|w| w.join().ok()).collect()
+    });
+    let mut per_file: Vec<(usize, Vec<Match>, bool)> = results.into_iter().flatten().collect();
+    per_file.sort_by_key(|(i, _, _)| *i);
+    let scanned = per_file.len();
+    let mut matches = Vec::new();
+    let mut truncated = false;
+    for (_, found, overflow) in per_file {
+        if matches.len() >= req.max_matches {
+            truncated = truncated || !found.is_empty();
+            continue;
+        }
+        matches.extend(found);
+        truncated = truncated || overflow;
+    }
+    if matches.len() > req.max_matches {
+        truncated = true;
+    }
+    let truncated = truncated || (stop.load(Ordering::Relaxed) && scanned < files.len());
+    (matches, scanned, truncated)
 }
 
 /// Splits `{query, globs}` globs such as `@project/docs/**/*.md` into a search root and

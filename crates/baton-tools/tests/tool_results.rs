@@ -589,3 +589,34 @@ fn one_audit_line_per_call_with_content_redacted() {
     assert_eq!(lines[2]["output"]["error"]["code"], "E_SANDBOX_VIOLATION");
     assert_eq!(lines[3]["output"]["error"]["code"], "TOOL_NOT_AVAILABLE");
 }
+
+#[test]
+fn truncated_search_is_deterministic_and_in_file_order() {
+    let mut env = Env::new();
+    for i in 0..120 {
+        fs::create_dir_all(env.project_root.join("many")).unwrap();
+        fs::write(
+            env.project_root.join(format!("many/f{i:03}.txt")),
+            "hit a\nmiss\nhit b\nhit c\n",
+        )
+        .unwrap();
+    }
+    let first = env.call("fs.search", json!({"path": "@project/many", "pattern": "hit", "maxMatches": 50, "before": 0, "after": 0})).result;
+    let paths: Vec<String> = first["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| format!("{}:{}", m["path"].as_str().unwrap(), m["line"]))
+        .collect();
+    assert_eq!(paths.len(), 50);
+    assert_eq!(first["truncated"], true);
+    assert_eq!(paths[0], "@project/many/f000.txt:1");
+    assert_eq!(
+        paths[49], "@project/many/f016.txt:3",
+        "the first 50 matches in path order"
+    );
+    for _ in 0..20 {
+        let again = env.call("fs.search", json!({"path": "@project/many", "pattern": "hit", "maxMatches": 50, "before": 0, "after": 0})).result;
+        assert_eq!(again["matches"], first["matches"]);
+    }
+}
