@@ -1,0 +1,299 @@
+//! Model configuration: defaults, then `$BATON_HOME/config.toml`, then the project's
+//! `baton.toml`, then the environment, then command-line flags. The API key only ever comes
+//! from an environment variable and is never printed.
+
+use crate::error::LlmError;
+use serde::Deserialize;
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// An API key. Its `Debug` never shows it, and it has no `Display` or `Serialize`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(key: impl Into<String>) -> ApiKey {
+        ApiKey(key.into())
+    }
+
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(***)")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmConfig {
+    pub base_url: String,
+    pub model: Option<String>,
+    pub api_key_env: String,
+    pub api_key: Option<ApiKey>,
+    /// Per request: time to the response headers, and between two streamed chunks.
+    pub timeout: Duration,
+    pub max_retries: u32,
+    pub temperature: Option<f32>,
+    pub stream: bool,
+    /// First retry delay; doubles each retry (with jitter) up to 30 s.
+    pub retry_base_delay: Duration,
+}
+
+impl Default for LlmConfig {
+    fn default() -> Self {
+        LlmConfig {
+            base_url: DEFAULT_BASE_URL.to_string(),
+            model: None,
+            api_key_env: "OPENAI_API_KEY".to_string(),
+            api_key: None,
+            timeout: Duration::from_secs(120),
+            max_retries: 4,
+            temperature: None,
+            stream: true,
+            retry_base_delay: Duration::from_millis(500),
+        }
+    }
+}
+
+/// The `[llm]` table of a config file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LlmTable {
+    base_url: Option<String>,
+    model: Option<String>,
+    api_key_env: Option<String>,
+    timeout_s: Option<f64>,
+    max_retries: Option<u32>,
+    temperature: Option<f32>,
+    stream: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ConfigFile {
+    llm: Option<LlmTable>,
+}
+
+/// Values given on the command line; each wins over every other source.
+#[derive(Debug, Clone, Default)]
+pub struct LlmOverrides {
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub timeout_s: Option<f64>,
+    pub max_retries: Option<u32>,
+    pub temperature: Option<f32>,
+    pub stream: Option<bool>,
+}
+
+impl LlmConfig {
+    /// Loads the configuration. `env` reads an environment variable (a function, so tests
+    /// need not touch the process environment).
+    pub fn load(
+        home: Option<&Path>,
+        project: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+        overrides: &LlmOverrides,
+    ) -> Result<LlmConfig, LlmError> {
+        let mut config = LlmConfig::default();
+        if let Some(home) = home {
+            config.apply_file(&home.join("config.toml"))?;
+        }
+        if let Some(project) = project {
+            config.apply_file(&project.join("baton.toml"))?;
+        }
+        let env = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+        if let Some(url) = env("OPENAI_BASE_URL") {
+            config.base_url = url;
+        }
+        if let Some(model) = env("BATON_MODEL") {
+            config.model = Some(model);
+        }
+        config.api_key = env(&config.api_key_env).map(ApiKey::new);
+        let o = overrides;
+        if let Some(v) = &o.base_url {
+            config.base_url = v.clone();
+        }
+        if let Some(v) = &o.model {
+            config.model = Some(v.clone());
+        }
+        if let Some(v) = o.timeout_s {
+            config.timeout = seconds(v)?;
+        }
+        if let Some(v) = o.max_retries {
+            config.max_retries = v;
+        }
+        if o.temperature.is_some() {
+            config.temperature = o.temperature;
+        }
+        if let Some(v) = o.stream {
+            config.stream = v;
+        }
+        config.base_url = config.base_url.trim_end_matches('/').to_string();
+        if !(config.base_url.starts_with("http://") || config.base_url.starts_with("https://")) {
+            return Err(LlmError::Config(format!(
+                "base_url '{}' must start with http:// or https://",
+                config.base_url
+            )));
+        }
+        Ok(config)
+    }
+
+    fn apply_file(&mut self, path: &Path) -> Result<(), LlmError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => {
+                return Err(LlmError::Config(format!(
+                    "cannot read {}: {e}",
+                    path.display()
+                )));
+            }
+        };
+        let file: ConfigFile = toml::from_str(&text).map_err(|e| {
+            let hint = if text.contains("api_key =") || text.contains("api_key=") {
+                " (keys do not belong in files: set api_key_env to the name of an environment variable holding the key)"
+            } else {
+                ""
+            };
+            LlmError::Config(format!("{}: {}{hint}", path.display(), e.message()))
+        })?;
+        let Some(t) = file.llm else { return Ok(()) };
+        if let Some(v) = t.base_url {
+            self.base_url = v;
+        }
+        if let Some(v) = t.model {
+            self.model = Some(v);
+        }
+        if let Some(v) = t.api_key_env {
+            self.api_key_env = v;
+        }
+        if let Some(v) = t.timeout_s {
+            self.timeout = seconds(v)?;
+        }
+        if let Some(v) = t.max_retries {
+            self.max_retries = v;
+        }
+        if t.temperature.is_some() {
+            self.temperature = t.temperature;
+        }
+        if let Some(v) = t.stream {
+            self.stream = v;
+        }
+        Ok(())
+    }
+
+    /// The model name, or a configuration error telling how to set one.
+    pub fn require_model(&self) -> Result<&str, LlmError> {
+        self.model.as_deref().ok_or_else(|| {
+            LlmError::Config("no model is set: pass --model, set BATON_MODEL, or put model = \"...\" under [llm] in baton.toml".into())
+        })
+    }
+}
+
+fn seconds(v: f64) -> Result<Duration, LlmError> {
+    if !(v.is_finite() && v > 0.0 && v <= 3600.0) {
+        return Err(LlmError::Config(format!(
+            "timeout_s must be between 0 and 3600 seconds, not {v}"
+        )));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn precedence_is_home_project_env_flags() {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("config.toml"), "[llm]\nmodel = \"home-model\"\nbase_url = \"http://home/v1\"\ntimeout_s = 30\napi_key_env = \"MY_KEY\"\n").unwrap();
+        std::fs::write(
+            project.path().join("baton.toml"),
+            "[llm]\nmodel = \"project-model\"\nstream = false\n",
+        )
+        .unwrap();
+        let vars: HashMap<&str, &str> =
+            HashMap::from([("MY_KEY", "sk-secret"), ("OPENAI_API_KEY", "other")]);
+        let env = |k: &str| vars.get(k).map(|v| v.to_string());
+        let c = LlmConfig::load(
+            Some(home.path()),
+            Some(project.path()),
+            &env,
+            &LlmOverrides::default(),
+        )
+        .unwrap();
+        assert_eq!(c.model.as_deref(), Some("project-model"));
+        assert_eq!(c.base_url, "http://home/v1");
+        assert_eq!(c.timeout, Duration::from_secs(30));
+        assert!(!c.stream);
+        assert_eq!(c.api_key, Some(ApiKey::new("sk-secret")));
+        assert!(
+            !format!("{c:?}").contains("sk-secret"),
+            "the key never shows in Debug"
+        );
+
+        let vars2: HashMap<&str, &str> = HashMap::from([
+            ("MY_KEY", "k"),
+            ("BATON_MODEL", "env-model"),
+            ("OPENAI_BASE_URL", "http://env/v1/"),
+        ]);
+        let env2 = |k: &str| vars2.get(k).map(|v| v.to_string());
+        let c = LlmConfig::load(
+            Some(home.path()),
+            Some(project.path()),
+            &env2,
+            &LlmOverrides::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            (c.model.as_deref(), c.base_url.as_str()),
+            (Some("env-model"), "http://env/v1")
+        );
+        let flags = LlmOverrides {
+            model: Some("flag-model".into()),
+            ..Default::default()
+        };
+        let c = LlmConfig::load(Some(home.path()), Some(project.path()), &env2, &flags).unwrap();
+        assert_eq!(c.model.as_deref(), Some("flag-model"));
+    }
+
+    #[test]
+    fn keys_in_files_and_bad_values_are_refused() {
+        let project = tempfile::tempdir().unwrap();
+        std::fs::write(
+            project.path().join("baton.toml"),
+            "[llm]\napi_key = \"sk-123\"\n",
+        )
+        .unwrap();
+        let err = LlmConfig::load(
+            None,
+            Some(project.path()),
+            &|_| None,
+            &LlmOverrides::default(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("environment variable"), "{err}");
+        assert!(!err.to_string().contains("sk-123"));
+        let bad = LlmOverrides {
+            base_url: Some("ftp://x".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            LlmConfig::load(None, None, &|_| None, &bad)
+                .unwrap_err()
+                .code(),
+            "LLM_CONFIG_INVALID"
+        );
+        assert_eq!(
+            LlmConfig::default().require_model().unwrap_err().code(),
+            "LLM_CONFIG_INVALID"
+        );
+    }
+}

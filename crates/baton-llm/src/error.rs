@@ -1,0 +1,61 @@
+//! Errors of model calls, with stable codes.
+
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LlmError {
+    #[error("the model did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("the model endpoint answered HTTP {status}: {message}")]
+    Http { status: u16, message: String },
+    #[error("the model endpoint is rate limiting (HTTP 429): {message}")]
+    RateLimited {
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    #[error("cannot reach the model endpoint: {0}")]
+    Connect(String),
+    #[error("the model's answer cannot be understood: {0}")]
+    BadResponse(String),
+    #[error("the stream broke after the model had started answering: {0}")]
+    StreamInterrupted(String),
+    #[error("the call was cancelled")]
+    Cancelled,
+    #[error("model configuration: {0}")]
+    Config(String),
+    #[error("the recorded trace has no more model answers (served {served})")]
+    ReplayExhausted { served: usize },
+    #[error("the run diverged from the recorded trace at {dialogue}: {reason}")]
+    ReplayMismatch { dialogue: String, reason: String },
+    #[error("cannot load the trace: {0}")]
+    TraceInvalid(String),
+}
+
+impl LlmError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            LlmError::Timeout(_) => "LLM_TIMEOUT",
+            LlmError::Http { .. } => "LLM_HTTP_ERROR",
+            LlmError::RateLimited { .. } => "LLM_RATE_LIMITED",
+            LlmError::Connect(_) => "LLM_CONNECT_ERROR",
+            LlmError::BadResponse(_) | LlmError::StreamInterrupted(_) => "LLM_BAD_RESPONSE",
+            LlmError::Cancelled => "LLM_CANCELLED",
+            LlmError::Config(_) => "LLM_CONFIG_INVALID",
+            LlmError::ReplayExhausted { .. } => "REPLAY_EXHAUSTED",
+            LlmError::ReplayMismatch { .. } => "REPLAY_MISMATCH",
+            LlmError::TraceInvalid(_) => "TRACE_INVALID",
+        }
+    }
+
+    /// Worth another attempt: the request had no effect and may succeed later.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            LlmError::Timeout(_)
+            | LlmError::Connect(_)
+            | LlmError::RateLimited { .. }
+            | LlmError::StreamInterrupted(_) => true,
+            LlmError::Http { status, .. } => matches!(status, 408 | 409 | 500..=599),
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! Talking to models: an OpenAI-compatible HTTP client (streaming, retries, timeouts,
+//! cancellation, lenient decoding), tool-name aliasing, configuration, and traces that record a
+//! run's conversation and replay it offline.
+//!
+//! Nothing here knows about workflows.
+
+pub mod client;
+pub mod config;
+pub mod error;
+pub mod model;
+pub mod names;
+pub mod replay;
+pub mod testing;
+pub mod trace;
+pub mod types;
+pub mod wire;
+
+pub use client::HttpChatModel;
+pub use config::{ApiKey, LlmConfig, LlmOverrides};
+pub use error::LlmError;
+pub use model::{BoxFuture, CallOptions, ChatModel};
+pub use replay::{RecordingModel, ReplayModel};
+pub use trace::{Trace, TraceRecorder};
+pub use types::{
+    ChatOptions, ChatRequest, ChatResponse, Message, Role, StreamEvent, ToolCall, ToolDef, Usage,
+};

@@ -1,0 +1,37 @@
+//! The `ChatModel` trait: one request, one assistant answer.
+
+use crate::error::LlmError;
+use crate::types::{ChatRequest, ChatResponse, StreamEvent};
+use std::future::Future;
+use std::pin::Pin;
+use tokio_util::sync::CancellationToken;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Per-call options: live events and cancellation.
+#[derive(Clone, Copy, Default)]
+pub struct CallOptions<'a> {
+    /// Called with text deltas and tool-call starts while a streamed answer arrives.
+    pub on_event: Option<&'a (dyn Fn(StreamEvent) + Send + Sync)>,
+    /// Cancels the call (and its retries) when triggered.
+    pub cancel: Option<&'a CancellationToken>,
+}
+
+impl CallOptions<'_> {
+    pub fn emit(&self, event: StreamEvent) {
+        if let Some(f) = self.on_event {
+            f(event);
+        }
+    }
+}
+
+pub trait ChatModel: Send + Sync {
+    fn chat<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        options: CallOptions<'a>,
+    ) -> BoxFuture<'a, Result<ChatResponse, LlmError>>;
+
+    /// The model name, for logs and traces.
+    fn model_name(&self) -> &str;
+}

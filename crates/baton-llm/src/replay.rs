@@ -1,0 +1,192 @@
+//! Serving a recorded trace as the model: offline, deterministic runs for tests, CI and demos.
+
+use crate::error::LlmError;
+use crate::model::{BoxFuture, CallOptions, ChatModel};
+use crate::trace::{Entry, Trace, TraceRecorder};
+use crate::types::{ChatRequest, ChatResponse, Message, Role, StreamEvent};
+use serde_json::Map;
+use std::sync::{Arc, Mutex};
+
+#[derive(Debug, Default)]
+struct Cursor {
+    next: usize,
+    served: usize,
+    /// Ids of the tool calls of the last answer: the next request must answer them.
+    open_calls: Vec<String>,
+    last_id: String,
+}
+
+/// A `ChatModel` that answers with the recorded assistant messages, in order.
+///
+/// It checks that the run keeps to the recording: a request must carry the results of the
+/// tool calls just served, and a recorded user input must be taken (with
+/// [`ReplayModel::take_user_input`]) before the next call. Otherwise `REPLAY_MISMATCH`; past the
+/// last recorded answer, `REPLAY_EXHAUSTED`.
+pub struct ReplayModel {
+    trace: Trace,
+    cursor: Mutex<Cursor>,
+}
+
+impl ReplayModel {
+    pub fn new(trace: Trace) -> ReplayModel {
+        ReplayModel {
+            trace,
+            cursor: Mutex::new(Cursor::default()),
+        }
+    }
+
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Cursor> {
+        self.cursor
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The recorded user input that comes next, if the run is at that point; consumes it.
+    pub fn take_user_input(&self) -> Option<String> {
+        let mut c = self.lock();
+        match self.trace.entries.get(c.next) {
+            Some(Entry::UserInput { raw_text, .. }) => {
+                c.next += 1;
+                Some(raw_text.clone())
+            }
+            _ => None,
+        }
+    }
+
+    /// Model answers served so far.
+    pub fn served(&self) -> usize {
+        self.lock().served
+    }
+
+    /// Recorded answers not served yet.
+    pub fn remaining(&self) -> usize {
+        let c = self.lock();
+        self.trace.entries[c.next.min(self.trace.entries.len())..]
+            .iter()
+            .filter(|e| matches!(e, Entry::Dialogue(_)))
+            .count()
+    }
+
+    fn serve(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let mut c = self.lock();
+        if !c.open_calls.is_empty() {
+            let answered: Vec<&str> = request
+                .messages
+                .iter()
+                .filter(|m| m.role == Role::Tool)
+                .filter_map(|m| m.tool_call_id.as_deref())
+                .collect();
+            if let Some(missing) = c
+                .open_calls
+                .iter()
+                .find(|id| !answered.contains(&id.as_str()))
+            {
+                return Err(LlmError::ReplayMismatch {
+                    dialogue: c.last_id.clone(),
+                    reason: format!("the request has no result for recorded tool call {missing}"),
+                });
+            }
+        }
+        match self.trace.entries.get(c.next) {
+            None => Err(LlmError::ReplayExhausted { served: c.served }),
+            Some(Entry::UserInput { id, raw_text }) => Err(LlmError::ReplayMismatch {
+                dialogue: id.clone(),
+                reason: format!(
+                    "the recording has the user answering {raw_text:?} before the next model call"
+                ),
+            }),
+            Some(Entry::Dialogue(d)) => {
+                c.next += 1;
+                c.served += 1;
+                c.open_calls = d.tool_calls.iter().map(|t| t.id.clone()).collect();
+                c.last_id = d.id.clone();
+                let finish = if d.tool_calls.is_empty() {
+                    "stop"
+                } else {
+                    "tool_calls"
+                };
+                Ok(ChatResponse {
+                    message: Message {
+                        role: Role::Assistant,
+                        content: Some(d.content.clone()),
+                        tool_calls: d.tool_calls.clone(),
+                        tool_call_id: None,
+                        extra: Map::new(),
+                    },
+                    finish_reason: Some(finish.to_string()),
+                    usage: None,
+                })
+            }
+        }
+    }
+}
+
+impl ChatModel for ReplayModel {
+    fn chat<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        options: CallOptions<'a>,
+    ) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
+        Box::pin(async move {
+            let response = self.serve(request)?;
+            if let Some(text) = response
+                .message
+                .content
+                .as_deref()
+                .filter(|t| !t.is_empty())
+            {
+                options.emit(StreamEvent::TextDelta(text.to_string()));
+            }
+            Ok(response)
+        })
+    }
+
+    fn model_name(&self) -> &str {
+        "replay"
+    }
+}
+
+/// Wraps a model and records every call it answers.
+pub struct RecordingModel<M> {
+    inner: M,
+    recorder: Arc<Mutex<TraceRecorder>>,
+    phase: &'static str,
+}
+
+impl<M: ChatModel> RecordingModel<M> {
+    pub fn new(inner: M, recorder: Arc<Mutex<TraceRecorder>>) -> RecordingModel<M> {
+        RecordingModel {
+            inner,
+            recorder,
+            phase: "running",
+        }
+    }
+
+    pub fn inner(&self) -> &M {
+        &self.inner
+    }
+}
+
+impl<M: ChatModel> ChatModel for RecordingModel<M> {
+    fn chat<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        options: CallOptions<'a>,
+    ) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
+        Box::pin(async move {
+            let response = self.inner.chat(request, options).await?;
+            if let Ok(mut r) = self.recorder.lock() {
+                r.record_call(self.phase, request, &response);
+            }
+            Ok(response)
+        })
+    }
+
+    fn model_name(&self) -> &str {
+        self.inner.model_name()
+    }
+}
