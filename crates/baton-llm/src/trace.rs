@@ -2,7 +2,7 @@
 //! block of a markdown document such as the reference conversation) and recording.
 
 use crate::error::LlmError;
-use crate::types::{ChatRequest, ChatResponse, Message, Role, ToolCall};
+use crate::types::{ChatRequest, ChatResponse, Message, ToolCall};
 use serde_json::{Map, Value, json};
 use std::path::Path;
 
@@ -163,12 +163,7 @@ fn json_blocks(text: &str) -> impl Iterator<Item = &str> {
 }
 
 fn message_json(m: &Message) -> Value {
-    let role = match m.role {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
-    };
+    let role = m.role.as_str();
     let mut out = json!({"role": role, "content": m.text()});
     if !m.tool_calls.is_empty() {
         out["toolCalls"] = Value::Array(m.tool_calls.iter().map(tool_call_json).collect());

@@ -42,12 +42,7 @@ pub fn request_body(model: &str, req: &ChatRequest, names: &ToolNames, stream: b
 }
 
 fn message_json(m: &Message, names: &ToolNames) -> Value {
-    let role = match m.role {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
-    };
+    let role = m.role.as_str();
     let mut out = Map::new();
     out.insert("role".into(), json!(role));
     match m.role {

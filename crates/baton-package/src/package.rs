@@ -98,18 +98,7 @@ impl Package {
 
     /// `<name>@<version>-<first 8 hex of the digest>`: the install directory name.
     pub fn install_id(&self) -> String {
-        let safe_name: String = self
-            .manifest
-            .name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                    c
-                } else {
-                    '-'
-                }
-            })
-            .collect();
+        let safe_name = crate::paths::slug(&self.manifest.name, "._-");
         format!(
             "{safe_name}@{}-{}",
             self.manifest.version,

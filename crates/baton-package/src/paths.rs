@@ -66,6 +66,19 @@ pub fn normalize(raw: &str) -> Result<String, PathProblem> {
     Ok(out)
 }
 
+/// `name` with every character outside ASCII alphanumerics and `extra` replaced by `-`.
+pub fn slug(name: &str, extra: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || extra.contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
 /// The directory part of a normalized path (`""` for a top-level file).
 pub fn parent(path: &str) -> &str {
     path.rsplit_once('/').map(|(dir, _)| dir).unwrap_or("")

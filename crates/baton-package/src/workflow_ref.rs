@@ -29,17 +29,7 @@ pub fn derived_entry_id(manifest: &Manifest) -> String {
     {
         return id.to_string();
     }
-    let slug: String = manifest
-        .name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "._:-".contains(c) {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
+    let slug = crate::paths::slug(&manifest.name, "._:-");
     let slug = slug.trim_start_matches(|c: char| !c.is_ascii_alphanumeric());
     if slug.is_empty() {
         "default".to_string()

@@ -102,7 +102,8 @@ impl StateFile {
         let old = self.read_unlocked()?;
         let mut new = old.doc.clone();
         let summary = new.apply_update(update)?;
-        self.commit(graph, &old, new, if_match, options, Some(summary))
+        let text = new.render()?;
+        self.commit(graph, &old, new, text, if_match, options, Some(summary))
     }
 
     /// Replaces the whole file (the `fs.write` path) through the guard.
@@ -116,28 +117,22 @@ impl StateFile {
         let _lock = self.lock()?;
         let old = self.read_unlocked()?;
         let new = StateDoc::parse(text)?;
-        guard::check(&old.doc, &old.sha256, &new, graph, if_match, options)?;
-        atomic_write(&self.path, text.as_bytes())?;
-        Ok(StateWrite {
-            before_sha256: old.sha256,
-            after_sha256: sha256_hex(text.as_bytes()),
-            doc: new,
-            summary: None,
-            bytes_written: text.len(),
-        })
+        self.commit(graph, &old, new, text.to_string(), if_match, options, None)
     }
 
+    /// Checks `new` (whose file text is `text`) against the old state, then writes it.
+    #[allow(clippy::too_many_arguments)]
     fn commit(
         &self,
         graph: &Graph,
         old: &StateRead,
         new: StateDoc,
+        text: String,
         if_match: Option<&str>,
         options: GuardOptions,
         summary: Option<UpdateSummary>,
     ) -> Result<StateWrite, StateFileError> {
         guard::check(&old.doc, &old.sha256, &new, graph, if_match, options)?;
-        let text = new.render()?;
         atomic_write(&self.path, text.as_bytes())?;
         Ok(StateWrite {
             before_sha256: old.sha256.clone(),
