@@ -174,10 +174,13 @@ fn message_json(m: &Message) -> Value {
     out
 }
 
-/// Arguments as an object when they are JSON (as the reference trace writes them), else text.
+/// Arguments as an object, as the reference trace writes them, when that object serializes back
+/// to the very same text; otherwise the text itself, so a replay gives the model's bytes.
 fn tool_call_json(c: &ToolCall) -> Value {
-    let args = serde_json::from_str::<Value>(&c.arguments)
-        .unwrap_or_else(|_| Value::String(c.arguments.clone()));
+    let args = match serde_json::from_str::<Value>(&c.arguments) {
+        Ok(v) if v.is_object() && v.to_string() == c.arguments => v,
+        _ => Value::String(c.arguments.clone()),
+    };
     json!({"id": c.id, "name": c.name, "arguments": args})
 }
 

@@ -104,7 +104,8 @@ async fn a_recorded_run_replays_to_the_same_answers() {
     let server = ScriptedServer::start(vec![
         Reply::tool_calls(&[
             ("call_a", "fs.read", r#"{"path":"@project/x.md"}"#),
-            ("call_b", "fs.list", "{\"path\":\"@project\"}"),
+            // Spaced as a model might write it: the replay gives back the same bytes.
+            ("call_b", "fs.list", "{ \"path\": \"@project\" }"),
         ]),
         Reply::text("Which story key?"),
         Reply::text("Done."),
