@@ -18,8 +18,8 @@ struct Cursor {
 
 /// A `ChatModel` that answers with the recorded assistant messages, in order.
 ///
-/// It checks that the run keeps to the recording: a request must carry the results of the
-/// tool calls just served, and a recorded user input must be taken (with
+/// It checks that the run keeps to the recording: a request that carries the answer just
+/// served must carry the results of its tool calls, and a recorded user input must be taken (with
 /// [`ReplayModel::take_user_input`]) before the next call. Otherwise `REPLAY_MISMATCH`; past the
 /// last recorded answer, `REPLAY_EXHAUSTED`.
 pub struct ReplayModel {
@@ -73,7 +73,13 @@ impl ReplayModel {
 
     fn serve(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let mut c = self.lock();
-        if !c.open_calls.is_empty() {
+        // When the request still carries the answer just served, it must carry the results of
+        // all its tool calls. (A context policy may drop a finished node's turns: then neither
+        // the calls nor their results are sent, which is no divergence.)
+        let carries_calls = request.messages.iter().any(|m| {
+            m.role == Role::Assistant && m.tool_calls.iter().any(|t| c.open_calls.contains(&t.id))
+        });
+        if carries_calls {
             let answered: Vec<&str> = request
                 .messages
                 .iter()

@@ -178,7 +178,7 @@ fn message_json(m: &Message) -> Value {
 /// to the very same text; otherwise the text itself, so a replay gives the model's bytes.
 fn tool_call_json(c: &ToolCall) -> Value {
     let args = match serde_json::from_str::<Value>(&c.arguments) {
-        Ok(v) if v.is_object() && v.to_string() == c.arguments => v,
+        Ok(v) if v.is_object() && serde_json::to_string(&v).is_ok_and(|t| t == c.arguments) => v,
         _ => Value::String(c.arguments.clone()),
     };
     json!({"id": c.id, "name": c.name, "arguments": args})

@@ -163,13 +163,13 @@ async fn a_recorded_run_replays_to_the_same_answers() {
     let mut rreq = request("start");
     let r1 = replay.chat(&rreq, CallOptions::default()).await.unwrap();
     assert_eq!(r1.message.tool_calls, first.message.tool_calls);
-    // Diverging (no results for the recorded tool calls) is refused.
+    rreq.messages.push(r1.message.clone());
+    // Diverging (the answer is sent back without the results of its tool calls) is refused.
     let err = replay
         .chat(&rreq, CallOptions::default())
         .await
         .unwrap_err();
     assert_eq!(err.code(), "REPLAY_MISMATCH");
-    rreq.messages.push(r1.message.clone());
     for call in &r1.message.tool_calls {
         rreq.messages
             .push(Message::tool_result(call.id.clone(), "{\"ok\":true}"));

@@ -1,0 +1,301 @@
+//! The async driver: runs the machine's actions against a model, the ToolHost and the store.
+
+use crate::composer::Intent;
+use crate::machine::{Action, Input, Machine, StateSnapshot, ToolResult, WaitReason};
+use baton_llm::{CallOptions, ChatModel, LlmError, StreamEvent, TraceRecorder, Usage};
+use baton_package::Workflow;
+use baton_store::{Phase, Project, RunError, StateFile};
+use baton_tools::{CallContext, ToolCall, ToolHost};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+/// Something to show while a run goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EngineEvent {
+    ModelCall {
+        turn: usize,
+        node: String,
+        agent: String,
+    },
+    Text(String),
+    ToolCall {
+        name: String,
+        ok: bool,
+    },
+    NodeChanged {
+        node: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Completed { message: String },
+    Waiting { question: String },
+    Failed { code: String, message: String },
+}
+
+/// What one engine invocation did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunReport {
+    pub outcome: Outcome,
+    pub model_calls: usize,
+    pub tool_calls: usize,
+    /// Stops for the user, answered automatically or not.
+    pub waits: usize,
+    pub usage: Usage,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Run(#[from] RunError),
+    #[error("cannot read the run state: {0}")]
+    State(String),
+}
+
+/// Everything one invocation works with.
+pub struct Driver<'a> {
+    pub machine: Machine<'a>,
+    pub workflow: &'a Workflow,
+    pub project: &'a Project,
+    pub run_id: String,
+    pub host: &'a mut ToolHost,
+    pub model: &'a dyn ChatModel,
+    pub recorder: Option<Arc<Mutex<TraceRecorder>>>,
+    /// Answers for questions that need no person (replayed inputs, `--input`).
+    pub answers: &'a mut (dyn FnMut(&str) -> Option<String> + Send),
+    pub on_event: Option<&'a (dyn Fn(EngineEvent) + Send + Sync)>,
+    pub cancel: CancellationToken,
+}
+
+pub fn is_confirmation(text: &str) -> bool {
+    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    compact.contains("WIDGET_SUBMIT") && compact.contains("\"confirmed\":true")
+}
+
+impl<'a> Driver<'a> {
+    fn state(&self) -> StateFile {
+        self.project.state_file(&self.run_id)
+    }
+
+    fn snapshot(&self) -> Result<StateSnapshot, EngineError> {
+        let read = self
+            .state()
+            .read()
+            .map_err(|e| EngineError::State(e.to_string()))?;
+        let graph = &self.workflow.graph;
+        Ok(StateSnapshot {
+            node_id: read.doc.effective_node_id(graph).to_string(),
+            complete: read.doc.is_complete(graph),
+        })
+    }
+
+    fn emit(&self, e: EngineEvent) {
+        if let Some(f) = self.on_event {
+            f(e);
+        }
+    }
+
+    fn set_phase(
+        &self,
+        phase: Phase,
+        waiting_for: Option<Value>,
+        node: &str,
+    ) -> Result<(), EngineError> {
+        let node = node.to_string();
+        self.project.update_run(&self.run_id, |r| {
+            r.phase = phase;
+            r.waiting_for = waiting_for;
+            r.current_node_id = Some(node);
+        })?;
+        Ok(())
+    }
+
+    fn record(&self, f: impl FnOnce(&mut TraceRecorder)) {
+        if let Some(r) = &self.recorder
+            && let Ok(mut r) = r.lock()
+        {
+            f(&mut r);
+        }
+    }
+
+    /// Runs until the workflow completes, fails, or needs a person.
+    pub async fn drive(
+        &mut self,
+        intent: Intent,
+        user_input: Option<String>,
+    ) -> Result<RunReport, EngineError> {
+        let state = self.snapshot()?;
+        self.host.gate.arm(state.complete);
+        if user_input.as_deref().is_some_and(is_confirmation) {
+            self.host.gate.grant();
+        }
+        let mut report = RunReport {
+            outcome: Outcome::Waiting {
+                question: String::new(),
+            },
+            model_calls: 0,
+            tool_calls: 0,
+            waits: 0,
+            usage: Usage::default(),
+        };
+        self.set_phase(Phase::Running, None, &state.node_id)?;
+        let mut action = self.machine.step(Input::Begin {
+            intent,
+            state,
+            user_input,
+        });
+        loop {
+            action = match action {
+                Action::CallModel(request) => {
+                    if self.cancel.is_cancelled() {
+                        Action::Fail {
+                            code: "ENGINE_ABORTED",
+                            message: "the run was stopped".into(),
+                        }
+                    } else {
+                        self.emit(EngineEvent::ModelCall {
+                            turn: report.model_calls + 1,
+                            node: self.machine.node().to_string(),
+                            agent: self.machine.effective_agent(),
+                        });
+                        let on_text = |e: StreamEvent| {
+                            if let (StreamEvent::TextDelta(t), Some(f)) = (e, self.on_event) {
+                                f(EngineEvent::Text(t));
+                            }
+                        };
+                        let options = CallOptions {
+                            on_event: Some(&on_text),
+                            cancel: Some(&self.cancel),
+                        };
+                        match self.model.chat(&request, options).await {
+                            Ok(response) => {
+                                report.model_calls += 1;
+                                if let Some(u) = response.usage {
+                                    report.usage.add(u);
+                                }
+                                self.machine.step(Input::ModelAnswered(response))
+                            }
+                            Err(LlmError::Cancelled) => Action::Fail {
+                                code: "ENGINE_ABORTED",
+                                message: "the run was stopped".into(),
+                            },
+                            Err(e) => Action::Fail {
+                                code: e.code(),
+                                message: e.to_string(),
+                            },
+                        }
+                    }
+                }
+                Action::RunTools(calls) => {
+                    let agent = self.machine.effective_agent();
+                    let node = self.machine.node().to_string();
+                    let policy = self.machine_policy(&agent);
+                    let mut results = Vec::with_capacity(calls.len());
+                    let mut question = None;
+                    let mut runs = Vec::with_capacity(calls.len());
+                    for call in calls {
+                        let outcome = self.host.execute(
+                            ToolCall {
+                                id: &call.id,
+                                name: &call.name,
+                                arguments: &call.arguments,
+                            },
+                            CallContext {
+                                agent_id: &agent,
+                                node_id: &node,
+                                policy: &policy,
+                            },
+                        );
+                        report.tool_calls += 1;
+                        let ok = outcome.result.get("ok").and_then(Value::as_bool) == Some(true);
+                        self.emit(EngineEvent::ToolCall {
+                            name: call.name.clone(),
+                            ok,
+                        });
+                        if let Some(q) = outcome.question {
+                            question = Some(q.message);
+                        }
+                        runs.push((call.id.clone(), outcome.result.clone()));
+                        results.push(ToolResult {
+                            content: outcome.result.to_string(),
+                            ok,
+                            call,
+                        });
+                    }
+                    self.record(|r| r.record_tool_runs(runs));
+                    let state = self.snapshot()?;
+                    self.host.gate.arm(state.complete);
+                    if state.node_id != node {
+                        self.emit(EngineEvent::NodeChanged {
+                            node: state.node_id.clone(),
+                        });
+                        let n = state.node_id.clone();
+                        self.project
+                            .update_run(&self.run_id, |r| r.current_node_id = Some(n))?;
+                    }
+                    self.machine.step(Input::ToolsExecuted {
+                        results,
+                        state,
+                        question,
+                    })
+                }
+                Action::WaitForUser { question, reason } => {
+                    report.waits += 1;
+                    let reason_text = match reason {
+                        WaitReason::Question => "assistant_no_toolCalls_and_not_complete",
+                        WaitReason::Widget => "ui_ask_user",
+                        WaitReason::LoopDetected => "ENGINE_LOOP_DETECTED",
+                    };
+                    self.record(|r| r.record_ui_after("waiting-user", reason_text));
+                    if let Some(answer) = (self.answers)(&question) {
+                        let wrapped = crate::composer::user_input(
+                            &answer,
+                            (!self.machine.is_complete()).then_some(self.machine.node()),
+                        );
+                        self.record(|r| r.record_user_input(&answer, &wrapped));
+                        if is_confirmation(&answer) {
+                            self.host.gate.grant();
+                        }
+                        self.machine.step(Input::UserAnswered(answer))
+                    } else {
+                        let waiting = json!({"question": question, "nodeId": self.machine.node(), "reason": reason_text});
+                        self.set_phase(Phase::WaitingUser, Some(waiting), self.machine.node())?;
+                        report.outcome = Outcome::Waiting { question };
+                        return Ok(report);
+                    }
+                }
+                Action::Complete { message } => {
+                    self.record(|r| {
+                        r.record_ui_after("completed", "assistant_no_toolCalls_and_complete")
+                    });
+                    self.set_phase(Phase::Completed, None, self.machine.node())?;
+                    report.outcome = Outcome::Completed { message };
+                    return Ok(report);
+                }
+                Action::Fail { code, message } => {
+                    self.record(|r| r.record_ui_after("failed", code));
+                    let waiting = json!({"error": {"code": code, "message": message}});
+                    self.set_phase(Phase::Failed, Some(waiting), self.machine.node())?;
+                    report.outcome = Outcome::Failed {
+                        code: code.to_string(),
+                        message,
+                    };
+                    return Ok(report);
+                }
+            };
+        }
+    }
+
+    fn machine_policy(&self, agent: &str) -> baton_tools::EffectivePolicy {
+        self.machine.policy_for(agent)
+    }
+}
+
+impl Machine<'_> {
+    /// The merged tool policy of `agent`.
+    pub fn policy_for(&self, agent: &str) -> baton_tools::EffectivePolicy {
+        self.composer().policy(agent)
+    }
+}

@@ -1,0 +1,12 @@
+//! The engine: the prompt protocol, the run loop as a sans-IO state machine, and the async
+//! driver that runs it against a model, the ToolHost and the store.
+//!
+//! Nothing here prints to a terminal.
+
+pub mod composer;
+pub mod driver;
+pub mod machine;
+
+pub use composer::{Composer, Intent};
+pub use driver::{Driver, EngineError, EngineEvent, Outcome, RunReport};
+pub use machine::{Action, ContextPolicy, DEFAULT_MAX_TURNS, Input, Machine, StateSnapshot};

@@ -1,0 +1,292 @@
+//! The run loop as a sans-IO state machine: it is fed what happened (a model answer, tool
+//! results, a user's answer) and says what to do next. No I/O, no clock, no randomness, so
+//! every transition is unit-testable and a recorded run replays exactly.
+
+use crate::composer::{COMPLETION_REQUEST, Composer, Intent, user_input};
+use baton_llm::{ChatRequest, ChatResponse, Message, ToolCall};
+
+pub const DEFAULT_MAX_TURNS: usize = 50;
+/// The same failing call this many times in a row stops the run for the user.
+pub const LOOP_LIMIT: usize = 3;
+
+/// How much history a request carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextPolicy {
+    /// The history restarts whenever the current node changes; state and artifacts carry the
+    /// memory between nodes.
+    Node,
+    /// Everything since the start of this engine invocation.
+    Full,
+}
+
+/// What the state says after a tool batch (or at the start).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateSnapshot {
+    /// The effective current node (an empty `currentNodeId` is the entry node).
+    pub node_id: String,
+    pub complete: bool,
+}
+
+/// One executed tool call, as the machine needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    pub call: ToolCall,
+    /// The JSON result text sent back to the model.
+    pub content: String,
+    pub ok: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    Begin {
+        intent: Intent,
+        state: StateSnapshot,
+        user_input: Option<String>,
+    },
+    ModelAnswered(ChatResponse),
+    ToolsExecuted {
+        results: Vec<ToolResult>,
+        state: StateSnapshot,
+        question: Option<String>,
+    },
+    UserAnswered(String),
+}
+
+/// Why the machine stopped for the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitReason {
+    /// The model answered in text while the workflow is incomplete: it is asking.
+    Question,
+    /// `ui.ask_user` was called.
+    Widget,
+    /// The same failing call came back `LOOP_LIMIT` times.
+    LoopDetected,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    CallModel(ChatRequest),
+    RunTools(Vec<ToolCall>),
+    WaitForUser {
+        question: String,
+        reason: WaitReason,
+    },
+    Complete {
+        message: String,
+    },
+    Fail {
+        code: &'static str,
+        message: String,
+    },
+}
+
+pub struct Machine<'p> {
+    composer: Composer<'p>,
+    active_agent: String,
+    policy: ContextPolicy,
+    max_turns: usize,
+    history: Vec<Message>,
+    node: String,
+    complete: bool,
+    turns: usize,
+    last_failure: Option<(String, usize)>,
+}
+
+impl<'p> Machine<'p> {
+    pub fn new(
+        composer: Composer<'p>,
+        active_agent: &str,
+        policy: ContextPolicy,
+        max_turns: usize,
+    ) -> Machine<'p> {
+        Machine {
+            composer,
+            active_agent: active_agent.to_string(),
+            policy,
+            max_turns,
+            history: Vec::new(),
+            node: String::new(),
+            complete: false,
+            turns: 0,
+            last_failure: None,
+        }
+    }
+
+    pub fn composer(&self) -> &Composer<'p> {
+        &self.composer
+    }
+
+    pub fn turns(&self) -> usize {
+        self.turns
+    }
+
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    pub fn is_complete(&self) -> bool {
+        self.complete
+    }
+
+    pub fn effective_agent(&self) -> String {
+        self.composer
+            .effective_agent(&self.node, &self.active_agent)
+            .to_string()
+    }
+
+    /// The node id shown in `forNodeId`, directives and briefs; none after completion.
+    fn active_node(&self) -> Option<String> {
+        (!self.complete).then(|| self.node.clone())
+    }
+
+    /// Opens a window for the current node: directive (and brief while a node is active).
+    fn open_window(&mut self, intent: Intent) {
+        if self.policy == ContextPolicy::Node {
+            self.history.clear();
+        }
+        let agent = self.effective_agent();
+        let node = self.active_node();
+        self.history.push(Message::user(self.composer.run_directive(
+            intent,
+            node.as_deref(),
+            &agent,
+        )));
+        if let Some(node) = node {
+            self.history
+                .push(Message::user(self.composer.node_brief(&node)));
+        }
+    }
+
+    fn call_model(&mut self) -> Action {
+        if self.turns >= self.max_turns {
+            return Action::Fail {
+                code: "ENGINE_MAX_TURNS_EXCEEDED",
+                message: format!(
+                    "the model took {} turns without finishing or asking",
+                    self.max_turns
+                ),
+            };
+        }
+        let agent = self.effective_agent();
+        let policy = self.composer.policy(&agent);
+        let mut messages = self.composer.system_layers(&agent);
+        messages.extend(self.history.iter().cloned());
+        Action::CallModel(ChatRequest {
+            messages,
+            tools: self.composer.tools(&policy),
+            options: Default::default(),
+        })
+    }
+
+    fn add_user_input(&mut self, raw: &str) {
+        let node = self.active_node();
+        self.history
+            .push(Message::user(user_input(raw, node.as_deref())));
+        if let Some(node) = node {
+            self.history
+                .push(Message::user(self.composer.reminder(&node)));
+        }
+    }
+
+    pub fn step(&mut self, input: Input) -> Action {
+        match input {
+            Input::Begin {
+                intent,
+                state,
+                user_input,
+            } => {
+                self.node = state.node_id;
+                self.complete = state.complete;
+                self.turns = 0;
+                self.last_failure = None;
+                self.open_window(intent);
+                if let Some(text) = user_input {
+                    self.add_user_input(&text);
+                }
+                self.call_model()
+            }
+            Input::UserAnswered(text) => {
+                let agent = self.effective_agent();
+                let node = self.active_node();
+                self.history.push(Message::user(self.composer.run_directive(
+                    Intent::Continue,
+                    node.as_deref(),
+                    &agent,
+                )));
+                self.add_user_input(&text);
+                self.last_failure = None;
+                self.call_model()
+            }
+            Input::ModelAnswered(response) => {
+                self.turns += 1;
+                let message = response.message;
+                self.history.push(message.clone());
+                if !message.tool_calls.is_empty() {
+                    return Action::RunTools(message.tool_calls);
+                }
+                let text = message.content.unwrap_or_default();
+                if self.complete {
+                    Action::Complete { message: text }
+                } else {
+                    Action::WaitForUser {
+                        question: text,
+                        reason: WaitReason::Question,
+                    }
+                }
+            }
+            Input::ToolsExecuted {
+                results,
+                state,
+                question,
+            } => {
+                let mut looping = false;
+                for r in &results {
+                    self.history
+                        .push(Message::tool_result(r.call.id.clone(), r.content.clone()));
+                    looping |= self.note_failure(r);
+                }
+                let was_node = std::mem::replace(&mut self.node, state.node_id);
+                let was_complete = std::mem::replace(&mut self.complete, state.complete);
+                if looping {
+                    return Action::WaitForUser {
+                        question: "The same tool call failed three times in a row (ENGINE_LOOP_DETECTED). How should I proceed?".into(),
+                        reason: WaitReason::LoopDetected,
+                    };
+                }
+                if let Some(q) = question {
+                    return Action::WaitForUser {
+                        question: q,
+                        reason: WaitReason::Widget,
+                    };
+                }
+                if self.complete && !was_complete {
+                    self.history.push(Message::user(COMPLETION_REQUEST));
+                } else if !self.complete && was_complete {
+                    // A confirmed change reopened the workflow: back to the normal profile.
+                    self.open_window(Intent::Continue);
+                } else if !self.complete && self.node != was_node {
+                    self.open_window(Intent::Continue);
+                } else if !self.complete && self.composer.is_end(&self.node) {
+                    self.history
+                        .push(Message::user(self.composer.finalize_end(&self.node)));
+                }
+                self.call_model()
+            }
+        }
+    }
+
+    /// Tracks consecutive failures of the very same call; true at the limit.
+    fn note_failure(&mut self, r: &ToolResult) -> bool {
+        if r.ok {
+            self.last_failure = None;
+            return false;
+        }
+        let fingerprint = format!("{}\u{0}{}", r.call.name, r.call.arguments);
+        let count = match &self.last_failure {
+            Some((f, n)) if *f == fingerprint => n + 1,
+            _ => 1,
+        };
+        self.last_failure = Some((fingerprint, count));
+        count >= LOOP_LIMIT
+    }
+}
