@@ -47,6 +47,8 @@ impl Baton {
             .current_dir(cwd)
             .env("BATON_HOME", self.home.path())
             .env_remove("OPENAI_API_KEY")
+            .env_remove("BATON_MODEL")
+            .env_remove("OPENAI_BASE_URL")
             .output()
             .expect("baton runs");
         Run {

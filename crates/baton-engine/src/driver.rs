@@ -19,6 +19,11 @@ pub enum EngineEvent {
         agent: String,
     },
     Text(String),
+    /// A question answered without a person (a recorded input, or one given in advance).
+    Answered {
+        question: String,
+        answer: String,
+    },
     ToolCall {
         name: String,
         ok: bool,
@@ -250,6 +255,10 @@ impl<'a> Driver<'a> {
                     };
                     self.record(|r| r.record_ui_after("waiting-user", reason_text));
                     if let Some(answer) = (self.answers)(&question) {
+                        self.emit(EngineEvent::Answered {
+                            question: question.clone(),
+                            answer: answer.clone(),
+                        });
                         let wrapped = crate::composer::user_input(
                             &answer,
                             (!self.machine.is_complete()).then_some(self.machine.node()),

@@ -6,6 +6,7 @@
 pub mod composer;
 pub mod driver;
 pub mod machine;
+pub mod runner;
 
 pub use composer::{Composer, Intent};
 pub use driver::{Driver, EngineError, EngineEvent, Outcome, RunReport};

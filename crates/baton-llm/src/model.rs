@@ -35,3 +35,18 @@ pub trait ChatModel: Send + Sync {
     /// The model name, for logs and traces.
     fn model_name(&self) -> &str;
 }
+
+/// A borrowed model is a model (so wrappers can hold `&dyn ChatModel`).
+impl<T: ChatModel + ?Sized> ChatModel for &T {
+    fn chat<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        options: CallOptions<'a>,
+    ) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
+        (**self).chat(request, options)
+    }
+
+    fn model_name(&self) -> &str {
+        (**self).model_name()
+    }
+}

@@ -21,6 +21,111 @@ pub enum Command {
     /// List runs and look inside one: state, progress, audit log.
     #[command(subcommand)]
     Runs(RunsCommand),
+    /// Run a workflow of a package on a project.
+    Run(RunArgs),
+    /// Resume a run where it stood (after a crash, a kill or a failure).
+    Resume(ResumeArgs),
+    /// Answer the question a run is waiting on, and continue it.
+    Answer(AnswerArgs),
+    /// Talk to a completed run (post-completion profile).
+    Chat(ChatArgs),
+    /// Run the bundled create-story example on a copy of the sample project, offline.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ContextArg {
+    Node,
+    Full,
+}
+
+/// Which model answers, shared by run, resume, answer and chat.
+#[derive(Debug, Args)]
+pub struct ModelArgs {
+    /// Model name (overrides BATON_MODEL and baton.toml).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Answer from a recorded trace instead of a model (offline; recorded user inputs answer
+    /// the questions).
+    #[arg(long, value_name = "TRACE")]
+    pub replay: Option<PathBuf>,
+    /// Record this invocation's conversation as a trace.
+    #[arg(long, value_name = "TRACE")]
+    pub record: Option<PathBuf>,
+    /// History sent to the model: restart at every node (default), or keep everything.
+    #[arg(long, value_enum, default_value = "node")]
+    pub context: ContextArg,
+    /// Never prompt; stop with exit code 10 when the run needs an answer.
+    #[arg(long)]
+    pub non_interactive: bool,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Package directory or .bmad file.
+    pub package: PathBuf,
+    /// The project the workflow works on.
+    #[arg(long, short = 'p', default_value = ".")]
+    pub project: PathBuf,
+    #[arg(long, short = 'w')]
+    pub workflow: Option<String>,
+    /// The active agent (default: the entry node's agent).
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Answers given in advance, used in order when the run asks.
+    #[arg(long = "input", value_name = "TEXT")]
+    pub inputs: Vec<String>,
+    /// Ask the model to confirm with the user between nodes.
+    #[arg(long)]
+    pub no_autopilot: bool,
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// Run id or unique prefix.
+    pub run: String,
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct AnswerArgs {
+    /// Run id or unique prefix.
+    pub run: String,
+    /// The answer.
+    #[arg(required_unless_present_any = ["confirm", "deny"])]
+    pub text: Option<String>,
+    /// Answer a confirmation widget with yes.
+    #[arg(long, conflicts_with = "deny")]
+    pub confirm: bool,
+    /// Answer a confirmation widget with no.
+    #[arg(long)]
+    pub deny: bool,
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// Run id or unique prefix.
+    pub run: String,
+    pub text: String,
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Where to put the sample project (default ./baton-demo).
+    #[arg(long, default_value = "baton-demo")]
+    pub dir: PathBuf,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,5 +1,7 @@
+mod demo;
 mod graph;
 mod package;
+mod run;
 mod runs;
 mod validate;
 
@@ -12,6 +14,11 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Graph(args) => graph::run(args),
         Command::Package(cmd) => package::run(cmd),
         Command::Runs(cmd) => runs::run(cmd),
+        Command::Run(args) => run::run(args),
+        Command::Resume(args) => run::resume(args),
+        Command::Answer(args) => run::answer(args),
+        Command::Chat(args) => run::chat(args),
+        Command::Demo(args) => demo::run(args),
     }
 }
 

@@ -1,0 +1,283 @@
+//! `baton run`, `resume`, `answer` and `chat`: choose the model, call the runner, present the
+//! outcome.
+
+use crate::cli::{AnswerArgs, ChatArgs, ContextArg, ModelArgs, ResumeArgs, RunArgs};
+use crate::exit;
+use crate::report;
+use baton_engine::runner::{self, AskFn, Finished, RunnerError, Settings, StartRun};
+use baton_engine::{ContextPolicy, EngineEvent, Outcome};
+use baton_llm::{
+    ChatModel, HttpChatModel, LlmConfig, LlmOverrides, ReplayModel, Trace, TraceRecorder,
+};
+use baton_store::Store;
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// Exit code of a run that waits for the user.
+pub const WAITING: u8 = 10;
+
+enum Model {
+    Replay(ReplayModel),
+    Http(HttpChatModel),
+}
+
+impl Model {
+    fn as_dyn(&self) -> &dyn ChatModel {
+        match self {
+            Model::Replay(m) => m,
+            Model::Http(m) => m,
+        }
+    }
+
+    fn replay(&self) -> Option<&ReplayModel> {
+        match self {
+            Model::Replay(m) => Some(m),
+            Model::Http(_) => None,
+        }
+    }
+}
+
+fn load_model(args: &ModelArgs, store: &Store, project: Option<&Path>) -> Result<Model, u8> {
+    if let Some(path) = &args.replay {
+        return match Trace::load(path) {
+            Ok(t) => Ok(Model::Replay(ReplayModel::new(t))),
+            Err(e) => {
+                eprintln!("error[{}]: {e}", e.code());
+                Err(exit::INVALID)
+            }
+        };
+    }
+    let env = |k: &str| std::env::var(k).ok();
+    let overrides = LlmOverrides {
+        model: args.model.clone(),
+        ..Default::default()
+    };
+    match LlmConfig::load(Some(store.home()), project, &env, &overrides)
+        .and_then(HttpChatModel::new)
+    {
+        Ok(m) => Ok(Model::Http(m)),
+        Err(e) => {
+            eprintln!("error[{}]: {e}", e.code());
+            eprintln!(
+                "  help: pass --model (and set OPENAI_API_KEY / OPENAI_BASE_URL), or --replay TRACE to run offline"
+            );
+            Err(exit::INVALID)
+        }
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// Progress on stderr, for people.
+fn progress(e: EngineEvent) {
+    match e {
+        EngineEvent::ModelCall { turn, node, agent } => {
+            eprintln!("· turn {turn}  {node}  ({agent})")
+        }
+        EngineEvent::ToolCall { name, ok } => {
+            eprintln!("    {} {name}", if ok { "✓" } else { "✗" })
+        }
+        EngineEvent::NodeChanged { node } => eprintln!("→ {node}"),
+        EngineEvent::Answered { question, answer } => eprintln!("\n{question}\n> {answer}\n"),
+        EngineEvent::Text(_) => {}
+    }
+}
+
+fn interactive(args: &ModelArgs) -> bool {
+    !args.non_interactive && !args.json && std::io::stdin().is_terminal()
+}
+
+/// Reads an answer at the terminal.
+fn prompt(question: &str) -> Option<String> {
+    eprintln!("\n{question}\n");
+    eprint!("> ");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).ok()?;
+    let line = line.trim().to_string();
+    (!line.is_empty()).then_some(line)
+}
+
+struct Invocation<'a> {
+    args: &'a ModelArgs,
+    inputs: Vec<String>,
+    autopilot: bool,
+}
+
+fn settings<'a>(
+    model: &'a Model,
+    inv: &Invocation<'_>,
+    recorder: Option<Arc<Mutex<TraceRecorder>>>,
+    ask: Option<AskFn<'a>>,
+) -> Settings<'a> {
+    let mut s = Settings::new(model.as_dyn());
+    s.replay = model.replay();
+    s.inputs = inv.inputs.iter().cloned().collect();
+    s.ask = ask;
+    s.record = recorder;
+    s.autopilot = inv.autopilot;
+    s.context = match inv.args.context {
+        ContextArg::Node => ContextPolicy::Node,
+        ContextArg::Full => ContextPolicy::Full,
+    };
+    if !inv.args.json {
+        s.on_event = Some(&progress);
+    }
+    s
+}
+
+fn present(
+    result: Result<Finished, RunnerError>,
+    args: &ModelArgs,
+    recorder: Option<&Arc<Mutex<TraceRecorder>>>,
+) -> anyhow::Result<u8> {
+    let finished = match result {
+        Ok(f) => f,
+        Err(RunnerError::InvalidPackage(r)) => {
+            eprint!("{}", report::to_text(&r, "package"));
+            return Ok(exit::INVALID);
+        }
+        Err(RunnerError::Run(e)) => {
+            eprintln!("error[{}]: {e}", e.code());
+            if let Some(h) = e.hint() {
+                eprintln!("  help: {h}");
+            }
+            return Ok(if matches!(e, baton_store::RunError::Store(_)) {
+                exit::FAILURE
+            } else {
+                exit::INVALID
+            });
+        }
+        Err(RunnerError::Usage(m)) => {
+            eprintln!("error: {m}");
+            return Ok(exit::INVALID);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if let (Some(path), Some(rec)) = (&args.record, recorder) {
+        runner::save_trace(path, rec)?;
+    }
+    let code = match &finished.report.outcome {
+        Outcome::Completed { .. } => exit::OK,
+        Outcome::Waiting { .. } => WAITING,
+        Outcome::Failed { .. } => exit::FAILURE,
+    };
+    if args.json {
+        super::print_json(&finished.to_json())?;
+        return Ok(code);
+    }
+    let id = &finished.run.run_id;
+    match &finished.report.outcome {
+        Outcome::Completed { message } => {
+            println!("{message}\n");
+            println!("completed: run {id}");
+            if let Some(a) = finished.state.get("artifacts").and_then(|a| a.as_array()) {
+                for path in a.iter().filter_map(|p| p.as_str()) {
+                    println!("  {path}");
+                }
+            }
+        }
+        Outcome::Waiting { question } => {
+            println!("{question}\n");
+            println!(
+                "waiting for you: baton answer {} \"<your answer>\"",
+                &id[..id.len().min(13)]
+            );
+        }
+        Outcome::Failed { code, message } => {
+            eprintln!("error[{code}]: {message}");
+            eprintln!(
+                "  the run is kept; retry with: baton resume {}",
+                &id[..id.len().min(13)]
+            );
+        }
+    }
+    Ok(code)
+}
+
+fn recorder_for(args: &ModelArgs) -> Option<Arc<Mutex<TraceRecorder>>> {
+    args.record
+        .as_ref()
+        .map(|_| Arc::new(Mutex::new(TraceRecorder::default())))
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+    let store = Store::open_default()?;
+    let model = match load_model(&args.model, &store, Some(&args.project)) {
+        Ok(m) => m,
+        Err(code) => return Ok(code),
+    };
+    let recorder = recorder_for(&args.model);
+    let inv = Invocation {
+        args: &args.model,
+        inputs: args.inputs.clone(),
+        autopilot: !args.no_autopilot,
+    };
+    let mut ask = prompt;
+    let ask: Option<AskFn> = if interactive(&args.model) {
+        Some(&mut ask)
+    } else {
+        None
+    };
+    let settings = settings(&model, &inv, recorder.clone(), ask);
+    let start = StartRun {
+        package: &args.package,
+        project: &args.project,
+        workflow: args.workflow.as_deref(),
+        agent: args.agent.as_deref(),
+    };
+    let result = runtime()?.block_on(runner::start(&store, start, settings));
+    present(result, &args.model, recorder.as_ref())
+}
+
+fn continue_with(run: &str, input: Option<String>, args: &ModelArgs) -> anyhow::Result<u8> {
+    let store = Store::open_default()?;
+    let project_root = store
+        .find_run(run)
+        .ok()
+        .map(|(p, _)| p.root().to_path_buf());
+    let model = match load_model(args, &store, project_root.as_deref()) {
+        Ok(m) => m,
+        Err(code) => return Ok(code),
+    };
+    let recorder = recorder_for(args);
+    let inv = Invocation {
+        args,
+        inputs: Vec::new(),
+        autopilot: true,
+    };
+    let mut ask = prompt;
+    let ask: Option<AskFn> = if interactive(args) {
+        Some(&mut ask)
+    } else {
+        None
+    };
+    let settings = settings(&model, &inv, recorder.clone(), ask);
+    let result = runtime()?.block_on(runner::continue_run(&store, run, input, settings));
+    present(result, args, recorder.as_ref())
+}
+
+pub fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
+    continue_with(&args.run, None, &args.model)
+}
+
+pub fn answer(args: AnswerArgs) -> anyhow::Result<u8> {
+    let text = if args.confirm || args.deny {
+        let confirmed = args.confirm;
+        format!(
+            "WIDGET_SUBMIT\n{{\"type\": \"confirmation\", \"value\": {{\"confirmed\": {confirmed}}}}}"
+        )
+    } else {
+        args.text.unwrap_or_default()
+    };
+    continue_with(&args.run, Some(text), &args.model)
+}
+
+pub fn chat(args: ChatArgs) -> anyhow::Result<u8> {
+    continue_with(&args.run, Some(args.text), &args.model)
+}

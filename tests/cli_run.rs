@@ -1,0 +1,186 @@
+//! `baton demo`, `baton run` and `baton answer` end to end, offline.
+
+mod common;
+
+use common::{Baton, example, repo};
+use serde_json::Value;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+fn sample_project(into: &Path) -> PathBuf {
+    let p = into.join("project");
+    copy_dir(&repo().join("examples/projects/taskboard"), &p);
+    p
+}
+
+const SIX_ARTIFACTS: [&str; 6] = [
+    "artifacts/create-story/target.md",
+    "artifacts/create-story/inputs.md",
+    "artifacts/create-story/context.md",
+    "artifacts/stories/1-2-user-authentication.md",
+    "artifacts/create-story/sprint-status-update.md",
+    "artifacts/create-story/summary.md",
+];
+
+#[test]
+fn demo_runs_offline_and_leaves_the_artifacts() {
+    let baton = Baton::new();
+    let cwd = tempfile::tempdir().unwrap();
+    let run = baton.run_in(cwd.path(), &["demo", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let v = run.json();
+    assert_eq!(v["phase"], "completed");
+    assert_eq!(v["modelCalls"], 10);
+    assert_eq!(v["toolCalls"], 38);
+    assert_eq!(v["artifacts"], serde_json::json!(SIX_ARTIFACTS));
+    for a in SIX_ARTIFACTS {
+        assert!(cwd.path().join("baton-demo").join(a).is_file(), "{a}");
+    }
+    let story = fs::read_to_string(
+        cwd.path()
+            .join("baton-demo/artifacts/stories/1-2-user-authentication.md"),
+    )
+    .unwrap();
+    assert!(story.starts_with("# Story 1.2: user-authentication\n"));
+    // A second demo replaces the first; a foreign directory is left alone.
+    assert_eq!(baton.run_in(cwd.path(), &["demo", "--json"]).code, 0);
+    fs::create_dir_all(cwd.path().join("mine")).unwrap();
+    fs::write(cwd.path().join("mine/keep.txt"), "x").unwrap();
+    let refused = baton.run_in(cwd.path(), &["demo", "--dir", "mine"]);
+    assert_eq!(refused.code, 2);
+    assert!(cwd.path().join("mine/keep.txt").exists());
+}
+
+#[test]
+fn the_reference_trace_replays_through_the_cli() {
+    let seeds = repo().join("../shared/seeds");
+    let Some(seed) = fs::read_dir(&seeds).ok().and_then(|d| {
+        d.flatten()
+            .map(|e| e.path())
+            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("000_"))
+    }) else {
+        eprintln!("shared/seeds/000_* not found; skipping");
+        return;
+    };
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = sample_project(tmp.path());
+    let pkg = example("create-story-micro");
+    let run = baton.run(&[
+        "run",
+        pkg.to_str().unwrap(),
+        "--project",
+        project.to_str().unwrap(),
+        "--replay",
+        seed.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let v = run.json();
+    assert_eq!(v["modelCalls"], 10);
+    assert_eq!(v["toolCalls"], 38);
+    assert_eq!(v["stepsCompleted"].as_array().unwrap().len(), 6);
+    assert_eq!(v["artifacts"], serde_json::json!(SIX_ARTIFACTS));
+    for a in SIX_ARTIFACTS {
+        assert!(project.join(a).is_file(), "{a}");
+    }
+    let id = v["runId"].as_str().unwrap();
+    let log = baton.run(&["runs", "log", id, "--json"]);
+    assert_eq!(
+        log.stdout
+            .lines()
+            .filter(|l| l.contains("\"tool.exec\""))
+            .count(),
+        38
+    );
+}
+
+#[test]
+fn a_run_waits_for_an_answer_and_continues_with_baton_answer() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = sample_project(tmp.path());
+    // Split the demo trace at the question: the first part without the recorded answer...
+    let trace: Value = serde_json::from_str(
+        &fs::read_to_string(repo().join("examples/traces/create-story-micro.trace.json")).unwrap(),
+    )
+    .unwrap();
+    let dialogues = trace["dialogues"].as_array().unwrap();
+    let mut first = trace.clone();
+    first["dialogues"] = Value::Array(dialogues[..2].to_vec());
+    let mut rest = trace.clone();
+    rest["dialogues"] = Value::Array(dialogues[3..].to_vec());
+    let (first_path, rest_path) = (tmp.path().join("first.json"), tmp.path().join("rest.json"));
+    fs::write(&first_path, first.to_string()).unwrap();
+    fs::write(&rest_path, rest.to_string()).unwrap();
+
+    let pkg = example("create-story-micro");
+    let run = baton.run(&[
+        "run",
+        pkg.to_str().unwrap(),
+        "--project",
+        project.to_str().unwrap(),
+        "--replay",
+        first_path.to_str().unwrap(),
+        "--non-interactive",
+        "--json",
+    ]);
+    assert_eq!(run.code, 10, "{}{}", run.stdout, run.stderr);
+    let v = run.json();
+    assert_eq!(v["phase"], "waiting-user");
+    assert!(
+        v["waitingFor"]["question"]
+            .as_str()
+            .unwrap()
+            .contains("Which story")
+    );
+    assert_eq!(v["waitingFor"]["nodeId"], "step-01-select-story");
+    let id = v["runId"].as_str().unwrap().to_string();
+
+    // ...then the answer, replayed from the rest of the trace.
+    let answered = baton.run(&[
+        "answer",
+        &id[..13],
+        "1-2-user-authentication",
+        "--replay",
+        rest_path.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(answered.code, 0, "{}{}", answered.stdout, answered.stderr);
+    let v = answered.json();
+    assert_eq!(v["phase"], "completed");
+    assert_eq!(v["artifacts"], serde_json::json!(SIX_ARTIFACTS));
+    let shown = baton.run(&["runs", "show", &id, "--json"]).json();
+    assert_eq!(shown["complete"], true);
+}
+
+#[test]
+fn run_without_a_model_explains_how_to_get_one() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = sample_project(tmp.path());
+    let pkg = example("create-story-micro");
+    let run = baton.run(&[
+        "run",
+        pkg.to_str().unwrap(),
+        "--project",
+        project.to_str().unwrap(),
+        "--non-interactive",
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("LLM_CONFIG_INVALID"), "{}", run.stderr);
+    assert!(run.stderr.contains("--replay"));
+}
