@@ -72,6 +72,8 @@ pub struct Driver<'a> {
     pub answers: &'a mut (dyn FnMut(&str) -> Option<String> + Send),
     pub on_event: Option<&'a (dyn Fn(EngineEvent) + Send + Sync)>,
     pub cancel: CancellationToken,
+    /// Where the model's context is logged, for `answer` and `resume`.
+    pub conversation: Option<crate::conversation::ConversationLog>,
 }
 
 pub fn is_confirmation(text: &str) -> bool {
@@ -94,6 +96,16 @@ impl<'a> Driver<'a> {
             node_id: read.doc.effective_node_id(graph).to_string(),
             complete: read.doc.is_complete(graph),
         })
+    }
+
+    /// Steps the machine and logs what it added to the conversation.
+    fn step(&mut self, input: Input) -> Result<Action, EngineError> {
+        let action = self.machine.step(input);
+        if let Some(log) = self.conversation.as_mut() {
+            log.sync(&self.machine)
+                .map_err(|e| EngineError::State(e.to_string()))?;
+        }
+        Ok(action)
     }
 
     fn emit(&self, e: EngineEvent) {
@@ -146,11 +158,11 @@ impl<'a> Driver<'a> {
             usage: Usage::default(),
         };
         self.set_phase(Phase::Running, None, &state.node_id)?;
-        let mut action = self.machine.step(Input::Begin {
+        let mut action = self.step(Input::Begin {
             intent,
             state,
             user_input,
-        });
+        })?;
         loop {
             action = match action {
                 Action::CallModel(request) => {
@@ -180,7 +192,7 @@ impl<'a> Driver<'a> {
                                 if let Some(u) = response.usage {
                                     report.usage.add(u);
                                 }
-                                self.machine.step(Input::ModelAnswered(response))
+                                self.step(Input::ModelAnswered(response))?
                             }
                             Err(LlmError::Cancelled) => Action::Fail {
                                 code: "ENGINE_ABORTED",
@@ -240,11 +252,11 @@ impl<'a> Driver<'a> {
                         self.project
                             .update_run(&self.run_id, |r| r.current_node_id = Some(n))?;
                     }
-                    self.machine.step(Input::ToolsExecuted {
+                    self.step(Input::ToolsExecuted {
                         results,
                         state,
                         question,
-                    })
+                    })?
                 }
                 Action::WaitForUser { question, reason } => {
                     report.waits += 1;
@@ -267,7 +279,7 @@ impl<'a> Driver<'a> {
                         if is_confirmation(&answer) {
                             self.host.gate.grant();
                         }
-                        self.machine.step(Input::UserAnswered(answer))
+                        self.step(Input::UserAnswered(answer))?
                     } else {
                         let waiting = json!({"question": question, "nodeId": self.machine.node(), "reason": reason_text});
                         self.set_phase(Phase::WaitingUser, Some(waiting), self.machine.node())?;

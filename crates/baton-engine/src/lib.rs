@@ -4,6 +4,7 @@
 //! Nothing here prints to a terminal.
 
 pub mod composer;
+pub mod conversation;
 pub mod driver;
 pub mod machine;
 pub mod runner;

@@ -3,7 +3,7 @@
 //! every transition is unit-testable and a recorded run replays exactly.
 
 use crate::composer::{COMPLETION_REQUEST, Composer, Intent, user_input};
-use baton_llm::{ChatRequest, ChatResponse, Message, ToolCall};
+use baton_llm::{ChatRequest, ChatResponse, Message, Role, ToolCall};
 
 pub const DEFAULT_MAX_TURNS: usize = 50;
 /// The same failing call this many times in a row stops the run for the user.
@@ -90,6 +90,8 @@ pub struct Machine<'p> {
     complete: bool,
     turns: usize,
     last_failure: Option<(String, usize)>,
+    /// Counts history restarts, so a log of the history can mark them.
+    generation: u64,
 }
 
 impl<'p> Machine<'p> {
@@ -109,7 +111,24 @@ impl<'p> Machine<'p> {
             complete: false,
             turns: 0,
             last_failure: None,
+            generation: 0,
         }
+    }
+
+    /// The conversation of the current window (what the next request carries after the
+    /// system layers).
+    pub fn history(&self) -> &[Message] {
+        &self.history
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Puts back the window a previous invocation left (from the conversation log), so a
+    /// resumed or answered run keeps its context.
+    pub fn restore(&mut self, history: Vec<Message>) {
+        self.history = history;
     }
 
     pub fn composer(&self) -> &Composer<'p> {
@@ -143,7 +162,13 @@ impl<'p> Machine<'p> {
     fn open_window(&mut self, intent: Intent) {
         if self.policy == ContextPolicy::Node {
             self.history.clear();
+            self.generation += 1;
         }
+        self.push_shells(intent);
+    }
+
+    /// Directive, and brief while a node is active.
+    fn push_shells(&mut self, intent: Intent) {
         let agent = self.effective_agent();
         let node = self.active_node();
         self.history.push(Message::user(self.composer.run_directive(
@@ -199,7 +224,30 @@ impl<'p> Machine<'p> {
                 self.complete = state.complete;
                 self.turns = 0;
                 self.last_failure = None;
-                self.open_window(intent);
+                // Stopped right after the model's last word: nothing to redo.
+                if intent == Intent::Resume
+                    && user_input.is_none()
+                    && let Some(last) = self
+                        .history
+                        .last()
+                        .filter(|m| m.role == Role::Assistant && m.tool_calls.is_empty())
+                {
+                    let text = last.text().to_string();
+                    return if self.complete {
+                        Action::Complete { message: text }
+                    } else {
+                        Action::WaitForUser {
+                            question: text,
+                            reason: WaitReason::Question,
+                        }
+                    };
+                }
+                if self.history.is_empty() {
+                    self.open_window(intent);
+                } else {
+                    // A restored window goes on: the shells re-anchor the model.
+                    self.push_shells(intent);
+                }
                 if let Some(text) = user_input {
                     self.add_user_input(&text);
                 }

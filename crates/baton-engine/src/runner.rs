@@ -2,6 +2,7 @@
 //! machine and the driver, put together. The CLI calls these and only presents the result.
 
 use crate::composer::{Composer, Intent};
+use crate::conversation::{self, ConversationLog, Restored};
 use crate::driver::{Driver, EngineError, EngineEvent, Outcome, RunReport};
 use crate::machine::{ContextPolicy, DEFAULT_MAX_TURNS, Machine};
 use baton_llm::{ChatModel, RecordingModel, ReplayModel, TraceRecorder};
@@ -234,12 +235,30 @@ async fn drive(
         system: SystemToolSettings::default(),
         autopilot: settings.autopilot,
     };
-    let machine = Machine::new(
+    let mut machine = Machine::new(
         composer,
         &run.active_agent_id,
         settings.context,
         settings.max_turns,
     );
+    // Starting fresh needs no past, and a completed run talks in a fresh post-run window;
+    // answering or resuming an open run puts its current window back.
+    let restored = if intent == Intent::Start || run.phase == Phase::Completed {
+        Restored::default()
+    } else {
+        conversation::restore(&paths.conversation_log)
+            .map_err(|e| RunnerError::Io(e.to_string()))?
+    };
+    if intent == Intent::Resume {
+        // A replayed run resumes where the recording stood: past the answers it already used.
+        if let Some(r) = settings.replay {
+            r.fast_forward(restored.complete_turns, restored.answers);
+        }
+    }
+    let logged = restored.history.len() - restored.repaired;
+    machine.restore(restored.history);
+    let log = ConversationLog::open(&paths.conversation_log, &machine, logged)
+        .map_err(|e| RunnerError::Io(e.to_string()))?;
     let replay = settings.replay;
     let mut inputs = std::mem::take(&mut settings.inputs);
     let mut ask = settings.ask.take();
@@ -271,6 +290,7 @@ async fn drive(
         answers: &mut answers,
         on_event: settings.on_event,
         cancel: settings.cancel.clone(),
+        conversation: Some(log),
     };
     let report = driver.drive(intent, input).await?;
     let run = project.get_run(&run.run_id)?;

@@ -115,6 +115,7 @@ async fn the_reference_conversation_replays_end_to_end() {
         answers: &mut answers,
         on_event: None,
         cancel: Default::default(),
+        conversation: None,
     };
     let report = driver.drive(Intent::Start, None).await.unwrap();
     assert!(

@@ -57,6 +57,31 @@ impl ReplayModel {
         }
     }
 
+    /// Skips what a run already went through: `turns` model answers and `answers` user
+    /// inputs, in recorded order. Used when a replayed run is resumed or answered.
+    pub fn fast_forward(&self, mut turns: usize, mut answers: usize) {
+        let mut c = self.lock();
+        while let Some(entry) = self.trace.entries.get(c.next) {
+            match entry {
+                Entry::Dialogue(_) if turns > 0 => {
+                    turns -= 1;
+                    c.served += 1;
+                }
+                Entry::UserInput { .. } if answers > 0 => answers -= 1,
+                _ => break,
+            }
+            c.next += 1;
+        }
+    }
+
+    /// Drops a recorded user input that is next in line (the user answered it live).
+    pub fn skip_user_input(&self) {
+        let mut c = self.lock();
+        if let Some(Entry::UserInput { .. }) = self.trace.entries.get(c.next) {
+            c.next += 1;
+        }
+    }
+
     /// Model answers served so far.
     pub fn served(&self) -> usize {
         self.lock().served

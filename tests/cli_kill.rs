@@ -1,0 +1,157 @@
+//! A replayed run killed with SIGKILL at random moments and resumed with `baton resume` ends
+//! in the same state as an uninterrupted run, with no duplicated artifact.
+
+mod common;
+
+use common::{Baton, example, repo};
+use serde_json::Value;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+fn trace() -> PathBuf {
+    repo().join("examples/traces/create-story-micro.trace.json")
+}
+
+/// The parts of the final state that must not depend on interruptions.
+fn essentials(state: &Value) -> Value {
+    serde_json::json!({
+        "currentNodeId": state["currentNodeId"],
+        "stepsCompleted": state["stepsCompleted"],
+        "artifacts": state["artifacts"],
+        "variables": state["variables"],
+    })
+}
+
+fn final_state(baton: &Baton, run_id: &str) -> Value {
+    baton.run(&["runs", "show", run_id, "--json"]).json()["state"].clone()
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+#[test]
+fn killed_runs_resume_to_the_same_final_state() {
+    let pkg = example("create-story-micro");
+    let reference = {
+        let baton = Baton::new();
+        let tmp = tempfile::tempdir().unwrap();
+        let project = tmp.path().join("p");
+        copy_dir(&repo().join("examples/projects/taskboard"), &project);
+        let run = baton.run(&[
+            "run",
+            pkg.to_str().unwrap(),
+            "--project",
+            project.to_str().unwrap(),
+            "--replay",
+            trace().to_str().unwrap(),
+            "--json",
+        ]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let id = run.json()["runId"].as_str().unwrap().to_string();
+        essentials(&final_state(&baton, &id))
+    };
+    let kills: usize = std::env::var("BATON_KILLS")
+        .ok()
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(24);
+    let seed = std::env::var("BATON_KILL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    eprintln!("kill test seed {seed}");
+    let mut rng = Rng(seed);
+    let mut resumed = 0;
+    let trace_path = trace();
+    for i in 0..kills {
+        let baton = Baton::new();
+        let tmp = tempfile::tempdir().unwrap();
+        let project = tmp.path().join("p");
+        copy_dir(&repo().join("examples/projects/taskboard"), &project);
+        let args = [
+            "run",
+            pkg.to_str().unwrap(),
+            "--project",
+            project.to_str().unwrap(),
+            "--replay",
+            trace_path.to_str().unwrap(),
+            "--non-interactive",
+            "--json",
+        ];
+        let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(args)
+            .env("BATON_HOME", baton.home.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(5 + rng.next() % 150));
+        let _ = child.kill();
+        let _ = child.wait();
+        let runs = baton.run(&["runs", "list", "--json"]).json();
+        let id = match runs.as_array().and_then(|r| r.first()) {
+            Some(r) => r["runId"].as_str().unwrap().to_string(),
+            None => {
+                // Killed before the run existed: nothing to resume, start again.
+                let again = baton.run(&args);
+                assert_eq!(again.code, 0, "kill {i} (seed {seed}): {}", again.stderr);
+                again.json()["runId"].as_str().unwrap().to_string()
+            }
+        };
+        let phase = baton.run(&["runs", "show", &id, "--json"]).json()["run"]["phase"].clone();
+        if phase != "completed" {
+            resumed += 1;
+            let r = baton.run(&[
+                "resume",
+                &id,
+                "--replay",
+                trace().to_str().unwrap(),
+                "--non-interactive",
+                "--json",
+            ]);
+            assert_eq!(
+                r.code, 0,
+                "kill {i} (seed {seed}) resume: {}{}",
+                r.stdout, r.stderr
+            );
+        }
+        let state = final_state(&baton, &id);
+        assert_eq!(essentials(&state), reference, "kill {i} (seed {seed})");
+        for a in state["artifacts"].as_array().unwrap() {
+            assert!(
+                project.join(a.as_str().unwrap()).is_file(),
+                "kill {i}: {a} missing"
+            );
+        }
+    }
+    eprintln!("kill test: {kills} kills, {resumed} runs resumed, all ended in the reference state");
+    assert!(resumed > 0, "some kills must land mid-run");
+}
