@@ -28,8 +28,11 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// A trace from `(tool calls, text)` answers.
-fn trace(answers: Vec<(Vec<(&str, &str, Value)>, &str)>) -> Trace {
+/// One scripted answer: `(tool calls as (id, name, arguments), text)`.
+type Answer<'a> = (Vec<(&'a str, &'a str, Value)>, &'a str);
+
+/// A trace from scripted answers.
+fn trace(answers: Vec<Answer>) -> Trace {
     let dialogues: Vec<Value> = answers
         .into_iter()
         .enumerate()
