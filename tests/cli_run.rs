@@ -184,3 +184,89 @@ fn run_without_a_model_explains_how_to_get_one() {
     assert!(run.stderr.contains("LLM_CONFIG_INVALID"), "{}", run.stderr);
     assert!(run.stderr.contains("--replay"));
 }
+
+#[test]
+fn a_recorded_run_replays_to_the_same_result() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let pkg = example("create-story-micro");
+    let recorded = tmp.path().join("recorded.trace.json");
+    let first_project = sample_project(&tmp.path().join("a"));
+    let first = baton.run(&[
+        "run",
+        pkg.to_str().unwrap(),
+        "--project",
+        first_project.to_str().unwrap(),
+        "--replay",
+        repo()
+            .join("examples/traces/create-story-micro.trace.json")
+            .to_str()
+            .unwrap(),
+        "--record",
+        recorded.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let text = fs::read_to_string(&recorded).unwrap();
+    let trace: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(trace["traceVersion"], "crewagent.runtime.llm.trace.v1");
+    let dialogues = trace["dialogues"].as_array().unwrap();
+    assert_eq!(
+        dialogues
+            .iter()
+            .filter(|d| d.get("request").is_some())
+            .count(),
+        10
+    );
+    assert_eq!(
+        dialogues
+            .iter()
+            .filter(|d| d["type"] == "user_input")
+            .count(),
+        1
+    );
+    assert!(
+        dialogues[0]["request"]["messages"]
+            .as_array()
+            .unwrap()
+            .len()
+            >= 5,
+        "the composed request is recorded"
+    );
+    assert_eq!(
+        dialogues[0]["runtime"]["toolRuns"]
+            .as_array()
+            .unwrap()
+            .len(),
+        5
+    );
+
+    let second_project = sample_project(&tmp.path().join("b"));
+    let second = baton.run(&[
+        "run",
+        pkg.to_str().unwrap(),
+        "--project",
+        second_project.to_str().unwrap(),
+        "--replay",
+        recorded.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    let (a, b) = (first.json(), second.json());
+    for key in [
+        "phase",
+        "stepsCompleted",
+        "artifacts",
+        "modelCalls",
+        "toolCalls",
+    ] {
+        assert_eq!(a[key], b[key], "{key}");
+    }
+    for artifact in SIX_ARTIFACTS {
+        assert_eq!(
+            fs::read(first_project.join(artifact)).unwrap(),
+            fs::read(second_project.join(artifact)).unwrap(),
+            "{artifact}"
+        );
+    }
+}

@@ -338,3 +338,163 @@ impl<'p> Machine<'p> {
         count >= LOOP_LIMIT
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_llm::{Message, ToolCall};
+    use baton_package::Package;
+    use baton_tools::SystemToolSettings;
+
+    fn package() -> Package {
+        Package::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../examples/packages/create-story-micro"),
+        )
+        .unwrap()
+    }
+
+    fn machine(p: &Package, max_turns: usize) -> Machine<'_> {
+        let composer = Composer {
+            package: p,
+            workflow: &p.workflows()[0],
+            system: SystemToolSettings::default(),
+            autopilot: true,
+        };
+        Machine::new(composer, "sm", ContextPolicy::Node, max_turns)
+    }
+
+    fn begin(m: &mut Machine<'_>) -> Action {
+        m.step(Input::Begin {
+            intent: Intent::Start,
+            state: StateSnapshot {
+                node_id: "step-01-select-story".into(),
+                complete: false,
+            },
+            user_input: None,
+        })
+    }
+
+    fn answer_with_call(args: &str) -> Input {
+        let mut message = Message::assistant("");
+        message.tool_calls = vec![ToolCall {
+            id: "x".into(),
+            name: "fs.read".into(),
+            arguments: args.into(),
+        }];
+        Input::ModelAnswered(ChatResponse {
+            message,
+            finish_reason: None,
+            usage: None,
+        })
+    }
+
+    fn failed(args: &str) -> Input {
+        Input::ToolsExecuted {
+            results: vec![ToolResult {
+                call: ToolCall {
+                    id: "x".into(),
+                    name: "fs.read".into(),
+                    arguments: args.into(),
+                },
+                content: "{\"ok\":false}".into(),
+                ok: false,
+            }],
+            state: StateSnapshot {
+                node_id: "step-01-select-story".into(),
+                complete: false,
+            },
+            question: None,
+        }
+    }
+
+    #[test]
+    fn the_same_failing_call_three_times_stops_for_the_user() {
+        let p = package();
+        let mut m = machine(&p, 50);
+        assert!(matches!(begin(&mut m), Action::CallModel(_)));
+        for i in 0..3 {
+            assert!(matches!(
+                m.step(answer_with_call("{\"path\":\"@project/nope\"}")),
+                Action::RunTools(_)
+            ));
+            let next = m.step(failed("{\"path\":\"@project/nope\"}"));
+            if i < 2 {
+                assert!(matches!(next, Action::CallModel(_)), "{i}");
+            } else {
+                assert!(
+                    matches!(
+                        next,
+                        Action::WaitForUser {
+                            reason: WaitReason::LoopDetected,
+                            ..
+                        }
+                    ),
+                    "{next:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn different_failures_do_not_count_as_a_loop() {
+        let p = package();
+        let mut m = machine(&p, 50);
+        begin(&mut m);
+        for i in 0..5 {
+            m.step(answer_with_call(&format!("{{\"path\":\"@project/{i}\"}}")));
+            assert!(matches!(
+                m.step(failed(&format!("{{\"path\":\"@project/{i}\"}}"))),
+                Action::CallModel(_)
+            ));
+        }
+    }
+
+    #[test]
+    fn max_turns_fails_the_run() {
+        let p = package();
+        let mut m = machine(&p, 2);
+        begin(&mut m);
+        m.step(answer_with_call("{\"a\":1}"));
+        assert!(matches!(m.step(failed("{\"a\":1}")), Action::CallModel(_)));
+        m.step(answer_with_call("{\"a\":2}"));
+        match m.step(failed("{\"a\":2}")) {
+            Action::Fail { code, .. } => assert_eq!(code, "ENGINE_MAX_TURNS_EXCEEDED"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn text_while_incomplete_is_a_question_and_after_completion_the_end() {
+        let p = package();
+        let mut m = machine(&p, 50);
+        begin(&mut m);
+        let text = |t: &str| {
+            Input::ModelAnswered(ChatResponse {
+                message: Message::assistant(t),
+                finish_reason: None,
+                usage: None,
+            })
+        };
+        assert!(matches!(
+            m.step(text("Which story?")),
+            Action::WaitForUser {
+                reason: WaitReason::Question,
+                ..
+            }
+        ));
+        let mut done = machine(&p, 50);
+        done.step(Input::Begin {
+            intent: Intent::Continue,
+            state: StateSnapshot {
+                node_id: "end-99".into(),
+                complete: true,
+            },
+            user_input: Some("thanks".into()),
+        });
+        assert!(matches!(
+            done.step(text("You're welcome.")),
+            Action::Complete { .. }
+        ));
+    }
+}

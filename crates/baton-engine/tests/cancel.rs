@@ -1,0 +1,72 @@
+//! A stopped run fails with `ENGINE_ABORTED` between turns and can be resumed.
+
+use baton_engine::Outcome;
+use baton_engine::runner::{self, Settings, StartRun};
+use baton_llm::{ReplayModel, Trace};
+use baton_store::{Phase, Store};
+use std::path::{Path, PathBuf};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+#[tokio::test]
+async fn cancellation_stops_between_turns_and_resume_finishes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    std::fs::create_dir_all(project.join("artifacts")).unwrap();
+    for f in [
+        "artifacts/epics.md",
+        "artifacts/PRD.md",
+        "artifacts/architecture.md",
+        "artifacts/ux.md",
+        "project-context.md",
+    ] {
+        std::fs::copy(
+            repo().join("examples/projects/taskboard").join(f),
+            project.join(f),
+        )
+        .unwrap();
+    }
+    let store = Store::new(tmp.path().join("home"));
+    let trace_path = repo().join("examples/traces/create-story-micro.trace.json");
+    let replay = ReplayModel::new(Trace::load(&trace_path).unwrap());
+    let mut settings = Settings::new(&replay);
+    settings.replay = Some(&replay);
+    settings.cancel.cancel();
+    let pkg = repo().join("examples/packages/create-story-micro");
+    let stopped = runner::start(
+        &store,
+        StartRun {
+            package: &pkg,
+            project: &project,
+            workflow: None,
+            agent: None,
+        },
+        settings,
+    )
+    .await
+    .unwrap();
+    match &stopped.report.outcome {
+        Outcome::Failed { code, .. } => assert_eq!(code, "ENGINE_ABORTED"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(stopped.run.phase, Phase::Failed);
+    assert_eq!(
+        stopped.report.model_calls, 0,
+        "nothing was asked of the model"
+    );
+
+    let replay = ReplayModel::new(Trace::load(&trace_path).unwrap());
+    let mut settings = Settings::new(&replay);
+    settings.replay = Some(&replay);
+    let done = runner::continue_run(&store, &stopped.run.run_id, None, settings)
+        .await
+        .unwrap();
+    assert!(
+        matches!(done.report.outcome, Outcome::Completed { .. }),
+        "{:?}",
+        done.report
+    );
+    assert_eq!(done.run.phase, Phase::Completed);
+}
