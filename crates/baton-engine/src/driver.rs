@@ -19,6 +19,8 @@ pub enum EngineEvent {
         agent: String,
     },
     Text(String),
+    /// Tokens the model reported for one answer.
+    Usage(Usage),
     /// A question answered without a person (a recorded input, or one given in advance).
     Answered {
         question: String,
@@ -191,6 +193,7 @@ impl<'a> Driver<'a> {
                                 report.model_calls += 1;
                                 if let Some(u) = response.usage {
                                     report.usage.add(u);
+                                    self.emit(EngineEvent::Usage(u));
                                 }
                                 self.step(Input::ModelAnswered(response))?
                             }

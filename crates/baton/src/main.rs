@@ -3,6 +3,7 @@
 
 mod cli;
 mod commands;
+mod progress;
 mod report;
 
 use clap::Parser;

@@ -4,6 +4,7 @@
 
 use crate::cli::DemoArgs;
 use crate::exit;
+use crate::progress::Progress;
 use baton_engine::runner::{self, Settings, StartRun};
 use baton_engine::{EngineEvent, Outcome};
 use baton_llm::{ReplayModel, Trace};
@@ -111,20 +112,6 @@ fn write_files(root: &Path, files: &[(&str, &[u8])]) -> std::io::Result<()> {
     Ok(())
 }
 
-fn progress(e: EngineEvent) {
-    match e {
-        EngineEvent::ModelCall { turn, node, agent } => {
-            eprintln!("· turn {turn}  {node}  ({agent})")
-        }
-        EngineEvent::ToolCall { name, ok } => {
-            eprintln!("    {} {name}", if ok { "✓" } else { "✗" })
-        }
-        EngineEvent::NodeChanged { node } => eprintln!("→ {node}"),
-        EngineEvent::Answered { question, answer } => eprintln!("\n{question}\n> {answer}\n"),
-        EngineEvent::Text(_) => {}
-    }
-}
-
 pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
     let dir = &args.dir;
     if dir.exists() {
@@ -145,10 +132,12 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
 
     let store = Store::open_default()?;
     let replay = ReplayModel::new(Trace::parse(TRACE)?);
+    let bar = Progress::new();
+    let on_event = |e: EngineEvent| bar.event(e);
     let mut settings = Settings::new(&replay);
     settings.replay = Some(&replay);
     if !args.json {
-        settings.on_event = Some(&progress);
+        settings.on_event = Some(&on_event);
         eprintln!(
             "baton demo: create-story-micro on {} (replaying a recorded model, offline)",
             dir.display()
@@ -164,6 +153,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
         .enable_all()
         .build()?;
     let finished = runtime.block_on(runner::start(&store, start, settings))?;
+    bar.finish();
     if args.json {
         super::print_json(&finished.to_json())?;
     } else if let Outcome::Completed { message } = &finished.report.outcome {

@@ -3,6 +3,7 @@
 
 use crate::cli::{AnswerArgs, ChatArgs, ContextArg, ModelArgs, ResumeArgs, RunArgs};
 use crate::exit;
+use crate::progress::Progress;
 use crate::report;
 use baton_engine::runner::{self, AskFn, Finished, RunnerError, Settings, StartRun};
 use baton_engine::{ContextPolicy, EngineEvent, Outcome};
@@ -73,21 +74,6 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-/// Progress on stderr, for people.
-fn progress(e: EngineEvent) {
-    match e {
-        EngineEvent::ModelCall { turn, node, agent } => {
-            eprintln!("· turn {turn}  {node}  ({agent})")
-        }
-        EngineEvent::ToolCall { name, ok } => {
-            eprintln!("    {} {name}", if ok { "✓" } else { "✗" })
-        }
-        EngineEvent::NodeChanged { node } => eprintln!("→ {node}"),
-        EngineEvent::Answered { question, answer } => eprintln!("\n{question}\n> {answer}\n"),
-        EngineEvent::Text(_) => {}
-    }
-}
-
 fn interactive(args: &ModelArgs) -> bool {
     !args.non_interactive && !args.json && std::io::stdin().is_terminal()
 }
@@ -111,6 +97,7 @@ struct Invocation<'a> {
 
 fn settings<'a>(
     model: &'a Model,
+    progress: &'a (dyn Fn(EngineEvent) + Send + Sync),
     inv: &Invocation<'_>,
     recorder: Option<Arc<Mutex<TraceRecorder>>>,
     ask: Option<AskFn<'a>>,
@@ -126,7 +113,7 @@ fn settings<'a>(
         ContextArg::Full => ContextPolicy::Full,
     };
     if !inv.args.json {
-        s.on_event = Some(&progress);
+        s.on_event = Some(progress);
     }
     s
 }
@@ -218,13 +205,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         inputs: args.inputs.clone(),
         autopilot: !args.no_autopilot,
     };
-    let mut ask = prompt;
+    let bar = Progress::new();
+    let on_event = |e: EngineEvent| bar.event(e);
+    let mut ask = |q: &str| bar.suspend(|| prompt(q));
     let ask: Option<AskFn> = if interactive(&args.model) {
         Some(&mut ask)
     } else {
         None
     };
-    let settings = settings(&model, &inv, recorder.clone(), ask);
+    let settings = settings(&model, &on_event, &inv, recorder.clone(), ask);
     let start = StartRun {
         package: &args.package,
         project: &args.project,
@@ -232,6 +221,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         agent: args.agent.as_deref(),
     };
     let result = runtime()?.block_on(runner::start(&store, start, settings));
+    bar.finish();
     present(result, &args.model, recorder.as_ref())
 }
 
@@ -251,14 +241,17 @@ fn continue_with(run: &str, input: Option<String>, args: &ModelArgs) -> anyhow::
         inputs: Vec::new(),
         autopilot: true,
     };
-    let mut ask = prompt;
+    let bar = Progress::new();
+    let on_event = |e: EngineEvent| bar.event(e);
+    let mut ask = |q: &str| bar.suspend(|| prompt(q));
     let ask: Option<AskFn> = if interactive(args) {
         Some(&mut ask)
     } else {
         None
     };
-    let settings = settings(&model, &inv, recorder.clone(), ask);
+    let settings = settings(&model, &on_event, &inv, recorder.clone(), ask);
     let result = runtime()?.block_on(runner::continue_run(&store, run, input, settings));
+    bar.finish();
     present(result, args, recorder.as_ref())
 }
 
