@@ -2,6 +2,7 @@
 
 mod common;
 
+use baton_testkit::copy_dir;
 use common::{Baton, example};
 use std::fs;
 
@@ -220,17 +221,4 @@ fn usage_errors_exit_two() {
     assert_eq!(baton.run(&["validate"]).code, 2);
     assert_eq!(baton.run(&["graph", "x", "--format", "png"]).code, 2);
     assert_eq!(baton.run(&["frobnicate"]).code, 2);
-}
-
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }

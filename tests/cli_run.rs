@@ -2,29 +2,10 @@
 
 mod common;
 
+use baton_testkit::{sample_project, seed_000};
 use common::{Baton, example, repo};
 use serde_json::Value;
 use std::fs;
-use std::path::{Path, PathBuf};
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
-fn sample_project(into: &Path) -> PathBuf {
-    let p = into.join("project");
-    copy_dir(&repo().join("examples/projects/taskboard"), &p);
-    p
-}
 
 const SIX_ARTIFACTS: [&str; 6] = [
     "artifacts/create-story/target.md",
@@ -66,15 +47,7 @@ fn demo_runs_offline_and_leaves_the_artifacts() {
 
 #[test]
 fn the_reference_trace_replays_through_the_cli() {
-    let seeds = repo().join("../shared/seeds");
-    let Some(seed) = fs::read_dir(&seeds).ok().and_then(|d| {
-        d.flatten()
-            .map(|e| e.path())
-            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("000_"))
-    }) else {
-        eprintln!("shared/seeds/000_* not found; skipping");
-        return;
-    };
+    let Some(seed) = seed_000() else { return };
     let baton = Baton::new();
     let tmp = tempfile::tempdir().unwrap();
     let project = sample_project(tmp.path());

@@ -1,16 +1,9 @@
 //! Helpers shared by the end-to-end tests that drive the real `baton` binary.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+pub use baton_testkit::{example, repo};
+use std::path::Path;
 use std::process::{Command, Output};
-
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-pub fn example(name: &str) -> PathBuf {
-    repo().join("examples/packages").join(name)
-}
 
 /// A `baton` invocation with its own `BATON_HOME`.
 pub struct Baton {

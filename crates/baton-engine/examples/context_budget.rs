@@ -32,25 +32,7 @@ async fn measure(
     let work = std::env::temp_dir().join(format!("baton-budget-{}-{policy:?}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     copy_dir(project, &work.join("project"))?;
-    let replies: Vec<Reply> = trace
-        .dialogues()
-        .map(|d| {
-            if d.tool_calls.is_empty() {
-                Reply::text(&d.content)
-            } else {
-                let wire: Vec<(String, String, String)> = d
-                    .tool_calls
-                    .iter()
-                    .map(|c| (c.id.clone(), c.name.replace('.', "_"), c.arguments.clone()))
-                    .collect();
-                let refs: Vec<(&str, &str, &str)> = wire
-                    .iter()
-                    .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
-                    .collect();
-                Reply::tool_calls(&refs)
-            }
-        })
-        .collect();
+    let replies = Reply::from_trace(trace);
     let server = ScriptedServer::start(replies).await?;
     let model = HttpChatModel::new(LlmConfig {
         base_url: server.base_url(),

@@ -4,11 +4,7 @@ use baton_engine::Outcome;
 use baton_engine::runner::{self, Settings, StartRun};
 use baton_llm::{ReplayModel, Trace};
 use baton_store::{Phase, Store};
-use std::path::{Path, PathBuf};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use baton_testkit::repo;
 
 #[tokio::test]
 async fn cancellation_stops_between_turns_and_resume_finishes() {

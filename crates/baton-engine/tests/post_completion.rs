@@ -6,27 +6,9 @@ use baton_engine::Outcome;
 use baton_engine::runner::{self, Settings, StartRun};
 use baton_llm::{ReplayModel, Trace, TraceRecorder};
 use baton_store::{Phase, Store};
+use baton_testkit::{copy_dir, repo};
 use serde_json::{Value, json};
-use std::fs;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
 
 /// One scripted answer: `(tool calls as (id, name, arguments), text)`.
 type Answer<'a> = (Vec<(&'a str, &'a str, Value)>, &'a str);

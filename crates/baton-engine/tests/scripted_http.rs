@@ -7,50 +7,15 @@ use baton_engine::{ContextPolicy, Outcome};
 use baton_llm::testing::{Reply, ScriptedServer};
 use baton_llm::{HttpChatModel, LlmConfig, Trace};
 use baton_store::Store;
+use baton_testkit::{copy_dir, repo};
 use serde_json::Value;
-use std::fs;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
-/// The demo trace as scripted HTTP replies (tool names as they travel on the wire).
+/// The demo trace as scripted HTTP replies.
 fn replies() -> Vec<Reply> {
-    let trace = Trace::load(&repo().join("examples/traces/create-story-micro.trace.json")).unwrap();
-    trace
-        .dialogues()
-        .map(|d| {
-            if d.tool_calls.is_empty() {
-                Reply::text(&d.content)
-            } else {
-                let wire: Vec<(String, String, String)> = d
-                    .tool_calls
-                    .iter()
-                    .map(|c| (c.id.clone(), c.name.replace('.', "_"), c.arguments.clone()))
-                    .collect();
-                let refs: Vec<(&str, &str, &str)> = wire
-                    .iter()
-                    .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
-                    .collect();
-                Reply::tool_calls(&refs)
-            }
-        })
-        .collect()
+    Reply::from_trace(
+        &Trace::load(&repo().join("examples/traces/create-story-micro.trace.json")).unwrap(),
+    )
 }
 
 fn contents(body: &Value) -> Vec<(String, String)> {

@@ -5,39 +5,11 @@ use baton_engine::{Composer, ContextPolicy, DEFAULT_MAX_TURNS, Driver, Intent, M
 use baton_llm::{ReplayModel, Trace};
 use baton_package::Package;
 use baton_store::{NewRun, Store};
+use baton_testkit::{copy_dir, repo, seed_000};
 use baton_tools::{RunBinding, SystemToolSettings, ToolHost};
 use serde_json::json;
 use std::fs;
-use std::path::{Path, PathBuf};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn seed_000() -> Option<PathBuf> {
-    let seeds = repo().join("../shared/seeds");
-    fs::read_dir(seeds)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("000_"))
-        })
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
+use std::path::Path;
 
 fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
@@ -60,10 +32,7 @@ fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
 
 #[tokio::test]
 async fn the_reference_conversation_replays_end_to_end() {
-    let Some(seed) = seed_000() else {
-        eprintln!("shared/seeds/000_* not found beside the repository; skipping");
-        return;
-    };
+    let Some(seed) = seed_000() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let project_root = tmp.path().join("project");
     copy_dir(&repo().join("examples/projects/taskboard"), &project_root);

@@ -125,6 +125,29 @@ impl Reply {
         }
     }
 
+    /// A recorded conversation as replies, one per model answer; tool names as they travel on
+    /// the wire (`fs.read` → `fs_read`).
+    pub fn from_trace(trace: &crate::Trace) -> Vec<Reply> {
+        trace
+            .dialogues()
+            .map(|d| {
+                if d.tool_calls.is_empty() {
+                    return Reply::text(&d.content);
+                }
+                let wire: Vec<(String, String, String)> = d
+                    .tool_calls
+                    .iter()
+                    .map(|c| (c.id.clone(), c.name.replace('.', "_"), c.arguments.clone()))
+                    .collect();
+                let refs: Vec<(&str, &str, &str)> = wire
+                    .iter()
+                    .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
+                    .collect();
+                Reply::tool_calls(&refs)
+            })
+            .collect()
+    }
+
     /// A streamed text answer in the given pieces.
     pub fn stream_text(pieces: &[&str]) -> Reply {
         let mut payloads: Vec<String> = pieces

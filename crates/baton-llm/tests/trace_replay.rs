@@ -7,30 +7,13 @@ use baton_llm::{
     CallOptions, ChatModel, ChatRequest, HttpChatModel, LlmConfig, Message, RecordingModel,
     ReplayModel, Trace, TraceRecorder,
 };
-use std::path::PathBuf;
+use baton_testkit::seed_000;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The reference conversation sits in `shared/seeds/` beside the repository (as in CI); it is
-/// not copied into the repository.
-fn seed_000() -> Option<PathBuf> {
-    let seeds = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/seeds");
-    std::fs::read_dir(seeds)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("000_"))
-        })
-}
-
 #[test]
 fn the_reference_trace_loads_as_is() {
-    let Some(path) = seed_000() else {
-        eprintln!("shared/seeds/000_* not found beside the repository; skipping");
-        return;
-    };
+    let Some(path) = seed_000() else { return };
     let trace = Trace::load(&path).unwrap();
     let ids: Vec<&str> = trace.dialogues().map(|d| d.id.as_str()).collect();
     assert_eq!(

@@ -4,27 +4,9 @@
 //! and checks the errors baton reports: their codes, files, pointers and lines.
 
 use baton_package::{Code, Diagnostic, Report, ValidateOptions, validate_path};
+use baton_testkit::{copy_dir, example};
 use std::fs;
 use std::path::{Path, PathBuf};
-
-fn example(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/packages")
-        .join(name)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
 
 struct Broken {
     _tmp: tempfile::TempDir,

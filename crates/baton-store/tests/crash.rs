@@ -7,6 +7,7 @@
 use baton_package::Package;
 use baton_store::jsonl::{self, JsonlWriter};
 use baton_store::{GuardOptions, NewRun, Store};
+use baton_testkit::example;
 use serde_json::json;
 use std::collections::HashMap;
 use std::fs;
@@ -16,10 +17,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const CHILD: &str = "BATON_TEST_CHILD";
-
-fn example() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/packages/create-story-micro")
-}
 
 fn child_env() -> Option<(PathBuf, PathBuf)> {
     let role = std::env::var(CHILD).ok()?;
@@ -122,7 +119,7 @@ fn setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let home = tmp.path().join("home");
     let project = tmp.path().join("project");
     fs::create_dir_all(&project).unwrap();
-    let package = Package::load(&example()).unwrap();
+    let package = Package::load(&example("create-story-micro")).unwrap();
     Store::new(&home)
         .packages()
         .install(&package, "test")

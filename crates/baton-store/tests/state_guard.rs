@@ -3,9 +3,9 @@
 
 use baton_package::Package;
 use baton_store::{GuardOptions, NewRun, Phase, Project, StateCode, StateFileError, Store};
+use baton_testkit::example;
 use serde_json::{Value, json};
 use std::fs;
-use std::path::Path;
 
 struct Fixture {
     _tmp: tempfile::TempDir,
@@ -13,12 +13,6 @@ struct Fixture {
     project: Project,
     package: Package,
     run_id: String,
-}
-
-fn example(name: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/packages")
-        .join(name)
 }
 
 fn fixture(name: &str, workflow: Option<&str>, agent: &str) -> Fixture {

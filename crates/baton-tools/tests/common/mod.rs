@@ -3,6 +3,7 @@
 
 use baton_package::Package;
 use baton_store::{NewRun, Project, RunPaths, Store};
+pub use baton_testkit::{copy_dir, repo};
 use baton_tools::{
     CallContext, EffectivePolicy, RunBinding, SystemToolSettings, ToolCall, ToolHost, ToolOutcome,
 };
@@ -22,23 +23,6 @@ pub struct Env {
     pub policy: EffectivePolicy,
     pub node: String,
     calls: usize,
-}
-
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-pub fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 impl Env {

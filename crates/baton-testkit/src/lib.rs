@@ -1,0 +1,54 @@
+//! Helpers shared by baton's tests: where the repository and its examples are, copying a
+//! directory, and the reference conversation beside the repository.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `examples/packages/<name>`.
+pub fn example(name: &str) -> PathBuf {
+    repo().join("examples/packages").join(name)
+}
+
+/// Copies a directory tree (files and directories only).
+pub fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap_or_else(|e| panic!("create {}: {e}", to.display()));
+    let entries = fs::read_dir(from).unwrap_or_else(|e| panic!("read {}: {e}", from.display()));
+    for entry in entries.flatten() {
+        let target = to.join(entry.file_name());
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            copy_dir(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target)
+                .unwrap_or_else(|e| panic!("copy to {}: {e}", target.display()));
+        }
+    }
+}
+
+/// A fresh copy of the sample project at `<into>/project`.
+pub fn sample_project(into: &Path) -> PathBuf {
+    let project = into.join("project");
+    copy_dir(&repo().join("examples/projects/taskboard"), &project);
+    project
+}
+
+/// The reference conversation (`shared/seeds/000_*` beside the repository, as in CI). Tests
+/// that need it skip, saying so, when it is absent; it is not copied into the repository.
+pub fn seed_000() -> Option<PathBuf> {
+    let found = fs::read_dir(repo().join("../shared/seeds"))
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("000_"))
+        });
+    if found.is_none() {
+        eprintln!("shared/seeds/000_* not found beside the repository; skipping");
+    }
+    found
+}
