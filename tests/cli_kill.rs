@@ -10,8 +10,10 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+/// The reference conversation when it is beside the repository (as in CI), else the demo trace.
 fn trace() -> PathBuf {
-    repo().join("examples/traces/create-story-micro.trace.json")
+    baton_testkit::seed_000()
+        .unwrap_or_else(|| repo().join("examples/traces/create-story-micro.trace.json"))
 }
 
 /// The parts of the final state that must not depend on interruptions.
