@@ -79,6 +79,19 @@ fn the_reference_trace_replays_through_the_cli() {
             .count(),
         38
     );
+    let kinds: Vec<String> = log
+        .stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["kind"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(kinds.iter().filter(|k| *k == "engine.turn").count(), 10);
+    assert_eq!(kinds.first().map(String::as_str), Some("engine.start"));
+    assert_eq!(kinds.last().map(String::as_str), Some("engine.completed"));
 }
 
 #[test]

@@ -76,6 +76,8 @@ pub struct Driver<'a> {
     pub cancel: CancellationToken,
     /// Where the model's context is logged, for `answer` and `resume`.
     pub conversation: Option<crate::conversation::ConversationLog>,
+    /// The run's audit log, for engine events (the ToolHost writes the tool lines).
+    pub audit: Option<baton_store::jsonl::JsonlWriter>,
 }
 
 pub fn is_confirmation(text: &str) -> bool {
@@ -108,6 +110,24 @@ impl<'a> Driver<'a> {
                 .map_err(|e| EngineError::State(e.to_string()))?;
         }
         Ok(action)
+    }
+
+    /// One `engine.*` line in the audit log. Best effort: a full disk must not turn a finished
+    /// step into a failure; the state and the conversation log are the records that count.
+    fn audit(&mut self, kind: &str, fields: Value) {
+        let Some(log) = self.audit.as_mut() else {
+            return;
+        };
+        let mut line = json!({
+            "ts": baton_store::time::now_rfc3339(),
+            "kind": kind,
+            "runId": self.run_id,
+            "nodeId": self.machine.node(),
+        });
+        if let (Some(obj), Value::Object(extra)) = (line.as_object_mut(), fields) {
+            obj.extend(extra);
+        }
+        let _ = log.append(&line, true);
     }
 
     fn emit(&self, e: EngineEvent) {
@@ -160,6 +180,15 @@ impl<'a> Driver<'a> {
             usage: Usage::default(),
         };
         self.set_phase(Phase::Running, None, &state.node_id)?;
+        let intent_name = match intent {
+            Intent::Start => "start",
+            Intent::Continue => "continue",
+            Intent::Resume => "resume",
+        };
+        self.audit(
+            "engine.start",
+            json!({"intent": intent_name, "complete": state.complete, "nodeId": state.node_id}),
+        );
         let mut action = self.step(Input::Begin {
             intent,
             state,
@@ -191,6 +220,16 @@ impl<'a> Driver<'a> {
                         match self.model.chat(&request, options).await {
                             Ok(response) => {
                                 report.model_calls += 1;
+                                self.audit(
+                                    "engine.turn",
+                                    json!({
+                                        "turn": report.model_calls,
+                                        "agentId": self.machine.effective_agent(),
+                                        "toolCalls": response.message.tool_calls.len(),
+                                        "finishReason": response.finish_reason,
+                                        "usage": response.usage,
+                                    }),
+                                );
                                 if let Some(u) = response.usage {
                                     report.usage.add(u);
                                     self.emit(EngineEvent::Usage(u));
@@ -285,6 +324,10 @@ impl<'a> Driver<'a> {
                         self.step(Input::UserAnswered(answer))?
                     } else {
                         let waiting = json!({"question": question, "nodeId": self.machine.node(), "reason": reason_text});
+                        self.audit(
+                            "engine.waiting",
+                            json!({"reason": reason_text, "message": question}),
+                        );
                         self.set_phase(Phase::WaitingUser, Some(waiting), self.machine.node())?;
                         report.outcome = Outcome::Waiting { question };
                         return Ok(report);
@@ -295,6 +338,10 @@ impl<'a> Driver<'a> {
                         r.record_ui_after("completed", "assistant_no_toolCalls_and_complete")
                     });
                     self.set_phase(Phase::Completed, None, self.machine.node())?;
+                    self.audit(
+                        "engine.completed",
+                        json!({"turns": report.model_calls, "toolCalls": report.tool_calls}),
+                    );
                     report.outcome = Outcome::Completed { message };
                     return Ok(report);
                 }
@@ -302,6 +349,7 @@ impl<'a> Driver<'a> {
                     self.record(|r| r.record_ui_after("failed", code));
                     let waiting = json!({"error": {"code": code, "message": message}});
                     self.set_phase(Phase::Failed, Some(waiting), self.machine.node())?;
+                    self.audit("engine.failed", json!({"code": code, "message": message}));
                     report.outcome = Outcome::Failed {
                         code: code.to_string(),
                         message,

@@ -291,6 +291,7 @@ async fn drive(
         on_event: settings.on_event,
         cancel: settings.cancel.clone(),
         conversation: Some(log),
+        audit: baton_store::jsonl::JsonlWriter::open(&paths.execution_log).ok(),
     };
     let report = driver.drive(intent, input).await?;
     let run = project.get_run(&run.run_id)?;

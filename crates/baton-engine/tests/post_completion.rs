@@ -100,6 +100,7 @@ impl Env {
             .unwrap()
             .records;
         log.iter()
+            .filter(|l| l["kind"] == "tool.exec")
             .map(|l| l["output"]["error"]["code"].clone())
             .collect()
     }

@@ -85,6 +85,7 @@ async fn the_reference_conversation_replays_end_to_end() {
         on_event: None,
         cancel: Default::default(),
         conversation: None,
+        audit: None,
     };
     let report = driver.drive(Intent::Start, None).await.unwrap();
     assert!(
