@@ -4,6 +4,7 @@
 mod common;
 
 use baton_testkit::copy_dir;
+use baton_testkit::demo_trace;
 use common::{Baton, example, repo};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -12,8 +13,7 @@ use std::time::Duration;
 
 /// The reference conversation when it is beside the repository (as in CI), else the demo trace.
 fn trace() -> PathBuf {
-    baton_testkit::seed_000()
-        .unwrap_or_else(|| repo().join("examples/traces/create-story-micro.trace.json"))
+    baton_testkit::seed_000().unwrap_or_else(demo_trace)
 }
 
 /// The parts of the final state that must not depend on interruptions.

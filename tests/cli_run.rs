@@ -2,8 +2,9 @@
 
 mod common;
 
+use baton_testkit::demo_trace;
 use baton_testkit::{sample_project, seed_000};
-use common::{Baton, example, repo};
+use common::{Baton, example};
 use serde_json::Value;
 use std::fs;
 
@@ -100,10 +101,7 @@ fn a_run_waits_for_an_answer_and_continues_with_baton_answer() {
     let tmp = tempfile::tempdir().unwrap();
     let project = sample_project(tmp.path());
     // Split the demo trace at the question: the first part without the recorded answer...
-    let trace: Value = serde_json::from_str(
-        &fs::read_to_string(repo().join("examples/traces/create-story-micro.trace.json")).unwrap(),
-    )
-    .unwrap();
+    let trace: Value = serde_json::from_str(&fs::read_to_string(demo_trace()).unwrap()).unwrap();
     let dialogues = trace["dialogues"].as_array().unwrap();
     let mut first = trace.clone();
     first["dialogues"] = Value::Array(dialogues[..2].to_vec());
@@ -184,10 +182,7 @@ fn a_recorded_run_replays_to_the_same_result() {
         "--project",
         first_project.to_str().unwrap(),
         "--replay",
-        repo()
-            .join("examples/traces/create-story-micro.trace.json")
-            .to_str()
-            .unwrap(),
+        demo_trace().to_str().unwrap(),
         "--record",
         recorded.to_str().unwrap(),
         "--json",

@@ -143,7 +143,6 @@ pub async fn start(
         agent_id: &agent,
     })?;
     drive(
-        store,
         &project,
         &run,
         &package,
@@ -186,7 +185,6 @@ pub async fn continue_run(
         ));
     }
     drive(
-        store,
         &project,
         &run,
         &package,
@@ -200,7 +198,6 @@ pub async fn continue_run(
 
 #[allow(clippy::too_many_arguments)]
 async fn drive(
-    _store: &Store,
     project: &Project,
     run: &RunMetadata,
     package: &Package,

@@ -4,28 +4,14 @@ use baton_engine::Outcome;
 use baton_engine::runner::{self, Settings, StartRun};
 use baton_llm::{ReplayModel, Trace};
 use baton_store::{Phase, Store};
-use baton_testkit::repo;
+use baton_testkit::{demo_trace, repo, sample_project};
 
 #[tokio::test]
 async fn cancellation_stops_between_turns_and_resume_finishes() {
     let tmp = tempfile::tempdir().unwrap();
-    let project = tmp.path().join("project");
-    std::fs::create_dir_all(project.join("artifacts")).unwrap();
-    for f in [
-        "artifacts/epics.md",
-        "artifacts/PRD.md",
-        "artifacts/architecture.md",
-        "artifacts/ux.md",
-        "project-context.md",
-    ] {
-        std::fs::copy(
-            repo().join("examples/projects/taskboard").join(f),
-            project.join(f),
-        )
-        .unwrap();
-    }
+    let project = sample_project(tmp.path());
     let store = Store::new(tmp.path().join("home"));
-    let trace_path = repo().join("examples/traces/create-story-micro.trace.json");
+    let trace_path = demo_trace();
     let replay = ReplayModel::new(Trace::load(&trace_path).unwrap());
     let mut settings = Settings::new(&replay);
     settings.replay = Some(&replay);

@@ -6,7 +6,7 @@ use baton_engine::Outcome;
 use baton_engine::runner::{self, Settings, StartRun};
 use baton_llm::{ReplayModel, Trace, TraceRecorder};
 use baton_store::{Phase, Store};
-use baton_testkit::{copy_dir, repo};
+use baton_testkit::{copy_dir, demo_trace, repo};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 
@@ -47,9 +47,7 @@ impl Env {
         let project = tmp.path().join("project");
         copy_dir(&repo().join("examples/projects/taskboard"), &project);
         let store = Store::new(tmp.path().join("home"));
-        let replay = ReplayModel::new(
-            Trace::load(&repo().join("examples/traces/create-story-micro.trace.json")).unwrap(),
-        );
+        let replay = ReplayModel::new(Trace::load(&demo_trace()).unwrap());
         let mut settings = Settings::new(&replay);
         settings.replay = Some(&replay);
         let pkg = repo().join("examples/packages/create-story-micro");

@@ -7,15 +7,13 @@ use baton_engine::{ContextPolicy, Outcome};
 use baton_llm::testing::{Reply, ScriptedServer};
 use baton_llm::{HttpChatModel, LlmConfig, Trace};
 use baton_store::Store;
-use baton_testkit::{copy_dir, repo};
+use baton_testkit::{copy_dir, demo_trace, repo};
 use serde_json::Value;
 use std::time::Duration;
 
 /// The demo trace as scripted HTTP replies.
 fn replies() -> Vec<Reply> {
-    Reply::from_trace(
-        &Trace::load(&repo().join("examples/traces/create-story-micro.trace.json")).unwrap(),
-    )
+    Reply::from_trace(&Trace::load(&demo_trace()).unwrap())
 }
 
 fn contents(body: &Value) -> Vec<(String, String)> {

@@ -14,6 +14,11 @@ pub fn example(name: &str) -> PathBuf {
     repo().join("examples/packages").join(name)
 }
 
+/// The recorded conversation the demo replays.
+pub fn demo_trace() -> PathBuf {
+    repo().join("examples/traces/create-story-micro.trace.json")
+}
+
 /// Copies a directory tree (files and directories only).
 pub fn copy_dir(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap_or_else(|e| panic!("create {}: {e}", to.display()));
