@@ -17,6 +17,20 @@ pub enum StateCode {
     InvalidTransition,
     PreconditionFailed,
     InvalidPatch,
+    /// A new `stepsCompleted` entry is not a node of the graph.
+    UnknownNode,
+    /// A new `stepsCompleted` entry is neither the node being left nor the one being entered.
+    StepNotVisited,
+    /// A new `stepsCompleted` entry is already in the list.
+    DuplicateStep,
+    /// `workflowStatus: complete` away from an `end` node.
+    CompletionNotAtEnd,
+    /// `runId`, `workflowRef`, `workflowType`, `activeAgentId` or `schemaVersion` changed.
+    ImmutableField,
+    /// A new `artifacts` entry is not a normalized project-relative path.
+    ArtifactPathInvalid,
+    /// A new `decisionLog` entry names a node or an edge the graph does not have.
+    DecisionLogInvalid,
 }
 
 impl StateCode {
@@ -27,6 +41,13 @@ impl StateCode {
             StateCode::InvalidTransition => "E_INVALID_TRANSITION",
             StateCode::PreconditionFailed => "E_PRECONDITION_FAILED",
             StateCode::InvalidPatch => "E_INVALID_PATCH",
+            StateCode::UnknownNode => "E_UNKNOWN_NODE",
+            StateCode::StepNotVisited => "E_STEP_NOT_VISITED",
+            StateCode::DuplicateStep => "E_STEP_DUPLICATE",
+            StateCode::CompletionNotAtEnd => "E_COMPLETION_NOT_AT_END",
+            StateCode::ImmutableField => "E_IMMUTABLE_FIELD",
+            StateCode::ArtifactPathInvalid => "E_ARTIFACT_PATH_INVALID",
+            StateCode::DecisionLogInvalid => "E_DECISION_LOG_INVALID",
         }
     }
 }
@@ -148,14 +169,17 @@ impl StateDoc {
         self.fields.get("variables").and_then(Value::as_object)
     }
 
+    /// `variables.workflowStatus`, when it is a string.
+    pub fn workflow_status(&self) -> Option<&str> {
+        self.variables()
+            .and_then(|v| v.get("workflowStatus"))
+            .and_then(Value::as_str)
+    }
+
     /// Complete when `variables.workflowStatus == "complete"`, or when the current node is an
     /// `end` node that is already in `stepsCompleted`.
     pub fn is_complete(&self, graph: &Graph) -> bool {
-        let status = self
-            .variables()
-            .and_then(|v| v.get("workflowStatus"))
-            .and_then(Value::as_str);
-        if status == Some("complete") {
+        if self.workflow_status() == Some("complete") {
             return true;
         }
         let current = self.effective_node_id(graph);

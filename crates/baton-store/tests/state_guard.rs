@@ -13,6 +13,7 @@ struct Fixture {
     project: Project,
     package: Package,
     run_id: String,
+    workflow_ref: String,
 }
 
 fn fixture(name: &str, workflow: Option<&str>, agent: &str) -> Fixture {
@@ -37,12 +38,13 @@ fn fixture(name: &str, workflow: Option<&str>, agent: &str) -> Fixture {
         project,
         package,
         run_id: run.run_id,
+        workflow_ref: run.workflow_ref,
     }
 }
 
 impl Fixture {
     fn graph(&self) -> &baton_package::Graph {
-        &self.package.workflows()[0].graph
+        &self.package.workflow(&self.workflow_ref).unwrap().graph
     }
 
     fn patch(&self, update: Value) -> Result<baton_store::StateWrite, StateFileError> {
@@ -507,4 +509,591 @@ fn damaged_index_is_reported_not_overwritten() {
         .unwrap_err();
     assert_eq!(err.code(), "RUNS_INDEX_INVALID");
     assert_eq!(fs::read_to_string(&index).unwrap(), "[{\"runId\": ");
+}
+
+// ---- The model cannot forge progress -------------------------------------------------------
+
+impl Fixture {
+    fn text(&self) -> String {
+        String::from_utf8(self.raw()).unwrap()
+    }
+
+    fn replace(
+        &self,
+        text: &str,
+        options: GuardOptions,
+    ) -> Result<baton_store::StateWrite, StateFileError> {
+        self.project
+            .state_file(&self.run_id)
+            .replace(self.graph(), text, None, options)
+    }
+
+    fn is_complete(&self) -> bool {
+        self.project
+            .state_file(&self.run_id)
+            .read()
+            .unwrap()
+            .doc
+            .is_complete(self.graph())
+    }
+}
+
+/// Asserts the refusal code and that the state file did not change.
+fn assert_refused(
+    f: &Fixture,
+    result: Result<baton_store::StateWrite, StateFileError>,
+    before: &[u8],
+    code: StateCode,
+) -> Value {
+    let err = refused(result);
+    assert_eq!(err.code, code, "{err}");
+    assert_eq!(f.raw(), before, "a refused write leaves the file unchanged");
+    err.details.expect("every refusal says what was wrong")
+}
+
+#[test]
+fn forged_completion_at_the_entry_node_is_refused() {
+    let f = fixture("create-story-micro", None, "sm");
+    let before = f.raw();
+    let forged = json!({
+        "stepsCompleted": {"append": ["end-99", "ghost-node"]},
+        "variables": {"set": {"workflowStatus": "complete"}},
+        "updatedAt": {"set": T}
+    });
+    let details = assert_refused(&f, f.patch(forged), &before, StateCode::UnknownNode);
+    assert_eq!(details["entries"], json!(["ghost-node"]));
+    assert!(!f.is_complete());
+    // Without the ghost, the end node was never current.
+    let forged = json!({
+        "stepsCompleted": {"append": ["end-99"]},
+        "variables": {"set": {"workflowStatus": "complete"}}
+    });
+    assert_refused(&f, f.patch(forged), &before, StateCode::StepNotVisited);
+    // Without any step, the status alone is refused too.
+    let forged = json!({"variables": {"set": {"workflowStatus": "complete"}}});
+    assert_refused(&f, f.patch(forged), &before, StateCode::CompletionNotAtEnd);
+    // The same forgery as a whole-file write.
+    let text = f
+        .text()
+        .replace("stepsCompleted: []", "stepsCompleted:\n- end-99")
+        .replace("variables: {}", "variables:\n  workflowStatus: complete");
+    assert_refused(
+        &f,
+        f.replace(&text, GuardOptions::default()),
+        &before,
+        StateCode::StepNotVisited,
+    );
+    assert!(!f.is_complete());
+}
+
+#[test]
+fn unknown_step_entries_are_refused() {
+    let f = fixture("create-story-micro", None, "sm");
+    let before = f.raw();
+    let details = assert_refused(
+        &f,
+        f.patch(
+            json!({"stepsCompleted": {"append": ["step-01-select-story", "Step-01-Select-Story"]}}),
+        ),
+        &before,
+        StateCode::UnknownNode,
+    );
+    assert_eq!(details["field"], "stepsCompleted");
+    assert_eq!(details["entries"], json!(["Step-01-Select-Story"]));
+    assert_eq!(details["nodes"].as_array().unwrap().len(), 6);
+    assert_eq!(StateCode::UnknownNode.as_str(), "E_UNKNOWN_NODE");
+}
+
+#[test]
+fn only_the_node_left_or_entered_can_be_completed() {
+    let f = fixture("create-story-micro", None, "sm");
+    let before = f.raw();
+    let details = assert_refused(
+        &f,
+        f.patch(json!({
+            "stepsCompleted": {"append": ["step-01-select-story", "step-03-extract-context"]},
+            "currentNodeId": {"set": "step-02-discover-inputs"}
+        })),
+        &before,
+        StateCode::StepNotVisited,
+    );
+    assert_eq!(details["entry"], "step-03-extract-context");
+    assert_eq!(details["currentNodeIdBefore"], "step-01-select-story");
+    assert_eq!(details["currentNodeIdAfter"], "step-02-discover-inputs");
+    assert_eq!(
+        details["allowed"],
+        json!(["step-01-select-story", "step-02-discover-inputs"])
+    );
+    assert_eq!(StateCode::StepNotVisited.as_str(), "E_STEP_NOT_VISITED");
+    // The node being left and the node being entered both may.
+    f.patch(json!({
+        "stepsCompleted": {"append": ["step-01-select-story", "step-02-discover-inputs"]},
+        "currentNodeId": {"set": "step-02-discover-inputs"}
+    }))
+    .unwrap();
+    // A node current long ago but not now is not "visited" by this write: entries are only
+    // added through the guard, so it is either already in the list or was never completed.
+    let before = f.raw();
+    f.patch(json!({"currentNodeId": {"set": "step-03-extract-context"}}))
+        .unwrap();
+    let text = f.text().replace(
+        "- step-02-discover-inputs\n",
+        "- step-02-discover-inputs\n- step-05-update-sprint-status\n",
+    );
+    let before_write = f.raw();
+    assert_refused(
+        &f,
+        f.replace(&text, GuardOptions::default()),
+        &before_write,
+        StateCode::StepNotVisited,
+    );
+    assert_ne!(before, before_write);
+}
+
+#[test]
+fn duplicate_step_entries_are_refused() {
+    let f = fixture("create-story-micro", None, "sm");
+    f.patch(tc("tc07")).unwrap();
+    let before = f.raw();
+    let text = f.text().replace(
+        "- step-01-select-story\n",
+        "- step-01-select-story\n- step-01-select-story\n",
+    );
+    let details = assert_refused(
+        &f,
+        f.replace(&text, GuardOptions::default()),
+        &before,
+        StateCode::DuplicateStep,
+    );
+    assert_eq!(details["entries"], json!(["step-01-select-story"]));
+    assert_eq!(StateCode::DuplicateStep.as_str(), "E_STEP_DUPLICATE");
+    // The patch operator drops duplicates itself, so appending again is a no-op, not an error.
+    f.patch(json!({"stepsCompleted": {"append": ["step-01-select-story"]}}))
+        .unwrap();
+}
+
+#[test]
+fn completion_only_at_an_end_node() {
+    let f = fixture("create-story-micro", None, "sm");
+    f.patch(tc("tc07")).unwrap();
+    let before = f.raw();
+    let details = assert_refused(
+        &f,
+        f.patch(json!({"variables": {"set": {"workflowStatus": "complete"}}})),
+        &before,
+        StateCode::CompletionNotAtEnd,
+    );
+    assert_eq!(details["currentNodeId"], "step-02-discover-inputs");
+    assert_eq!(details["nodeType"], "step");
+    assert_eq!(details["endNodes"], json!(["end-99"]));
+    assert_eq!(
+        StateCode::CompletionNotAtEnd.as_str(),
+        "E_COMPLETION_NOT_AT_END"
+    );
+    // Other statuses are the model's business.
+    f.patch(json!({"variables": {"set": {"workflowStatus": "in-progress"}}}))
+        .unwrap();
+    // At the end node it is what the workflow asks for.
+    for id in ["tc16", "tc24", "tc29", "tc34", "tc38"] {
+        f.patch(tc(id)).unwrap_or_else(|e| panic!("{id}: {e}"));
+    }
+    assert!(f.is_complete());
+}
+
+#[test]
+fn identity_fields_cannot_change_or_disappear() {
+    let f = fixture("create-story-micro", None, "sm");
+    let before = f.raw();
+    let fields = f.fields();
+    for (field, value) in [
+        ("runId", "0198f1c2-0000-7000-8000-000000000000"),
+        ("workflowRef", "bug-triage"),
+        ("workflowType", "bug-triage"),
+        ("activeAgentId", "dev"),
+        ("schemaVersion", "1.1.0"),
+    ] {
+        let details = assert_refused(
+            &f,
+            f.patch(json!({ field: {"set": value} })),
+            &before,
+            StateCode::ImmutableField,
+        );
+        assert_eq!(details["field"], field);
+        assert_eq!(details["before"], fields[field]);
+        assert_eq!(details["after"], value);
+    }
+    // Removing one through a whole-file write.
+    let text = f
+        .text()
+        .lines()
+        .filter(|l| !l.starts_with("activeAgentId:"))
+        .map(|l| format!("{l}\n"))
+        .collect::<String>();
+    let details = assert_refused(
+        &f,
+        f.replace(&text, GuardOptions::default()),
+        &before,
+        StateCode::ImmutableField,
+    );
+    assert_eq!(details["field"], "activeAgentId");
+    assert_eq!(details["after"], Value::Null);
+    assert_eq!(StateCode::ImmutableField.as_str(), "E_IMMUTABLE_FIELD");
+    // Setting a field to the value it has is no change.
+    f.patch(json!({"activeAgentId": {"set": "sm"}})).unwrap();
+}
+
+#[test]
+fn artifact_entries_are_normalized_project_paths() {
+    let f = fixture("create-story-micro", None, "sm");
+    let before = f.raw();
+    for (entry, why) in [
+        ("/etc/passwd", "absolute"),
+        ("../outside.md", "'..'"),
+        ("artifacts/../../x.md", "'..'"),
+        ("./artifacts/a.md", "'.'"),
+        ("artifacts//a.md", "empty path component"),
+        ("artifacts\\a.md", "backslash"),
+        ("artifacts/a\u{0}.md", "control"),
+        ("@project/artifacts/a.md", "mount prefix"),
+        ("@state/workflow.md", "mount prefix"),
+        ("@elsewhere/a.md", "mount prefix"),
+        ("artifacts/", "trailing"),
+        ("", "empty"),
+    ] {
+        let details = assert_refused(
+            &f,
+            f.patch(json!({"artifacts": {"append": [entry]}})),
+            &before,
+            StateCode::ArtifactPathInvalid,
+        );
+        assert_eq!(details["entry"], entry);
+        let reason = details["reason"].as_str().unwrap();
+        assert!(reason.contains(why), "{entry:?}: {reason}");
+    }
+    assert_eq!(
+        StateCode::ArtifactPathInvalid.as_str(),
+        "E_ARTIFACT_PATH_INVALID"
+    );
+    f.patch(json!({"artifacts": {"append": ["artifacts/stories/1-2 auth.md", ".notes/a.md"]}}))
+        .unwrap();
+}
+
+#[test]
+fn decision_log_entries_follow_graph_edges() {
+    let f = fixture("bug-triage", None, "triager");
+    f.patch(json!({"stepsCompleted": {"append": ["step-01-collect-facts"]}, "currentNodeId": {"set": "decide-02-severity"}})).unwrap();
+    let before = f.raw();
+    let log = |from: &str, to: &str, label: &str| json!({"decisionLog": {"append": [{"from": from, "to": to, "label": label}]}});
+    for (update, why) in [
+        (log("decide-02-severity", "end-99", "done"), "no edge"),
+        (
+            log("decide-02-severity", "ghost", "critical"),
+            "'ghost' is not a node",
+        ),
+        (
+            log("nowhere", "step-03a-hotfix-plan", "critical"),
+            "'nowhere' is not a node",
+        ),
+        (
+            log("", "step-03a-hotfix-plan", "critical"),
+            "'from' must name a node",
+        ),
+        // A forged rewind record outside a rewind is an ordinary entry: it needs an edge.
+        (log("end-99", "step-01-collect-facts", "rewind"), "no edge"),
+    ] {
+        let details = assert_refused(&f, f.patch(update), &before, StateCode::DecisionLogInvalid);
+        let reason = details["reason"].as_str().unwrap();
+        assert!(reason.contains(why), "{reason}");
+        assert!(details["entry"].is_object());
+    }
+    let details = assert_refused(
+        &f,
+        f.patch(log("decide-02-severity", "end-99", "done")),
+        &before,
+        StateCode::DecisionLogInvalid,
+    );
+    assert_eq!(details["allowedNext"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        StateCode::DecisionLogInvalid.as_str(),
+        "E_DECISION_LOG_INVALID"
+    );
+    // Labels may be paraphrased; the edge must exist.
+    f.patch(log(
+        "decide-02-severity",
+        "step-03a-hotfix-plan",
+        "it is critical",
+    ))
+    .unwrap();
+}
+
+#[test]
+fn rewind_records_only_this_rewind_and_only_goes_back() {
+    let f = fixture("create-story-micro", None, "sm");
+    for id in ["tc07", "tc16"] {
+        f.patch(tc(id)).unwrap();
+    }
+    let rewind = GuardOptions { rewind: true };
+    let before = f.raw();
+    let rewound = |to: &str, entry_from: &str, entry_to: &str| {
+        f.text()
+            .replace(
+                "currentNodeId: step-03-extract-context",
+                &format!("currentNodeId: {to}"),
+            )
+            .replace(
+                "decisionLog: []",
+                &format!("decisionLog:\n- from: {entry_from}\n  to: {entry_to}\n  label: rewind"),
+            )
+    };
+    // Forward is not a rewind.
+    let text = rewound(
+        "step-04-generate-story",
+        "step-03-extract-context",
+        "step-04-generate-story",
+    );
+    let details = assert_refused(
+        &f,
+        f.replace(&text, rewind),
+        &before,
+        StateCode::InvalidTransition,
+    );
+    assert_eq!(details["toNodeId"], "step-04-generate-story");
+    // The record must name this rewind.
+    let text = rewound("step-01-select-story", "end-99", "step-01-select-story");
+    assert_refused(
+        &f,
+        f.replace(&text, rewind),
+        &before,
+        StateCode::DecisionLogInvalid,
+    );
+    let text = rewound(
+        "step-01-select-story",
+        "step-03-extract-context",
+        "step-01-select-story",
+    );
+    assert_refused(
+        &f,
+        f.replace(&text, GuardOptions::default()),
+        &before,
+        StateCode::InvalidTransition,
+    );
+    f.replace(&text, rewind).unwrap();
+    assert_eq!(f.fields()["currentNodeId"], "step-01-select-story");
+}
+
+#[test]
+fn a_state_written_before_the_rules_still_progresses() {
+    let f = fixture("create-story-micro", None, "sm");
+    // Written by an older baton: a ghost step, a duplicate, odd artifacts and decisions.
+    let legacy = f
+        .text()
+        .replace(
+            "stepsCompleted: []",
+            "stepsCompleted:\n- ghost-node\n- ghost-node",
+        )
+        .replace(
+            "artifacts: []",
+            "artifacts:\n- ../odd.md\n- '@project/x.md'",
+        )
+        .replace(
+            "decisionLog: []",
+            "decisionLog:\n- from: ghost-node\n  to: end-99\n  label: jump",
+        );
+    fs::write(f.project.run_paths(&f.run_id).state_file, &legacy).unwrap();
+    for id in ["tc07", "tc16", "tc24", "tc29", "tc34", "tc38"] {
+        f.patch(tc(id)).unwrap_or_else(|e| panic!("{id}: {e}"));
+    }
+    assert!(f.is_complete());
+    assert_eq!(f.fields()["stepsCompleted"][1], "ghost-node");
+}
+
+/// Replays create-story-micro's recorded patches on another package's run: node ids like
+/// `end-99` exist there too, but the run never went there.
+fn replay_foreign_patches(f: &Fixture) {
+    let entry = f.graph().entry_node_id().to_string();
+    for id in ["tc07", "tc16", "tc24", "tc29", "tc34", "tc38"] {
+        let before = f.raw();
+        let err = refused(f.patch(tc(id)));
+        assert!(
+            matches!(
+                err.code,
+                StateCode::InvalidTransition | StateCode::UnknownNode | StateCode::StepNotVisited
+            ),
+            "{id}: {err}"
+        );
+        assert_eq!(f.raw(), before, "{id}");
+    }
+    assert!(!f.is_complete());
+    assert_eq!(
+        f.project
+            .state_file(&f.run_id)
+            .read()
+            .unwrap()
+            .doc
+            .effective_node_id(f.graph()),
+        entry
+    );
+}
+
+#[test]
+fn another_packages_trace_cannot_complete_a_run() {
+    replay_foreign_patches(&fixture("bug-triage", None, "triager"));
+    replay_foreign_patches(&fixture("docs-kit", Some("write-adr"), "architect"));
+    replay_foreign_patches(&fixture("docs-kit", Some("write-readme"), "writer"));
+}
+
+// ---- Property: completion needs an end node reached along the graph -------------------------
+
+/// One random write, as indexes into a pool of graph node ids and junk.
+#[derive(Debug, Clone)]
+struct RandomWrite {
+    current: Option<usize>,
+    append: Option<Vec<usize>>,
+    set_steps: Option<Vec<usize>>,
+    complete: bool,
+    decision: Option<(usize, usize, bool)>,
+    artifact: Option<usize>,
+    run_id: Option<usize>,
+    rewind: bool,
+}
+
+fn random_write() -> impl proptest::strategy::Strategy<Value = RandomWrite> {
+    use proptest::prelude::*;
+    let pick = || 0usize..64;
+    (
+        proptest::option::of(pick()),
+        proptest::option::of(proptest::collection::vec(pick(), 1..4)),
+        proptest::option::weighted(0.15, proptest::collection::vec(pick(), 0..5)),
+        proptest::bool::weighted(0.4),
+        proptest::option::weighted(0.3, (pick(), pick(), any::<bool>())),
+        proptest::option::weighted(0.2, pick()),
+        proptest::option::weighted(0.05, pick()),
+        proptest::bool::weighted(0.15),
+    )
+        .prop_map(
+            |(current, append, set_steps, complete, decision, artifact, run_id, rewind)| {
+                RandomWrite {
+                    current,
+                    append,
+                    set_steps,
+                    complete,
+                    decision,
+                    artifact,
+                    run_id,
+                    rewind,
+                }
+            },
+        )
+}
+
+impl RandomWrite {
+    fn update(&self, pool: &[String]) -> Value {
+        let at = |i: usize| pool[i % pool.len()].clone();
+        let mut u = serde_json::Map::new();
+        if let Some(i) = self.current {
+            u.insert("currentNodeId".into(), json!({"set": at(i)}));
+        }
+        if let Some(list) = &self.append {
+            let items: Vec<String> = list.iter().map(|&i| at(i)).collect();
+            u.insert("stepsCompleted".into(), json!({"append": items}));
+        } else if let Some(list) = &self.set_steps {
+            let items: Vec<String> = list.iter().map(|&i| at(i)).collect();
+            u.insert("stepsCompleted".into(), json!({"set": items}));
+        }
+        if self.complete {
+            u.insert(
+                "variables".into(),
+                json!({"set": {"workflowStatus": "complete"}}),
+            );
+        }
+        if let Some((from, to, rewind_label)) = self.decision {
+            let label = if rewind_label { "rewind" } else { "next" };
+            u.insert(
+                "decisionLog".into(),
+                json!({"append": [{"from": at(from), "to": at(to), "label": label}]}),
+            );
+        }
+        if let Some(i) = self.artifact {
+            u.insert("artifacts".into(), json!({"append": [at(i)]}));
+        }
+        if let Some(i) = self.run_id {
+            u.insert("runId".into(), json!({"set": at(i)}));
+        }
+        Value::Object(u)
+    }
+}
+
+#[test]
+fn random_writes_never_complete_without_reaching_an_end_node() {
+    use baton_package::model::NodeType;
+    use baton_store::StateDoc;
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+    let packages = [
+        Package::load(&example("create-story-micro")).unwrap(),
+        Package::load(&example("bug-triage")).unwrap(),
+        Package::load(&example("docs-kit")).unwrap(),
+    ];
+    let workflows: Vec<&baton_package::Workflow> =
+        packages.iter().flat_map(|p| p.workflows()).collect();
+    let mut runner = TestRunner::new(Config {
+        cases: 200,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = proptest::collection::vec(random_write(), 1..24);
+    runner
+        .run(&strategy, |writes| {
+            for workflow in &workflows {
+                let graph = &workflow.graph;
+                let mut pool: Vec<String> = graph.nodes().iter().map(|n| n.id.clone()).collect();
+                pool.extend(
+                    [
+                        "",
+                        "end-99",
+                        "ghost-node",
+                        "END-99",
+                        "../x.md",
+                        "@state/workflow.md",
+                        "artifacts/a.md",
+                    ]
+                    .map(str::to_owned),
+                );
+                let mut doc = StateDoc::parse(&workflow.state_template).unwrap();
+                let mut visited = vec![doc.effective_node_id(graph).to_string()];
+                for write in &writes {
+                    let mut new = doc.clone();
+                    if new.apply_update(&write.update(&pool)).is_err() {
+                        continue;
+                    }
+                    let options = GuardOptions {
+                        rewind: write.rewind,
+                    };
+                    if baton_store::guard::check(&doc, "", &new, graph, None, options).is_err() {
+                        continue;
+                    }
+                    doc = new;
+                    visited.push(doc.effective_node_id(graph).to_string());
+                    for step in doc.steps_completed() {
+                        if !visited.iter().any(|v| v == step) {
+                            return Err(TestCaseError::fail(format!(
+                                "{}: '{step}' completed but never current ({visited:?})",
+                                workflow.id
+                            )));
+                        }
+                    }
+                    let reached_end = visited
+                        .iter()
+                        .any(|v| graph.node(v).is_some_and(|n| n.node_type == NodeType::End));
+                    if doc.is_complete(graph) && !reached_end {
+                        return Err(TestCaseError::fail(format!(
+                            "{}: complete without reaching an end node ({visited:?})",
+                            workflow.id
+                        )));
+                    }
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
 }
