@@ -38,7 +38,7 @@ codes! {
     ZipUnsafePath = "ZIP_UNSAFE_PATH",
     /// A zip entry expands past the size limits (zip bomb).
     ZipTooLarge = "ZIP_TOO_LARGE",
-    /// Two zip entries have the same normalized path.
+    /// Two zip entries have the same name or the same normalized path.
     ZipDuplicateEntry = "ZIP_DUPLICATE_ENTRY",
     /// A classic BMAD workflow (`workflow.yaml` + `instructions.xml`) is not a v1.1 package.
     NotSupportedClassicWorkflow = "NOT_SUPPORTED_CLASSIC_WORKFLOW",
@@ -48,7 +48,7 @@ codes! {
     ManifestInvalid = "MANIFEST_INVALID",
     /// `integrity.sha256` does not match the package content.
     IntegrityMismatch = "INTEGRITY_MISMATCH",
-    /// `entry.assetsDir` names a directory that is not in the package.
+    /// `entry.assetsDir` holds no files but a file refers to `@pkg/<assetsDir>/...` (warning).
     AssetsDirNotFound = "ASSETS_DIR_NOT_FOUND",
     /// A workflow's `workflow.md` is missing.
     WorkflowFileNotFound = "WORKFLOW_FILE_NOT_FOUND",
@@ -58,7 +58,7 @@ codes! {
     WorkflowFrontmatterInvalid = "WORKFLOW_FRONTMATTER_INVALID",
     /// Two entries of `workflows[]` share an id.
     WorkflowDuplicateId = "WORKFLOW_DUPLICATE_ID",
-    /// The package lists several workflows and none was named.
+    /// The package lists several workflows and none was named; the message lists their ids.
     WorkflowRefRequired = "WORKFLOW_REF_REQUIRED",
     /// The named workflow is not in `workflows[]`.
     WorkflowRefUnknown = "WORKFLOW_REF_UNKNOWN",

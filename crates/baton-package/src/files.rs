@@ -6,6 +6,7 @@
 
 use crate::diagnostic::{Code, Diagnostic, Diagnostics};
 use crate::paths;
+use crate::zip_names;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Read};
@@ -322,6 +323,9 @@ pub fn read_zip_bytes(
         )));
         return None;
     }
+    if archive.has_duplicate_names() {
+        report_duplicate_names(bytes, archive.central_directory_start(), limits, diags);
+    }
     let mut files = BTreeMap::new();
     let mut total = 0u64;
     for index in 0..archive.len() {
@@ -399,15 +403,37 @@ pub fn read_zip_bytes(
         }
         total += data.len() as u64;
         if files.insert(name.clone(), data).is_some() {
-            diags.push(
-                Diagnostic::error(
-                    Code::ZipDuplicateEntry,
-                    format!("zip holds {name} more than once"),
-                )
-                .file(name)
-                .hint("rebuild the archive with `baton package pack`"),
-            );
+            diags.push(duplicate_entry(&name));
         }
     }
     Some(files)
+}
+
+fn duplicate_entry(name: &str) -> Diagnostic {
+    Diagnostic::error(
+        Code::ZipDuplicateEntry,
+        format!("zip holds {name} more than once; refusing to guess which copy is meant"),
+    )
+    .file(name.replace('\0', "\\0"))
+    .hint("rebuild the archive with `baton package pack`")
+}
+
+/// Entries with the very same name: the zip reader keeps only one of them, so they are found
+/// in the central directory itself.
+fn report_duplicate_names(bytes: &[u8], start: u64, limits: &Limits, diags: &mut Diagnostics) {
+    let names = zip_names::duplicate_names(bytes, start, limits.max_files.saturating_add(1));
+    if names.is_empty() {
+        // The reader saw a repeat the scan could not name (a directory past the file limit).
+        diags.push(
+            Diagnostic::error(
+                Code::ZipDuplicateEntry,
+                "the zip's central directory lists an entry more than once",
+            )
+            .hint("rebuild the archive with `baton package pack`"),
+        );
+        return;
+    }
+    for name in names {
+        diags.push(duplicate_entry(&name));
+    }
 }

@@ -9,6 +9,7 @@ pub mod digest;
 pub mod files;
 pub mod frontmatter;
 pub mod graph;
+pub mod install_id;
 mod json_lines;
 pub mod model;
 pub mod pack;
@@ -19,6 +20,7 @@ pub mod schema;
 pub mod sections;
 pub mod validate;
 pub mod workflow_ref;
+mod zip_names;
 
 pub use diagnostic::{Code, Diagnostic, Diagnostics, Severity};
 pub use files::{Limits, Origin, PackageFiles};

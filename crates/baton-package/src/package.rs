@@ -97,12 +97,12 @@ impl Package {
     }
 
     /// `<name>@<version>-<first 8 hex of the digest>`: the install directory name.
+    /// See [`crate::install_id`] for how names that are not plain ASCII are spelled.
     pub fn install_id(&self) -> String {
-        let safe_name = crate::paths::slug(&self.manifest.name, "._-");
-        format!(
-            "{safe_name}@{}-{}",
-            self.manifest.version,
-            &self.content_sha256[..8]
+        crate::install_id::install_id(
+            &self.manifest.name,
+            &self.manifest.version,
+            &self.content_sha256,
         )
     }
 

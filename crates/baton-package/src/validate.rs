@@ -121,7 +121,7 @@ impl<'a> Validator<'a> {
         let ids: Vec<String> = slots.iter().map(|s| s.id.clone()).collect();
         self.integrity(&manifest, manifest_text);
         self.assets(&manifest, manifest_text);
-        let agents = self.agents(&manifest);
+        let agents = self.agents(&manifest, manifest_text);
         let agent_ids: HashSet<&str> = agents
             .as_ref()
             .map(|a| a.iter().map(|a| a.id.as_str()).collect())
@@ -345,7 +345,46 @@ impl<'a> Validator<'a> {
                 });
             }
         }
+        self.listed_entry_files(manifest, text);
         slots
+    }
+
+    /// With `workflows[]` the entry files are not what a run uses, but they are still paths of
+    /// the package (the Builder points them at the default workflow) and must name its files.
+    fn listed_entry_files(&mut self, manifest: &Manifest, text: &str) {
+        let Some(default) = manifest.workflows.first() else {
+            return;
+        };
+        for (raw, field, code, example) in [
+            (
+                &manifest.entry.workflow,
+                "workflow",
+                Code::WorkflowFileNotFound,
+                &default.workflow,
+            ),
+            (
+                &manifest.entry.graph,
+                "graph",
+                Code::GraphFileNotFound,
+                &default.graph,
+            ),
+        ] {
+            let pointer = format!("/entry/{field}");
+            let Some(path) = self.package_path(raw, MANIFEST_PATH, text, &pointer) else {
+                continue;
+            };
+            if !self.files.contains(&path) {
+                let d = Diagnostic::error(
+                    code,
+                    format!("entry.{field} names {path}, which is not in the package"),
+                )
+                .hint(format!(
+                    "point entry.{field} at the default workflow's file, e.g. \"{example}\""
+                ));
+                let d = self.at(d, MANIFEST_PATH, text, &pointer);
+                self.diags.push(d);
+            }
+        }
     }
 
     fn integrity(&mut self, manifest: &Manifest, text: &str) {
@@ -375,29 +414,44 @@ impl<'a> Validator<'a> {
         let Some(dir) = self.package_path(dir, MANIFEST_PATH, text, "/entry/assetsDir") else {
             return;
         };
-        if !self.files.has_dir(&dir) {
-            let d = Diagnostic::warning(
-                Code::AssetsDirNotFound,
-                format!("entry.assetsDir '{dir}/' holds no files"),
-            )
-            .hint("add the assets or remove entry.assetsDir");
-            let d = self.at(d, MANIFEST_PATH, text, "/entry/assetsDir");
-            self.diags.push(d);
+        if self.files.has_dir(&dir) {
+            return;
         }
+        // Builders write `assetsDir: "assets/"` whether or not there are assets; an empty
+        // directory only matters when some file reads from it.
+        let Some(reference) = find_reference(self.files, &format!("@pkg/{dir}/")) else {
+            return;
+        };
+        let d = Diagnostic::warning(
+            Code::AssetsDirNotFound,
+            format!(
+                "entry.assetsDir '{dir}/' holds no files, but {}:{} refers to {}",
+                reference.file, reference.line, reference.text
+            ),
+        )
+        .hint(format!(
+            "add {} to the package, or fix the reference",
+            reference.text.trim_start_matches("@pkg/")
+        ));
+        let d = self.at(d, MANIFEST_PATH, text, "/entry/assetsDir");
+        self.diags.push(d);
     }
 
-    fn agents(&mut self, manifest: &Manifest) -> Option<Vec<Agent>> {
-        let path = paths::normalize(&manifest.entry.agents).ok()?;
+    fn agents(&mut self, manifest: &Manifest, manifest_text: &str) -> Option<Vec<Agent>> {
+        let path = self.package_path(
+            &manifest.entry.agents,
+            MANIFEST_PATH,
+            manifest_text,
+            "/entry/agents",
+        )?;
         if !self.files.contains(&path) {
-            self.diags.push(
-                Diagnostic::error(
-                    Code::AgentsFileNotFound,
-                    format!("agents file '{path}' is missing"),
-                )
-                .file(MANIFEST_PATH)
-                .pointer("/entry/agents")
-                .hint("add agents.json at the package root, or fix entry.agents"),
-            );
+            let d = Diagnostic::error(
+                Code::AgentsFileNotFound,
+                format!("agents file '{path}' is missing"),
+            )
+            .hint("add agents.json at the package root, or fix entry.agents");
+            let d = self.at(d, MANIFEST_PATH, manifest_text, "/entry/agents");
+            self.diags.push(d);
             return None;
         }
         let (mut value, text) = self.json(&path, Code::AgentsInvalid)?;
@@ -843,6 +897,32 @@ impl<'a> Validator<'a> {
             raw: md.text.to_string(),
         })
     }
+}
+
+/// Where a file of the package mentions a path.
+struct Reference<'f> {
+    file: &'f str,
+    line: usize,
+    /// The mentioned path, up to the first character that cannot be part of it.
+    text: String,
+}
+
+/// The first mention of `prefix` in the package's files (in path order).
+fn find_reference<'f>(files: &'f PackageFiles, prefix: &str) -> Option<Reference<'f>> {
+    let needle = prefix.as_bytes();
+    files.iter().find_map(|(file, bytes)| {
+        let at = bytes.windows(needle.len()).position(|w| w == needle)?;
+        let line = bytes[..at].iter().filter(|b| **b == b'\n').count() + 1;
+        let rest = String::from_utf8_lossy(&bytes[at..bytes.len().min(at + 256)]).into_owned();
+        let end = rest
+            .find(|c: char| c.is_whitespace() || "`'\"()[]<>,;".contains(c))
+            .unwrap_or(rest.len());
+        Some(Reference {
+            file,
+            line,
+            text: rest[..end].to_string(),
+        })
+    })
 }
 
 fn unknown_agent(agent: &str, known: &HashSet<&str>) -> Diagnostic {

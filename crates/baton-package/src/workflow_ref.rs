@@ -1,6 +1,8 @@
 //! Which workflow of a package a run uses (the multi-workflow rules of package v1.1).
 //!
-//! - `workflows[]` non-empty: the run must name a workflow, and it must be one of the ids.
+//! - `workflows[]` non-empty: a name, if given, must be one of the ids. Without a name, a
+//!   single listed workflow is used (every CrewAgent Builder export lists exactly one); with
+//!   several, the run must name one.
 //! - otherwise the entry workflow is used; a name, if given, must equal its derived id.
 
 use crate::diagnostic::{Code, Diagnostic};
@@ -47,22 +49,35 @@ pub fn select_index(
     let wanted = wanted.filter(|w| !w.is_empty());
     let listed = ids.join(", ");
     if !manifest.workflows.is_empty() {
-        let Some(wanted) = wanted else {
-            return Err(Diagnostic::error(
-                Code::WorkflowRefRequired,
-                format!(
-                    "package '{}' has several workflows; name one",
-                    manifest.name
-                ),
-            )
-            .hint(format!("pass --workflow with one of: {listed}")));
+        let declared: Vec<&str> = manifest.workflows.iter().map(|w| w.id.as_str()).collect();
+        let wanted = match (wanted, declared.as_slice()) {
+            (Some(w), _) => w,
+            // Nothing to choose between.
+            (None, [only]) => *only,
+            (None, _) => {
+                return Err(Diagnostic::error(
+                    Code::WorkflowRefRequired,
+                    format!(
+                        "package '{}' has {} workflows: {}; choose one with --workflow",
+                        manifest.name,
+                        declared.len(),
+                        declared.join(", ")
+                    ),
+                )
+                .hint(format!("pass --workflow with one of: {listed}")));
+            }
         };
         return ids.iter().position(|id| *id == wanted).ok_or_else(|| {
+            let hint = if ids.is_empty() {
+                "fix the errors reported for workflows[]".to_string()
+            } else {
+                format!("use one of: {listed}")
+            };
             Diagnostic::error(
                 Code::WorkflowRefUnknown,
                 format!("package '{}' has no workflow '{wanted}'", manifest.name),
             )
-            .hint(format!("use one of: {listed}"))
+            .hint(hint)
         });
     }
     let derived = derived_entry_id(manifest);
@@ -122,6 +137,25 @@ mod tests {
         assert_eq!(
             select_index(&m, &["My-Pkg"], Some("x")).unwrap_err().code,
             Code::WorkflowRefMismatch
+        );
+    }
+
+    #[test]
+    fn a_single_listed_workflow_is_used_without_a_name() {
+        let m = manifest(json!([
+            {"id": "only", "workflow": "workflows/only/workflow.md", "graph": "workflows/only/workflow.graph.json"}
+        ]));
+        assert_eq!(select_index(&m, &["only"], None), Ok(0));
+        assert_eq!(select_index(&m, &["only"], Some("")), Ok(0));
+        assert_eq!(select_index(&m, &["only"], Some("only")), Ok(0));
+        assert_eq!(
+            select_index(&m, &["only"], Some("other")).unwrap_err().code,
+            Code::WorkflowRefUnknown
+        );
+        // Its declaration was refused (an unsafe path, say): no workflow to fall back on.
+        assert_eq!(
+            select_index(&m, &[], None).unwrap_err().code,
+            Code::WorkflowRefUnknown
         );
     }
 

@@ -817,3 +817,156 @@ fn every_code_is_documented() {
         );
     }
 }
+
+/// docs-kit with one field of `entry` (not of `workflows[]`) set to `value`.
+fn docs_kit_entry(field: &str, value: &str) -> Broken {
+    let b = Broken::from("docs-kit");
+    let old = match field {
+        "workflow" => "\"workflow\": \"workflows/write-readme/workflow.md\",\n    \"graph\"",
+        "graph" => "\"graph\": \"workflows/write-readme/workflow.graph.json\",\n    \"agents\"",
+        other => panic!("no entry field {other}"),
+    };
+    let next = old.rsplit(' ').next().unwrap();
+    b.replace(
+        "bmad.json",
+        old,
+        &format!("\"{field}\": \"{value}\",\n    {next}"),
+    );
+    b
+}
+
+#[test]
+fn entry_paths_are_checked_when_workflows_are_listed() {
+    for (field, value, code) in [
+        ("workflow", "../../etc/passwd", Code::PackagePathUnsafe),
+        ("workflow", "/etc/passwd", Code::PackagePathUnsafe),
+        (
+            "workflow",
+            "workflows/nope/workflow.md",
+            Code::WorkflowFileNotFound,
+        ),
+        ("graph", "../graph.json", Code::PackagePathUnsafe),
+        ("graph", "/etc/graph.json", Code::PackagePathUnsafe),
+        (
+            "graph",
+            "workflows/nope/workflow.graph.json",
+            Code::GraphFileNotFound,
+        ),
+    ] {
+        let b = docs_kit_entry(field, value);
+        let d = expect_one(&b.validate(), code);
+        located(
+            &d,
+            "bmad.json",
+            Some(&format!("/entry/{field}")),
+            Some(b.line_of("bmad.json", value)),
+        );
+        assert!(d.message.contains(value), "{d:?}");
+    }
+}
+
+#[test]
+fn unsafe_agents_path_is_reported() {
+    for value in ["../agents.json", "/etc/passwd"] {
+        let b = Broken::from(CS);
+        b.replace(
+            "bmad.json",
+            "\"agents\": \"agents.json\"",
+            &format!("\"agents\": \"{value}\""),
+        );
+        let d = expect_one(&b.validate(), Code::PackagePathUnsafe);
+        located(
+            &d,
+            "bmad.json",
+            Some("/entry/agents"),
+            Some(b.line_of("bmad.json", value)),
+        );
+    }
+    let b = Broken::from(CS);
+    b.remove("agents.json");
+    let d = expect_one(&b.validate(), Code::AgentsFileNotFound);
+    located(
+        &d,
+        "bmad.json",
+        Some("/entry/agents"),
+        Some(b.line_of("bmad.json", "\"agents\"")),
+    );
+}
+
+#[test]
+fn a_single_listed_workflow_needs_no_ref() {
+    // Every CrewAgent Builder export lists its one workflow in workflows[].
+    let b = Broken::from("docs-kit");
+    let mut doc: serde_json::Value = serde_json::from_str(&b.read("bmad.json")).unwrap();
+    doc["workflows"].as_array_mut().unwrap().truncate(1);
+    b.write("bmad.json", &serde_json::to_string_pretty(&doc).unwrap());
+    let report = b.validate();
+    assert!(report.ok(), "{:#?}", report.diagnostics.all());
+    let package = report.package.unwrap();
+    assert_eq!(package.resolve_workflow(None).unwrap().id, "write-readme");
+    assert_eq!(
+        package.resolve_workflow(Some("")).unwrap().id,
+        "write-readme"
+    );
+    assert_eq!(
+        package
+            .resolve_workflow(Some("write-adr"))
+            .unwrap_err()
+            .code,
+        Code::WorkflowRefUnknown
+    );
+    let only = |w: &str| {
+        validate_path(
+            &b.root,
+            &ValidateOptions {
+                workflow: Some(w.into()),
+                ..Default::default()
+            },
+        )
+    };
+    assert!(only("write-readme").ok());
+    expect_one(&only("write-adr"), Code::WorkflowRefUnknown);
+}
+
+#[test]
+fn several_workflows_without_a_ref_are_listed() {
+    let package = baton_package::Package::load(&example("docs-kit")).unwrap();
+    let d = package.resolve_workflow(None).unwrap_err();
+    assert_eq!(d.code, Code::WorkflowRefRequired);
+    assert!(
+        d.message
+            .contains("has 2 workflows: write-readme, write-adr; choose one with --workflow"),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn missing_assets_dir_warns_only_when_assets_are_referenced() {
+    // bug-triage names assets/ but no file reads @pkg/assets/...: nothing to warn about.
+    let b = Broken::from("bug-triage");
+    fs::remove_dir_all(b.root.join("assets")).unwrap();
+    let report = b.validate();
+    assert!(report.ok(), "{:#?}", report.diagnostics.all());
+    assert_eq!(report.diagnostics.all(), &[]);
+
+    // create-story-micro's step 4 reads @pkg/assets/story-template.md.
+    let b = Broken::from(CS);
+    fs::remove_dir_all(b.root.join("assets")).unwrap();
+    let report = b.validate();
+    assert!(report.ok(), "{:#?}", report.diagnostics.all());
+    let w: Vec<_> = report.diagnostics.warnings().collect();
+    assert_eq!(w.len(), 1, "{w:#?}");
+    assert_eq!(w[0].code, Code::AssetsDirNotFound);
+    located(
+        w[0],
+        "bmad.json",
+        Some("/entry/assetsDir"),
+        Some(b.line_of("bmad.json", "\"assetsDir\"")),
+    );
+    assert!(
+        w[0].message.contains("steps/step-04-generate-story.md")
+            && w[0].message.contains("@pkg/assets/story-template.md"),
+        "{:?}",
+        w[0]
+    );
+}

@@ -202,3 +202,53 @@ fn classic_workflow_zip_is_refused() {
         vec![Code::NotSupportedClassicWorkflow]
     );
 }
+
+/// Renames every occurrence of `from` in the archive's name bytes (local headers and central
+/// directory) to `to`. The names must have the same length, so no offset moves.
+fn rename_entry(bytes: &mut [u8], from: &[u8], to: &[u8]) {
+    assert_eq!(from.len(), to.len());
+    let mut found = 0;
+    let mut i = 0;
+    while let Some(pos) = bytes[i..].windows(from.len()).position(|w| w == from) {
+        bytes[i + pos..i + pos + to.len()].copy_from_slice(to);
+        found += 1;
+        i += pos + 1;
+    }
+    assert_eq!(found, 2, "one local header and one central directory name");
+}
+
+#[test]
+fn duplicate_entry_names_are_refused() {
+    // The zip writer refuses duplicate names, so write a second entry under a name of the same
+    // length and patch its name bytes to equal the first one's.
+    let pkg = Package::load(&example("create-story-micro")).unwrap();
+    let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    let opts = zip::write::SimpleFileOptions::default();
+    for (path, bytes) in pkg.files().iter() {
+        w.start_file(path, opts).unwrap();
+        w.write_all(bytes).unwrap();
+    }
+    w.start_file("assets/story-templatX.md", opts).unwrap();
+    w.write_all(b"# the second copy\n").unwrap();
+    let mut bytes = w.finish().unwrap().into_inner();
+    rename_entry(
+        &mut bytes,
+        b"assets/story-templatX.md",
+        b"assets/story-template.md",
+    );
+
+    let report = validate_bytes(&bytes);
+    assert_eq!(error_codes(&report), vec![Code::ZipDuplicateEntry]);
+    assert!(report.package.is_none(), "neither copy is installed");
+    let d = report.diagnostics.errors().next().unwrap();
+    assert_eq!(d.file.as_deref(), Some("assets/story-template.md"));
+    assert!(d.message.contains("assets/story-template.md"), "{d:?}");
+    assert!(d.hint.is_some());
+
+    // Names that only normalize to the same path are duplicates as well.
+    let twice = zip_with(None, &[("a/b.md", b"1"), ("./a/b.md", b"2")]);
+    let mut diags = Diagnostics::default();
+    read_zip_bytes(&twice, &Limits::default(), &mut diags);
+    let codes: Vec<Code> = diags.errors().map(|d| d.code).collect();
+    assert_eq!(codes, vec![Code::ZipDuplicateEntry]);
+}
