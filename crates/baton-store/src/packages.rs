@@ -233,6 +233,40 @@ mod tests {
     }
 
     #[test]
+    fn odd_names_install_under_safe_listed_ids() {
+        let home = tempfile::tempdir().unwrap();
+        let store = PackageStore::new(home.path());
+        for (name, id_start) in [
+            (".hidden", "hidden@1.0.0-"),
+            ("-rf", "rf@1.0.0-"),
+            ("Crème brûlée", "Creme-brulee@1.0.0-"),
+            ("故事", "%E6%95%85%E4%BA%8B@1.0.0-"),
+        ] {
+            let src = home.path().join("src");
+            let _ = fs::remove_dir_all(&src);
+            baton_testkit::copy_dir(&example("bug-triage"), &src);
+            let manifest = src.join("bmad.json");
+            let mut doc: serde_json::Value =
+                serde_json::from_slice(&fs::read(&manifest).unwrap()).unwrap();
+            doc["name"] = name.into();
+            fs::write(&manifest, serde_json::to_vec(&doc).unwrap()).unwrap();
+            let package = Package::load(&src).unwrap();
+            let installed = store.install(&package, "t").unwrap().package;
+            assert!(
+                installed.id.starts_with(id_start),
+                "{name}: {}",
+                installed.id
+            );
+            assert_eq!(installed.path, store.dir().join(&installed.id));
+            // A leading dot would hide the package from `list` (staging directories look so).
+            let found = store.find(name).unwrap();
+            assert_eq!(found.len(), 1, "{name} is listed");
+            assert_eq!(found[0].id, installed.id);
+        }
+        assert_eq!(store.list().unwrap().len(), 4);
+    }
+
+    #[test]
     fn concurrent_installs_of_the_same_package_agree() {
         let home = tempfile::tempdir().unwrap();
         let package = Package::load(&example("bug-triage")).unwrap();
