@@ -1,24 +1,27 @@
 //! The HTTP `ChatModel`: `POST {base_url}/chat/completions` with retries, timeouts,
 //! streaming and cancellation.
 
+use crate::body::{self, BodyError, ReadError};
 use crate::config::LlmConfig;
 use crate::error::LlmError;
 use crate::model::{BoxFuture, CallOptions, ChatModel};
 use crate::names::ToolNames;
-use crate::types::{ChatRequest, ChatResponse, StreamEvent};
+use crate::scrub::Scrubber;
+use crate::types::{ChatRequest, ChatResponse, Message, StreamEvent};
 use crate::wire::{self, StreamAccumulator};
-use eventsource_stream::Eventsource;
+use eventsource_stream::{EventStreamError, Eventsource};
 use futures_util::StreamExt;
 use std::sync::Once;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::time::Instant;
 
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(120);
-
+/// The OpenAI-compatible client. Every error it returns is scrubbed of the API key and of
+/// authorization values (see [`crate::scrub`]); it never returns an empty answer.
 pub struct HttpChatModel {
     http: reqwest::Client,
     config: LlmConfig,
     model: String,
+    scrubber: Scrubber,
 }
 
 /// How one attempt failed.
@@ -45,6 +48,7 @@ fn install_crypto_provider() {
 impl HttpChatModel {
     pub fn new(config: LlmConfig) -> Result<HttpChatModel, LlmError> {
         let model = config.require_model()?.to_string();
+        let scrubber = Scrubber::new(config.api_key.as_ref().map(|k| k.expose()));
         install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(config.timeout.min(Duration::from_secs(30)))
@@ -55,6 +59,7 @@ impl HttpChatModel {
             http,
             config,
             model,
+            scrubber,
         })
     }
 
@@ -86,7 +91,8 @@ impl HttpChatModel {
         }
         let body = serde_json::to_vec(&body).map_err(|e| LlmError::BadResponse(e.to_string()))?;
         let timeout = self.config.timeout;
-        let response = match tokio::time::timeout(timeout, builder.body(body).send()).await {
+        let cap = self.config.max_response_bytes;
+        let mut response = match tokio::time::timeout(timeout, builder.body(body).send()).await {
             Err(_) => return Err(LlmError::Timeout(timeout).into()),
             Ok(Err(e)) => return Err(transport_error(&e, timeout).into()),
             Ok(Ok(r)) => r,
@@ -94,11 +100,19 @@ impl HttpChatModel {
         let status = response.status();
         if !status.is_success() {
             let retry_after = retry_after(response.headers());
-            let bytes = tokio::time::timeout(timeout, response.bytes())
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .unwrap_or_default();
+            // A body that breaks or stalls still leaves the status to report; one that never
+            // ends does not get to fill memory.
+            let bytes = match body::read_capped(&mut response, cap, timeout).await {
+                Ok(b) => b,
+                Err(ReadError::TooBig) => {
+                    return Err(LlmError::BadResponse(format!(
+                        "HTTP {} with an error body larger than {cap} bytes (max_response_bytes under [llm])",
+                        status.as_u16()
+                    ))
+                    .into());
+                }
+                Err(ReadError::Timeout | ReadError::Transport(_)) => Vec::new(),
+            };
             let message = wire::error_message(&bytes);
             return Err(if status.as_u16() == 429 {
                 LlmError::RateLimited {
@@ -120,10 +134,11 @@ impl HttpChatModel {
             .is_some_and(|v| v.contains("text/event-stream"));
         if !(stream && is_sse) {
             // Some servers ignore `stream: true` and answer in one piece.
-            let bytes = match tokio::time::timeout(timeout, response.bytes()).await {
-                Err(_) => return Err(LlmError::Timeout(timeout).into()),
-                Ok(Err(e)) => return Err(transport_error(&e, timeout).into()),
-                Ok(Ok(b)) => b,
+            let bytes = match body::read_capped(&mut response, cap, timeout).await {
+                Ok(b) => b,
+                Err(ReadError::TooBig) => return Err(body::too_big(cap).into()),
+                Err(ReadError::Timeout) => return Err(LlmError::Timeout(timeout).into()),
+                Err(ReadError::Transport(e)) => return Err(transport_error(&e, timeout).into()),
             };
             let parsed = wire::parse_response(&bytes, names)?;
             if let Some(text) = parsed.message.content.as_deref().filter(|t| !t.is_empty()) {
@@ -131,7 +146,8 @@ impl HttpChatModel {
             }
             return Ok(parsed);
         }
-        let mut events = response.bytes_stream().eventsource();
+        // The cap sits under the SSE parser: an event that never ends is cut too.
+        let mut events = body::capped_stream(response, cap).eventsource();
         let mut acc = StreamAccumulator::default();
         loop {
             let next = match tokio::time::timeout(timeout, events.next()).await {
@@ -159,6 +175,9 @@ impl HttpChatModel {
                         break;
                     }
                 }
+                Some(Err(EventStreamError::Transport(BodyError::TooBig))) => {
+                    return Err(body::too_big(cap).into());
+                }
                 Some(Err(e)) => {
                     let message = format!("{e}");
                     return Err(if acc.has_content() {
@@ -171,6 +190,81 @@ impl HttpChatModel {
         }
         Ok(acc.finish(names)?)
     }
+
+    /// One answer, with retries and backoff, none of it past `deadline`.
+    async fn answer(
+        &self,
+        request: &ChatRequest,
+        names: &ToolNames,
+        options: CallOptions<'_>,
+        deadline: Instant,
+    ) -> Result<ChatResponse, LlmError> {
+        let mut stream = self.config.stream;
+        let mut retries = 0u32;
+        loop {
+            let error = match self.attempt(request, names, stream, options).await {
+                Ok(response) => return Ok(response),
+                Err(Failure::StreamBrokeEarly(_)) if stream => {
+                    // Nothing was shown yet: the same request without streaming, once.
+                    stream = false;
+                    continue;
+                }
+                Err(Failure::StreamBrokeEarly(e)) | Err(Failure::Error(e)) => e,
+            };
+            if !error.is_retryable() || retries >= self.config.max_retries {
+                return Err(error);
+            }
+            let ra = match &error {
+                LlmError::RateLimited { retry_after, .. } => *retry_after,
+                _ => None,
+            };
+            let wait = backoff(
+                self.config.retry_base_delay,
+                retries,
+                ra,
+                self.config.max_backoff,
+            );
+            // A retry that could only start past the deadline would end as a timeout and hide
+            // the real cause: report the cause now.
+            if Instant::now() + wait >= deadline {
+                return Err(error);
+            }
+            retries += 1;
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// An answer that is not empty: an empty one is asked for again once, with a nudge.
+    async fn non_empty_answer(
+        &self,
+        request: &ChatRequest,
+        options: CallOptions<'_>,
+        deadline: Instant,
+    ) -> Result<ChatResponse, LlmError> {
+        let names = ToolNames::new(request.tools.iter().map(|t| t.name.as_str()));
+        let response = self.answer(request, &names, options, deadline).await?;
+        if !is_empty(&response) {
+            return Ok(response);
+        }
+        let mut nudged = request.clone();
+        nudged.messages.push(Message::user(EMPTY_ANSWER_NUDGE));
+        let response = self.answer(&nudged, &names, options, deadline).await?;
+        if is_empty(&response) {
+            return Err(LlmError::BadResponse(
+                "the model answered with nothing (no text and no tool call), twice".into(),
+            ));
+        }
+        Ok(response)
+    }
+}
+
+/// Sent (as a user message, on the retry only) after an empty answer.
+pub const EMPTY_ANSWER_NUDGE: &str =
+    "Your last answer was empty. Continue: call a tool, or answer in text.";
+
+/// No tool call and no text but whitespace.
+fn is_empty(response: &ChatResponse) -> bool {
+    response.message.tool_calls.is_empty() && response.message.text().trim().is_empty()
 }
 
 fn transport_error(e: &reqwest::Error, timeout: Duration) -> LlmError {
@@ -198,27 +292,27 @@ fn without_url(e: &reqwest::Error) -> String {
     }
 }
 
-/// `Retry-After` in seconds (HTTP dates are rare from model APIs and are ignored).
+/// `Retry-After` in seconds, as the server said (HTTP dates are rare from model APIs and are
+/// ignored; so is a value too large for a `Duration`).
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let v = headers.get("retry-after")?.to_str().ok()?.trim();
     let secs: f64 = v.parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs).min(MAX_RETRY_AFTER))
+    Duration::try_from_secs_f64(secs).ok()
 }
 
-/// Exponential backoff with ±25 % jitter; `Retry-After`, when given, wins.
-fn backoff(base: Duration, attempt: u32, retry_after: Option<Duration>) -> Duration {
+/// Exponential backoff with ±25 % jitter; `Retry-After`, when given, wins. Never more than `max`:
+/// a server asking for a day's wait gets the usual retries, then `LLM_RATE_LIMITED`.
+fn backoff(base: Duration, attempt: u32, retry_after: Option<Duration>, max: Duration) -> Duration {
     if let Some(ra) = retry_after {
-        return ra;
+        return ra.min(max);
     }
-    let exp = base
-        .saturating_mul(1u32 << attempt.min(16))
-        .min(MAX_BACKOFF);
+    let exp = base.saturating_mul(1u32 << attempt.min(16)).min(max);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
     let jitter = 0.75 + (nanos % 1000) as f64 / 2000.0;
-    exp.mul_f64(jitter)
+    exp.mul_f64(jitter).min(max)
 }
 
 impl ChatModel for HttpChatModel {
@@ -228,44 +322,46 @@ impl ChatModel for HttpChatModel {
         options: CallOptions<'a>,
     ) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
         Box::pin(async move {
-            let names = ToolNames::new(request.tools.iter().map(|t| t.name.as_str()));
-            let mut stream = self.config.stream;
-            let mut retries = 0u32;
             let never = tokio_util::sync::CancellationToken::new();
             let cancel = options.cancel.unwrap_or(&never);
-            loop {
-                let outcome = tokio::select! {
-                    _ = cancel.cancelled() => return Err(LlmError::Cancelled),
-                    r = self.attempt(request, &names, stream, options) => r,
-                };
-                let error = match outcome {
-                    Ok(response) => return Ok(response),
-                    Err(Failure::StreamBrokeEarly(e)) if stream => {
-                        // Nothing was shown yet: the same request without streaming, once.
-                        stream = false;
-                        let _ = e;
-                        continue;
-                    }
-                    Err(Failure::StreamBrokeEarly(e)) | Err(Failure::Error(e)) => e,
-                };
-                if !error.is_retryable() || retries >= self.config.max_retries {
-                    return Err(error);
+            let max_call = self.config.max_call;
+            let deadline = Instant::now() + max_call;
+            let outcome = tokio::select! {
+                _ = cancel.cancelled() => Err(LlmError::Cancelled),
+                r = tokio::time::timeout_at(deadline, self.non_empty_answer(request, options, deadline)) => {
+                    r.unwrap_or(Err(LlmError::CallTimeout(max_call)))
                 }
-                let ra = match &error {
-                    LlmError::RateLimited { retry_after, .. } => *retry_after,
-                    _ => None,
-                };
-                let wait = backoff(self.config.retry_base_delay, retries, ra);
-                retries += 1;
-                tokio::select! {
-                    _ = cancel.cancelled() => return Err(LlmError::Cancelled),
-                    _ = tokio::time::sleep(wait) => {}
-                }
-            }
+            };
+            // The one exit: nothing leaves with the key or an authorization value in it.
+            outcome.map_err(|e| self.scrubber.error(e))
         })
     }
 
     fn model_name(&self) -> &str {
         &self.model
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_never_exceeds_its_maximum() {
+        let max = Duration::from_millis(40);
+        let day = Some(Duration::from_secs(86_400));
+        assert_eq!(backoff(Duration::from_millis(10), 0, day, max), max);
+        for attempt in 0..40 {
+            assert!(backoff(Duration::from_millis(10), attempt, None, max) <= max);
+        }
+        assert_eq!(
+            backoff(
+                Duration::from_secs(1),
+                0,
+                Some(Duration::from_millis(5)),
+                max
+            ),
+            Duration::from_millis(5)
+        );
     }
 }

@@ -41,9 +41,26 @@ pub struct LlmConfig {
     pub max_retries: u32,
     pub temperature: Option<f32>,
     pub stream: bool,
-    /// First retry delay; doubles each retry (with jitter) up to 30 s.
+    /// First retry delay; doubles each retry (with jitter) up to `max_backoff`.
     pub retry_base_delay: Duration,
+    /// The longest wait between two attempts; a longer `Retry-After` is clamped to it.
+    pub max_backoff: Duration,
+    /// The most bytes one answer may have (streamed or not, error bodies included): an endless
+    /// answer is cut there instead of filling memory.
+    pub max_response_bytes: usize,
+    /// The whole `chat()` call, retries and waits included: a server that trickles chunks
+    /// forever cannot hold a run for longer.
+    pub max_call: Duration,
 }
+
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+pub const DEFAULT_MAX_CALL: Duration = Duration::from_secs(600);
+pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A cap beyond which `max_response_bytes` is no cap at all.
+const MAX_RESPONSE_BYTES_LIMIT: u64 = 1024 * 1024 * 1024;
+/// Limits of the time settings, in seconds.
+const MAX_TIMEOUT_S: f64 = 3600.0;
+const MAX_CALL_S: f64 = 86_400.0;
 
 impl Default for LlmConfig {
     fn default() -> Self {
@@ -57,6 +74,9 @@ impl Default for LlmConfig {
             temperature: None,
             stream: true,
             retry_base_delay: Duration::from_millis(500),
+            max_backoff: DEFAULT_MAX_BACKOFF,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            max_call: DEFAULT_MAX_CALL,
         }
     }
 }
@@ -72,6 +92,8 @@ struct LlmTable {
     max_retries: Option<u32>,
     temperature: Option<f32>,
     stream: Option<bool>,
+    max_response_bytes: Option<u64>,
+    max_call_s: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -122,7 +144,7 @@ impl LlmConfig {
             config.model = Some(v.clone());
         }
         if let Some(v) = o.timeout_s {
-            config.timeout = seconds(v)?;
+            config.timeout = seconds("timeout_s", v, MAX_TIMEOUT_S)?;
         }
         if let Some(v) = o.max_retries {
             config.max_retries = v;
@@ -173,7 +195,7 @@ impl LlmConfig {
             self.api_key_env = v;
         }
         if let Some(v) = t.timeout_s {
-            self.timeout = seconds(v)?;
+            self.timeout = seconds("timeout_s", v, MAX_TIMEOUT_S)?;
         }
         if let Some(v) = t.max_retries {
             self.max_retries = v;
@@ -183,6 +205,19 @@ impl LlmConfig {
         }
         if let Some(v) = t.stream {
             self.stream = v;
+        }
+        if let Some(v) = t.max_response_bytes {
+            if !(1..=MAX_RESPONSE_BYTES_LIMIT).contains(&v) {
+                return Err(LlmError::Config(format!(
+                    "{}: max_response_bytes must be between 1 and {MAX_RESPONSE_BYTES_LIMIT}, not {v}",
+                    path.display()
+                )));
+            }
+            // Fits: the limit is far below usize::MAX on every supported target.
+            self.max_response_bytes = usize::try_from(v).unwrap_or(usize::MAX);
+        }
+        if let Some(v) = t.max_call_s {
+            self.max_call = seconds("max_call_s", v, MAX_CALL_S)?;
         }
         Ok(())
     }
@@ -195,13 +230,13 @@ impl LlmConfig {
     }
 }
 
-fn seconds(v: f64) -> Result<Duration, LlmError> {
-    if !(v.is_finite() && v > 0.0 && v <= 3600.0) {
+fn seconds(key: &str, v: f64, max: f64) -> Result<Duration, LlmError> {
+    if !(v.is_finite() && v > 0.0 && v <= max) {
         return Err(LlmError::Config(format!(
-            "timeout_s must be between 0 and 3600 seconds, not {v}"
+            "{key} must be between 0 and {max} seconds, not {v}"
         )));
     }
-    Ok(Duration::from_secs_f64(v))
+    Duration::try_from_secs_f64(v).map_err(|e| LlmError::Config(format!("{key}: {e}")))
 }
 
 #[cfg(test)]
@@ -295,5 +330,36 @@ mod tests {
             LlmConfig::default().require_model().unwrap_err().code(),
             "LLM_CONFIG_INVALID"
         );
+    }
+
+    #[test]
+    fn answer_size_and_call_time_caps() {
+        let d = LlmConfig::default();
+        assert_eq!(d.max_response_bytes, 4 * 1024 * 1024);
+        assert_eq!(d.max_call, Duration::from_secs(600));
+        assert_eq!(d.max_backoff, Duration::from_secs(30));
+        let project = tempfile::tempdir().unwrap();
+        let load = |text: &str| {
+            std::fs::write(project.path().join("baton.toml"), text).unwrap();
+            LlmConfig::load(
+                None,
+                Some(project.path()),
+                &|_| None,
+                &LlmOverrides::default(),
+            )
+        };
+        let c = load("[llm]\nmax_response_bytes = 65536\nmax_call_s = 90\n").unwrap();
+        assert_eq!(c.max_response_bytes, 65536);
+        assert_eq!(c.max_call, Duration::from_secs(90));
+        for bad in [
+            "[llm]\nmax_response_bytes = 0\n",
+            "[llm]\nmax_response_bytes = 99999999999\n",
+            "[llm]\nmax_call_s = 0\n",
+            "[llm]\nmax_call_s = 1e300\n",
+            "[llm]\nmax_call_s = -1\n",
+        ] {
+            let err = load(bad).unwrap_err();
+            assert_eq!(err.code(), "LLM_CONFIG_INVALID", "{bad}");
+        }
     }
 }

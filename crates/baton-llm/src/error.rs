@@ -6,6 +6,10 @@ use std::time::Duration;
 pub enum LlmError {
     #[error("the model did not answer within {0:?}")]
     Timeout(Duration),
+    #[error(
+        "the model call took longer than {0:?} in all, retries included (raise max_call_s under [llm] if the model is that slow)"
+    )]
+    CallTimeout(Duration),
     #[error("the model endpoint answered HTTP {status}: {message}")]
     Http { status: u16, message: String },
     #[error("the model endpoint is rate limiting (HTTP 429): {message}")]
@@ -34,7 +38,7 @@ pub enum LlmError {
 impl LlmError {
     pub fn code(&self) -> &'static str {
         match self {
-            LlmError::Timeout(_) => "LLM_TIMEOUT",
+            LlmError::Timeout(_) | LlmError::CallTimeout(_) => "LLM_TIMEOUT",
             LlmError::Http { .. } => "LLM_HTTP_ERROR",
             LlmError::RateLimited { .. } => "LLM_RATE_LIMITED",
             LlmError::Connect(_) => "LLM_CONNECT_ERROR",

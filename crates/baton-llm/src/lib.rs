@@ -4,12 +4,14 @@
 //!
 //! Nothing here knows about workflows.
 
+mod body;
 pub mod client;
 pub mod config;
 pub mod error;
 pub mod model;
 pub mod names;
 pub mod replay;
+pub mod scrub;
 pub mod testing;
 pub mod trace;
 pub mod types;

@@ -25,6 +25,12 @@ impl CallOptions<'_> {
     }
 }
 
+/// A chat model.
+///
+/// Contract for a model that answers live (the HTTP client): `chat` never returns an empty
+/// answer (no tool call and no text but whitespace); it asks once more with a nudge, then fails
+/// with `LLM_BAD_RESPONSE`. Callers may therefore treat a text-only answer as something to show.
+/// Its errors never carry the API key. A replay serves what was recorded, as it was recorded.
 pub trait ChatModel: Send + Sync {
     fn chat<'a>(
         &'a self,
