@@ -309,7 +309,14 @@ impl ToolHost {
         path.mount == Mount::State && path.rel == STATE_FILE
     }
 
-    fn writable(path: &MountPath) -> Result<(), ToolError> {
+    fn writable(path: &MountPath, policy: &EffectivePolicy) -> Result<(), ToolError> {
+        if path.mount == Mount::Project && !policy.allow_git_writes && path.is_in_git_dir() {
+            return Err(ToolError::sandbox(format!(
+                "Path not allowed: {} is inside a .git directory; a file written there (a hook, the config) would run or act outside this workflow. Reading it is allowed",
+                path.display()
+            ))
+            .with_details(json!({"reason": "git_dir"})));
+        }
         if !path.mount.writable() {
             return Err(ToolError::sandbox(format!(
                 "Path not allowed: {} is read-only (@pkg is the package)",
@@ -362,7 +369,7 @@ impl ToolHost {
         state_changed: &mut bool,
     ) -> Result<Value, ToolError> {
         let path = parse(args["path"].as_str().unwrap_or(""))?;
-        Self::writable(&path)?;
+        Self::writable(&path, ctx.policy)?;
         let content = args["content"].as_str().unwrap_or("");
         let append = args.get("mode").and_then(Value::as_str) == Some("append");
         let if_match = args.get("ifMatchSha256").and_then(Value::as_str);
@@ -468,7 +475,7 @@ impl ToolHost {
         state_changed: &mut bool,
     ) -> Result<Value, ToolError> {
         let path = parse(args["path"].as_str().unwrap_or(""))?;
-        Self::writable(&path)?;
+        Self::writable(&path, ctx.policy)?;
         // Flat (`{path, operation, update}`) and nested (`{path, patch: {...}}`) forms.
         let mut p: Map<String, Value> = args.as_object().cloned().unwrap_or_default();
         if let Some(Value::Object(nested)) = p.remove("patch") {

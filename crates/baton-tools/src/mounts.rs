@@ -80,6 +80,15 @@ impl MountPath {
     pub fn file_name(&self) -> &str {
         self.rel.rsplit('/').next().unwrap_or("")
     }
+
+    /// True when a component is `.git`, in any case (case-insensitive file systems open
+    /// `.GIT` as `.git`) and with the trailing dots or spaces Windows drops: the repository
+    /// itself, a nested one, or a worktree's `.git` file.
+    pub fn is_in_git_dir(&self) -> bool {
+        self.rel
+            .split('/')
+            .any(|c| c.trim_end_matches(['.', ' ']).eq_ignore_ascii_case(".git"))
+    }
 }
 
 fn violation(raw: &str, reason: &str) -> ToolError {
@@ -290,6 +299,31 @@ mod tests {
         assert_eq!(p.display(), "@project/artifacts/x.md");
         assert_eq!(parse("@state/workflow.md").unwrap().mount, Mount::State);
         assert_eq!(parse("@pkg/steps/a.md").unwrap().mount, Mount::Pkg);
+    }
+
+    #[test]
+    fn git_components_in_any_spelling() {
+        for raw in [
+            "@project/.git",
+            "@project/.git/hooks/pre-commit",
+            "@project/.GIT/config",
+            "@project/.Git/HEAD",
+            "@project/vendor/lib/.git/hooks/post-checkout",
+            "@project/.git./hooks/x",
+            "@project/.git /hooks/x",
+        ] {
+            assert!(parse(raw).unwrap().is_in_git_dir(), "{raw}");
+        }
+        for raw in [
+            "@project/.gitignore",
+            "@project/.github/workflows/ci.yml",
+            "@project/x.git/y",
+            "@project/git/hooks",
+            "@project/.gitkeep",
+            "@project",
+        ] {
+            assert!(!parse(raw).unwrap().is_in_git_dir(), "{raw}");
+        }
     }
 
     #[test]

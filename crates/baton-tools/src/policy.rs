@@ -14,6 +14,9 @@ pub struct SystemToolSettings {
     pub max_write_bytes: u64,
     pub mcp_enabled: bool,
     pub mcp_allowed_servers: Option<Vec<String>>,
+    /// Writes under `@project/.git/` (any case, at any depth). Off by default: a model that
+    /// can write there can plant a hook that runs at the user's next commit.
+    pub allow_git_writes: bool,
 }
 
 impl Default for SystemToolSettings {
@@ -24,6 +27,7 @@ impl Default for SystemToolSettings {
             max_write_bytes: DEFAULT_MAX_WRITE_BYTES,
             mcp_enabled: false,
             mcp_allowed_servers: None,
+            allow_git_writes: false,
         }
     }
 }
@@ -36,6 +40,8 @@ pub struct EffectivePolicy {
     pub max_write_bytes: u64,
     pub mcp_enabled: bool,
     pub mcp_allowed_servers: Vec<String>,
+    /// Only the operator decides; an agent's `tools` has no say.
+    pub allow_git_writes: bool,
 }
 
 impl EffectivePolicy {
@@ -56,6 +62,7 @@ impl EffectivePolicy {
             max_write_bytes: min(system.max_write_bytes, fs.and_then(|f| f.max_write_bytes)),
             mcp_enabled: system.mcp_enabled && mcp.is_some_and(|m| m.enabled),
             mcp_allowed_servers: servers,
+            allow_git_writes: system.allow_git_writes,
         }
     }
 
