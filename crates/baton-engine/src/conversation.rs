@@ -60,8 +60,10 @@ pub struct Restored {
     pub complete_turns: usize,
     /// `USER_INPUT` messages in the log: the questions answered so far.
     pub answers: usize,
-    /// Results added for interrupted calls (in `history`, not yet in the log).
+    /// Results added for interrupted calls at the end of `history` (not yet in the log).
     pub repaired: usize,
+    /// Every tool-call id the run has used, in every window: new calls must not reuse one.
+    pub call_ids: HashSet<String>,
 }
 
 const INTERRUPTED: &str = r#"{"ok":false,"error":{"code":"E_INTERRUPTED","message":"The run stopped before this call finished. Read the state and redo what is missing."}}"#;
@@ -69,7 +71,6 @@ const INTERRUPTED: &str = r#"{"ok":false,"error":{"code":"E_INTERRUPTED","messag
 pub fn restore(path: &Path) -> Result<Restored, StoreError> {
     let records = jsonl::read(path)?.records;
     let mut out = Restored::default();
-    let mut answered_ids: HashSet<String> = HashSet::new();
     let mut all: Vec<Message> = Vec::new();
     for r in &records {
         if r.get("kind").and_then(Value::as_str) != Some("messages") {
@@ -92,31 +93,150 @@ pub fn restore(path: &Path) -> Result<Restored, StoreError> {
             if m.role == Role::User && m.text().starts_with("USER_INPUT") {
                 out.answers += 1;
             }
-            if m.role == Role::Tool
-                && let Some(id) = &m.tool_call_id
-            {
-                answered_ids.insert(id.clone());
-            }
+            out.call_ids
+                .extend(m.tool_calls.iter().map(|c| c.id.clone()));
             out.history.push(m.clone());
             all.push(m);
         }
     }
-    out.complete_turns = all
+    out.complete_turns = pair_results(&all)
         .iter()
-        .filter(|m| m.role == Role::Assistant)
-        .filter(|m| m.tool_calls.iter().all(|c| answered_ids.contains(&c.id)))
-        .count();
-    // Pair every tool call of the window with a result, so the next request is well formed.
-    let open: Vec<String> = out
-        .history
-        .iter()
-        .filter(|m| m.role == Role::Assistant)
-        .flat_map(|m| m.tool_calls.iter().map(|c| c.id.clone()))
-        .filter(|id| !answered_ids.contains(id))
-        .collect();
-    for id in open {
-        out.history.push(Message::tool_result(id, INTERRUPTED));
-        out.repaired += 1;
-    }
+        .filter(|(_, missing)| missing.is_empty())
+        .count()
+        + all
+            .iter()
+            .filter(|m| m.role == Role::Assistant && m.tool_calls.is_empty())
+            .count();
+    out.repaired = repair(&mut out.history);
     Ok(out)
+}
+
+/// For each assistant message with tool calls: its index and the ids of its calls that no
+/// `tool` message right after it answers. Calls are paired with results per message, never
+/// across messages: providers without ids make every turn's ids `call_0, call_1, …` again,
+/// and an old turn's result must not make a new, interrupted call look answered.
+fn pair_results(messages: &[Message]) -> Vec<(usize, Vec<String>)> {
+    let mut out = Vec::new();
+    for (at, m) in messages.iter().enumerate() {
+        if m.role != Role::Assistant || m.tool_calls.is_empty() {
+            continue;
+        }
+        let answered: HashSet<&str> = messages[at + 1..]
+            .iter()
+            .take_while(|r| r.role == Role::Tool)
+            .filter_map(|r| r.tool_call_id.as_deref())
+            .collect();
+        let missing = m
+            .tool_calls
+            .iter()
+            .map(|c| c.id.clone())
+            .filter(|id| !answered.contains(id.as_str()))
+            .collect();
+        out.push((at, missing));
+    }
+    out
+}
+
+/// Gives every unanswered call of the window an `E_INTERRUPTED` result right after its
+/// message's results, so the next request is well formed. Returns how many results were added
+/// at the end of the window (those reach the log with the next step; a repair inside the
+/// window is not logged and is made again, identically, by every restore).
+fn repair(history: &mut Vec<Message>) -> usize {
+    let mut trailing = 0;
+    for (at, missing) in pair_results(history).into_iter().rev() {
+        if missing.is_empty() {
+            continue;
+        }
+        let insert_at = at
+            + 1
+            + history[at + 1..]
+                .iter()
+                .take_while(|r| r.role == Role::Tool)
+                .count();
+        let at_end = insert_at == history.len();
+        for (k, id) in missing.into_iter().enumerate() {
+            history.insert(insert_at + k, Message::tool_result(id, INTERRUPTED));
+            if at_end {
+                trailing += 1;
+            }
+        }
+    }
+    trailing
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_llm::ToolCall;
+
+    fn calls(ids: &[&str]) -> Message {
+        let mut m = Message::assistant("");
+        m.tool_calls = ids
+            .iter()
+            .map(|id| ToolCall {
+                id: (*id).into(),
+                name: "fs.read".into(),
+                arguments: "{}".into(),
+            })
+            .collect();
+        m
+    }
+
+    fn log(dir: &Path, steps: &[Vec<Message>]) -> std::path::PathBuf {
+        let path = dir.join("conversation.jsonl");
+        let mut w = JsonlWriter::open(&path).unwrap();
+        for (i, messages) in steps.iter().enumerate() {
+            w.append(
+                &json!({"kind": "messages", "reset": i == 0, "messages": messages}),
+                true,
+            )
+            .unwrap();
+        }
+        path
+    }
+
+    #[test]
+    fn an_interrupted_call_is_repaired_even_when_an_earlier_turn_used_its_id() {
+        let dir = tempfile::tempdir().unwrap();
+        // Turn 1 used call_0 and got its result; turn 2 reused call_0 and was cut off.
+        let path = log(
+            dir.path(),
+            &[
+                vec![Message::user("directive")],
+                vec![calls(&["call_0"])],
+                vec![Message::tool_result("call_0", "{}")],
+                vec![calls(&["call_0", "call_1"])],
+            ],
+        );
+        let r = restore(&path).unwrap();
+        assert_eq!(r.repaired, 2);
+        assert_eq!(r.complete_turns, 1, "only the first turn finished");
+        assert_eq!(baton_llm::protocol::validate(&r.history), Ok(()));
+        let last: Vec<&str> = r.history[r.history.len() - 2..]
+            .iter()
+            .filter_map(|m| m.tool_call_id.as_deref())
+            .collect();
+        assert_eq!(last, ["call_0", "call_1"]);
+        assert_eq!(
+            r.call_ids,
+            HashSet::from(["call_0".to_string(), "call_1".to_string()])
+        );
+    }
+
+    #[test]
+    fn a_gap_inside_the_window_is_repaired_in_place_and_not_logged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = log(
+            dir.path(),
+            &[
+                vec![Message::user("directive")],
+                vec![calls(&["a", "b"])],
+                vec![Message::tool_result("a", "{}"), Message::user("later")],
+            ],
+        );
+        let r = restore(&path).unwrap();
+        assert_eq!(r.repaired, 0, "nothing to log at the end of the window");
+        assert_eq!(baton_llm::protocol::validate(&r.history), Ok(()));
+        assert_eq!(r.history[3].tool_call_id.as_deref(), Some("b"));
+    }
 }

@@ -10,6 +10,9 @@ use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
+/// The code of a run stopped on request (cancellation, Ctrl-C, SIGTERM).
+pub const ABORTED: &str = "ENGINE_ABORTED";
+
 /// Something to show while a run goes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EngineEvent {
@@ -72,6 +75,9 @@ pub struct Driver<'a> {
     pub recorder: Option<Arc<Mutex<TraceRecorder>>>,
     /// Answers for questions that need no person (replayed inputs, `--input`).
     pub answers: &'a mut (dyn FnMut(&str) -> Option<String> + Send),
+    /// Asks a person (an interactive terminal). The question is durably recorded first, so a
+    /// person who walks away or stops the process leaves a run that `baton answer` continues.
+    pub ask: Option<&'a mut (dyn FnMut(&str) -> Option<String> + Send)>,
     pub on_event: Option<&'a (dyn Fn(EngineEvent) + Send + Sync)>,
     pub cancel: CancellationToken,
     /// Where the model's context is logged, for `answer` and `resume`.
@@ -151,6 +157,17 @@ impl<'a> Driver<'a> {
         Ok(())
     }
 
+    /// Makes the question durable: the audit line and the index say the run waits for it.
+    fn record_waiting(&mut self, question: &str, reason: &str) -> Result<(), EngineError> {
+        let waiting =
+            json!({"question": question, "nodeId": self.machine.node(), "reason": reason});
+        self.audit(
+            "engine.waiting",
+            json!({"reason": reason, "message": question}),
+        );
+        self.set_phase(Phase::WaitingUser, Some(waiting), self.machine.node())
+    }
+
     fn record(&self, f: impl FnOnce(&mut TraceRecorder)) {
         if let Some(r) = &self.recorder
             && let Ok(mut r) = r.lock()
@@ -199,7 +216,7 @@ impl<'a> Driver<'a> {
                 Action::CallModel(request) => {
                     if self.cancel.is_cancelled() {
                         Action::Fail {
-                            code: "ENGINE_ABORTED",
+                            code: ABORTED,
                             message: "the run was stopped".into(),
                         }
                     } else {
@@ -237,7 +254,7 @@ impl<'a> Driver<'a> {
                                 self.step(Input::ModelAnswered(response))?
                             }
                             Err(LlmError::Cancelled) => Action::Fail {
-                                code: "ENGINE_ABORTED",
+                                code: ABORTED,
                                 message: "the run was stopped".into(),
                             },
                             Err(e) => Action::Fail {
@@ -308,30 +325,34 @@ impl<'a> Driver<'a> {
                         WaitReason::LoopDetected => "ENGINE_LOOP_DETECTED",
                     };
                     self.record(|r| r.record_ui_after("waiting-user", reason_text));
-                    if let Some(answer) = (self.answers)(&question) {
+                    let mut answer = (self.answers)(&question);
+                    if let Some(a) = &answer {
                         self.emit(EngineEvent::Answered {
                             question: question.clone(),
-                            answer: answer.clone(),
+                            answer: a.clone(),
                         });
-                        let wrapped = crate::composer::user_input(
-                            &answer,
-                            (!self.machine.is_complete()).then_some(self.machine.node()),
-                        );
-                        self.record(|r| r.record_user_input(&answer, &wrapped));
-                        if is_confirmation(&answer) {
-                            self.host.gate.grant();
-                        }
-                        self.step(Input::UserAnswered(answer))?
                     } else {
-                        let waiting = json!({"question": question, "nodeId": self.machine.node(), "reason": reason_text});
-                        self.audit(
-                            "engine.waiting",
-                            json!({"reason": reason_text, "message": question}),
-                        );
-                        self.set_phase(Phase::WaitingUser, Some(waiting), self.machine.node())?;
+                        self.record_waiting(&question, reason_text)?;
+                        if let Some(ask) = self.ask.as_mut() {
+                            answer = ask(&question);
+                            if answer.is_some() {
+                                self.set_phase(Phase::Running, None, self.machine.node())?;
+                            }
+                        }
+                    }
+                    let Some(answer) = answer else {
                         report.outcome = Outcome::Waiting { question };
                         return Ok(report);
+                    };
+                    let wrapped = crate::composer::user_input(
+                        &answer,
+                        (!self.machine.is_complete()).then_some(self.machine.node()),
+                    );
+                    self.record(|r| r.record_user_input(&answer, &wrapped));
+                    if is_confirmation(&answer) {
+                        self.host.gate.grant();
                     }
+                    self.step(Input::UserAnswered(answer))?
                 }
                 Action::Complete { message } => {
                     self.record(|r| {
@@ -348,7 +369,14 @@ impl<'a> Driver<'a> {
                 Action::Fail { code, message } => {
                     self.record(|r| r.record_ui_after("failed", code));
                     let waiting = json!({"error": {"code": code, "message": message}});
-                    self.set_phase(Phase::Failed, Some(waiting), self.machine.node())?;
+                    // A stop asked for (Ctrl-C, SIGTERM) is no failure: the run is idle again,
+                    // between two writes, and resumes from there.
+                    let phase = if code == ABORTED {
+                        Phase::Idle
+                    } else {
+                        Phase::Failed
+                    };
+                    self.set_phase(phase, Some(waiting), self.machine.node())?;
                     self.audit("engine.failed", json!({"code": code, "message": message}));
                     report.outcome = Outcome::Failed {
                         code: code.to_string(),

@@ -1,17 +1,19 @@
 //! Starting and continuing runs: package install and pinning, run creation, the ToolHost, the
 //! machine and the driver, put together. The CLI calls these and only presents the result.
 
+use crate::call_ids::UniqueCallIds;
 use crate::composer::{Composer, Intent};
 use crate::conversation::{self, ConversationLog, Restored};
 use crate::driver::{Driver, EngineError, EngineEvent, Outcome, RunReport};
 use crate::machine::{ContextPolicy, DEFAULT_MAX_TURNS, Machine};
 use baton_llm::{ChatModel, RecordingModel, ReplayModel, TraceRecorder};
 use baton_package::{Package, Report, ValidateOptions, validate_path};
+use baton_store::driver_lock::{self, DriverLock, DriverLockError};
 use baton_store::{NewRun, Phase, Project, RunError, RunMetadata, Store};
 use baton_tools::{RunBinding, SystemToolSettings, ToolHost};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
@@ -23,10 +25,60 @@ pub enum RunnerError {
     Run(#[from] RunError),
     #[error(transparent)]
     Engine(#[from] EngineError),
+    #[error(transparent)]
+    Busy(#[from] DriverLockError),
+    /// The run exists but cannot take this command (not waiting, not complete, damaged state…).
+    #[error("{message}")]
+    Refused {
+        code: &'static str,
+        message: String,
+        hint: Option<String>,
+    },
     #[error("{0}")]
     Usage(String),
     #[error("cannot open the run's files: {0}")]
     Io(String),
+}
+
+impl RunnerError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            RunnerError::InvalidPackage(_) => "PACKAGE_INVALID",
+            RunnerError::Run(e) => e.code(),
+            RunnerError::Engine(_) => "ENGINE_STATE_UNREADABLE",
+            RunnerError::Busy(e) => e.code(),
+            RunnerError::Refused { code, .. } => code,
+            RunnerError::Usage(_) => "USAGE",
+            RunnerError::Io(_) => "STORE_IO_FAILED",
+        }
+    }
+
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            RunnerError::Run(e) => e.hint(),
+            RunnerError::Busy(e) => e.hint(),
+            RunnerError::Refused { hint, .. } => hint.clone(),
+            _ => None,
+        }
+    }
+
+    /// A mistake in what was asked (exit code 2), as opposed to a failure while doing it.
+    pub fn is_usage(&self) -> bool {
+        match self {
+            RunnerError::InvalidPackage(_) | RunnerError::Usage(_) => true,
+            RunnerError::Refused { code, .. } => *code != "STATE_INVALID",
+            RunnerError::Run(e) => !matches!(e, RunError::Store(_)),
+            _ => false,
+        }
+    }
+}
+
+fn refused(code: &'static str, message: String, hint: &str) -> RunnerError {
+    RunnerError::Refused {
+        code,
+        message,
+        hint: Some(hint.to_string()),
+    }
 }
 
 /// Asks a person a question; `None` when no answer comes.
@@ -142,16 +194,20 @@ pub async fn start(
         workflow_ref: start.workflow,
         agent_id: &agent,
     })?;
-    drive(
-        &project,
-        &run,
-        &package,
-        &installed.path,
-        Intent::Start,
-        None,
-        settings,
-    )
-    .await
+    let lock = driver_lock::acquire(
+        &project.run_paths(&run.run_id).dir,
+        &run.run_id,
+        "baton run",
+    )?;
+    let claimed = Claimed {
+        project,
+        run,
+        package,
+        package_root: installed.path,
+        continuation: Continuation::Start,
+        _lock: lock,
+    };
+    drive(&claimed, settings).await
 }
 
 /// The entry node's agent, else the first agent of the package.
@@ -164,48 +220,225 @@ fn default_agent(package: &Package, graph: &baton_package::Graph) -> String {
         .unwrap_or_default()
 }
 
-/// Continues a run: `input` answers its question, or talks to it after completion; without
-/// input the run resumes where it stood.
+/// What an invocation does with a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Continuation {
+    /// A new run's first invocation.
+    Start,
+    /// Go on where the run stood (after a failure, a stop or a kill).
+    Resume,
+    /// Answer the question the run waits on.
+    Answer(String),
+    /// Talk to a completed run (post-completion profile).
+    Chat(String),
+}
+
+impl Continuation {
+    fn command(&self) -> &'static str {
+        match self {
+            Continuation::Start => "baton run",
+            Continuation::Resume => "baton resume",
+            Continuation::Answer(_) => "baton answer",
+            Continuation::Chat(_) => "baton chat",
+        }
+    }
+}
+
+/// A run this process may drive: found, checked, its package loaded, and its driver lock held
+/// until this is dropped.
+pub struct Claimed {
+    project: Project,
+    run: RunMetadata,
+    package: Package,
+    package_root: PathBuf,
+    continuation: Continuation,
+    _lock: DriverLock,
+}
+
+impl Claimed {
+    pub fn run(&self) -> &RunMetadata {
+        &self.run
+    }
+
+    pub fn project_root(&self) -> &Path {
+        self.project.root()
+    }
+}
+
+/// Finds a run and takes it for `continuation`: the run lock first (a second driver gets
+/// `RUN_BUSY`), then the checks that need no model — so an unknown, busy or finished run is
+/// reported before any model configuration is looked at.
+pub fn claim(
+    store: &Store,
+    query: &str,
+    continuation: Continuation,
+) -> Result<Claimed, RunnerError> {
+    let (project, found) = store.find_run(query)?;
+    let lock = driver_lock::acquire(
+        &project.run_paths(&found.run_id).dir,
+        &found.run_id,
+        continuation.command(),
+    )?;
+    // Read again under the lock: the previous driver may have just moved it on.
+    let run = project.get_run(&found.run_id)?;
+    check_phase(&run, &continuation)?;
+    let (package, installed) = project.pinned_package(store, &run)?;
+    let workflow = package.workflow(&run.workflow_ref).ok_or_else(|| {
+        refused(
+            "STATE_INVALID",
+            format!(
+                "workflow {} of run {} is not in its package",
+                run.workflow_ref, run.run_id
+            ),
+            "start a new run",
+        )
+    })?;
+    check_state(&project, &run, &workflow.graph)?;
+    Ok(Claimed {
+        project,
+        run,
+        package,
+        package_root: installed.path,
+        continuation,
+        _lock: lock,
+    })
+}
+
+fn short(id: &str) -> &str {
+    id.get(..13).unwrap_or(id)
+}
+
+fn check_phase(run: &RunMetadata, continuation: &Continuation) -> Result<(), RunnerError> {
+    let id = short(&run.run_id);
+    let phase = run.phase.as_str();
+    match (continuation, run.phase) {
+        (Continuation::Resume, Phase::Completed) => Err(refused(
+            "RUN_COMPLETE",
+            format!("run {id} is complete; there is nothing to resume"),
+            &format!("talk to it with `baton chat {id} <TEXT>`"),
+        )),
+        (Continuation::Answer(_), Phase::WaitingUser) => Ok(()),
+        (Continuation::Answer(_), Phase::Completed) => Err(refused(
+            "RUN_NOT_WAITING",
+            format!("run {id} is complete and waits for no answer"),
+            &format!("talk to it with `baton chat {id} <TEXT>`"),
+        )),
+        (Continuation::Answer(_), _) => Err(refused(
+            "RUN_NOT_WAITING",
+            format!("run {id} is not waiting for an answer (phase: {phase})"),
+            &format!("continue it with `baton resume {id}`"),
+        )),
+        (Continuation::Chat(_), Phase::Completed) => Ok(()),
+        (Continuation::Chat(_), Phase::WaitingUser) => Err(refused(
+            "RUN_NOT_COMPLETE",
+            format!("run {id} is not complete: it waits for an answer"),
+            &format!("answer it with `baton answer {id} <TEXT>`"),
+        )),
+        (Continuation::Chat(_), _) => Err(refused(
+            "RUN_NOT_COMPLETE",
+            format!("run {id} is not complete (phase: {phase}); chat is for completed runs"),
+            &format!("continue it with `baton resume {id}`"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A state the model could not work from is refused here, not sent to the model.
+fn check_state(
+    project: &Project,
+    run: &RunMetadata,
+    graph: &baton_package::Graph,
+) -> Result<(), RunnerError> {
+    let hint = "the state file was changed outside baton; restore it, or rewind the run";
+    let read = project.state_file(&run.run_id).read().map_err(|e| {
+        refused(
+            "STATE_INVALID",
+            format!(
+                "the state of run {} cannot be read: {e}",
+                short(&run.run_id)
+            ),
+            hint,
+        )
+    })?;
+    let current = read.doc.current_node_id();
+    if !current.is_empty() && graph.node(current).is_none() {
+        let nodes: Vec<&str> = graph.nodes().iter().map(|n| n.id.as_str()).collect();
+        return Err(refused(
+            "STATE_INVALID",
+            format!(
+                "the state of run {} names currentNodeId '{current}', which is not a node of workflow {} (nodes: {})",
+                short(&run.run_id),
+                run.workflow_ref,
+                nodes.join(", ")
+            ),
+            hint,
+        ));
+    }
+    Ok(())
+}
+
+/// Drives a claimed run.
+pub async fn continue_claimed(
+    claimed: Claimed,
+    settings: Settings<'_>,
+) -> Result<Finished, RunnerError> {
+    drive(&claimed, settings).await
+}
+
+/// [`claim`] then [`continue_claimed`].
 pub async fn continue_run(
     store: &Store,
     query: &str,
-    input: Option<String>,
+    continuation: Continuation,
     settings: Settings<'_>,
 ) -> Result<Finished, RunnerError> {
-    let (project, run) = store.find_run(query)?;
-    let (package, installed) = project.pinned_package(store, &run)?;
-    let intent = if input.is_some() {
-        Intent::Continue
-    } else {
-        Intent::Resume
-    };
-    if input.is_none() && run.phase == Phase::Completed {
-        return Err(RunnerError::Usage(
-            "the run is complete; talk to it with `baton chat <RUN> <TEXT>`".into(),
-        ));
-    }
-    drive(
-        &project,
-        &run,
-        &package,
-        &installed.path,
-        intent,
-        input,
-        settings,
-    )
-    .await
+    let claimed = claim(store, query, continuation)?;
+    continue_claimed(claimed, settings).await
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn drive(
-    project: &Project,
-    run: &RunMetadata,
-    package: &Package,
-    package_root: &Path,
-    intent: Intent,
-    input: Option<String>,
-    mut settings: Settings<'_>,
-) -> Result<Finished, RunnerError> {
+/// Checks, before a model is paid, that `--record` can write its trace: the directory exists
+/// and takes a new file, and the path is not a directory.
+pub fn check_trace_destination(path: &Path) -> Result<(), RunnerError> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let bad = |why: String| {
+        refused(
+            "RECORD_PATH_INVALID",
+            format!("cannot record the trace to {}: {why}", path.display()),
+            "give --record a file path in an existing, writable directory",
+        )
+    };
+    if path.is_dir() {
+        return Err(bad("it is a directory".into()));
+    }
+    if !dir.is_dir() {
+        return Err(bad(format!("{} is not a directory", dir.display())));
+    }
+    let probe = baton_store::durable::temp_sibling(path);
+    std::fs::File::create(&probe)
+        .map_err(|e| bad(format!("the directory is not writable ({})", e.kind())))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+async fn drive(claimed: &Claimed, mut settings: Settings<'_>) -> Result<Finished, RunnerError> {
+    let Claimed {
+        project,
+        run,
+        package,
+        package_root,
+        continuation,
+        ..
+    } = claimed;
+    let (intent, input) = match continuation {
+        Continuation::Start => (Intent::Start, None),
+        Continuation::Resume => (Intent::Resume, None),
+        Continuation::Answer(text) | Continuation::Chat(text) => {
+            (Intent::Continue, Some(text.clone()))
+        }
+    };
     let workflow = package.workflow(&run.workflow_ref).ok_or_else(|| {
         RunnerError::Usage(format!(
             "workflow {} is not in the package",
@@ -239,13 +472,16 @@ async fn drive(
         settings.max_turns,
     );
     // Starting fresh needs no past, and a completed run talks in a fresh post-run window;
-    // answering or resuming an open run puts its current window back.
-    let restored = if intent == Intent::Start || run.phase == Phase::Completed {
-        Restored::default()
-    } else {
-        conversation::restore(&paths.conversation_log)
-            .map_err(|e| RunnerError::Io(e.to_string()))?
-    };
+    // answering or resuming an open run puts its current window back. Either way the ids the
+    // run already used stay taken.
+    let mut restored = conversation::restore(&paths.conversation_log)
+        .map_err(|e| RunnerError::Io(e.to_string()))?;
+    if intent == Intent::Start || run.phase == Phase::Completed {
+        restored = Restored {
+            call_ids: restored.call_ids,
+            ..Restored::default()
+        };
+    }
     if intent == Intent::Resume {
         // A replayed run resumes where the recording stood: past the answers it already used.
         if let Some(r) = settings.replay {
@@ -253,28 +489,30 @@ async fn drive(
         }
     }
     let logged = restored.history.len() - restored.repaired;
+    let call_ids = restored.call_ids;
     machine.restore(restored.history);
     let log = ConversationLog::open(&paths.conversation_log, &machine, logged)
         .map_err(|e| RunnerError::Io(e.to_string()))?;
     let replay = settings.replay;
     let mut inputs = std::mem::take(&mut settings.inputs);
-    let mut ask = settings.ask.take();
-    let mut answers = move |question: &str| -> Option<String> {
+    let mut person = settings.ask.take();
+    let has_person = person.is_some();
+    let mut ask = move |question: &str| person.as_mut().and_then(|f| f(question));
+    let mut answers = move |_question: &str| -> Option<String> {
         if let Some(a) = inputs.pop_front() {
             return Some(a);
         }
-        if let Some(a) = replay.and_then(ReplayModel::take_user_input) {
-            return Some(a);
-        }
-        ask.as_mut().and_then(|f| f(question))
+        replay.and_then(ReplayModel::take_user_input)
     };
+    // Ids are made unique before the answer is recorded, so a trace pairs calls and results.
+    let unique = UniqueCallIds::new(settings.model, call_ids);
     let recording;
     let model: &dyn ChatModel = match &settings.record {
         Some(rec) => {
-            recording = RecordingModel::new(settings.model, rec.clone());
+            recording = RecordingModel::new(&unique, rec.clone());
             &recording
         }
-        None => settings.model,
+        None => &unique,
     };
     let mut driver = Driver {
         machine,
@@ -285,6 +523,7 @@ async fn drive(
         model,
         recorder: settings.record.clone(),
         answers: &mut answers,
+        ask: if has_person { Some(&mut ask) } else { None },
         on_event: settings.on_event,
         cancel: settings.cancel.clone(),
         conversation: Some(log),

@@ -1,7 +1,7 @@
-//! A stopped run fails with `ENGINE_ABORTED` between turns and can be resumed.
+//! A stopped run ends with `ENGINE_ABORTED` between turns, idle again, and can be resumed.
 
 use baton_engine::Outcome;
-use baton_engine::runner::{self, Settings, StartRun};
+use baton_engine::runner::{self, Continuation, Settings, StartRun};
 use baton_llm::{ReplayModel, Trace};
 use baton_store::{Phase, Store};
 use baton_testkit::{demo_trace, repo, sample_project};
@@ -33,7 +33,7 @@ async fn cancellation_stops_between_turns_and_resume_finishes() {
         Outcome::Failed { code, .. } => assert_eq!(code, "ENGINE_ABORTED"),
         other => panic!("{other:?}"),
     }
-    assert_eq!(stopped.run.phase, Phase::Failed);
+    assert_eq!(stopped.run.phase, Phase::Idle, "a stop is not a failure");
     assert_eq!(
         stopped.report.model_calls, 0,
         "nothing was asked of the model"
@@ -42,7 +42,7 @@ async fn cancellation_stops_between_turns_and_resume_finishes() {
     let replay = ReplayModel::new(Trace::load(&trace_path).unwrap());
     let mut settings = Settings::new(&replay);
     settings.replay = Some(&replay);
-    let done = runner::continue_run(&store, &stopped.run.run_id, None, settings)
+    let done = runner::continue_run(&store, &stopped.run.run_id, Continuation::Resume, settings)
         .await
         .unwrap();
     assert!(

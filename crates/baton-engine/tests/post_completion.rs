@@ -3,7 +3,7 @@
 //! incomplete brings the normal profile back.
 
 use baton_engine::Outcome;
-use baton_engine::runner::{self, Settings, StartRun};
+use baton_engine::runner::{self, Continuation, Settings, StartRun};
 use baton_llm::{ReplayModel, Trace, TraceRecorder};
 use baton_store::{Phase, Store};
 use baton_testkit::{copy_dir, demo_trace, repo};
@@ -77,10 +77,15 @@ impl Env {
         let recorder = Arc::new(Mutex::new(TraceRecorder::default()));
         let mut settings = Settings::new(&replay);
         settings.record = Some(recorder.clone());
-        let finished =
-            runner::continue_run(&self.store, &self.run_id, Some(text.to_string()), settings)
-                .await
-                .unwrap();
+        let (_, run) = self.store.find_run(&self.run_id).unwrap();
+        let continuation = if run.phase == Phase::WaitingUser {
+            Continuation::Answer(text.to_string())
+        } else {
+            Continuation::Chat(text.to_string())
+        };
+        let finished = runner::continue_run(&self.store, &self.run_id, continuation, settings)
+            .await
+            .unwrap();
         let recorded = recorder.lock().unwrap().to_value();
         let requests = recorded["dialogues"]
             .as_array()

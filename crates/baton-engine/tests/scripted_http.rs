@@ -31,10 +31,17 @@ fn contents(body: &Value) -> Vec<(String, String)> {
 }
 
 async fn run_with(context: ContextPolicy) -> (Vec<Value>, tempfile::TempDir) {
+    run_replies(context, replies()).await
+}
+
+async fn run_replies(
+    context: ContextPolicy,
+    replies: Vec<Reply>,
+) -> (Vec<Value>, tempfile::TempDir) {
     let tmp = tempfile::tempdir().unwrap();
     let project = tmp.path().join("project");
     copy_dir(&repo().join("examples/projects/taskboard"), &project);
-    let server = ScriptedServer::start(replies()).await.unwrap();
+    let server = ScriptedServer::start(replies).await.unwrap();
     let model = HttpChatModel::new(LlmConfig {
         base_url: server.base_url(),
         model: Some("scripted".into()),
@@ -167,4 +174,31 @@ async fn full_context_keeps_everything_and_costs_more() {
         full[9].to_string().contains("tc01"),
         "full history keeps the first tool calls"
     );
+}
+
+/// A provider that sends no tool-call ids: the client names them `call_0, call_1, …` on every
+/// turn, and the engine makes them unique within the run before they are logged or sent back.
+#[tokio::test]
+async fn a_provider_without_tool_call_ids_still_gets_unique_ids() {
+    let mut trace = Trace::load(&demo_trace()).unwrap();
+    for entry in &mut trace.entries {
+        if let baton_llm::trace::Entry::Dialogue(d) = entry {
+            for call in &mut d.tool_calls {
+                call.id.clear();
+            }
+        }
+    }
+    let (bodies, _tmp) = run_replies(ContextPolicy::Full, Reply::from_trace(&trace)).await;
+    let last = bodies.last().unwrap();
+    let ids: Vec<&str> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["tool_calls"].as_array().into_iter().flatten())
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 38, "the whole run is in the last request");
+    let unique: std::collections::HashSet<&str> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), ids.len(), "{ids:?}");
+    assert!(ids.iter().all(|id| !id.is_empty()));
 }

@@ -82,6 +82,7 @@ async fn the_reference_conversation_replays_end_to_end() {
         model: &replay,
         recorder: None,
         answers: &mut answers,
+        ask: None,
         on_event: None,
         cancel: Default::default(),
         conversation: None,

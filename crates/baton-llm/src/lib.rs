@@ -10,6 +10,7 @@ pub mod config;
 pub mod error;
 pub mod model;
 pub mod names;
+pub mod protocol;
 pub mod replay;
 pub mod scrub;
 pub mod testing;

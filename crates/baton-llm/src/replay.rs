@@ -98,6 +98,14 @@ impl ReplayModel {
 
     fn serve(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let mut c = self.lock();
+        // A request OpenAI would refuse (an unanswered or orphan tool call) is refused here too,
+        // so a replayed run proves its requests are well formed.
+        if let Err(v) = crate::protocol::validate(&request.messages) {
+            return Err(LlmError::ReplayMismatch {
+                dialogue: c.last_id.clone(),
+                reason: format!("the request is not a valid conversation: {v}"),
+            });
+        }
         // When the request still carries the answer just served, it must carry the results of
         // all its tool calls. (A context policy may drop a finished node's turns: then neither
         // the calls nor their results are sent, which is no divergence.)

@@ -3,6 +3,7 @@
 //!
 //! Nothing here knows about models or tools.
 
+pub mod driver_lock;
 pub mod durable;
 pub mod guard;
 pub mod home;
@@ -14,6 +15,7 @@ pub mod state;
 pub mod state_file;
 pub mod time;
 
+pub use driver_lock::{DriverLock, DriverLockError, Holder};
 pub use guard::GuardOptions;
 pub use home::{StoreError, resolve_home};
 pub use packages::{InstallOutcome, InstalledPackage, PackageStore};
