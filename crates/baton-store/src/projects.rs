@@ -3,7 +3,8 @@
 //! ```text
 //! $BATON_HOME/packages/<name>@<version>-<sha8>/
 //! $BATON_HOME/projects/<projectId>/project.json
-//! $BATON_HOME/projects/<projectId>/runsIndex.json
+//! $BATON_HOME/projects/<projectId>/runsIndex.json          (+ runsIndex.journal.jsonl)
+//! $BATON_HOME/projects/<projectId>/runs/<runId>/run.json
 //! $BATON_HOME/projects/<projectId>/runs/<runId>/state/workflow.md
 //! $BATON_HOME/projects/<projectId>/runs/<runId>/state/logs/{execution,conversation}.jsonl
 //! ```
@@ -12,6 +13,7 @@ use crate::durable::atomic_write;
 use crate::home::{StoreError, resolve_home};
 use crate::packages::PackageStore;
 use crate::runs::{RunError, RunMetadata};
+use crate::runs_index::StoreWarning;
 use crate::time::now_rfc3339;
 use baton_package::digest::sha256_hex;
 use serde::{Deserialize, Serialize};
@@ -88,7 +90,7 @@ impl Store {
         let id = project_id(&real);
         let dir = self.projects_dir().join(&id);
         let record_path = dir.join("project.json");
-        if let Some(record) = read_record(&record_path)? {
+        if let Some(record) = read_record(&dir)? {
             return Ok(Project { record, dir });
         }
         fs::create_dir_all(dir.join("runs")).map_err(StoreError::io("create", &dir))?;
@@ -101,36 +103,98 @@ impl Store {
             id: record.project_id.clone(),
             reason: e.to_string(),
         })?;
+        let project = Project { record, dir };
+        // Before project.json: a registered project always has an index to append to.
+        project.init_index()?;
         atomic_write(&record_path, &json)?;
-        Ok(Project { record, dir })
+        Ok(project)
     }
 
-    /// Every registered project.
-    pub fn projects(&self) -> Result<Vec<Project>, RunError> {
+    /// Every registered project. A project whose `project.json` is damaged is left out, with a
+    /// warning, so it never hides the others.
+    pub fn projects(&self) -> Result<ProjectScan, RunError> {
         let dir = self.projects_dir();
+        let mut scan = ProjectScan::default();
         let entries = match fs::read_dir(&dir) {
             Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(scan),
             Err(e) => return Err(StoreError::io("list", &dir)(e).into()),
         };
-        let mut out = Vec::new();
-        for entry in entries.flatten() {
-            if let Some(record) = read_record(&entry.path().join("project.json"))? {
-                out.push(Project {
+        for entry in entries {
+            let entry = entry.map_err(StoreError::io("list", &dir))?;
+            match read_record(&entry.path()) {
+                Ok(Some(record)) => scan.projects.push(Project {
                     record,
                     dir: entry.path(),
-                });
+                }),
+                Ok(None) => {}
+                Err(e) => scan.warnings.push(StoreWarning {
+                    code: e.code(),
+                    message: e.to_string(),
+                }),
             }
         }
-        out.sort_by(|a, b| a.record.root.cmp(&b.record.root));
-        Ok(out)
+        scan.projects
+            .sort_by(|a, b| a.record.root.cmp(&b.record.root));
+        Ok(scan)
     }
 
-    /// Finds a run by id or unique id prefix, in every project.
+    /// The newest `limit` runs of every project (all with `None`), newest first. A project that
+    /// cannot be read is skipped with a warning; its damage never hides another project's runs.
+    pub fn runs(&self, limit: Option<usize>) -> Result<StoreListing, RunError> {
+        let scan = self.projects()?;
+        let mut listing = StoreListing {
+            warnings: scan.warnings,
+            ..StoreListing::default()
+        };
+        for project in scan.projects {
+            match project.runs(limit) {
+                Ok(found) => {
+                    listing.warnings.extend(found.warnings);
+                    listing.more |= found.more;
+                    let rows: Vec<_> = found
+                        .runs
+                        .into_iter()
+                        .map(|r| (project.clone(), r))
+                        .collect();
+                    listing.rows.extend(rows);
+                }
+                Err(e) => listing.warnings.push(unreadable(&project, &e)),
+            }
+        }
+        listing
+            .rows
+            .sort_by(|a, b| b.1.sort_key().cmp(&a.1.sort_key()));
+        if let Some(n) = limit
+            && listing.rows.len() > n
+        {
+            listing.rows.truncate(n);
+            listing.more = true;
+        }
+        Ok(listing)
+    }
+
+    /// Finds a run by id or unique id prefix, in every project. Projects that cannot be read
+    /// are skipped (and named if nothing is found).
     pub fn find_run(&self, query: &str) -> Result<(Project, RunMetadata), RunError> {
+        let scan = self.projects()?;
+        let mut unsearched: Vec<String> = scan.warnings.iter().map(|w| w.message.clone()).collect();
+        // A whole id names its directory: no index needs to be read.
+        for project in &scan.projects {
+            if let Some(run) = project.read_own_metadata(query) {
+                return Ok((project.clone(), run));
+            }
+        }
         let mut found = Vec::new();
-        for project in self.projects()? {
-            for run in project.list_runs()? {
+        for project in scan.projects {
+            let runs = match project.list_runs() {
+                Ok(runs) => runs,
+                Err(e) => {
+                    unsearched.push(unreadable(&project, &e).message);
+                    continue;
+                }
+            };
+            for run in runs {
                 if run.run_id.starts_with(query) {
                     if run.run_id == query {
                         return Ok((project, run));
@@ -139,19 +203,49 @@ impl Store {
                 }
             }
         }
-        crate::runs::unique_match(query, found)
+        crate::runs::unique_match(query, found, unsearched)
     }
 }
 
-fn read_record(path: &Path) -> Result<Option<ProjectRecord>, RunError> {
-    match fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-            RunError::Store(StoreError::Damaged {
-                id: path.display().to_string(),
-                reason: e.to_string(),
-            })
-        }),
+/// The registered projects, and those that could not be read.
+#[derive(Debug, Clone, Default)]
+pub struct ProjectScan {
+    pub projects: Vec<Project>,
+    pub warnings: Vec<StoreWarning>,
+}
+
+/// Runs of every project, newest first.
+#[derive(Debug, Clone, Default)]
+pub struct StoreListing {
+    pub rows: Vec<(Project, RunMetadata)>,
+    /// A limit left older runs out.
+    pub more: bool,
+    pub warnings: Vec<StoreWarning>,
+}
+
+fn unreadable(project: &Project, e: &RunError) -> StoreWarning {
+    StoreWarning {
+        code: e.code(),
+        message: format!(
+            "the runs of {} cannot be read: {e}",
+            project.root().display()
+        ),
+    }
+}
+
+/// `dir/project.json`; `Ok(None)` when the directory has none.
+fn read_record(dir: &Path) -> Result<Option<ProjectRecord>, RunError> {
+    let path = dir.join("project.json");
+    match fs::read(&path) {
+        Ok(bytes) => {
+            serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| RunError::ProjectRecordInvalid {
+                    dir: dir.to_path_buf(),
+                    reason: e.to_string(),
+                })
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(StoreError::io("read", path)(e).into()),
+        Err(e) => Err(StoreError::io("read", &path)(e).into()),
     }
 }

@@ -160,9 +160,12 @@ fn verify(
     let mut problems = Vec::new();
     let store = Store::new(home);
     let project = store.project(project_root).unwrap();
-    let runs = match project.list_runs() {
-        Ok(r) => r,
-        Err(e) => return vec![format!("runsIndex.json unreadable: {e}")],
+    let runs = match project.runs(None) {
+        Ok(listing) if listing.warnings.is_empty() => listing.runs,
+        Ok(listing) => {
+            return vec![format!("the index needed a repair: {:?}", listing.warnings)];
+        }
+        Err(e) => return vec![format!("the runs index is unreadable: {e}")],
     };
     let indexed: HashMap<&str, _> = runs.iter().map(|r| (r.run_id.as_str(), r)).collect();
     for id in acked_runs {
@@ -221,14 +224,21 @@ fn verify(
     let runs_dir = project.run_paths("x").dir.parent().unwrap().to_path_buf();
     tally.staging_left = 0;
     tally.unindexed_dirs = 0;
+    if let Ok(entries) = fs::read_dir(project.dir.join("staging")) {
+        tally.staging_left += entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+            .count();
+    }
     for entry in fs::read_dir(&runs_dir).unwrap().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if name.starts_with('.') {
-            tally.staging_left += 1;
+            problems.push(format!("a staging directory in runs/: {name}"));
         } else if !indexed.contains_key(name.as_str()) {
             tally.unindexed_dirs += 1;
             // Killed between the rename and the index write: the run is complete, just unlisted.
-            if project.state_file(&name).read().is_err() {
+            let paths = project.run_paths(&name);
+            if project.state_file(&name).read().is_err() || !paths.metadata_file().exists() {
                 problems.push(format!("unindexed run directory {name} is incomplete"));
             }
         }
@@ -292,7 +302,7 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
         );
     }
     eprintln!(
-        "crash test: {} kills in {:.1}s, {} runs and {} patches acknowledged, all present; {} audit logs with a torn tail (skipped by readers), {} staging dirs and {} complete-but-unindexed runs left by kills",
+        "crash test: {} kills in {:.1}s, {} runs and {} patches acknowledged, all present; {} audit logs with a torn tail (skipped by readers), {} staging dirs and {} complete-but-unindexed runs left by kills (before garbage collection)",
         tally.kills,
         started.elapsed().as_secs_f64(),
         tally.runs_acked,
@@ -308,8 +318,9 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
     let project_handle = Store::new(&home).project(&project).unwrap();
     let gc = project_handle.collect_garbage(Duration::ZERO).unwrap();
     assert_eq!(
-        (gc.staging_removed, gc.unindexed_removed),
-        (tally.staging_left, tally.unindexed_dirs)
+        (gc.staging_removed, gc.unindexed_added),
+        (tally.staging_left, tally.unindexed_dirs),
+        "staging leftovers are removed, complete run directories are indexed"
     );
     let problems = verify(&home, &project, &acked_runs, &acked_patch, &mut tally);
     assert!(
@@ -317,6 +328,14 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
         "after garbage collection: {problems:#?}"
     );
     assert_eq!((tally.staging_left, tally.unindexed_dirs), (0, 0));
+    let listed = project_handle.list_runs().unwrap().len();
+    let dirs = fs::read_dir(project_handle.run_paths("x").dir.parent().unwrap())
+        .unwrap()
+        .count();
+    assert_eq!(
+        listed, dirs,
+        "every run directory is listed, none was removed"
+    );
 }
 
 #[test]

@@ -494,23 +494,6 @@ fn phases_and_prefix_lookup() {
     );
 }
 
-#[test]
-fn damaged_index_is_reported_not_overwritten() {
-    let f = fixture("create-story-micro", None, "sm");
-    let index = f.project.dir.join("runsIndex.json");
-    fs::write(&index, "[{\"runId\": ").unwrap();
-    assert_eq!(
-        f.project.list_runs().unwrap_err().code(),
-        "RUNS_INDEX_INVALID"
-    );
-    let err = f
-        .project
-        .set_phase(&f.run_id, Phase::Running, None)
-        .unwrap_err();
-    assert_eq!(err.code(), "RUNS_INDEX_INVALID");
-    assert_eq!(fs::read_to_string(&index).unwrap(), "[{\"runId\": ");
-}
-
 // ---- The model cannot forge progress -------------------------------------------------------
 
 impl Fixture {

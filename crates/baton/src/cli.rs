@@ -135,7 +135,22 @@ pub enum RunsCommand {
         /// Only the runs of this project directory.
         #[arg(long, short = 'p')]
         project: Option<PathBuf>,
-        /// Print a JSON array of run metadata.
+        /// Print a JSON array of run metadata (every run, unless --limit is given).
+        #[arg(long)]
+        json: bool,
+        /// Show at most N runs (the table shows 50 by default).
+        #[arg(long, short = 'n', value_name = "N", conflicts_with = "all")]
+        limit: Option<usize>,
+        /// Show every run.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Rebuild the runs index from the run directories (all projects, or one with --project).
+    Reindex {
+        /// Only this project directory.
+        #[arg(long, short = 'p')]
+        project: Option<PathBuf>,
+        /// Print a JSON report per project.
         #[arg(long)]
         json: bool,
     },

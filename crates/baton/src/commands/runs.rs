@@ -2,7 +2,7 @@ use crate::cli::RunsCommand;
 use crate::exit;
 use baton_store::jsonl;
 use baton_store::time::{now_secs, parse_rfc3339, short_age};
-use baton_store::{Phase, Project, RunError, RunMetadata, Store};
+use baton_store::{Phase, Project, RunError, RunMetadata, Store, StoreWarning};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::Path;
@@ -11,7 +11,21 @@ use std::time::Duration;
 pub fn run(cmd: RunsCommand) -> anyhow::Result<u8> {
     let store = Store::open_default()?;
     let result = match cmd {
-        RunsCommand::List { project, json } => list(&store, project.as_deref(), json),
+        RunsCommand::List {
+            project,
+            json,
+            limit,
+            all,
+        } => {
+            // The table is for people: the newest 50. JSON is for programs: everything.
+            let limit = match (limit, all || json) {
+                (Some(n), _) => Some(n),
+                (None, true) => None,
+                (None, false) => Some(TABLE_LIMIT),
+            };
+            list(&store, project.as_deref(), json, limit)
+        }
+        RunsCommand::Reindex { project, json } => reindex(&store, project.as_deref(), json),
         RunsCommand::Show { run, json } => show(&store, &run, json),
         RunsCommand::Log { run, json, follow } => log(&store, &run, json, follow),
     };
@@ -33,18 +47,42 @@ pub fn run(cmd: RunsCommand) -> anyhow::Result<u8> {
     }
 }
 
-fn list(store: &Store, project: Option<&Path>, as_json: bool) -> anyhow::Result<u8> {
-    let projects = match project {
-        Some(root) => vec![store.project(root)?],
-        None => store.projects()?,
+/// Runs the table shows unless told otherwise.
+const TABLE_LIMIT: usize = 50;
+
+fn warn(warnings: &[StoreWarning]) {
+    for w in warnings {
+        eprintln!("warning[{}]: {w}", w.code);
+    }
+}
+
+fn list(
+    store: &Store,
+    project: Option<&Path>,
+    as_json: bool,
+    limit: Option<usize>,
+) -> anyhow::Result<u8> {
+    let (projects, rows, more) = match project {
+        Some(root) => {
+            let p = store.project(root)?;
+            let found = p.runs(limit)?;
+            warn(&found.warnings);
+            let rows: Vec<(Project, RunMetadata)> =
+                found.runs.into_iter().map(|r| (p.clone(), r)).collect();
+            (1, rows, found.more)
+        }
+        None => {
+            let found = store.runs(limit)?;
+            warn(&found.warnings);
+            let count = found
+                .rows
+                .iter()
+                .map(|(p, _)| p.id())
+                .collect::<std::collections::HashSet<_>>()
+                .len();
+            (count, found.rows, found.more)
+        }
     };
-    let mut rows: Vec<(&Project, RunMetadata)> = Vec::new();
-    for p in &projects {
-        rows.extend(p.list_runs()?.into_iter().map(|r| (p, r)));
-    }
-    if projects.len() > 1 {
-        rows.sort_by(|a, b| (&b.1.created_at, &b.1.run_id).cmp(&(&a.1.created_at, &a.1.run_id)));
-    }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if as_json {
         let runs: Vec<&RunMetadata> = rows.iter().map(|(_, r)| r).collect();
@@ -57,7 +95,7 @@ fn list(store: &Store, project: Option<&Path>, as_json: bool) -> anyhow::Result<
         return Ok(exit::OK);
     }
     let now = now_secs();
-    let show_project = project.is_none() && projects.len() > 1;
+    let show_project = project.is_none() && projects > 1;
     writeln!(
         out,
         "{:<13} {:<13} {:<24} {:<30} {:>5}{}",
@@ -86,7 +124,62 @@ fn list(store: &Store, project: Option<&Path>, as_json: bool) -> anyhow::Result<
         }
         writeln!(out)?;
     }
+    out.flush()?;
+    if more {
+        eprintln!("(the {} newest runs; --all lists every run)", rows.len());
+    }
     Ok(exit::OK)
+}
+
+fn reindex(store: &Store, project: Option<&Path>, as_json: bool) -> anyhow::Result<u8> {
+    let projects = match project {
+        Some(root) => vec![store.project(root)?],
+        None => {
+            let scan = store.projects()?;
+            warn(&scan.warnings);
+            scan.projects
+        }
+    };
+    let mut reports = Vec::new();
+    let mut code = exit::OK;
+    for p in &projects {
+        match p.reindex() {
+            Ok((report, warnings)) => {
+                warn(&warnings);
+                if !as_json {
+                    println!(
+                        "{}: {} runs ({} from run.json, {} from the old index, {} from state files)",
+                        p.root().display(),
+                        report.runs,
+                        report.from_run_json,
+                        report.from_old_index,
+                        report.from_state
+                    );
+                    for skipped in &report.skipped {
+                        println!("  skipped {skipped}");
+                    }
+                }
+                reports.push(json!({
+                    "projectRoot": p.root(),
+                    "projectId": p.id(),
+                    "runs": report.runs,
+                    "fromRunJson": report.from_run_json,
+                    "fromOldIndex": report.from_old_index,
+                    "fromState": report.from_state,
+                    "skipped": report.skipped,
+                    "keptDamaged": report.kept_damaged,
+                }));
+            }
+            Err(e) => {
+                eprintln!("error[{}]: {}: {e}", e.code(), p.root().display());
+                code = exit::FAILURE;
+            }
+        }
+    }
+    if as_json {
+        super::print_json(&reports)?;
+    }
+    Ok(code)
 }
 
 /// Enough of a UUID v7 to be unique in practice (the first 8 digits are the time).

@@ -1,0 +1,258 @@
+//! One run's metadata (`RunMetadata`, the record of seed 001) and its own copy in
+//! `runs/<runId>/run.json`, from which the project's index can always be rebuilt.
+
+use crate::durable::{atomic_write, temp_sibling};
+use crate::home::StoreError;
+use crate::state::StateDoc;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fs;
+use std::path::Path;
+
+/// Longest text kept in `waitingFor` (in characters). A model can ask a 20 MB question; the full
+/// text stays in the run's logs (`engine.waiting` in `execution.jsonl`, and the conversation log).
+pub const TEXT_LIMIT: usize = 2_000;
+/// Largest `waitingFor` kept (serialized bytes), whatever its shape.
+const WAITING_FOR_LIMIT: usize = 16 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    Idle,
+    Running,
+    WaitingUser,
+    Completed,
+    Failed,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Idle => "idle",
+            Phase::Running => "running",
+            Phase::WaitingUser => "waiting-user",
+            Phase::Completed => "completed",
+            Phase::Failed => "failed",
+        }
+    }
+}
+
+/// One entry of `runsIndex.json`, and the content of a run's `run.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunMetadata {
+    pub run_id: String,
+    pub project_id: String,
+    pub package_id: String,
+    pub package_sha256: String,
+    pub workflow_ref: String,
+    pub active_agent_id: String,
+    pub phase: Phase,
+    pub created_at: String,
+    pub last_updated_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_node_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<Value>,
+}
+
+impl RunMetadata {
+    /// The order of the index: creation time, then id (UUID v7, so also time).
+    pub(crate) fn sort_key(&self) -> (&str, &str) {
+        (&self.created_at, &self.run_id)
+    }
+
+    /// True when the two differ in more than `lastUpdatedAt`.
+    pub(crate) fn same_content(&self, other: &RunMetadata) -> bool {
+        let mut a = self.clone();
+        a.last_updated_at.clone_from(&other.last_updated_at);
+        a == *other
+    }
+}
+
+/// Caps every text of `waitingFor` at [`TEXT_LIMIT`] characters (marking the value
+/// `"truncated": true`), and the whole value at 16 KiB.
+pub fn bound_waiting_for(value: &mut Option<Value>) {
+    let Some(v) = value else { return };
+    if truncate_strings(v) {
+        match &mut *v {
+            Value::Object(map) => {
+                map.insert("truncated".into(), Value::Bool(true));
+            }
+            // Not an object: keep it as the question, marked.
+            other => {
+                let text = other.take();
+                *other = serde_json::json!({"question": text, "truncated": true});
+            }
+        }
+    }
+    let size = serde_json::to_vec(v).map_or(usize::MAX, |b| b.len());
+    if size > WAITING_FOR_LIMIT {
+        // Many keys or a deep shape: keep the beginning of its text, as the question.
+        let text = truncate_text(&v.to_string()).0;
+        *v = serde_json::json!({"question": text, "truncated": true});
+    }
+}
+
+fn truncate_strings(v: &mut Value) -> bool {
+    match v {
+        Value::String(s) => {
+            let (t, cut) = truncate_text(s);
+            if cut {
+                *s = t;
+            }
+            cut
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |cut, i| truncate_strings(i) | cut),
+        Value::Object(map) => map
+            .values_mut()
+            .fold(false, |cut, i| truncate_strings(i) | cut),
+        _ => false,
+    }
+}
+
+/// The first [`TEXT_LIMIT`] characters and an ellipsis, or the text unchanged.
+fn truncate_text(s: &str) -> (String, bool) {
+    match s.char_indices().nth(TEXT_LIMIT) {
+        Some((end, _)) => (format!("{}…", &s[..end]), true),
+        None => (s.to_string(), false),
+    }
+}
+
+/// Reads a `run.json`. `Ok(None)`: absent (a run made before run.json existed).
+pub(crate) fn read_run_json(path: &Path) -> Result<Option<RunMetadata>, RunJsonError> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(RunJsonError::Io(StoreError::io("read", path)(e))),
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| RunJsonError::Damaged(e.to_string()))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RunJsonError {
+    #[error(transparent)]
+    Io(StoreError),
+    #[error("{0}")]
+    Damaged(String),
+}
+
+pub(crate) fn encode(meta: &RunMetadata, path: &Path) -> Result<Vec<u8>, StoreError> {
+    let mut bytes = serde_json::to_vec(meta).map_err(|e| StoreError::Io {
+        action: "encode",
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e),
+    })?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+/// Durable write of a run's `run.json`.
+pub(crate) fn write_run_json(path: &Path, meta: &RunMetadata) -> Result<(), StoreError> {
+    atomic_write(path, &encode(meta, path)?)
+}
+
+/// Writes a `run.json` recovered for a run made before run.json existed: atomic (temp file and
+/// rename) but not fsynced, because a rebuild may write thousands and the index keeps the same
+/// record durably; a power cut can at worst leave it unreadable, and it is then recovered again.
+pub(crate) fn write_recovered_run_json(path: &Path, meta: &RunMetadata) -> Result<(), StoreError> {
+    let tmp = temp_sibling(path);
+    let result = fs::write(&tmp, encode(meta, path)?).and_then(|()| fs::rename(&tmp, path));
+    if let Err(e) = result {
+        let _ = fs::remove_file(&tmp);
+        return Err(StoreError::io("write", path)(e));
+    }
+    Ok(())
+}
+
+/// What a run's `state/workflow.md` says about it, for runs whose metadata is lost.
+pub(crate) struct StateFacts {
+    pub run_id: String,
+    pub workflow_ref: String,
+    pub active_agent_id: String,
+    pub current_node_id: Option<String>,
+    pub updated_at: Option<String>,
+    pub complete: bool,
+}
+
+pub(crate) fn state_facts(state_file: &Path) -> Result<StateFacts, String> {
+    let text = fs::read_to_string(state_file).map_err(|e| e.to_string())?;
+    let doc = StateDoc::parse(&text).map_err(|e| e.to_string())?;
+    let field = |k: &str| doc.get_str(k).unwrap_or_default().to_string();
+    let run_id = field("runId");
+    if run_id.is_empty() {
+        return Err("the state has no runId".into());
+    }
+    Ok(StateFacts {
+        run_id,
+        workflow_ref: field("workflowRef"),
+        active_agent_id: field("activeAgentId"),
+        current_node_id: Some(doc.current_node_id().to_string()).filter(|n| !n.is_empty()),
+        updated_at: doc.get_str("updatedAt").map(str::to_owned),
+        complete: doc.workflow_status() == Some("complete"),
+    })
+}
+
+/// The creation time a UUID v7 carries (milliseconds since the epoch, in its first 48 bits).
+pub(crate) fn uuid_v7_time(run_id: &str) -> Option<String> {
+    let id = uuid::Uuid::parse_str(run_id).ok()?;
+    let (secs, _) = id.get_timestamp()?.to_unix();
+    Some(crate::time::rfc3339(secs))
+}
+
+/// True for names `create_run` gives run directories (a UUID), so nothing else in `runs/` is
+/// ever taken for a run or joined into a path from a query.
+pub(crate) fn is_run_id(name: &str) -> bool {
+    name.len() == 36 && uuid::Uuid::try_parse(name).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn long_texts_are_cut_on_a_char_boundary_and_marked() {
+        let question = "é".repeat(TEXT_LIMIT + 10);
+        let mut w = Some(json!({"question": question, "nodeId": "n1"}));
+        bound_waiting_for(&mut w);
+        let w = w.unwrap();
+        let q = w["question"].as_str().unwrap();
+        assert_eq!(q.chars().count(), TEXT_LIMIT + 1);
+        assert!(q.ends_with('…'));
+        assert_eq!(w["truncated"], true);
+        assert_eq!(w["nodeId"], "n1");
+    }
+
+    #[test]
+    fn short_values_are_untouched() {
+        let mut w = Some(json!({"question": "which story?", "nodeId": "n1"}));
+        let before = w.clone();
+        bound_waiting_for(&mut w);
+        assert_eq!(w, before);
+    }
+
+    #[test]
+    fn many_small_texts_are_bounded_as_a_whole() {
+        let items: Vec<Value> = (0..5_000).map(|i| json!(format!("item {i}"))).collect();
+        let mut w = Some(json!({"choices": items}));
+        bound_waiting_for(&mut w);
+        let size = serde_json::to_vec(&w).unwrap().len();
+        assert!(size < WAITING_FOR_LIMIT, "{size}");
+        assert_eq!(w.unwrap()["truncated"], true);
+    }
+
+    #[test]
+    fn run_ids_and_their_time() {
+        let id = uuid::Uuid::now_v7().to_string();
+        assert!(is_run_id(&id));
+        assert!(!is_run_id("../etc"));
+        assert!(!is_run_id(&format!(".{}", &id[1..])));
+        let t = uuid_v7_time("019a0b7e-5f00-7000-8000-000000000000").unwrap();
+        assert!(t.starts_with("2025-"), "{t}");
+    }
+}
