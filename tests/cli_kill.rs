@@ -1,5 +1,9 @@
 //! A replayed run killed with SIGKILL at random moments and resumed with `baton resume` ends
-//! in the same state as an uninterrupted run, with no duplicated artifact.
+//! in the same state as an uninterrupted run, with no duplicated artifact — also when the model
+//! names its tool calls `call_0, call_1, …` again on every turn, as a provider that sends no ids
+//! looks through the OpenAI client. The replayer refuses requests OpenAI would refuse (a tool
+//! call without its result, an orphan result), so a resume that pairs calls with the wrong
+//! results fails the test.
 
 mod common;
 
@@ -41,8 +45,43 @@ impl Rng {
     }
 }
 
+/// The demo trace with every dialogue's tool-call ids renamed `call_0, call_1, …`.
+fn trace_without_ids(dir: &std::path::Path) -> PathBuf {
+    let mut trace: Value = serde_json::from_slice(&std::fs::read(demo_trace()).unwrap()).unwrap();
+    for d in trace["dialogues"].as_array_mut().unwrap() {
+        if let Some(calls) = d
+            .pointer_mut("/response/assistant/toolCalls")
+            .and_then(Value::as_array_mut)
+        {
+            for (i, call) in calls.iter_mut().enumerate() {
+                call["id"] = Value::from(format!("call_{i}"));
+            }
+        }
+    }
+    let path = dir.join("no-ids.trace.json");
+    std::fs::write(&path, serde_json::to_vec(&trace).unwrap()).unwrap();
+    path
+}
+
+fn kills() -> usize {
+    std::env::var("BATON_KILLS")
+        .ok()
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(24)
+}
+
 #[test]
 fn killed_runs_resume_to_the_same_final_state() {
+    kill_and_resume(&trace(), kills());
+}
+
+#[test]
+fn killed_runs_resume_when_the_provider_repeats_tool_call_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    kill_and_resume(&trace_without_ids(dir.path()), kills());
+}
+
+fn kill_and_resume(trace_path: &std::path::Path, kills: usize) {
     let pkg = example("create-story-micro");
     let reference = {
         let baton = Baton::new();
@@ -55,17 +94,13 @@ fn killed_runs_resume_to_the_same_final_state() {
             "--project",
             project.to_str().unwrap(),
             "--replay",
-            trace().to_str().unwrap(),
+            trace_path.to_str().unwrap(),
             "--json",
         ]);
         assert_eq!(run.code, 0, "{}", run.stderr);
         let id = run.json()["runId"].as_str().unwrap().to_string();
         essentials(&final_state(&baton, &id))
     };
-    let kills: usize = std::env::var("BATON_KILLS")
-        .ok()
-        .and_then(|k| k.parse().ok())
-        .unwrap_or(24);
     let seed = std::env::var("BATON_KILL_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -76,10 +111,9 @@ fn killed_runs_resume_to_the_same_final_state() {
                 .as_nanos() as u64
                 | 1
         });
-    eprintln!("kill test seed {seed}");
+    eprintln!("kill test seed {seed} ({})", trace_path.display());
     let mut rng = Rng(seed);
     let mut resumed = 0;
-    let trace_path = trace();
     for i in 0..kills {
         let baton = Baton::new();
         let tmp = tempfile::tempdir().unwrap();
@@ -122,7 +156,7 @@ fn killed_runs_resume_to_the_same_final_state() {
                 "resume",
                 &id,
                 "--replay",
-                trace().to_str().unwrap(),
+                trace_path.to_str().unwrap(),
                 "--non-interactive",
                 "--json",
             ]);

@@ -37,12 +37,28 @@ fn demo_runs_offline_and_leaves_the_artifacts() {
     )
     .unwrap();
     assert!(story.starts_with("# Story 1.2: user-authentication\n"));
-    // A second demo replaces the first; a foreign directory is left alone.
+    // A second demo replaces what the first wrote, and only that: files a person added, even
+    // beside the demo's own artifacts, survive.
+    let demo = cwd.path().join("baton-demo");
+    fs::write(demo.join("notes.md"), "mine").unwrap();
+    fs::write(demo.join("artifacts/stories/mine.md"), "mine").unwrap();
     assert_eq!(baton.run_in(cwd.path(), &["demo", "--json"]).code, 0);
+    assert_eq!(fs::read_to_string(demo.join("notes.md")).unwrap(), "mine");
+    assert!(demo.join("artifacts/stories/mine.md").is_file());
+    assert!(demo.join(SIX_ARTIFACTS[3]).is_file());
+    // A foreign directory is left alone, and a script asking for JSON gets a JSON error.
     fs::create_dir_all(cwd.path().join("mine")).unwrap();
     fs::write(cwd.path().join("mine/keep.txt"), "x").unwrap();
     let refused = baton.run_in(cwd.path(), &["demo", "--dir", "mine"]);
     assert_eq!(refused.code, 2);
+    assert!(
+        refused.stderr.contains("error[DEMO_DIR_IN_USE]"),
+        "{}",
+        refused.stderr
+    );
+    let refused = baton.run_in(cwd.path(), &["demo", "--dir", "mine", "--json"]);
+    assert_eq!(refused.code, 2);
+    assert_eq!(refused.json()["error"]["code"], "DEMO_DIR_IN_USE");
     assert!(cwd.path().join("mine/keep.txt").exists());
 }
 
@@ -250,4 +266,135 @@ fn a_recorded_run_replays_to_the_same_result() {
             "{artifact}"
         );
     }
+}
+
+/// The demo trace up to its first question, without the recorded answer.
+fn trace_until_question(dir: &std::path::Path) -> std::path::PathBuf {
+    let mut trace: Value =
+        serde_json::from_str(&fs::read_to_string(demo_trace()).unwrap()).unwrap();
+    let dialogues = trace["dialogues"].as_array_mut().unwrap();
+    let question = dialogues
+        .iter()
+        .position(|d| d["type"] == "user_input")
+        .unwrap();
+    dialogues.truncate(question);
+    let path = dir.join("until-question.json");
+    fs::write(&path, trace.to_string()).unwrap();
+    path
+}
+
+/// `resume`, `answer` and `chat` check the run before any model is configured (these runs have
+/// none): an unknown run, a finished one, one that waits for no answer, one whose state names a
+/// node outside the graph. Each refusal has its code, in text and in JSON.
+#[test]
+fn continuations_are_checked_before_any_model_is_configured() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let pkg = example("create-story-micro");
+    let refused = |args: &[&str], code: &str, exit: i32| {
+        let text = baton.run(args);
+        assert_eq!(text.code, exit, "{args:?}: {}", text.stderr);
+        assert!(
+            text.stderr.contains(&format!("error[{code}]")),
+            "{args:?}: {}",
+            text.stderr
+        );
+        assert!(
+            !text.stderr.contains("LLM_CONFIG_INVALID"),
+            "{}",
+            text.stderr
+        );
+        let mut with_json = args.to_vec();
+        with_json.push("--json");
+        let json = baton.run(&with_json);
+        assert_eq!(json.code, exit, "{with_json:?}");
+        assert_eq!(json.json()["error"]["code"], code, "{}", json.stdout);
+    };
+    refused(&["resume", "no-such-run"], "RUN_NOT_FOUND", 2);
+
+    // --record into a missing directory is refused before the run is created.
+    let project = sample_project(&tmp.path().join("a"));
+    let record = tmp.path().join("missing/dir/trace.json");
+    refused(
+        &[
+            "run",
+            pkg.to_str().unwrap(),
+            "--project",
+            project.to_str().unwrap(),
+            "--replay",
+            demo_trace().to_str().unwrap(),
+            "--record",
+            record.to_str().unwrap(),
+        ],
+        "RECORD_PATH_INVALID",
+        2,
+    );
+    assert_eq!(
+        baton.run(&["runs", "list", "--json"]).json(),
+        serde_json::json!([])
+    );
+
+    let done = baton.run(&[
+        "run",
+        pkg.to_str().unwrap(),
+        "--project",
+        project.to_str().unwrap(),
+        "--replay",
+        demo_trace().to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let done = done.json()["runId"].as_str().unwrap().to_string();
+    refused(&["answer", &done, "yes"], "RUN_NOT_WAITING", 2);
+    refused(&["resume", &done], "RUN_COMPLETE", 2);
+
+    let project = sample_project(&tmp.path().join("b"));
+    let waiting = baton.run(&[
+        "run",
+        pkg.to_str().unwrap(),
+        "--project",
+        project.to_str().unwrap(),
+        "--replay",
+        trace_until_question(tmp.path()).to_str().unwrap(),
+        "--non-interactive",
+        "--json",
+    ]);
+    assert_eq!(waiting.code, 10, "{}", waiting.stderr);
+    let waiting = waiting.json()["runId"].as_str().unwrap().to_string();
+    refused(&["chat", &waiting, "hello"], "RUN_NOT_COMPLETE", 2);
+
+    // A state changed behind baton's back to a node the graph does not have.
+    let state_path = walk(baton.home.path())
+        .into_iter()
+        .find(|p| p.ends_with(format!("{waiting}/state/workflow.md")))
+        .unwrap();
+    let state = fs::read_to_string(&state_path).unwrap();
+    let forged = state.replacen(
+        "currentNodeId: step-01-select-story",
+        "currentNodeId: ghost",
+        1,
+    );
+    let forged = if forged == state {
+        state.replacen("currentNodeId: \"\"", "currentNodeId: ghost", 1)
+    } else {
+        forged
+    };
+    assert_ne!(forged, state, "{state}");
+    fs::write(&state_path, forged).unwrap();
+    refused(&["answer", &waiting, "1-2"], "STATE_INVALID", 1);
+    let text = baton.run(&["answer", &waiting, "1-2"]);
+    assert!(text.stderr.contains("ghost"), "{}", text.stderr);
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
 }

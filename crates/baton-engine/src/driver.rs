@@ -64,6 +64,9 @@ pub enum EngineError {
     State(String),
 }
 
+/// Gives the answer to a question, if it has one.
+pub type AnswerFn<'a> = &'a mut (dyn FnMut(&str) -> Option<String> + Send);
+
 /// Everything one invocation works with.
 pub struct Driver<'a> {
     pub machine: Machine<'a>,
@@ -74,10 +77,10 @@ pub struct Driver<'a> {
     pub model: &'a dyn ChatModel,
     pub recorder: Option<Arc<Mutex<TraceRecorder>>>,
     /// Answers for questions that need no person (replayed inputs, `--input`).
-    pub answers: &'a mut (dyn FnMut(&str) -> Option<String> + Send),
+    pub answers: AnswerFn<'a>,
     /// Asks a person (an interactive terminal). The question is durably recorded first, so a
     /// person who walks away or stops the process leaves a run that `baton answer` continues.
-    pub ask: Option<&'a mut (dyn FnMut(&str) -> Option<String> + Send)>,
+    pub ask: Option<AnswerFn<'a>>,
     pub on_event: Option<&'a (dyn Fn(EngineEvent) + Send + Sync)>,
     pub cancel: CancellationToken,
     /// Where the model's context is logged, for `answer` and `resume`.

@@ -162,6 +162,18 @@ pub fn live_holder(run_dir: &Path) -> Result<Option<Holder>, StoreError> {
     }
 }
 
+/// A run whose phase says `running` but that no live process drives: it was killed (or its
+/// machine stopped) mid-invocation, and `baton resume` continues it.
+pub fn is_interrupted(project: &crate::Project, run: &crate::RunMetadata) -> bool {
+    run.phase == crate::Phase::Running
+        && live_holder(&project.run_paths(&run.run_id).dir).is_ok_and(|h| h.is_none())
+}
+
+/// Whether some process drives the run right now.
+pub fn is_driven(project: &crate::Project, run_id: &str) -> bool {
+    live_holder(&project.run_paths(run_id).dir).is_ok_and(|h| h.is_some())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,8 +3,10 @@
 
 mod cli;
 mod commands;
+mod failure;
 mod progress;
 mod report;
+mod signals;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -15,15 +17,30 @@ pub mod exit {
     pub const FAILURE: u8 = 1;
     /// Usage error, or the package is invalid.
     pub const INVALID: u8 = 2;
+    /// Stopped by Ctrl-C or SIGTERM (128 + SIGINT); the run is kept and resumable.
+    pub const STOPPED: u8 = 130;
 }
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    // A script that asked for JSON gets JSON, even for an error found while parsing.
+    let as_json = std::env::args_os().skip(1).any(|a| a == "--json");
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if as_json && e.use_stderr() => {
+            let message = e.kind().to_string();
+            let detail = e.to_string();
+            let f = failure::Failure::new("USAGE", message, exit::INVALID).hint(
+                detail
+                    .lines()
+                    .find(|l| l.contains("Usage:"))
+                    .map(str::to_owned),
+            );
+            return ExitCode::from(f.report(true));
+        }
+        Err(e) => e.exit(),
+    };
     match commands::run(cli) {
         Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(exit::FAILURE)
-        }
+        Err(e) => ExitCode::from(failure::Failure::from_anyhow(&e).report(as_json)),
     }
 }

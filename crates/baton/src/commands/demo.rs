@@ -4,6 +4,7 @@
 
 use crate::cli::DemoArgs;
 use crate::exit;
+use crate::failure::Failure;
 use crate::progress::Progress;
 use baton_engine::runner::{self, Settings, StartRun};
 use baton_engine::{EngineEvent, Outcome};
@@ -98,7 +99,8 @@ const PROJECT: &[(&str, &[u8])] = &[
 
 const TRACE: &str = include_str!("../../../../examples/traces/create-story-micro.trace.json");
 
-/// Marks a directory as made by `baton demo`, so a second demo may replace it.
+/// Lists, one per line, the files `baton demo` wrote in its directory, so a second demo
+/// removes exactly those and nothing a person added.
 const MARKER: &str = ".baton-demo";
 
 fn write_files(root: &Path, files: &[(&str, &[u8])]) -> std::io::Result<()> {
@@ -112,22 +114,63 @@ fn write_files(root: &Path, files: &[(&str, &[u8])]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Removes what an earlier demo wrote (the files its marker lists, then the directories they
+/// leave empty). Refuses a non-empty directory without a marker.
+fn clear_previous_demo(dir: &Path) -> Result<(), Failure> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    let marker = match fs::read_to_string(dir.join(MARKER)) {
+        Ok(m) => m,
+        Err(_) if dir.read_dir().is_ok_and(|mut d| d.next().is_none()) => return Ok(()),
+        Err(_) => {
+            return Err(Failure::new(
+                "DEMO_DIR_IN_USE",
+                format!("{} exists and was not made by `baton demo`", dir.display()),
+                exit::INVALID,
+            )
+            .hint(Some("pass --dir to use another place".into())));
+        }
+    };
+    let mut parents = Vec::new();
+    for rel in marker.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        // Only plain relative paths below the directory, whatever the marker says.
+        let rel_path = Path::new(rel);
+        if rel_path.is_absolute()
+            || rel_path
+                .components()
+                .any(|c| !matches!(c, std::path::Component::Normal(_)))
+        {
+            continue;
+        }
+        let _ = fs::remove_file(dir.join(rel_path));
+        parents.extend(rel_path.ancestors().skip(1).map(|p| dir.join(p)));
+    }
+    parents.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    for p in parents {
+        // Fails, as it should, on directories that still hold something.
+        let _ = fs::remove_dir(p);
+    }
+    Ok(())
+}
+
+fn write_marker(dir: &Path, artifacts: &[&str]) -> std::io::Result<()> {
+    let mut list: Vec<&str> = PROJECT.iter().map(|(rel, _)| *rel).collect();
+    list.extend(artifacts);
+    list.push(MARKER);
+    list.sort_unstable();
+    list.dedup();
+    fs::write(dir.join(MARKER), list.join("\n") + "\n")
+}
+
 pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
     let dir = &args.dir;
-    if dir.exists() {
-        let empty = fs::read_dir(dir)?.next().is_none();
-        if !empty && !dir.join(MARKER).exists() {
-            eprintln!(
-                "error: {} exists and was not made by `baton demo`; pass --dir to use another place",
-                dir.display()
-            );
-            return Ok(exit::INVALID);
-        }
-        fs::remove_dir_all(dir)?;
+    if let Err(f) = clear_previous_demo(dir) {
+        return Ok(f.report(args.json));
     }
     write_files(dir, PROJECT)?;
-    fs::write(dir.join(MARKER), "made by `baton demo`; safe to delete\n")?;
-    let package_dir = tempfile_dir()?;
+    write_marker(dir, &[])?;
+    let package_dir = tempfile::tempdir()?;
     write_files(package_dir.path(), PACKAGE)?;
 
     let store = Store::open_default()?;
@@ -154,6 +197,13 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
         .build()?;
     let finished = runtime.block_on(runner::start(&store, start, settings))?;
     bar.finish();
+    let artifacts: Vec<&str> = finished
+        .state
+        .get("artifacts")
+        .and_then(|a| a.as_array())
+        .map(|a| a.iter().filter_map(|p| p.as_str()).collect())
+        .unwrap_or_default();
+    write_marker(dir, &artifacts)?;
     if args.json {
         super::print_json(&finished.to_json())?;
     } else if let Outcome::Completed { message } = &finished.report.outcome {
@@ -174,26 +224,4 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
         Outcome::Waiting { .. } => super::run::WAITING,
         Outcome::Failed { .. } => exit::FAILURE,
     })
-}
-
-/// A private temporary directory for the unpacked package (removed on drop).
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
-fn tempfile_dir() -> std::io::Result<TempDir> {
-    let dir = std::env::temp_dir().join(format!("baton-demo-package-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir)?;
-    Ok(TempDir(dir))
 }

@@ -3,9 +3,12 @@
 
 use crate::cli::{AnswerArgs, ChatArgs, ContextArg, ModelArgs, ResumeArgs, RunArgs};
 use crate::exit;
+use crate::failure::Failure;
 use crate::progress::Progress;
 use crate::report;
-use baton_engine::runner::{self, AskFn, Finished, RunnerError, Settings, StartRun};
+use crate::signals;
+use baton_engine::driver::ABORTED;
+use baton_engine::runner::{self, AskFn, Continuation, Finished, RunnerError, Settings, StartRun};
 use baton_engine::{ContextPolicy, EngineEvent, Outcome};
 use baton_llm::{
     ChatModel, HttpChatModel, LlmConfig, LlmOverrides, ReplayModel, Trace, TraceRecorder,
@@ -39,14 +42,11 @@ impl Model {
     }
 }
 
-fn load_model(args: &ModelArgs, store: &Store, project: Option<&Path>) -> Result<Model, u8> {
+fn load_model(args: &ModelArgs, store: &Store, project: Option<&Path>) -> Result<Model, Failure> {
     if let Some(path) = &args.replay {
         return match Trace::load(path) {
             Ok(t) => Ok(Model::Replay(ReplayModel::new(t))),
-            Err(e) => {
-                eprintln!("error[{}]: {e}", e.code());
-                Err(exit::INVALID)
-            }
+            Err(e) => Err(Failure::new(e.code(), e.to_string(), exit::INVALID)),
         };
     }
     let env = |k: &str| std::env::var(k).ok();
@@ -54,22 +54,21 @@ fn load_model(args: &ModelArgs, store: &Store, project: Option<&Path>) -> Result
         model: args.model.clone(),
         ..Default::default()
     };
-    match LlmConfig::load(Some(store.home()), project, &env, &overrides)
+    LlmConfig::load(Some(store.home()), project, &env, &overrides)
         .and_then(HttpChatModel::new)
-    {
-        Ok(m) => Ok(Model::Http(m)),
-        Err(e) => {
-            eprintln!("error[{}]: {e}", e.code());
-            eprintln!(
-                "  help: pass --model (and set OPENAI_API_KEY / OPENAI_BASE_URL), or --replay TRACE to run offline"
-            );
-            Err(exit::INVALID)
-        }
-    }
+        .map(Model::Http)
+        .map_err(|e| {
+            Failure::new(e.code(), e.to_string(), exit::INVALID).hint(Some(
+                "pass --model (and set OPENAI_API_KEY / OPENAI_BASE_URL), or --replay TRACE to run offline".into(),
+            ))
+        })
 }
 
+/// Two threads: `block_on` drives the run on this one while the signal watcher runs on the
+/// worker, even when this thread waits at a prompt.
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_current_thread()
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
         .build()?)
 }
@@ -83,6 +82,7 @@ fn prompt(question: &str) -> Option<String> {
     eprintln!("\n{question}\n");
     eprint!("> ");
     let _ = std::io::stderr().flush();
+    let _at_prompt = signals::AtPrompt::enter();
     let mut line = String::new();
     std::io::stdin().lock().read_line(&mut line).ok()?;
     let line = line.trim().to_string();
@@ -126,25 +126,14 @@ fn present(
     let finished = match result {
         Ok(f) => f,
         Err(RunnerError::InvalidPackage(r)) => {
-            eprint!("{}", report::to_text(&r, "package"));
-            return Ok(exit::INVALID);
-        }
-        Err(RunnerError::Run(e)) => {
-            eprintln!("error[{}]: {e}", e.code());
-            if let Some(h) = e.hint() {
-                eprintln!("  help: {h}");
-            }
-            return Ok(if matches!(e, baton_store::RunError::Store(_)) {
-                exit::FAILURE
+            if args.json {
+                super::print_json(&report::to_json(&r))?;
             } else {
-                exit::INVALID
-            });
-        }
-        Err(RunnerError::Usage(m)) => {
-            eprintln!("error: {m}");
+                eprint!("{}", report::to_text(&r, "package"));
+            }
             return Ok(exit::INVALID);
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => return Ok(Failure::from(&e).report(args.json)),
     };
     if let (Some(path), Some(rec)) = (&args.record, recorder) {
         runner::save_trace(path, rec)?;
@@ -152,6 +141,7 @@ fn present(
     let code = match &finished.report.outcome {
         Outcome::Completed { .. } => exit::OK,
         Outcome::Waiting { .. } => WAITING,
+        Outcome::Failed { code, .. } if code == ABORTED => exit::STOPPED,
         Outcome::Failed { .. } => exit::FAILURE,
     };
     if args.json {
@@ -159,6 +149,7 @@ fn present(
         return Ok(code);
     }
     let id = &finished.run.run_id;
+    let short = &id[..id.len().min(13)];
     match &finished.report.outcome {
         Outcome::Completed { message } => {
             println!("{message}\n");
@@ -171,17 +162,14 @@ fn present(
         }
         Outcome::Waiting { question } => {
             println!("{question}\n");
-            println!(
-                "waiting for you: baton answer {} \"<your answer>\"",
-                &id[..id.len().min(13)]
-            );
+            println!("waiting for you: baton answer {short} \"<your answer>\"");
+        }
+        Outcome::Failed { code, .. } if code == ABORTED => {
+            eprintln!("stopped: run {short} is idle; continue it with: baton resume {short}");
         }
         Outcome::Failed { code, message } => {
             eprintln!("error[{code}]: {message}");
-            eprintln!(
-                "  the run is kept; retry with: baton resume {}",
-                &id[..id.len().min(13)]
-            );
+            eprintln!("  the run is kept; retry with: baton resume {short}");
         }
     }
     Ok(code)
@@ -193,11 +181,23 @@ fn recorder_for(args: &ModelArgs) -> Option<Arc<Mutex<TraceRecorder>>> {
         .map(|_| Arc::new(Mutex::new(TraceRecorder::default())))
 }
 
+/// Checks `--record` before anything is paid for.
+fn check_record(args: &ModelArgs) -> Result<(), Failure> {
+    match &args.record {
+        Some(path) => runner::check_trace_destination(path).map_err(|e| Failure::from(&e)),
+        None => Ok(()),
+    }
+}
+
 pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+    let json = args.model.json;
+    if let Err(f) = check_record(&args.model) {
+        return Ok(f.report(json));
+    }
     let store = Store::open_default()?;
     let model = match load_model(&args.model, &store, Some(&args.project)) {
         Ok(m) => m,
-        Err(code) => return Ok(code),
+        Err(f) => return Ok(f.report(json)),
     };
     let recorder = recorder_for(&args.model);
     let inv = Invocation {
@@ -220,20 +220,26 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         workflow: args.workflow.as_deref(),
         agent: args.agent.as_deref(),
     };
-    let result = runtime()?.block_on(runner::start(&store, start, settings));
+    let runtime = runtime()?;
+    let _signals = signals::watch(&runtime, settings.cancel.clone());
+    let result = runtime.block_on(runner::start(&store, start, settings));
     bar.finish();
     present(result, &args.model, recorder.as_ref())
 }
 
-fn continue_with(run: &str, input: Option<String>, args: &ModelArgs) -> anyhow::Result<u8> {
+fn continue_with(query: &str, continuation: Continuation, args: &ModelArgs) -> anyhow::Result<u8> {
+    if let Err(f) = check_record(args) {
+        return Ok(f.report(args.json));
+    }
     let store = Store::open_default()?;
-    let project_root = store
-        .find_run(run)
-        .ok()
-        .map(|(p, _)| p.root().to_path_buf());
-    let model = match load_model(args, &store, project_root.as_deref()) {
+    // The run is found, checked and locked before the model configuration is looked at.
+    let claimed = match runner::claim(&store, query, continuation) {
+        Ok(c) => c,
+        Err(e) => return present(Err(e), args, None),
+    };
+    let model = match load_model(args, &store, Some(claimed.project_root())) {
         Ok(m) => m,
-        Err(code) => return Ok(code),
+        Err(f) => return Ok(f.report(args.json)),
     };
     let recorder = recorder_for(args);
     let inv = Invocation {
@@ -250,13 +256,15 @@ fn continue_with(run: &str, input: Option<String>, args: &ModelArgs) -> anyhow::
         None
     };
     let settings = settings(&model, &on_event, &inv, recorder.clone(), ask);
-    let result = runtime()?.block_on(runner::continue_run(&store, run, input, settings));
+    let runtime = runtime()?;
+    let _signals = signals::watch(&runtime, settings.cancel.clone());
+    let result = runtime.block_on(runner::continue_claimed(claimed, settings));
     bar.finish();
     present(result, args, recorder.as_ref())
 }
 
 pub fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
-    continue_with(&args.run, None, &args.model)
+    continue_with(&args.run, Continuation::Resume, &args.model)
 }
 
 pub fn answer(args: AnswerArgs) -> anyhow::Result<u8> {
@@ -268,9 +276,9 @@ pub fn answer(args: AnswerArgs) -> anyhow::Result<u8> {
     } else {
         args.text.unwrap_or_default()
     };
-    continue_with(&args.run, Some(text), &args.model)
+    continue_with(&args.run, Continuation::Answer(text), &args.model)
 }
 
 pub fn chat(args: ChatArgs) -> anyhow::Result<u8> {
-    continue_with(&args.run, Some(args.text), &args.model)
+    continue_with(&args.run, Continuation::Chat(args.text), &args.model)
 }

@@ -1,14 +1,21 @@
 use crate::cli::RunsCommand;
 use crate::exit;
-use baton_store::jsonl;
+use crate::failure::Failure;
 use baton_store::time::{now_secs, parse_rfc3339, short_age};
-use baton_store::{Phase, Project, RunError, RunMetadata, Store, StoreWarning};
+use baton_store::{Phase, Project, RunMetadata, Store, StoreWarning};
+use baton_store::{driver_lock, jsonl};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
 pub fn run(cmd: RunsCommand) -> anyhow::Result<u8> {
+    let as_json = match &cmd {
+        RunsCommand::List { json, .. }
+        | RunsCommand::Reindex { json, .. }
+        | RunsCommand::Show { json, .. }
+        | RunsCommand::Log { json, .. } => *json,
+    };
     let store = Store::open_default()?;
     let result = match cmd {
         RunsCommand::List {
@@ -29,22 +36,7 @@ pub fn run(cmd: RunsCommand) -> anyhow::Result<u8> {
         RunsCommand::Show { run, json } => show(&store, &run, json),
         RunsCommand::Log { run, json, follow } => log(&store, &run, json, follow),
     };
-    match result {
-        Ok(code) => Ok(code),
-        Err(e) => match e.downcast::<RunError>() {
-            Ok(run_error) => {
-                eprintln!("error[{}]: {run_error}", run_error.code());
-                if let Some(hint) = run_error.hint() {
-                    eprintln!("  help: {hint}");
-                }
-                Ok(match run_error {
-                    RunError::Store(_) => exit::FAILURE,
-                    _ => exit::INVALID,
-                })
-            }
-            Err(other) => Err(other),
-        },
-    }
+    Ok(result.unwrap_or_else(|e| Failure::from_anyhow(&e).report(as_json)))
 }
 
 /// Runs the table shows unless told otherwise.
@@ -85,7 +77,7 @@ fn list(
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if as_json {
-        let runs: Vec<&RunMetadata> = rows.iter().map(|(_, r)| r).collect();
+        let runs: Vec<Value> = rows.iter().map(|(p, r)| run_json(p, r)).collect();
         serde_json::to_writer_pretty(&mut out, &runs)?;
         writeln!(out)?;
         return Ok(exit::OK);
@@ -114,7 +106,7 @@ fn list(
             out,
             "{:<13} {:<13} {:<24} {:<30} {:>5}",
             short_id(&r.run_id),
-            r.phase.as_str(),
+            phase_text(p, r),
             r.workflow_ref,
             r.current_node_id.as_deref().unwrap_or("-"),
             age
@@ -182,6 +174,24 @@ fn reindex(store: &Store, project: Option<&Path>, as_json: bool) -> anyhow::Resu
     Ok(code)
 }
 
+/// The phase as people should read it: a `running` run that no process drives was interrupted.
+fn phase_text(project: &Project, run: &RunMetadata) -> &'static str {
+    if driver_lock::is_interrupted(project, run) {
+        "interrupted"
+    } else {
+        run.phase.as_str()
+    }
+}
+
+/// The run's metadata, plus `"interrupted": true` for an interrupted run.
+fn run_json(project: &Project, run: &RunMetadata) -> Value {
+    let mut v = json!(run);
+    if driver_lock::is_interrupted(project, run) {
+        v["interrupted"] = json!(true);
+    }
+    v
+}
+
 /// Enough of a UUID v7 to be unique in practice (the first 8 digits are the time).
 fn short_id(id: &str) -> &str {
     id.get(..13).unwrap_or(id)
@@ -227,7 +237,7 @@ fn show(store: &Store, query: &str, as_json: bool) -> anyhow::Result<u8> {
     };
     if as_json {
         super::print_json(&json!({
-            "run": run,
+            "run": run_json(&project, &run),
             "projectRoot": project.root(),
             "state": frontmatter,
             "progress": progress,
@@ -250,7 +260,15 @@ fn show(store: &Store, query: &str, as_json: bool) -> anyhow::Result<u8> {
         "workflow  {}   agent {}",
         run.workflow_ref, run.active_agent_id
     )?;
-    writeln!(out, "phase     {}", run.phase.as_str())?;
+    if driver_lock::is_interrupted(&project, &run) {
+        let short = short_id(&run.run_id);
+        writeln!(
+            out,
+            "phase     interrupted (no process drives it; `baton resume {short}` continues it)"
+        )?;
+    } else {
+        writeln!(out, "phase     {}", run.phase.as_str())?;
+    }
     if let Some(w) = &run.waiting_for {
         writeln!(
             out,
@@ -334,10 +352,12 @@ fn log(store: &Store, query: &str, as_json: bool, follow: bool) -> anyhow::Resul
         if !follow {
             return Ok(exit::OK);
         }
+        // Done when nothing drives the run any more (it ended, waits, or its process died)
+        // and every record is out.
         let phase = project.get_run(&run.run_id)?.phase;
-        if matches!(phase, Phase::Completed | Phase::Failed)
-            && jsonl::read(&path)?.records.len() == printed
-        {
+        let live = driver_lock::is_driven(&project, &run.run_id);
+        let ended = matches!(phase, Phase::Completed | Phase::Failed) || !live;
+        if ended && jsonl::read(&path)?.records.len() == printed {
             return Ok(exit::OK);
         }
         std::thread::sleep(Duration::from_millis(200));

@@ -1,0 +1,68 @@
+//! Ctrl-C and SIGTERM while a run is driven.
+//!
+//! The first signal asks the engine to stop between two steps: it records `ENGINE_ABORTED`, the
+//! run goes back to `idle` and `baton resume` continues it. A second signal ends the process at
+//! once (every store write is atomic, so nothing is torn; at worst the step in flight is redone
+//! on resume). At a prompt the question is already recorded, so the process ends at once and
+//! `baton answer` continues the run.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::runtime::Runtime;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Exit status of a process stopped by a signal (128 + SIGINT).
+const SIGNALLED: i32 = 130;
+
+static AT_PROMPT: AtomicBool = AtomicBool::new(false);
+
+/// Marks the time spent waiting for a person's answer at the terminal.
+pub struct AtPrompt(());
+
+impl AtPrompt {
+    pub fn enter() -> AtPrompt {
+        AT_PROMPT.store(true, Ordering::SeqCst);
+        AtPrompt(())
+    }
+}
+
+impl Drop for AtPrompt {
+    fn drop(&mut self) {
+        AT_PROMPT.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Watches for SIGINT and SIGTERM on the runtime's worker until the returned task is dropped
+/// with the runtime.
+pub fn watch(runtime: &Runtime, cancel: CancellationToken) -> Option<JoinHandle<()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let _guard = runtime.enter();
+    // Registering fails only without signal support; the run then goes on unwatched.
+    let mut interrupt = signal(SignalKind::interrupt()).ok()?;
+    let mut terminate = signal(SignalKind::terminate()).ok()?;
+    Some(runtime.spawn(async move {
+        let mut seen = 0;
+        loop {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+            seen += 1;
+            if AT_PROMPT.load(Ordering::SeqCst) {
+                eprintln!(
+                    "\nstopped; the question is saved: `baton runs list` shows the run waiting, `baton answer <RUN> <TEXT>` continues it"
+                );
+                std::process::exit(SIGNALLED);
+            }
+            if seen == 1 {
+                eprintln!(
+                    "\nstopping after the current step (press Ctrl-C again to quit at once)…"
+                );
+                cancel.cancel();
+            } else {
+                eprintln!("\nquit; `baton resume <RUN>` continues the run");
+                std::process::exit(SIGNALLED);
+            }
+        }
+    }))
+}

@@ -1,0 +1,241 @@
+//! One driver per run, across processes: while one `baton answer` drives a run (its model call
+//! hangs on a scripted server), a second `resume`/`answer` is refused with `RUN_BUSY` naming the
+//! holder, `runs list` shows the run live; once the holder is killed the run shows as
+//! interrupted and the next driver takes the lock over. And a driver stopped by SIGINT or
+//! SIGTERM records `ENGINE_ABORTED` and leaves the run idle and resumable.
+
+mod common;
+
+use baton_llm::testing::{Reply, ScriptedServer};
+use common::{Baton, example, repo};
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The demo trace up to the first question (no recorded answer): the run stops waiting.
+fn trace_until_question(dir: &Path) -> std::path::PathBuf {
+    let mut trace: Value =
+        serde_json::from_slice(&std::fs::read(baton_testkit::demo_trace()).unwrap()).unwrap();
+    let dialogues = trace["dialogues"].as_array_mut().unwrap();
+    let question = dialogues
+        .iter()
+        .position(|d| d["type"] == "user_input")
+        .unwrap();
+    dialogues.truncate(question);
+    let path = dir.join("until-question.trace.json");
+    std::fs::write(&path, serde_json::to_vec(&trace).unwrap()).unwrap();
+    path
+}
+
+fn baton_with_model(baton: &Baton, base_url: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_baton"));
+    cmd.args(args)
+        .current_dir(repo())
+        .env("BATON_HOME", baton.home.path())
+        .env("OPENAI_BASE_URL", base_url)
+        .env("BATON_MODEL", "scripted")
+        .env("OPENAI_API_KEY", "sk-test")
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// The run's entry in `runs list --json` (the store holds this one run).
+fn listed(baton: &Baton, id: &str) -> Value {
+    let entry = baton.run(&["runs", "list", "--json"]).json()[0].clone();
+    assert_eq!(entry["runId"], id);
+    entry
+}
+
+fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ready() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "timed out: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A run stopped at its first question, and the store it lives in.
+fn waiting_run(baton: &Baton, tmp: &Path) -> (String, std::path::PathBuf) {
+    let project = baton_testkit::sample_project(tmp);
+    let trace = trace_until_question(tmp);
+    let pkg = example("create-story-micro");
+    let first = baton.run(&[
+        "run",
+        pkg.to_str().unwrap(),
+        "--project",
+        project.to_str().unwrap(),
+        "--replay",
+        trace.to_str().unwrap(),
+        "--non-interactive",
+        "--json",
+    ]);
+    assert_eq!(first.code, 10, "{}{}", first.stdout, first.stderr);
+    (first.json()["runId"].as_str().unwrap().to_string(), trace)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_stops_the_run_and_leaves_it_resumable() {
+    for signal in ["-INT", "-TERM"] {
+        let baton = Baton::new();
+        let tmp = tempfile::tempdir().unwrap();
+        let (id, _) = waiting_run(&baton, tmp.path());
+        let server = ScriptedServer::start(vec![Reply::Hang]).await.unwrap();
+        let mut driver = Killed(
+            baton_with_model(
+                &baton,
+                &server.base_url(),
+                &[
+                    "answer",
+                    &id,
+                    "1-2-user-authentication",
+                    "--non-interactive",
+                ],
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        );
+        wait_for("the answer reaches the model", || {
+            !server.received().is_empty()
+        });
+        let sent = Command::new("kill")
+            .args([signal, &driver.0.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        wait_for("the driver stops", || {
+            driver.0.try_wait().unwrap().is_some()
+        });
+        let status = driver.0.wait().unwrap();
+        assert_eq!(status.code(), Some(130), "{signal}");
+        let shown = baton.run(&["runs", "show", &id, "--json"]).json();
+        assert_eq!(shown["run"]["phase"], "idle", "{signal}: {shown}");
+        assert_eq!(
+            shown["run"]["waitingFor"]["error"]["code"],
+            "ENGINE_ABORTED"
+        );
+        let log = baton.run(&["runs", "log", &id, "--json"]).stdout;
+        assert!(
+            log.lines().last().unwrap().contains("ENGINE_ABORTED"),
+            "{signal}: {log}"
+        );
+        // And it goes on from there.
+        server.push(Reply::text("Which story do you mean?"));
+        let resumed = baton_with_model(
+            &baton,
+            &server.base_url(),
+            &["resume", &id, "--non-interactive", "--json"],
+        )
+        .output()
+        .unwrap();
+        assert_eq!(resumed.status.code(), Some(10), "{signal}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_driver_is_refused_and_a_dead_drivers_lock_is_taken_over() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let (id, trace) = waiting_run(&baton, tmp.path());
+
+    // The first driver: its model call never returns.
+    let server = ScriptedServer::start(vec![Reply::Hang]).await.unwrap();
+    let holder = Killed(
+        baton_with_model(
+            &baton,
+            &server.base_url(),
+            &[
+                "answer",
+                &id,
+                "1-2-user-authentication",
+                "--non-interactive",
+            ],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap(),
+    );
+    let pid = holder.0.id();
+    wait_for("the answer reaches the model", || {
+        !server.received().is_empty()
+    });
+    assert_eq!(listed(&baton, &id)["phase"], "running");
+    assert!(
+        listed(&baton, &id).get("interrupted").is_none(),
+        "a live run is not interrupted"
+    );
+
+    // A second driver, in text and in JSON.
+    let busy = baton.run(&["resume", &id, "--replay", trace.to_str().unwrap()]);
+    assert_eq!(busy.code, 1, "{}{}", busy.stdout, busy.stderr);
+    assert!(busy.stderr.contains("error[RUN_BUSY]"), "{}", busy.stderr);
+    assert!(
+        busy.stderr.contains(&format!("pid {pid}")),
+        "{}",
+        busy.stderr
+    );
+    assert!(busy.stderr.contains("baton answer"), "{}", busy.stderr);
+    let busy = baton.run(&["answer", &id, "again", "--json"]);
+    assert_eq!(busy.code, 1);
+    assert_eq!(busy.json()["error"]["code"], "RUN_BUSY", "{}", busy.stdout);
+    assert_eq!(server.received().len(), 1, "no second model call was made");
+
+    // `runs log --follow` keeps following while the driver lives...
+    let mut follow = Killed(
+        Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(["runs", "log", &id, "--follow"])
+            .env("BATON_HOME", baton.home.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(
+        follow.0.try_wait().unwrap().is_none(),
+        "follow gave up on a live run"
+    );
+
+    // The holder dies: the run is interrupted, the follower ends, and the lock is free for the
+    // next driver.
+    drop(holder);
+    wait_for("--follow ends once no process drives the run", || {
+        follow.0.try_wait().unwrap().is_some()
+    });
+    let entry = listed(&baton, &id);
+    assert_eq!(entry["phase"], "running");
+    assert_eq!(entry["interrupted"], true, "{entry}");
+    let shown = baton.run(&["runs", "show", &id]);
+    assert!(shown.stdout.contains("interrupted"), "{}", shown.stdout);
+    server.push(Reply::text("Which story do you mean?"));
+    let taken = baton_with_model(
+        &baton,
+        &server.base_url(),
+        &["resume", &id, "--non-interactive", "--json"],
+    )
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&taken.stdout);
+    assert_eq!(
+        taken.status.code(),
+        Some(10),
+        "{stdout}{}",
+        String::from_utf8_lossy(&taken.stderr)
+    );
+    assert_eq!(listed(&baton, &id)["phase"], "waiting-user");
+}
