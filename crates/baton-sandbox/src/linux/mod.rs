@@ -1,0 +1,329 @@
+mod child;
+mod fs_rules;
+mod seccomp;
+
+use crate::{Capabilities, Layer, NamespaceMode, SandboxError, SandboxSpec, SpawnFailure};
+use child::{Bind, ChildSetup, UserMaps};
+use std::ffi::CString;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+
+/// What this system can apply, probed once per process.
+pub fn capabilities() -> &'static Capabilities {
+    static CAPS: OnceLock<Capabilities> = OnceLock::new();
+    CAPS.get_or_init(probe)
+}
+
+/// Probes every layer now: each is tried for real in a throwaway child process.
+pub fn probe() -> Capabilities {
+    // SAFETY: a query with a null attribute, size 0 and the VERSION flag reads nothing.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32,
+        )
+    };
+    let seccomp = seccomp::SUPPORTED
+        && in_child(&ChildSetup {
+            seccomp: Some(seccomp::program(true)),
+            ..ChildSetup::default()
+        });
+    let namespaces = if in_child(&namespace_setup(
+        NamespaceMode::Direct,
+        true,
+        &probe_binds(),
+    )) {
+        NamespaceMode::Direct
+    } else if in_child(&namespace_setup(
+        NamespaceMode::UserNamespace,
+        true,
+        &probe_binds(),
+    )) {
+        NamespaceMode::UserNamespace
+    } else {
+        NamespaceMode::Unavailable
+    };
+    Capabilities {
+        os: "linux",
+        landlock_abi: u32::try_from(abi).ok().filter(|a| *a > 0),
+        seccomp,
+        namespaces,
+        // SAFETY: geteuid cannot fail.
+        root: unsafe { libc::geteuid() } == 0,
+    }
+}
+
+/// A directory to try a read-only bind mount on (inside the probe's own mount namespace).
+fn probe_binds() -> Vec<PathBuf> {
+    std::env::temp_dir()
+        .canonicalize()
+        .into_iter()
+        .collect::<Vec<_>>()
+}
+
+/// Runs `setup` in a forked child that exits right after; true when every step worked.
+fn in_child(setup: &ChildSetup) -> bool {
+    // SAFETY: the child only runs `apply` (system calls on pre-built data) and `_exit`.
+    unsafe {
+        let pid = libc::fork();
+        if pid < 0 {
+            return false;
+        }
+        if pid == 0 {
+            let code = if setup.apply().is_ok() { 0 } else { 1 };
+            libc::_exit(code);
+        }
+        let mut status = 0;
+        loop {
+            let r = libc::waitpid(pid, &mut status, 0);
+            if r == pid {
+                break;
+            }
+            if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                return false;
+            }
+        }
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+    }
+}
+
+/// Namespace part of a setup: a new network namespace (when `net`), a private mount
+/// namespace with `binds` read-only, through a user namespace if `mode` says so.
+fn namespace_setup(mode: NamespaceMode, net: bool, binds: &[PathBuf]) -> ChildSetup {
+    let mut setup = ChildSetup::default();
+    if mode == NamespaceMode::Unavailable || (!net && binds.is_empty()) {
+        return setup;
+    }
+    if net {
+        setup.unshare |= libc::CLONE_NEWNET;
+        setup.loopback_up = true;
+    }
+    if !binds.is_empty() {
+        setup.unshare |= libc::CLONE_NEWNS;
+        setup.private_mounts = true;
+        setup.binds = binds.iter().filter_map(|p| bind(p)).collect();
+    }
+    if mode == NamespaceMode::UserNamespace {
+        setup.unshare |= libc::CLONE_NEWUSER;
+        // SAFETY: getuid/getgid cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        setup.user_maps = Some(UserMaps {
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+        });
+    }
+    setup
+}
+
+fn bind(path: &Path) -> Option<Bind> {
+    let c = CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `st` is written by statvfs; `c` is NUL-terminated.
+    let flags = unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut st) != 0 {
+            return None;
+        }
+        st.f_flag
+    };
+    // A remount inside a user namespace must keep the flags the original mount was locked
+    // with; keeping them is harmless elsewhere.
+    let pairs = [
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ];
+    let keep_flags = pairs
+        .iter()
+        .filter(|(st, _)| flags & *st != 0)
+        .fold(0, |acc, (_, ms)| acc | ms);
+    Some(Bind {
+        path: c,
+        keep_flags,
+    })
+}
+
+fn last_cap() -> libc::c_int {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(40)
+}
+
+/// A prepared confinement for one child process.
+pub struct Confinement {
+    setup: ChildSetup,
+    applied: Vec<(Layer, String)>,
+}
+
+impl Confinement {
+    /// Checks `spec` against `caps` and builds what the child will apply.
+    pub fn prepare(spec: &SandboxSpec, caps: &Capabilities) -> Result<Confinement, SandboxError> {
+        let ns_ok = caps.namespaces != NamespaceMode::Unavailable;
+        let mut missing = Vec::new();
+        let mut applied = Vec::new();
+        if caps.landlock_abi.is_none() {
+            missing.push(Layer::Filesystem);
+        }
+        if !caps.seccomp {
+            missing.push(Layer::Process);
+        }
+        let net_namespace = !spec.network && ns_ok;
+        let deny_inet = !spec.network && !ns_ok && caps.seccomp;
+        if !spec.network && !net_namespace && !deny_inet {
+            missing.push(Layer::Network);
+        }
+        let writable: Vec<PathBuf> = spec
+            .writable
+            .iter()
+            .map(|w| {
+                w.canonicalize().map_err(|e| {
+                    SandboxError::Setup(format!("a writable directory is missing ({})", e.kind()))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let read_only: Vec<PathBuf> = spec
+            .read_only
+            .iter()
+            .filter(|p| {
+                p.symlink_metadata()
+                    .is_ok_and(|m| !m.file_type().is_symlink())
+            })
+            .filter_map(|p| p.canonicalize().ok())
+            .filter(|p| writable.iter().any(|w| p.starts_with(w) && p != w))
+            .collect();
+        if !read_only.is_empty() && !ns_ok {
+            missing.push(Layer::ProtectedPaths);
+        }
+        if spec.enforce && !missing.is_empty() {
+            return Err(SandboxError::Unavailable {
+                missing,
+                detail: format!(
+                    "Landlock {}, seccomp {}, namespaces {:?}",
+                    caps.landlock_abi
+                        .map_or("missing".to_string(), |a| format!("ABI {a}")),
+                    if caps.seccomp { "yes" } else { "no" },
+                    caps.namespaces
+                ),
+            });
+        }
+        let mode = if ns_ok {
+            caps.namespaces
+        } else {
+            NamespaceMode::Unavailable
+        };
+        let binds = if ns_ok { read_only.clone() } else { Vec::new() };
+        let mut setup = namespace_setup(mode, net_namespace, &binds);
+        if setup.binds.len() != binds.len() {
+            return Err(SandboxError::Setup(
+                "a read-only path cannot be inspected".into(),
+            ));
+        }
+        if let Some(abi) = caps.landlock_abi {
+            let denied: Vec<PathBuf> = spec
+                .read_denied
+                .iter()
+                .filter_map(|d| d.canonicalize().ok())
+                .collect();
+            setup.ruleset = fs_rules::build(&fs_rules::FsRules {
+                writable: writable.clone(),
+                denied,
+            })
+            .map_err(SandboxError::Setup)?;
+            applied.push((Layer::Filesystem, format!("landlock-abi-{abi}")));
+            if abi >= 6 {
+                applied.push((Layer::Signals, "landlock-scope".into()));
+            }
+        }
+        if caps.seccomp {
+            setup.seccomp = Some(seccomp::program(deny_inet));
+            applied.push((Layer::Process, "seccomp".into()));
+        }
+        if spec.network {
+            applied.push((Layer::Network, "allowed".into()));
+        } else if net_namespace {
+            applied.push((Layer::Network, "namespace".into()));
+        } else if deny_inet {
+            applied.push((Layer::Network, "seccomp".into()));
+        }
+        if !setup.binds.is_empty() {
+            applied.push((Layer::ProtectedPaths, "read-only-binds".into()));
+        }
+        let limits = &spec.limits;
+        setup.rlimits.push((libc::RLIMIT_CORE as libc::c_int, 0));
+        for (resource, value) in [
+            (libc::RLIMIT_NPROC, limits.processes),
+            (libc::RLIMIT_AS, limits.address_space),
+            (libc::RLIMIT_CPU, limits.cpu_seconds),
+        ] {
+            if let Some(v) = value {
+                setup.rlimits.push((resource as libc::c_int, v));
+            }
+        }
+        applied.push((Layer::Limits, "rlimits".into()));
+        setup.drop_caps = caps.root || mode == NamespaceMode::UserNamespace;
+        setup.last_cap = last_cap();
+        Ok(Confinement { setup, applied })
+    }
+
+    /// The layers this confinement applies, with how.
+    pub fn applied(&self) -> &[(Layer, String)] {
+        &self.applied
+    }
+
+    /// Makes `cmd` apply the confinement in its child, and start in `cwd` (opened by the
+    /// caller, so no path is resolved twice). The child is the leader of a new process group
+    /// whose id is its pid: pass that to [`kill_group`].
+    pub fn install(mut self, cmd: &mut Command, cwd: Option<OwnedFd>) {
+        self.setup.cwd = cwd;
+        let setup = Arc::new(self.setup);
+        // SAFETY: the closure only calls `ChildSetup::apply`, which makes system calls on data
+        // built before the fork and allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || setup.apply());
+        }
+    }
+
+    /// What went wrong when `spawn` failed.
+    pub fn spawn_failure(e: &std::io::Error) -> SpawnFailure {
+        match child::decode(e) {
+            Some((step, errno)) => SpawnFailure::Setup { step, errno },
+            None => SpawnFailure::Exec(e.kind()),
+        }
+    }
+}
+
+/// A signal for [`kill_group`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    Term,
+    Kill,
+    /// Sends nothing; tells whether the group still has a process.
+    Probe,
+}
+
+/// Signals every process of group `pgid`; false when none was found. Ids 0 and 1 are refused
+/// (they would mean the caller's own group, or every process).
+pub fn kill_group(pgid: u32, signal: Signal) -> bool {
+    let Ok(pgid) = i32::try_from(pgid) else {
+        return false;
+    };
+    if pgid <= 1 {
+        return false;
+    }
+    let sig = match signal {
+        Signal::Term => libc::SIGTERM,
+        Signal::Kill => libc::SIGKILL,
+        Signal::Probe => 0,
+    };
+    // SAFETY: kill has no memory arguments.
+    unsafe { libc::kill(-pgid, sig) == 0 }
+}
