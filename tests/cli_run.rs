@@ -4,7 +4,7 @@ mod common;
 
 use baton_testkit::demo_trace;
 use baton_testkit::{sample_project, seed_000};
-use common::{Baton, example};
+use common::{Baton, example, trace_until_question, walk};
 use serde_json::Value;
 use std::fs;
 
@@ -268,21 +268,6 @@ fn a_recorded_run_replays_to_the_same_result() {
     }
 }
 
-/// The demo trace up to its first question, without the recorded answer.
-fn trace_until_question(dir: &std::path::Path) -> std::path::PathBuf {
-    let mut trace: Value =
-        serde_json::from_str(&fs::read_to_string(demo_trace()).unwrap()).unwrap();
-    let dialogues = trace["dialogues"].as_array_mut().unwrap();
-    let question = dialogues
-        .iter()
-        .position(|d| d["type"] == "user_input")
-        .unwrap();
-    dialogues.truncate(question);
-    let path = dir.join("until-question.json");
-    fs::write(&path, trace.to_string()).unwrap();
-    path
-}
-
 /// `resume`, `answer` and `chat` check the run before any model is configured (these runs have
 /// none): an unknown run, a finished one, one that waits for no answer, one whose state names a
 /// node outside the graph. Each refusal has its code, in text and in JSON.
@@ -384,17 +369,4 @@ fn continuations_are_checked_before_any_model_is_configured() {
     refused(&["answer", &waiting, "1-2"], "STATE_INVALID", 1);
     let text = baton.run(&["answer", &waiting, "1-2"]);
     assert!(text.stderr.contains("ghost"), "{}", text.stderr);
-}
-
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for entry in fs::read_dir(dir).unwrap().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
 }

@@ -51,3 +51,33 @@ impl Baton {
         }
     }
 }
+
+/// Every file under `dir`, recursively.
+pub fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// The demo trace up to its first question, without the recorded answer: a run replaying it
+/// stops waiting for the user.
+pub fn trace_until_question(dir: &Path) -> std::path::PathBuf {
+    let mut trace: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(baton_testkit::demo_trace()).unwrap()).unwrap();
+    let dialogues = trace["dialogues"].as_array_mut().unwrap();
+    let question = dialogues
+        .iter()
+        .position(|d| d["type"] == "user_input")
+        .unwrap();
+    dialogues.truncate(question);
+    let path = dir.join("until-question.trace.json");
+    std::fs::write(&path, serde_json::to_vec(&trace).unwrap()).unwrap();
+    path
+}

@@ -1,3 +1,5 @@
+//! `baton` against a scripted OpenAI-compatible server on 127.0.0.1.
+//!
 //! One driver per run, across processes: while one `baton answer` drives a run (its model call
 //! hangs on a scripted server), a second `resume`/`answer` is refused with `RUN_BUSY` naming the
 //! holder, `runs list` shows the run live; once the holder is killed the run shows as
@@ -7,26 +9,11 @@
 mod common;
 
 use baton_llm::testing::{Reply, ScriptedServer};
-use common::{Baton, example, repo};
+use common::{Baton, example, repo, trace_until_question, walk};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// The demo trace up to the first question (no recorded answer): the run stops waiting.
-fn trace_until_question(dir: &Path) -> std::path::PathBuf {
-    let mut trace: Value =
-        serde_json::from_slice(&std::fs::read(baton_testkit::demo_trace()).unwrap()).unwrap();
-    let dialogues = trace["dialogues"].as_array_mut().unwrap();
-    let question = dialogues
-        .iter()
-        .position(|d| d["type"] == "user_input")
-        .unwrap();
-    dialogues.truncate(question);
-    let path = dir.join("until-question.trace.json");
-    std::fs::write(&path, serde_json::to_vec(&trace).unwrap()).unwrap();
-    path
-}
 
 fn baton_with_model(baton: &Baton, base_url: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_baton"));
@@ -238,4 +225,54 @@ async fn a_second_driver_is_refused_and_a_dead_drivers_lock_is_taken_over() {
         String::from_utf8_lossy(&taken.stderr)
     );
     assert_eq!(listed(&baton, &id)["phase"], "waiting-user");
+}
+
+/// A provider error that echoes the API key (in its message, or by echoing the request's
+/// `Authorization` header) never reaches the index, the run's files or the terminal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_echoing_the_key_never_gets_it_stored_or_printed() {
+    const KEY: &str = "sk-proj-Zq8VwX4tLmN2pR7sK1yB9cD3fG6hJ0aE";
+    for reply in [
+        Reply::error(
+            401,
+            &format!("Incorrect API key provided: {KEY}. Check your key."),
+        ),
+        Reply::EchoHeaders { status: 403 },
+    ] {
+        let baton = Baton::new();
+        let tmp = tempfile::tempdir().unwrap();
+        let (id, _) = waiting_run(&baton, tmp.path());
+        let server = ScriptedServer::start(vec![reply]).await.unwrap();
+        let out = baton_with_model(
+            &baton,
+            &server.base_url(),
+            &[
+                "answer",
+                &id,
+                "1-2-user-authentication",
+                "--non-interactive",
+                "--json",
+            ],
+        )
+        .env("OPENAI_API_KEY", KEY)
+        .output()
+        .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let printed = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(printed.contains("LLM_"), "{printed}");
+        let leaks = |text: &str| text.contains(KEY) || text.contains(&KEY[..16]);
+        assert!(!leaks(&printed), "{printed}");
+        for file in walk(baton.home.path()) {
+            let bytes = std::fs::read(&file).unwrap();
+            assert!(
+                !leaks(&String::from_utf8_lossy(&bytes)),
+                "{} holds the key",
+                file.display()
+            );
+        }
+    }
 }
