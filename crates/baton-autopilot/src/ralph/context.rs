@@ -1,0 +1,55 @@
+//! Where a ralph command works: the project (maestro uses the current directory), the home
+//! directory holding global command files, the name the prompts use for the CLI, and who
+//! claims steps.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// The project root: `.workflow/.maestro/` and the project's `.claude/`, `.codex/`,
+    /// `.maestro/skill-config.json` live here.
+    pub project: PathBuf,
+    /// `$HOME`: global `.claude/` and `.codex/` trees, `~` in paths.
+    pub home: Option<PathBuf>,
+    /// `$MAESTRO_HOME`, else `~/.maestro`: the global `skill-config.json`.
+    pub maestro_home: Option<PathBuf>,
+    /// How prompts and hints spell the CLI, e.g. `baton ralph` (or `maestro ralph` when the
+    /// binary is installed under that name).
+    pub cli: String,
+    /// Default owner recorded with a claim.
+    pub owner: String,
+    /// How long a mutating verb waits for the session lock.
+    pub lock_timeout: Duration,
+}
+
+impl Context {
+    /// A context from the environment: `HOME`, `MAESTRO_HOME`.
+    pub fn from_env(project: &Path, cli: impl Into<String>) -> Context {
+        let var = |name: &str| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let home = var("HOME").or_else(|| var("USERPROFILE"));
+        let maestro_home =
+            var("MAESTRO_HOME").or_else(|| home.as_ref().map(|h| h.join(".maestro")));
+        Context {
+            project: absolute(project),
+            home,
+            maestro_home,
+            cli: cli.into(),
+            owner: super::claim::default_owner(),
+            lock_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// `<project>/.workflow/.maestro`
+    pub fn sessions_root(&self) -> PathBuf {
+        self.project.join(".workflow").join(".maestro")
+    }
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}

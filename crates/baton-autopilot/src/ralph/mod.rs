@@ -1,0 +1,34 @@
+//! `baton ralph`: a drop-in for maestro-flow's `maestro ralph` CLI (v0.4.18).
+//!
+//! Same session files (`.workflow/.maestro/{ralph,maestro}-*/status.json`: schema, field names
+//! and order, unknown fields kept, 2-space JSON), same verbs, flags, outputs and exit codes —
+//! and what maestro lacks: every read validated with a located error (E010), an exclusive lock
+//! and a durable write for every change, a `revision` counter with compare-and-swap, claims
+//! with an owner, and the verbs maestro leaves to hand edits of the JSON (`skip`, `pause`,
+//! `resume`, `abandon`, `release`, `insert`, `decide`, `new`, `status`).
+//!
+//! Layout: [`schema`] validation, [`discovery`] of sessions, [`store`] (lock, durable write,
+//! revision), [`manifest`] and [`prompt`] (command files and `next`'s prompt), [`check`]
+//! (findings), [`chain`] (stage table and fix-loop templates), [`verbs`] (one module per verb
+//! group).
+
+pub mod chain;
+pub mod check;
+pub mod claim;
+pub mod context;
+pub mod decisions;
+pub mod discovery;
+pub mod error;
+pub mod manifest;
+pub mod prompt;
+pub mod schema;
+pub mod session;
+pub mod skill_config;
+pub mod skills;
+pub mod store;
+pub mod time;
+pub mod verbs;
+
+pub use context::Context;
+pub use error::{RalphError, exit};
+pub use verbs::Output;

@@ -1,0 +1,407 @@
+//! `decide <i> --verdict proceed|fix|escalate --confidence N [--reason T] [--gap T]...`:
+//! settle a decision gate the way seed 003's S_TICK_APPLY does, as code.
+//!
+//! Guards (quality and goal gates): confidence < 60 turns `proceed` into `fix`; a `fix` at
+//! `retry_count >= max_retries` becomes `escalate` (W002); a `fix` with confidence > 95 after a
+//! retry *suggests* `proceed` (reported, not applied: `--dry-run` shows it before deciding).
+//!
+//! Release protocol, with seed 003's defect fixed: the gate is *consumed* by its verdict
+//! (completed, confirmed, `verdict` recorded, active pointer released). A `fix` inserts the
+//! template of the gate, which closes with exactly one follow-up gate carrying `retry + 1`;
+//! the seed's literal protocol would also put the gate itself back to pending *before* the fix
+//! steps, so it would be evaluated again before any fix ran, and duplicated.
+//!
+//! Every settled gate appends a line to `decisions.ndjson` (before status.json is written).
+
+use crate::ralph::Context;
+use crate::ralph::chain::{self, Item};
+use crate::ralph::decisions;
+use crate::ralph::error::{RalphError, Result};
+use crate::ralph::session::Session;
+use crate::ralph::store::{self, Change};
+use crate::ralph::time;
+use crate::ralph::verbs::{Output, index_in, parse_index};
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, Default)]
+pub struct DecideArgs {
+    pub index: String,
+    pub verdict: String,
+    pub confidence: String,
+    pub reason: Option<String>,
+    pub gaps: Vec<String>,
+    pub dry_run: bool,
+    pub expect_revision: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Quality,
+    Goal,
+    Scope,
+    Structural,
+}
+
+fn class(gate: &str) -> Class {
+    match gate {
+        "post-verify" | "post-business-test" | "post-review" | "post-test" => Class::Quality,
+        "post-goal-audit" => Class::Goal,
+        "post-analyze-scope" => Class::Scope,
+        _ => Class::Structural,
+    }
+}
+
+fn kind(class: Class) -> &'static str {
+    match class {
+        Class::Quality => "quality-gate",
+        Class::Goal => "goal-gate",
+        Class::Scope => "scope-gate",
+        Class::Structural => "structural-gate",
+    }
+}
+
+/// The verdict the guards make of the requested one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Adjusted {
+    pub verdict: &'static str,
+    pub guards: Vec<String>,
+    pub warnings: Vec<String>,
+    pub suggested: Option<&'static str>,
+    pub close_call: bool,
+}
+
+/// Seed 003's S_TICK_APPLY guards for quality and goal gates.
+pub fn apply_guards(
+    requested: &'static str,
+    confidence: u8,
+    retry: u64,
+    max: u64,
+    guarded: bool,
+) -> Adjusted {
+    let mut a = Adjusted {
+        verdict: requested,
+        guards: Vec::new(),
+        warnings: Vec::new(),
+        suggested: None,
+        close_call: (50..=70).contains(&confidence),
+    };
+    if !guarded {
+        return a;
+    }
+    if a.verdict == "proceed" && confidence < 60 {
+        a.verdict = "fix";
+        a.guards
+            .push(format!("confidence {confidence} < 60: proceed → fix"));
+    }
+    if a.verdict == "fix" && retry >= max {
+        a.verdict = "escalate";
+        a.guards
+            .push(format!("retries {retry}/{max} reached: fix → escalate"));
+        a.warnings.push("W002: max retries, escalating".into());
+    }
+    if a.verdict == "fix" && confidence > 95 && retry > 0 {
+        a.suggested = Some("proceed");
+    }
+    if confidence < 60 {
+        a.warnings
+            .push(format!("W004: low confidence ({confidence})"));
+    }
+    a
+}
+
+pub fn parse_verdict(raw: &str) -> Result<&'static str> {
+    ["proceed", "fix", "escalate"]
+        .into_iter()
+        .find(|v| v.eq_ignore_ascii_case(raw))
+        .ok_or_else(|| {
+            RalphError::usage(
+                "VERDICT_INVALID",
+                format!("--verdict must be one of: proceed, fix, escalate (got \"{raw}\")"),
+            )
+        })
+}
+
+pub fn parse_confidence(raw: &str) -> Result<u8> {
+    raw.parse::<u8>().ok().filter(|c| *c <= 100).ok_or_else(|| {
+        RalphError::usage(
+            "CONFIDENCE_INVALID",
+            format!("--confidence must be an integer from 0 to 100 (got \"{raw}\")"),
+        )
+    })
+}
+
+/// What deciding did.
+struct Decided {
+    index: usize,
+    gate: String,
+    requested: &'static str,
+    adjusted: Adjusted,
+    inserted: usize,
+    effect: &'static str,
+    record: Value,
+}
+
+pub fn run(ctx: &Context, session: Option<&str>, args: &DecideArgs) -> Result<Output> {
+    let requested = parse_verdict(&args.verdict)?;
+    let confidence = parse_confidence(&args.confidence)?;
+    parse_index(&args.index)?;
+    let (d, s) = store::transact(ctx, session, args.expect_revision, |s| {
+        if s.status() != "running" {
+            return Err(RalphError::NotRunning {
+                status: s.status().to_string(),
+            });
+        }
+        let index = index_in(&args.index, s.len())?;
+        let (gate, retry, max) = claimable_gate(s, index)?;
+        let class = class(&gate);
+        let guarded = matches!(class, Class::Quality | Class::Goal);
+        let adjusted = apply_guards(requested, confidence, retry, max, guarded);
+        let (effect, inserted) = if args.dry_run {
+            ("dry-run", 0)
+        } else {
+            settle(ctx, s, index, &gate, class, &adjusted, &args.gaps)?
+        };
+        let revision = s.revision() + 1;
+        let record = json!({
+            "id": format!("DEC-{}-{revision}", time::now_millis()),
+            "timestamp": time::now_iso(),
+            "source": "ralph",
+            "node_id": gate,
+            "type": kind(class),
+            "verdict": adjusted.verdict,
+            "confidence_score": confidence,
+            "close_call": adjusted.close_call,
+            "summary": args.reason.clone().unwrap_or_default(),
+            "session_id": s.id,
+            "step_index": index,
+            "requested_verdict": requested,
+            "guards": adjusted.guards,
+            "suggested": adjusted.suggested,
+            "retry_count": retry,
+            "max_retries": max,
+            "gaps": args.gaps,
+            "effect": effect,
+            "inserted": inserted,
+            "revision": revision,
+        });
+        let decided = Decided {
+            index,
+            gate,
+            requested,
+            adjusted,
+            inserted,
+            effect,
+            record,
+        };
+        if args.dry_run {
+            return Ok(Change::keep(decided));
+        }
+        decisions::append(&s.dir, &decided.record)?;
+        Ok(Change::write(decided))
+    })?;
+    Ok(report(&s, &d, args))
+}
+
+/// The gate at `index`, if it may be decided now: a decision node, pending (or running and
+/// claimed by the caller through a hand edit, as maestro's skill does), nothing else active,
+/// and every earlier step finished (a gate judges the steps before it).
+fn claimable_gate(s: &Session, index: usize) -> Result<(String, u64, u64)> {
+    let step = s.step(index).ok_or(RalphError::NoClaim)?;
+    let Some(gate) = step.decision() else {
+        return Err(RalphError::NotDecision { index });
+    };
+    let active = s.active_index();
+    if active.is_some_and(|a| a != index) {
+        return Err(RalphError::NotActiveStep { index, active });
+    }
+    match step.status() {
+        "pending" => {}
+        "running" if active == Some(index) => {}
+        other => {
+            return Err(RalphError::StepState {
+                index,
+                status: format!("\"{other}\""),
+                action: "decide it (only a pending gate is decided)",
+            });
+        }
+    }
+    if let Some(blocking) = s
+        .all_steps()
+        .take(index)
+        .find(|st| !matches!(st.status(), "completed" | "skipped"))
+    {
+        return Err(RalphError::GateOrder {
+            index,
+            gate: gate.to_string(),
+            blocking: blocking.index(),
+            blocking_status: blocking.status().to_string(),
+        });
+    }
+    Ok((gate.to_string(), step.retry_count(), step.max_retries()))
+}
+
+/// Applies the adjusted verdict. Returns what happened and how many steps were inserted.
+fn settle(
+    ctx: &Context,
+    s: &mut Session,
+    index: usize,
+    gate: &str,
+    class: Class,
+    adjusted: &Adjusted,
+    gaps: &[String],
+) -> Result<(&'static str, usize)> {
+    let verdict = adjusted.verdict;
+    let items: Option<Vec<Item>> = match (class, verdict) {
+        (_, "proceed") => None,
+        (Class::Quality | Class::Goal, "fix") => {
+            let retry = s.step(index).map_or(0, |st| st.retry_count()) + 1;
+            chain::template_items(gate, gaps, retry)
+        }
+        (Class::Quality | Class::Goal, _) => Some(chain::escalate_items(gaps)),
+        (_, "fix") => {
+            return Err(RalphError::VerdictNotApplicable {
+                gate: gate.to_string(),
+                verdict: verdict.to_string(),
+            });
+        }
+        // escalate on a scope or structural gate: a person decides; the gate stays pending.
+        _ => {
+            s.set("status", json!("paused"));
+            s.release();
+            if s.step(index).is_some_and(|st| st.status() == "running") {
+                s.set_step(index, "status", json!("pending"));
+            }
+            return Ok(("paused", 0));
+        }
+    };
+    let inserted = match &items {
+        Some(items) => chain::insert_after(ctx, s, index, items)?,
+        None => 0,
+    };
+    consume(s, index, verdict);
+    if verdict == "proceed"
+        && class == Class::Quality
+        && let Some(Value::Array(passed)) = s.doc.get_mut("passed_gates")
+        && !passed.iter().any(|g| g.as_str() == Some(gate))
+    {
+        passed.push(json!(gate));
+    }
+    if verdict == "proceed" && finished(s) {
+        s.set("status", json!("completed"));
+        return Ok(("session-completed", inserted));
+    }
+    Ok((
+        if inserted > 0 {
+            "inserted"
+        } else {
+            "completed"
+        },
+        inserted,
+    ))
+}
+
+/// The gate yielded its verdict: completed, confirmed, released.
+fn consume(s: &mut Session, index: usize, verdict: &str) {
+    s.set_step(index, "status", json!("completed"));
+    s.set_step(index, "completion_confirmed", json!(true));
+    s.set_step(index, "completed_at", json!(time::now_iso()));
+    s.set_step(index, "verdict", json!(verdict));
+    s.release();
+}
+
+/// A_COMPLETE_SESSION's test: nothing left to run, every non-skipped step confirmed, and the
+/// sub-goals all done when the session has them.
+fn finished(s: &Session) -> bool {
+    let steps_done = s
+        .all_steps()
+        .all(|st| st.status() == "skipped" || (st.status() == "completed" && st.confirmed()));
+    let goals_done = match s.doc.get("task_decomposition") {
+        Some(Value::Array(goals)) if !goals.is_empty() => {
+            s.doc
+                .get("task_decomposition_all_done")
+                .and_then(Value::as_bool)
+                == Some(true)
+        }
+        _ => true,
+    };
+    steps_done && goals_done
+}
+
+fn report(s: &Session, d: &Decided, args: &DecideArgs) -> Output {
+    let mut text = String::new();
+    let reason = args
+        .reason
+        .as_deref()
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default();
+    let prefix = if args.dry_run { "[dry-run] " } else { "" };
+    text.push_str(&format!(
+        "{prefix}◆ Decision: {} [step {}] → {}{reason}\n",
+        d.gate, d.index, d.adjusted.verdict
+    ));
+    if d.requested != d.adjusted.verdict {
+        text.push_str(&format!("  requested: {}\n", d.requested));
+    }
+    for g in &d.adjusted.guards {
+        text.push_str(&format!("  guard: {g}\n"));
+    }
+    for w in &d.adjusted.warnings {
+        text.push_str(&format!("  {w}\n"));
+    }
+    if let Some(sug) = d.adjusted.suggested {
+        text.push_str(&format!(
+            "  suggestion: {sug} (confidence > 95 after a retry; not applied — decide again with --verdict {sug} if you agree)\n"
+        ));
+    }
+    if d.adjusted.close_call {
+        text.push_str("  close call (confidence 50–70)\n");
+    }
+    match d.effect {
+        "inserted" => text.push_str(&format!(
+            "  +{} steps inserted after step {}\n",
+            d.inserted, d.index
+        )),
+        "paused" => text.push_str("  session paused — a person has to look at this gate\n"),
+        "session-completed" => text.push_str(&format!("  session completed\n  {} done\n", s.id)),
+        _ => {}
+    }
+    let json = json!({
+        "ok": true,
+        "session_id": s.id,
+        "index": d.index,
+        "gate": d.gate,
+        "requested": d.requested,
+        "verdict": d.adjusted.verdict,
+        "guards": d.adjusted.guards,
+        "warnings": d.adjusted.warnings,
+        "suggested": d.adjusted.suggested,
+        "close_call": d.adjusted.close_call,
+        "effect": d.effect,
+        "inserted": d.inserted,
+        "dry_run": args.dry_run,
+        "session_status": s.status(),
+        "revision": s.revision(),
+        "decision": d.record,
+    });
+    Output::new(json).out(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guards() {
+        let a = apply_guards("proceed", 55, 0, 2, true);
+        assert_eq!(a.verdict, "fix");
+        assert!(a.close_call);
+        assert_eq!(a.warnings, ["W004: low confidence (55)"]);
+        assert_eq!(apply_guards("fix", 80, 2, 2, true).verdict, "escalate");
+        assert_eq!(apply_guards("proceed", 30, 2, 2, true).verdict, "escalate");
+        assert_eq!(apply_guards("proceed", 80, 2, 2, true).verdict, "proceed");
+        let a = apply_guards("fix", 97, 1, 2, true);
+        assert_eq!((a.verdict, a.suggested), ("fix", Some("proceed")));
+        assert_eq!(apply_guards("fix", 97, 0, 2, true).suggested, None);
+        assert_eq!(apply_guards("proceed", 10, 5, 2, false).verdict, "proceed");
+    }
+}

@@ -1,0 +1,171 @@
+//! `session`: maestro's summary of a session (the same lines), plus its revision and the
+//! owner of the active claim.
+
+use super::check::js_text;
+use crate::ralph::Context;
+use crate::ralph::discovery::{self, Pick};
+use crate::ralph::error::Result;
+use crate::ralph::session::Session;
+use crate::ralph::verbs::Output;
+use serde_json::{Value, json};
+
+pub fn run(ctx: &Context, session: Option<&str>) -> Result<Output> {
+    let s = discovery::find(ctx, session, Pick::Any)?.into_session()?;
+    Ok(Output::new(summary_json(&s)).out(text(&s)))
+}
+
+/// `x ?? '(n/a)'` / `x || '(n/a)'`
+fn or_na(v: Option<&Value>, falsy_too: bool) -> String {
+    match v {
+        None | Some(Value::Null) => "(n/a)".into(),
+        Some(Value::String(s)) if falsy_too && s.is_empty() => "(n/a)".into(),
+        Some(v) => js_text(v),
+    }
+}
+
+fn text(s: &Session) -> String {
+    let d = &s.doc;
+    let completed = s.all_steps().filter(|x| x.status() == "completed").count();
+    let active = s.active_index();
+    let mut out = String::new();
+    let mut line = |k: &str, v: String| out.push_str(&format!("{:<19}{v}\n", format!("{k}:")));
+    line("session", s.id.clone());
+    line("status", s.status().to_string());
+    line("lifecycle", or_na(d.get("lifecycle_position"), false));
+    let new = if d.get("phase_is_new").and_then(Value::as_bool) == Some(true) {
+        " (new)"
+    } else {
+        ""
+    };
+    line("phase", format!("{}{new}", or_na(d.get("phase"), false)));
+    line("milestone", or_na(d.get("milestone"), true));
+    line("quality_mode", or_na(d.get("quality_mode"), false));
+    line("planning_mode", or_na(d.get("planning_mode"), false));
+    line(
+        "protocol_version",
+        d.get("ralph_protocol_version")
+            .filter(|v| !v.is_null())
+            .map_or("0 (legacy)".into(), js_text),
+    );
+    line("progress", format!("{completed}/{}", s.len()));
+    line(
+        "active_step_index",
+        active.map_or("(idle)".into(), |a| a.to_string()),
+    );
+    line("revision", s.revision().to_string());
+    if let Some(step) = active.and_then(|a| s.step(a)) {
+        out.push_str(&format!("\n  ▸ step {}: {}\n", step.index(), step.label()));
+        out.push_str(&format!("    status:  {}\n", step.status()));
+        if let Some(cp) = step.command_path() {
+            out.push_str(&format!("    command: {cp}\n"));
+        }
+        if let Some(load) = step.get("load").and_then(Value::as_object)
+            && let Some(at) = load.get("loaded_at").and_then(Value::as_str)
+        {
+            let n = |k: &str| load.get(k).and_then(Value::as_array).map_or(0, Vec::len);
+            out.push_str(&format!(
+                "    loaded:  {at} (req: {}, def: {})\n",
+                n("required_files"),
+                n("deferred_files")
+            ));
+        }
+        if let Some(claim) = s.claim_on(step.index())
+            && let Some(owner) = claim.owner
+        {
+            let since = claim.claimed_at.unwrap_or_default();
+            out.push_str(&format!("    owner:   {owner} since {since}\n"));
+        }
+    }
+    let goals = goals(s);
+    if !goals.is_empty() {
+        let done = goals.iter().filter(|g| g.status == "done").count();
+        out.push_str(&format!("\n  sub-goals: {done}/{}\n", goals.len()));
+        for g in &goals {
+            let mark = if g.status == "done" { "[x]" } else { "[ ]" };
+            out.push_str(&format!("    {mark} {}: {}\n", g.id, g.goal));
+        }
+    }
+    out
+}
+
+pub struct Goal {
+    pub id: String,
+    pub goal: String,
+    pub status: String,
+    pub done_when: String,
+    pub evidence: String,
+    pub confirmed: bool,
+}
+
+pub fn goals(s: &Session) -> Vec<Goal> {
+    let text = |g: &Value, k: &str| g.get(k).map_or(String::new(), js_text);
+    s.doc
+        .get("task_decomposition")
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .map(|g| Goal {
+                    id: text(g, "id"),
+                    goal: text(g, "goal"),
+                    status: text(g, "status"),
+                    done_when: text(g, "done_when"),
+                    evidence: text(g, "evidence"),
+                    confirmed: g.get("completion_confirmed").and_then(Value::as_bool) == Some(true),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The stable read model of a session (`session --json`, `status --json`).
+pub fn summary_json(s: &Session) -> Value {
+    let d = &s.doc;
+    let steps: Vec<Value> = s
+        .all_steps()
+        .map(|st| {
+            json!({
+                "index": st.index(),
+                "kind": if st.decision().is_some() { "decision" } else { "exec" },
+                "skill": st.skill(),
+                "args": st.args(),
+                "decision": st.decision(),
+                "stage": st.stage(),
+                "status": st.status(),
+                "completion_confirmed": st.confirmed(),
+                "completion_status": st.get("completion_status").cloned().unwrap_or(Value::Null),
+                "command_scope": st.command_scope(),
+                "command_path": st.command_path(),
+                "retry_count": st.retry_count(),
+                "max_retries": st.max_retries(),
+                "verdict": st.get("verdict").cloned().unwrap_or(Value::Null),
+                "goal_ref": st.get("goal_ref").cloned().unwrap_or(Value::Null),
+            })
+        })
+        .collect();
+    let confirmed = s.all_steps().filter(|x| x.confirmed()).count();
+    let completed = s.all_steps().filter(|x| x.status() == "completed").count();
+    let claim = s
+        .claim()
+        .map(|c| json!({"index": c.index, "owner": c.owner, "claimed_at": c.claimed_at}));
+    json!({
+        "ok": true,
+        "session_id": s.id,
+        "source": d.get("source").cloned().unwrap_or(Value::Null),
+        "status": s.status(),
+        "revision": s.revision(),
+        "intent": s.intent(),
+        "lifecycle_position": d.get("lifecycle_position").cloned().unwrap_or(Value::Null),
+        "phase": d.get("phase").cloned().unwrap_or(Value::Null),
+        "milestone": d.get("milestone").cloned().unwrap_or(Value::Null),
+        "quality_mode": d.get("quality_mode").cloned().unwrap_or(Value::Null),
+        "planning_mode": d.get("planning_mode").cloned().unwrap_or(Value::Null),
+        "protocol_version": d.get("ralph_protocol_version").cloned().unwrap_or(Value::Null),
+        "progress": {"completed": completed, "confirmed": confirmed, "total": s.len()},
+        "active_step_index": s.active_index(),
+        "claim": claim,
+        "steps": steps,
+        "sub_goals": d.get("task_decomposition").cloned().unwrap_or(Value::Null),
+        "path": s.status_path(),
+    })
+}

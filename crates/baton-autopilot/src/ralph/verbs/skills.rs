@@ -1,0 +1,28 @@
+//! `skills [--json] [--quiet] [--platform claude|codex]`.
+
+use crate::ralph::Context;
+use crate::ralph::error::{RalphError, Result};
+use crate::ralph::skills::{self, PLATFORMS};
+use crate::ralph::verbs::Output;
+use serde_json::Value;
+
+pub fn run(ctx: &Context, platform: Option<&str>, quiet: bool) -> Result<Output> {
+    if let Some(p) = platform
+        && !PLATFORMS.contains(&p)
+    {
+        return Err(RalphError::usage(
+            "PLATFORM_INVALID",
+            format!("--platform must be \"claude\" or \"codex\" (got \"{p}\")"),
+        ));
+    }
+    let entries = skills::scan(ctx, platform);
+    let json = Value::Array(
+        entries
+            .iter()
+            .filter_map(|e| serde_json::to_value(e).ok())
+            .collect(),
+    );
+    Ok(Output::new(json)
+        .lines()
+        .out(skills::table(&entries, quiet, platform)))
+}
