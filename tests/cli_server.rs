@@ -73,6 +73,25 @@ fn waiting_run(baton: &Baton, tmp: &Path) -> (String, std::path::PathBuf) {
     (first.json()["runId"].as_str().unwrap().to_string(), trace)
 }
 
+/// `baton answer` in a child process, once its call has reached a model that never answers.
+fn answer_hanging(baton: &Baton, server: &ScriptedServer, id: &str) -> Killed {
+    let driver = Killed(
+        baton_with_model(
+            baton,
+            &server.base_url(),
+            &["answer", id, "1-2-user-authentication", "--non-interactive"],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap(),
+    );
+    wait_for("the answer reaches the model", || {
+        !server.received().is_empty()
+    });
+    driver
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signal_stops_the_run_and_leaves_it_resumable() {
     for signal in ["-INT", "-TERM"] {
@@ -80,25 +99,7 @@ async fn a_signal_stops_the_run_and_leaves_it_resumable() {
         let tmp = tempfile::tempdir().unwrap();
         let (id, _) = waiting_run(&baton, tmp.path());
         let server = ScriptedServer::start(vec![Reply::Hang]).await.unwrap();
-        let mut driver = Killed(
-            baton_with_model(
-                &baton,
-                &server.base_url(),
-                &[
-                    "answer",
-                    &id,
-                    "1-2-user-authentication",
-                    "--non-interactive",
-                ],
-            )
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-        );
-        wait_for("the answer reaches the model", || {
-            !server.received().is_empty()
-        });
+        let mut driver = answer_hanging(&baton, &server, &id);
         let sent = Command::new("kill")
             .args([signal, &driver.0.id().to_string()])
             .status()
@@ -141,26 +142,8 @@ async fn a_second_driver_is_refused_and_a_dead_drivers_lock_is_taken_over() {
 
     // The first driver: its model call never returns.
     let server = ScriptedServer::start(vec![Reply::Hang]).await.unwrap();
-    let holder = Killed(
-        baton_with_model(
-            &baton,
-            &server.base_url(),
-            &[
-                "answer",
-                &id,
-                "1-2-user-authentication",
-                "--non-interactive",
-            ],
-        )
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap(),
-    );
+    let holder = answer_hanging(&baton, &server, &id);
     let pid = holder.0.id();
-    wait_for("the answer reaches the model", || {
-        !server.received().is_empty()
-    });
     assert_eq!(listed(&baton, &id)["phase"], "running");
     assert!(
         listed(&baton, &id).get("interrupted").is_none(),

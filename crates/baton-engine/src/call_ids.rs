@@ -75,15 +75,12 @@ mod tests {
             _: CallOptions<'a>,
         ) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
             Box::pin(async {
-                let mut message = Message::assistant("");
-                message.tool_calls = ["call_0", "call_1", "", "call_1"]
-                    .iter()
-                    .map(|id| ToolCall {
-                        id: (*id).into(),
-                        name: "fs.read".into(),
-                        arguments: "{}".into(),
-                    })
-                    .collect();
+                let message = Message::assistant_calls(
+                    ["call_0", "call_1", "", "call_1"]
+                        .iter()
+                        .map(|id| ToolCall::new(*id, "fs.read", "{}"))
+                        .collect(),
+                );
                 Ok(ChatResponse {
                     message,
                     finish_reason: None,

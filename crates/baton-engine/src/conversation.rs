@@ -170,16 +170,11 @@ mod tests {
     use baton_llm::ToolCall;
 
     fn calls(ids: &[&str]) -> Message {
-        let mut m = Message::assistant("");
-        m.tool_calls = ids
-            .iter()
-            .map(|id| ToolCall {
-                id: (*id).into(),
-                name: "fs.read".into(),
-                arguments: "{}".into(),
-            })
-            .collect();
-        m
+        Message::assistant_calls(
+            ids.iter()
+                .map(|id| ToolCall::new(*id, "fs.read", "{}"))
+                .collect(),
+        )
     }
 
     fn log(dir: &Path, steps: &[Vec<Message>]) -> std::path::PathBuf {

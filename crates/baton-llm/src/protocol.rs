@@ -83,16 +83,11 @@ mod tests {
     use crate::types::ToolCall;
 
     fn call(ids: &[&str]) -> Message {
-        let mut m = Message::assistant("");
-        m.tool_calls = ids
-            .iter()
-            .map(|id| ToolCall {
-                id: (*id).into(),
-                name: "fs.read".into(),
-                arguments: "{}".into(),
-            })
-            .collect();
-        m
+        Message::assistant_calls(
+            ids.iter()
+                .map(|id| ToolCall::new(*id, "fs.read", "{}"))
+                .collect(),
+        )
     }
 
     fn result(id: &str) -> Message {

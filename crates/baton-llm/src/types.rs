@@ -81,6 +81,29 @@ impl Message {
     pub fn text(&self) -> &str {
         self.content.as_deref().unwrap_or("")
     }
+
+    /// An assistant message that calls tools (no text).
+    pub fn assistant_calls(calls: Vec<ToolCall>) -> Message {
+        Message {
+            content: None,
+            tool_calls: calls,
+            ..Message::new(Role::Assistant, "")
+        }
+    }
+}
+
+impl ToolCall {
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
