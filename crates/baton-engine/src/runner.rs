@@ -161,6 +161,18 @@ pub async fn start(
     start: StartRun<'_>,
     settings: Settings<'_>,
 ) -> Result<Finished, RunnerError> {
+    let claimed = create(store, start, &serde_json::Map::new())?;
+    drive(&claimed, settings).await
+}
+
+/// Validates and installs the package and creates the run with `variables` in its state
+/// (`baton run --var`), without driving it: the caller learns the run id (and may record it)
+/// before the first model call, then drives it with [`continue_claimed`].
+pub fn create(
+    store: &Store,
+    start: StartRun<'_>,
+    variables: &serde_json::Map<String, Value>,
+) -> Result<Claimed, RunnerError> {
     let report = validate_path(
         start.package,
         &ValidateOptions {
@@ -188,26 +200,28 @@ pub async fn start(
         Some(a) => a.to_string(),
         None => default_agent(&package, &workflow.graph),
     };
-    let run = project.create_run(NewRun {
-        package: &package,
-        installed: &installed,
-        workflow_ref: start.workflow,
-        agent_id: &agent,
-    })?;
+    let run = project.create_run_with_variables(
+        NewRun {
+            package: &package,
+            installed: &installed,
+            workflow_ref: start.workflow,
+            agent_id: &agent,
+        },
+        variables,
+    )?;
     let lock = driver_lock::acquire(
         &project.run_paths(&run.run_id).dir,
         &run.run_id,
         "baton run",
     )?;
-    let claimed = Claimed {
+    Ok(Claimed {
         project,
         run,
         package,
         package_root: installed.path,
         continuation: Continuation::Start,
         _lock: lock,
-    };
-    drive(&claimed, settings).await
+    })
 }
 
 /// The entry node's agent, else the first agent of the package.

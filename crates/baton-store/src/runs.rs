@@ -531,6 +531,17 @@ impl Project {
     /// under a hidden name in `staging/` and renamed into `runs/`, then the index records it; if
     /// that fails the directory is removed, so no caller ever sees half a run.
     pub fn create_run(&self, new: NewRun<'_>) -> Result<RunMetadata, RunError> {
+        self.create_run_with_variables(new, &Map::new())
+    }
+
+    /// [`Project::create_run`] with `variables` set in the new state (`baton run --var`, the
+    /// epic autopilot's phase inputs). `workflowStatus` is the engine's to set and is refused.
+    pub fn create_run_with_variables(
+        &self,
+        new: NewRun<'_>,
+        variables: &Map<String, Value>,
+    ) -> Result<RunMetadata, RunError> {
+        check_variables(variables)?;
         if new.installed.sha256 != new.package.content_sha256() {
             return Err(RunError::PackageMismatch {
                 id: new.installed.id.clone(),
@@ -567,6 +578,7 @@ impl Project {
             new.agent_id,
             &workflow.id,
             &now,
+            variables,
         )?;
         let meta = RunMetadata {
             run_id: run_id.clone(),
@@ -769,13 +781,37 @@ fn remove_old_hidden_dirs(dir: &Path, min_age: Duration) -> Result<usize, RunErr
     Ok(removed)
 }
 
-/// The selected workflow's `workflow.md` with the run fields forced and the progress reset.
+/// Variables a run may be created with: named, and not the completion flag (a run created
+/// `complete` would skip its whole graph).
+fn check_variables(variables: &Map<String, Value>) -> Result<(), RunError> {
+    let bad = |message: String| RunError::Workflow {
+        code: "RUN_VARIABLE_INVALID",
+        message,
+        hint: Some("pass variables as --var KEY=VALUE with a non-empty KEY".into()),
+    };
+    for key in variables.keys() {
+        if key.trim().is_empty() {
+            return Err(bad("a run variable has an empty name".into()));
+        }
+        if key == "workflowStatus" {
+            return Err(bad(
+                "variable workflowStatus cannot be set at creation: only the run completes itself"
+                    .into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The selected workflow's `workflow.md` with the run fields forced, the progress reset and
+/// the creation variables set.
 fn initial_state(
     template: &str,
     run_id: &str,
     agent: &str,
     workflow_ref: &str,
     now: &str,
+    variables: &Map<String, Value>,
 ) -> Result<String, RunError> {
     let mut doc = StateDoc::parse(template).map_err(|e| RunError::StateInit(e.to_string()))?;
     let fields = doc.fields_mut();
@@ -786,7 +822,7 @@ fn initial_state(
         ("updatedAt", Value::from(now)),
         ("currentNodeId", Value::from("")),
         ("stepsCompleted", Value::Array(Vec::new())),
-        ("variables", Value::Object(Map::new())),
+        ("variables", Value::Object(variables.clone())),
         ("decisionLog", Value::Array(Vec::new())),
         ("artifacts", Value::Array(Vec::new())),
     ] {

@@ -31,6 +31,8 @@ pub enum Command {
     Chat(ChatArgs),
     /// Run the bundled create-story example on a copy of the sample project, offline.
     Demo(DemoArgs),
+    /// Lifecycle sessions: maestro's `ralph` CLI (.workflow/.maestro/*/status.json) with locks.
+    Ralph(crate::commands::ralph::RalphArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -81,8 +83,21 @@ pub struct RunArgs {
     /// Ask the model to confirm with the user between nodes.
     #[arg(long)]
     pub no_autopilot: bool,
+    /// Set a state variable when the run is created (repeatable), e.g. `--var storyKey=1-2-login`.
+    #[arg(long = "var", value_name = "KEY=VALUE", value_parser = parse_var)]
+    pub vars: Vec<(String, String)>,
     #[command(flatten)]
     pub model: ModelArgs,
+}
+
+/// `KEY=VALUE`, split at the first `=`; the value may be empty, the key may not.
+fn parse_var(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => {
+            Ok((key.trim().to_string(), value.to_string()))
+        }
+        _ => Err(format!("expected KEY=VALUE, got {text:?}")),
+    }
 }
 
 #[derive(Debug, Args)]

@@ -220,9 +220,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         workflow: args.workflow.as_deref(),
         agent: args.agent.as_deref(),
     };
+    let variables: serde_json::Map<String, serde_json::Value> = args
+        .vars
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str())))
+        .collect();
     let runtime = runtime()?;
     let _signals = signals::watch(&runtime, settings.cancel.clone());
-    let result = runtime.block_on(runner::start(&store, start, settings));
+    let result = match runner::create(&store, start, &variables) {
+        Ok(claimed) => runtime.block_on(runner::continue_claimed(claimed, settings)),
+        Err(e) => Err(e),
+    };
     bar.finish();
     present(result, &args.model, recorder.as_ref())
 }
