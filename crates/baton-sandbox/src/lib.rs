@@ -16,8 +16,9 @@
 //!   and the kernel keyring are refused;
 //! - **network**: a new, empty network namespace (loopback only), or where namespaces are
 //!   not allowed, seccomp refusing IPv4/IPv6 sockets;
-//! - **protected paths**: a private mount namespace in which the read-only paths are bind
-//!   mounts remounted read-only;
+//! - **protected paths**: a private mount namespace in which every mount is read-only except
+//!   the writable directories (so not even `chmod` reaches a file outside them), and the
+//!   read-only paths inside those are bind mounts remounted read-only;
 //! - **limits**: `RLIMIT_NPROC`, `RLIMIT_AS`, `RLIMIT_CPU`, no core dumps; capabilities
 //!   dropped and `no_new_privs` set.
 //!
@@ -83,6 +84,9 @@ pub struct Capabilities {
     pub seccomp: bool,
     /// New network and mount namespaces.
     pub namespaces: NamespaceMode,
+    /// In a new mount namespace, every mount can be made read-only (`mount_setattr`, 5.12+)
+    /// with the writable directories bound read-write over it.
+    pub readonly_root: bool,
     /// The process runs as root: `RLIMIT_NPROC` is not enforced for its children.
     pub root: bool,
 }
@@ -95,6 +99,7 @@ impl Capabilities {
             landlock_abi: None,
             seccomp: false,
             namespaces: NamespaceMode::Unavailable,
+            readonly_root: false,
             root: false,
         }
     }
@@ -144,7 +149,13 @@ impl Capabilities {
             LayerReport {
                 layer: Layer::ProtectedPaths,
                 available: ns,
-                how: format!("read-only bind mounts, {ns_how}"),
+                how: if self.readonly_root {
+                    format!(
+                        "every mount read-only but the writable directories, protected paths bound read-only, {ns_how}"
+                    )
+                } else {
+                    format!("protected paths bound read-only, {ns_how}")
+                },
             },
             LayerReport {
                 layer: Layer::Limits,

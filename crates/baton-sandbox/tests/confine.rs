@@ -98,6 +98,43 @@ fn writes_only_beneath_the_writable_directory() {
 }
 
 #[test]
+fn nothing_outside_changes_not_even_modes() {
+    let d = dirs();
+    let s = spec(&d);
+    if !full_sandbox(&s) {
+        return;
+    }
+    let victim = d.outside.join("victim");
+    std::fs::write(&victim, "v").unwrap();
+    let mode = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+    };
+    let before = mode(&victim);
+    std::fs::write(d.project.join("tool"), "#!/bin/sh\n").unwrap();
+    let out = run_sh(
+        &s,
+        &d.project,
+        &format!(
+            "chmod 777 {v}; touch -d 2001-01-01 {v}; chmod u+s tool; cd .git && echo x > from-inside; echo done",
+            v = victim.display()
+        ),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "done",
+        "{out:?}"
+    );
+    assert_eq!(mode(&victim), before, "{out:?}");
+    assert_eq!(
+        mode(&d.project.join("tool")) & 0o4000,
+        0,
+        "no set-user-ID bit"
+    );
+    assert!(!d.project.join(".git/from-inside").exists(), "{out:?}");
+}
+
+#[test]
 fn denied_paths_are_unreadable() {
     let d = dirs();
     let s = spec(&d);

@@ -12,15 +12,17 @@ use std::os::fd::{AsRawFd, OwnedFd};
 const MARK: i32 = 0x4261_0000;
 
 /// The steps, in order; their index is reported on failure.
-pub const STEPS: [&str; 12] = [
+pub const STEPS: [&str; 14] = [
     "process group",
     "resource limits",
+    "working directory",
     "namespaces",
     "user namespace maps",
     "private mounts",
+    "read-only root",
+    "writable bind mounts",
     "read-only bind mounts",
     "loopback",
-    "working directory",
     "capabilities",
     "no_new_privs",
     "Landlock",
@@ -29,15 +31,28 @@ pub const STEPS: [&str; 12] = [
 
 const STEP_PGROUP: i32 = 0;
 const STEP_RLIMIT: i32 = 1;
-const STEP_UNSHARE: i32 = 2;
-const STEP_MAPS: i32 = 3;
-const STEP_PRIVATE: i32 = 4;
-const STEP_BIND: i32 = 5;
-const STEP_CWD: i32 = 7;
-const STEP_CAPS: i32 = 8;
-const STEP_NNP: i32 = 9;
-const STEP_LANDLOCK: i32 = 10;
-const STEP_SECCOMP: i32 = 11;
+const STEP_CWD: i32 = 2;
+const STEP_UNSHARE: i32 = 3;
+const STEP_MAPS: i32 = 4;
+const STEP_PRIVATE: i32 = 5;
+const STEP_RO_ROOT: i32 = 6;
+const STEP_RW_BIND: i32 = 7;
+const STEP_RO_BIND: i32 = 8;
+const STEP_CAPS: i32 = 10;
+const STEP_NNP: i32 = 11;
+const STEP_LANDLOCK: i32 = 12;
+const STEP_SECCOMP: i32 = 13;
+
+/// `struct mount_attr` of `mount_setattr(2)`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
 
 pub struct Bind {
     pub path: CString,
@@ -57,9 +72,14 @@ pub struct ChildSetup {
     pub unshare: c_int,
     pub user_maps: Option<UserMaps>,
     pub private_mounts: bool,
+    /// Every mount read-only (`mount_setattr`, recursive), then `rw_binds` bound read-write.
+    pub readonly_root: bool,
+    pub rw_binds: Vec<Bind>,
     pub binds: Vec<Bind>,
     pub loopback_up: bool,
     pub cwd: Option<OwnedFd>,
+    /// The working directory's path, entered again once the writable binds are in place.
+    pub cwd_path: Option<CString>,
     pub drop_caps: bool,
     pub last_cap: c_int,
     pub ruleset: Option<OwnedFd>,
@@ -119,6 +139,19 @@ impl ChildSetup {
                     return Err(fail(STEP_RLIMIT));
                 }
             }
+            // Before `unshare`: a new mount namespace moves the working directory onto its
+            // own copy of the mounts, while a directory descriptor would stay on the old ones
+            // (outside the read-only binds below).
+            if let Some(cwd) = &self.cwd
+                && libc::fchdir(cwd.as_raw_fd()) != 0
+            {
+                return Err(fail(STEP_CWD));
+            }
+            // Without a path from the caller, remember where the process stands (a stack
+            // buffer: nothing is allocated here).
+            let mut here = [0 as libc::c_char; 4096];
+            let here_known =
+                self.cwd_path.is_none() && !libc::getcwd(here.as_mut_ptr(), here.len()).is_null();
             if self.unshare != 0 && libc::unshare(self.unshare) != 0 {
                 return Err(fail(STEP_UNSHARE));
             }
@@ -142,29 +175,51 @@ impl ChildSetup {
             {
                 return Err(fail(STEP_PRIVATE));
             }
-            for bind in &self.binds {
-                let p = bind.path.as_ptr();
-                if libc::mount(p, p, std::ptr::null(), libc::MS_BIND, std::ptr::null()) != 0
-                    || libc::mount(
-                        std::ptr::null(),
-                        p,
-                        std::ptr::null(),
-                        libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | bind.keep_flags,
-                        std::ptr::null(),
-                    ) != 0
+            if self.readonly_root {
+                let attr = MountAttr {
+                    attr_set: MOUNT_ATTR_RDONLY,
+                    attr_clr: 0,
+                    propagation: 0,
+                    userns_fd: 0,
+                };
+                if libc::syscall(
+                    libc::SYS_mount_setattr,
+                    libc::AT_FDCWD,
+                    c"/".as_ptr(),
+                    libc::AT_RECURSIVE as libc::c_uint,
+                    &attr,
+                    std::mem::size_of::<MountAttr>(),
+                ) != 0
                 {
-                    return Err(fail(STEP_BIND));
+                    return Err(fail(STEP_RO_ROOT));
+                }
+                for bind in &self.rw_binds {
+                    if !bind_mount(bind, false) {
+                        return Err(fail(STEP_RW_BIND));
+                    }
+                }
+            }
+            for bind in &self.binds {
+                if !bind_mount(bind, true) {
+                    return Err(fail(STEP_RO_BIND));
+                }
+            }
+            // The working directory still points at the mount below the new binds: enter it
+            // again by path, so it is seen through them (read-only where they say so).
+            if self.readonly_root || !self.binds.is_empty() {
+                let path = match &self.cwd_path {
+                    Some(p) => p.as_ptr(),
+                    None if here_known => here.as_ptr(),
+                    None => std::ptr::null(),
+                };
+                if !path.is_null() && libc::chdir(path) != 0 {
+                    return Err(fail(STEP_CWD));
                 }
             }
             if self.loopback_up {
                 // Best effort: without it local servers of a test suite cannot listen, but
                 // nothing leaks.
                 loopback_up();
-            }
-            if let Some(cwd) = &self.cwd
-                && libc::fchdir(cwd.as_raw_fd()) != 0
-            {
-                return Err(fail(STEP_CWD));
             }
             if self.drop_caps {
                 for cap in 0..=self.last_cap {
@@ -210,6 +265,27 @@ impl ChildSetup {
             }
         }
         Ok(())
+    }
+}
+
+/// Binds `bind.path` onto itself and remounts it read-only or read-write, keeping the flags a
+/// user namespace may not drop.
+unsafe fn bind_mount(bind: &Bind, read_only: bool) -> bool {
+    let p = bind.path.as_ptr();
+    let mut flags = libc::MS_BIND | libc::MS_REMOUNT | bind.keep_flags;
+    if read_only {
+        flags |= libc::MS_RDONLY;
+    }
+    // SAFETY: `p` is NUL-terminated and outlives both calls.
+    unsafe {
+        libc::mount(p, p, std::ptr::null(), libc::MS_BIND, std::ptr::null()) == 0
+            && libc::mount(
+                std::ptr::null(),
+                p,
+                std::ptr::null(),
+                flags,
+                std::ptr::null(),
+            ) == 0
     }
 }
 

@@ -34,33 +34,30 @@ pub fn probe() -> Capabilities {
             seccomp: Some(seccomp::program(true)),
             ..ChildSetup::default()
         });
-    let namespaces = if in_child(&namespace_setup(
-        NamespaceMode::Direct,
-        true,
-        &probe_binds(),
-    )) {
+    let probe_dir = probe_dir();
+    let basic = |mode| in_child(&namespace_setup(mode, true, &[], &probe_dir, false));
+    let namespaces = if basic(NamespaceMode::Direct) {
         NamespaceMode::Direct
-    } else if in_child(&namespace_setup(
-        NamespaceMode::UserNamespace,
-        true,
-        &probe_binds(),
-    )) {
+    } else if basic(NamespaceMode::UserNamespace) {
         NamespaceMode::UserNamespace
     } else {
         NamespaceMode::Unavailable
     };
+    let readonly_root = namespaces != NamespaceMode::Unavailable
+        && in_child(&namespace_setup(namespaces, false, &probe_dir, &[], true));
     Capabilities {
         os: "linux",
         landlock_abi: u32::try_from(abi).ok().filter(|a| *a > 0),
         seccomp,
         namespaces,
+        readonly_root,
         // SAFETY: geteuid cannot fail.
         root: unsafe { libc::geteuid() } == 0,
     }
 }
 
-/// A directory to try a read-only bind mount on (inside the probe's own mount namespace).
-fn probe_binds() -> Vec<PathBuf> {
+/// A directory to try bind mounts on (inside the probe's own mount namespace).
+fn probe_dir() -> Vec<PathBuf> {
     std::env::temp_dir()
         .canonicalize()
         .into_iter()
@@ -94,20 +91,32 @@ fn in_child(setup: &ChildSetup) -> bool {
 }
 
 /// Namespace part of a setup: a new network namespace (when `net`), a private mount
-/// namespace with `binds` read-only, through a user namespace if `mode` says so.
-fn namespace_setup(mode: NamespaceMode, net: bool, binds: &[PathBuf]) -> ChildSetup {
+/// namespace with `ro` bound read-only and, with `readonly_root`, every other mount read-only
+/// but `rw`; through a user namespace if `mode` says so.
+fn namespace_setup(
+    mode: NamespaceMode,
+    net: bool,
+    rw: &[PathBuf],
+    ro: &[PathBuf],
+    readonly_root: bool,
+) -> ChildSetup {
     let mut setup = ChildSetup::default();
-    if mode == NamespaceMode::Unavailable || (!net && binds.is_empty()) {
+    let mounts = readonly_root || !ro.is_empty();
+    if mode == NamespaceMode::Unavailable || (!net && !mounts) {
         return setup;
     }
     if net {
         setup.unshare |= libc::CLONE_NEWNET;
         setup.loopback_up = true;
     }
-    if !binds.is_empty() {
+    if mounts {
         setup.unshare |= libc::CLONE_NEWNS;
         setup.private_mounts = true;
-        setup.binds = binds.iter().filter_map(|p| bind(p)).collect();
+        setup.binds = ro.iter().filter_map(|p| bind(p)).collect();
+    }
+    if readonly_root {
+        setup.readonly_root = true;
+        setup.rw_binds = rw.iter().filter_map(|p| bind(p)).collect();
     }
     if mode == NamespaceMode::UserNamespace {
         setup.unshare |= libc::CLONE_NEWUSER;
@@ -221,10 +230,13 @@ impl Confinement {
             NamespaceMode::Unavailable
         };
         let binds = if ns_ok { read_only.clone() } else { Vec::new() };
-        let mut setup = namespace_setup(mode, net_namespace, &binds);
-        if setup.binds.len() != binds.len() {
+        let readonly_root = ns_ok && caps.readonly_root;
+        let mut setup = namespace_setup(mode, net_namespace, &writable, &binds, readonly_root);
+        if setup.binds.len() != binds.len()
+            || (readonly_root && setup.rw_binds.len() != writable.len())
+        {
             return Err(SandboxError::Setup(
-                "a read-only path cannot be inspected".into(),
+                "a writable or read-only path cannot be inspected".into(),
             ));
         }
         if let Some(abi) = caps.landlock_abi {
@@ -254,8 +266,10 @@ impl Confinement {
         } else if deny_inet {
             applied.push((Layer::Network, "seccomp".into()));
         }
-        if !setup.binds.is_empty() {
-            applied.push((Layer::ProtectedPaths, "read-only-binds".into()));
+        match (readonly_root, setup.binds.is_empty()) {
+            (true, _) => applied.push((Layer::ProtectedPaths, "read-only-root".into())),
+            (false, false) => applied.push((Layer::ProtectedPaths, "read-only-binds".into())),
+            (false, true) => {}
         }
         let limits = &spec.limits;
         setup.rlimits.push((libc::RLIMIT_CORE as libc::c_int, 0));
@@ -283,6 +297,11 @@ impl Confinement {
     /// caller, so no path is resolved twice). The child is the leader of a new process group
     /// whose id is its pid: pass that to [`kill_group`].
     pub fn install(mut self, cmd: &mut Command, cwd: Option<OwnedFd>) {
+        use std::os::fd::AsRawFd;
+        self.setup.cwd_path = cwd.as_ref().and_then(|fd| {
+            let path = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+            CString::new(path.as_os_str().as_bytes()).ok()
+        });
         self.setup.cwd = cwd;
         let setup = Arc::new(self.setup);
         // SAFETY: the closure only calls `ChildSetup::apply`, which makes system calls on data

@@ -7,6 +7,8 @@
 //! - `kill(-1, …)` is refused: as root it would signal every process of the machine;
 //! - `io_uring_*` is refused (it can open sockets without `socket(2)`), as is the kernel
 //!   keyring (`keyctl`, `add_key`, `request_key`);
+//! - `chmod` with the set-user-ID or set-group-ID bit is refused: run as root, a command could
+//!   otherwise leave a set-user-ID root program behind for anyone;
 //! - when the network must be cut without a namespace, `socket(AF_INET|AF_INET6, …)`.
 
 use libc::{sock_filter, sock_fprog};
@@ -14,6 +16,7 @@ use libc::{sock_filter, sock_fprog};
 const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
 const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
 const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
 const RET_K: u16 = 0x06; // BPF_RET | BPF_K
 
 const RET_ALLOW: u32 = 0x7fff_0000;
@@ -25,6 +28,10 @@ const RET_KILL_PROCESS: u32 = 0x8000_0000;
 const OFF_NR: u32 = 0;
 const OFF_ARCH: u32 = 4;
 const OFF_ARG0_LOW: u32 = 16;
+const ARG_SIZE: u32 = 8;
+/// `fchmodat2` has the same number on every architecture (the generic table).
+const SYS_FCHMODAT2: libc::c_long = 452;
+const SET_ID_BITS: u32 = 0o6000;
 
 #[cfg(target_arch = "x86_64")]
 const AUDIT_ARCH: u32 = 0xC000_003E;
@@ -86,6 +93,27 @@ pub fn program(deny_inet: bool) -> Vec<sock_filter> {
     p.push(jump(JEQ_K, u32::MAX, 0, 1));
     p.push(stmt(RET_K, errno(libc::EPERM)));
     p.push(stmt(RET_K, RET_ALLOW));
+    // chmod family: the mode argument must not carry set-id bits.
+    #[cfg(target_arch = "x86_64")]
+    let chmods: &[(libc::c_long, u32)] = &[
+        (libc::SYS_chmod, 1),
+        (libc::SYS_fchmod, 1),
+        (libc::SYS_fchmodat, 2),
+        (SYS_FCHMODAT2, 2),
+    ];
+    #[cfg(target_arch = "aarch64")]
+    let chmods: &[(libc::c_long, u32)] = &[
+        (libc::SYS_fchmod, 1),
+        (libc::SYS_fchmodat, 2),
+        (SYS_FCHMODAT2, 2),
+    ];
+    for &(nr, arg) in chmods {
+        p.push(jump(JEQ_K, nr as u32, 0, 4));
+        p.push(stmt(LD_W_ABS, OFF_ARG0_LOW + arg * ARG_SIZE));
+        p.push(jump(JSET_K, SET_ID_BITS, 0, 1));
+        p.push(stmt(RET_K, errno(libc::EPERM)));
+        p.push(stmt(RET_K, RET_ALLOW));
+    }
     if deny_inet {
         p.push(jump(JEQ_K, libc::SYS_socket as u32, 0, 5));
         p.push(stmt(LD_W_ABS, OFF_ARG0_LOW));
@@ -138,7 +166,7 @@ mod tests {
                 continue;
             }
             for (i, ins) in p.iter().enumerate() {
-                if ins.code == JEQ_K || ins.code == JGE_K {
+                if ins.code == JEQ_K || ins.code == JGE_K || ins.code == JSET_K {
                     assert!(i + 1 + (ins.jt as usize) < p.len(), "jt at {i}");
                     assert!(i + 1 + (ins.jf as usize) < p.len(), "jf at {i}");
                 }
