@@ -110,8 +110,6 @@ codes! {
     AgentDuplicateId = "AGENT_DUPLICATE_ID",
     /// An `agentId` names no agent of `agents.json`.
     AgentNotFound = "AGENT_NOT_FOUND",
-    /// `tools.terminal` is not part of v1.1 and is ignored (warning).
-    AgentToolsTerminalIgnored = "AGENT_TOOLS_TERMINAL_IGNORED",
 }
 
 impl fmt::Display for Code {

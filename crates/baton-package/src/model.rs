@@ -277,6 +277,9 @@ pub struct ToolPolicy {
     pub fs: Option<FsPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<McpPolicy>,
+    /// A baton extension (not in v1.1): the agent's `terminal.run` / `shell.exec` policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<TerminalPolicy>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -297,6 +300,32 @@ pub struct McpPolicy {
     pub enabled: bool,
     #[serde(default)]
     pub allowed_servers: Vec<String>,
+}
+
+/// What an agent asks of the terminal tools; every field can only tighten the system settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TerminalPolicy {
+    /// The object's presence asks for the terminal; `enabled: false` refuses it.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_commands: Option<Vec<String>>,
+    /// Mount paths (`@project/...`) a command may start in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_roots: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_stdout_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_stderr_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_allowlist: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_shell_exec: Option<bool>,
 }
 
 fn yes() -> bool {

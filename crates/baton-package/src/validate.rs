@@ -454,8 +454,7 @@ impl<'a> Validator<'a> {
             self.diags.push(d);
             return None;
         }
-        let (mut value, text) = self.json(&path, Code::AgentsInvalid)?;
-        self.strip_terminal_policies(&mut value, &path, text);
+        let (value, text) = self.json(&path, Code::AgentsInvalid)?;
         if self.schema_errors(SchemaKind::Agents, Code::AgentsInvalid, &path, text, &value) {
             return None;
         }
@@ -482,30 +481,6 @@ impl<'a> Validator<'a> {
             }
         }
         Some(doc.agents)
-    }
-
-    /// `tools.terminal` comes from later runtimes; v1.1 forbids it, baton only warns.
-    fn strip_terminal_policies(&mut self, value: &mut Value, path: &str, text: &str) {
-        let Some(agents) = value.get_mut("agents").and_then(Value::as_array_mut) else {
-            return;
-        };
-        let mut found = Vec::new();
-        for (i, agent) in agents.iter_mut().enumerate() {
-            if let Some(tools) = agent.get_mut("tools").and_then(Value::as_object_mut)
-                && tools.shift_remove("terminal").is_some()
-            {
-                found.push(i);
-            }
-        }
-        for i in found {
-            let d = Diagnostic::warning(
-                Code::AgentToolsTerminalIgnored,
-                "tools.terminal is not part of package v1.1 and is ignored",
-            )
-            .hint("remove tools.terminal; baton offers no terminal tool to packages");
-            let d = self.at(d, path, text, &format!("/agents/{i}/tools/terminal"));
-            self.diags.push(d);
-        }
     }
 
     fn markdown(&mut self, path: &str, missing: Code, invalid: Code) -> Option<Markdown<'a>> {

@@ -557,15 +557,39 @@ fn agents_file_missing() {
 }
 
 #[test]
-fn terminal_tool_policy_is_only_a_warning() {
+fn terminal_tool_policy_is_understood() {
     let b = Broken::from(CS);
-    b.replace("agents.json", "\"mcp\": { \"enabled\": false, \"allowedServers\": [] }\n      }\n    },\n    {", "\"mcp\": { \"enabled\": false, \"allowedServers\": [] },\n        \"terminal\": { \"enabled\": true }\n      }\n    },\n    {");
+    b.replace("agents.json", "\"mcp\": { \"enabled\": false, \"allowedServers\": [] }\n      }\n    },\n    {", "\"mcp\": { \"enabled\": false, \"allowedServers\": [] },\n        \"terminal\": { \"enabled\": true, \"allowedCommands\": [\"python3\"], \"timeoutMs\": 1000, \"network\": false }\n      }\n    },\n    {");
     let report = b.validate();
     assert!(report.ok(), "{:#?}", report.diagnostics.all());
-    let w: Vec<_> = report.diagnostics.warnings().collect();
-    assert_eq!(w.len(), 1);
-    assert_eq!(w[0].code, Code::AgentToolsTerminalIgnored);
-    assert_eq!(w[0].pointer.as_deref(), Some("/agents/0/tools/terminal"));
+    assert_eq!(
+        report.diagnostics.warnings().count(),
+        0,
+        "no warning: the key is understood"
+    );
+    let package = report.package.expect("package");
+    let terminal = package.agents()[0]
+        .tools
+        .as_ref()
+        .and_then(|t| t.terminal.clone())
+        .expect("terminal policy");
+    assert!(terminal.enabled);
+    assert_eq!(terminal.allowed_commands, Some(vec!["python3".to_string()]));
+    assert_eq!(terminal.timeout_ms, Some(1000));
+    assert_eq!(terminal.network, Some(false));
+}
+
+#[test]
+fn terminal_tool_policy_with_an_unknown_key_is_an_error() {
+    let b = Broken::from(CS);
+    b.replace("agents.json", "\"mcp\": { \"enabled\": false, \"allowedServers\": [] }\n      }\n    },\n    {", "\"mcp\": { \"enabled\": false, \"allowedServers\": [] },\n        \"terminal\": { \"enabled\": true, \"sudo\": true }\n      }\n    },\n    {");
+    let d = expect_one(&b.validate(), Code::AgentsInvalid);
+    assert!(
+        d.pointer
+            .as_deref()
+            .is_some_and(|p| p.starts_with("/agents/0/tools/terminal")),
+        "{d:?}"
+    );
 }
 
 #[test]
