@@ -15,14 +15,20 @@
 //!   index entry is restored, rather than risk resuming it against the wrong package).
 //!
 //! The metadata recovered this way is written to the run's `run.json`.
+//!
+//! Also here: keeping a project's index whole (rebuild when damaged or missing, fold the
+//! journal, record a change), since all of it comes back to scanning the run directories.
 
 use crate::home::StoreError;
 use crate::packages::{InstalledPackage, PackageStore};
+use crate::projects::Project;
 use crate::run_meta::{
     Phase, RunJsonError, RunMetadata, is_run_id, read_run_json, state_facts, uuid_v7_time,
     write_recovered_run_json,
 };
-use crate::runs::{RUN_JSON, RunPaths};
+use crate::runs::{RUN_JSON, RunError, RunPaths};
+use crate::runs_index::{COMPACT_AT, LoadError, Loaded, Problem, RunsIndex, StoreWarning};
+use crate::time::now_secs;
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -180,5 +186,189 @@ impl Scanner<'_> {
             current_node_id: facts.current_node_id,
             waiting_for: None,
         })
+    }
+}
+
+impl Project {
+    pub(crate) fn scanner(&self) -> (PathBuf, Option<PathBuf>) {
+        // `$BATON_HOME/projects/<id>` → `$BATON_HOME`, for the installed packages.
+        let home = self
+            .dir
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf);
+        (self.runs_dir(), home)
+    }
+
+    pub(crate) fn scan(
+        &self,
+        known: &HashMap<String, RunMetadata>,
+        trust_known: bool,
+    ) -> Result<crate::reindex::Scan, StoreError> {
+        let (runs_dir, home) = self.scanner();
+        Scanner {
+            runs_dir: &runs_dir,
+            project_id: self.id(),
+            home: home.as_deref(),
+        }
+        .scan(known, trust_known)
+    }
+
+    /// Whether `runs/` holds any run directory (to tell "no runs yet" from "index lost").
+    pub(crate) fn has_run_dirs(&self) -> Result<bool, StoreError> {
+        let dir = self.runs_dir();
+        match fs::read_dir(&dir) {
+            Ok(mut entries) => {
+                Ok(entries.any(|e| e.is_ok_and(|e| is_run_id(&e.file_name().to_string_lossy()))))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(StoreError::io("list", &dir)(e)),
+        }
+    }
+
+    /// Writes an empty index for a project that has neither an index nor runs (a project
+    /// registered again after its project.json was lost keeps what it has).
+    pub(crate) fn init_index(&self) -> Result<(), RunError> {
+        let index = self.index();
+        let _exclusive = index.lock(true)?;
+        if !index.snapshot_path().exists() && !index.journal_exists() && !self.has_run_dirs()? {
+            index.write(Vec::new())?;
+        }
+        Ok(())
+    }
+
+    /// Loads the index, rebuilding it first if needed. Call under the exclusive lock.
+    pub(crate) fn load_repairing(
+        &self,
+        index: &RunsIndex,
+        limit: Option<usize>,
+    ) -> Result<(Loaded, Vec<StoreWarning>), RunError> {
+        let problem = match index.load(limit) {
+            Ok(loaded) => return Ok((loaded, Vec::new())),
+            Err(LoadError::Io(e)) => return Err(e.into()),
+            Err(LoadError::Problem(Problem::Missing)) if !self.has_run_dirs()? => {
+                return Ok((Loaded::default(), Vec::new()));
+            }
+            Err(LoadError::Problem(p)) => p,
+        };
+        let (_, warning) = self.rebuild(index, problem)?;
+        match index.load(limit) {
+            Ok(loaded) => Ok((loaded, warning.into_iter().collect())),
+            Err(LoadError::Io(e)) => Err(e.into()),
+            Err(LoadError::Problem(p)) => Err(RunError::IndexInvalid {
+                path: index.snapshot_path(),
+                reason: format!("still unreadable after a rebuild: {p:?}"),
+            }),
+        }
+    }
+
+    /// Rebuilds the index from the run directories, with what the old index still says for
+    /// runs that have no `run.json`. Damaged index files are moved aside, not deleted. Call
+    /// under the exclusive lock.
+    pub(crate) fn rebuild(
+        &self,
+        index: &RunsIndex,
+        problem: Problem,
+    ) -> Result<(ReindexReport, Option<StoreWarning>), RunError> {
+        let problem = match problem {
+            // An index from an earlier baton: its snapshot must at least parse.
+            Problem::NoJournal => match fs::read(index.snapshot_path())
+                .map(|b| serde_json::from_slice::<Vec<RunMetadata>>(&b).map(|_| ()))
+            {
+                Ok(Err(e)) => Problem::Damaged(format!("{}: {e}", crate::runs_index::SNAPSHOT)),
+                _ => Problem::NoJournal,
+            },
+            other => other,
+        };
+        let known = index.salvage();
+        let kept = match problem {
+            Problem::Damaged(_) => index.keep_damaged(now_secs()),
+            _ => Vec::new(),
+        };
+        let scan = self.scan(&known, false)?;
+        let mut report = scan.report;
+        report.kept_damaged = kept;
+        index.write(scan.runs)?;
+        let root = self.root().display();
+        let count = report.runs;
+        let warning = match problem {
+            Problem::NoJournal | Problem::Requested => None,
+            Problem::Missing => Some(format!(
+                "the runs index of {root} was missing; rebuilt it from {count} run directories"
+            )),
+            Problem::Damaged(reason) => {
+                let kept = report
+                    .kept_damaged
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                Some(format!(
+                    "the runs index of {root} was damaged ({reason}); rebuilt it from {count} run directories (damaged files kept as {kept})"
+                ))
+            }
+        }
+        .map(|message| StoreWarning {
+            code: "RUNS_INDEX_REBUILT",
+            message,
+        });
+        Ok((report, warning))
+    }
+
+    /// Rebuilds this project's index from its run directories (`baton runs reindex`).
+    pub fn reindex(&self) -> Result<(ReindexReport, Vec<StoreWarning>), RunError> {
+        let index = self.index();
+        let _exclusive = index.lock(true)?;
+        let problem = match index.load(None) {
+            Ok(_) => Problem::Requested,
+            Err(LoadError::Io(e)) => return Err(e.into()),
+            Err(LoadError::Problem(p)) => p,
+        };
+        let (report, warning) = self.rebuild(&index, problem)?;
+        Ok((report, warning.into_iter().collect()))
+    }
+
+    /// Records a change of a run in the index. Call under the exclusive lock.
+    pub(crate) fn record_change(
+        &self,
+        index: &RunsIndex,
+        run: &RunMetadata,
+    ) -> Result<(), RunError> {
+        if !index.journal_exists() {
+            // An index from an earlier baton, or none yet: rebuilt first so it starts complete.
+            let problem = if index.snapshot_path().exists() {
+                Problem::NoJournal
+            } else {
+                Problem::Missing
+            };
+            self.rebuild(index, problem)?;
+        }
+        if index.append(run)? > COMPACT_AT {
+            // The change is durable in the journal already; a failed fold is retried at the
+            // next change, so it must not fail this one (a creation would undo its run).
+            let _ = self.compact(index);
+        }
+        Ok(())
+    }
+
+    /// Folds the journal into `runsIndex.json`, adding run directories the index missed and
+    /// dropping entries whose directory is gone. Returns the number added. Call under the
+    /// exclusive lock.
+    pub(crate) fn compact(&self, index: &RunsIndex) -> Result<usize, RunError> {
+        let known: HashMap<String, RunMetadata> = match index.load(None) {
+            Ok(loaded) => loaded
+                .runs
+                .into_iter()
+                .map(|r| (r.run_id.clone(), r))
+                .collect(),
+            Err(LoadError::Io(e)) => return Err(e.into()),
+            Err(LoadError::Problem(p)) => {
+                let (report, _) = self.rebuild(index, p)?;
+                return Ok(report.runs);
+            }
+        };
+        let scan = self.scan(&known, true)?;
+        index.write(scan.runs)?;
+        Ok(scan.added)
     }
 }

@@ -1,5 +1,6 @@
-//! Runs: creation (seed 001), their metadata (`run.json` and the project's index), phases,
-//! lookup, garbage collection of interrupted creations, and package pinning.
+//! Runs: creation (seed 001), lookup, metadata changes (`run.json`, then the index) and
+//! package pinning. Keeping the index whole is in `reindex`, cleaning up after interrupted
+//! creations in `run_gc`, the index files in `runs_index`.
 //!
 //! ```text
 //! projects/<projectId>/runsIndex.json            the index (module runs_index)
@@ -12,42 +13,27 @@ use crate::durable::{sync_dir, temp_sibling};
 use crate::home::StoreError;
 use crate::packages::InstalledPackage;
 use crate::projects::{Project, Store};
-use crate::reindex::{ReindexReport, Scanner};
+use crate::run_gc::{PENDING_AFTER, STALE_AFTER};
 use crate::run_meta::{
-    RunJsonError, bound_waiting_for, encode, is_run_id, read_run_json, uuid_v7_time, write_run_json,
+    bound_waiting_for, encode, is_run_id, read_run_json, uuid_v7_time, write_run_json,
 };
-use crate::runs_index::{COMPACT_AT, LoadError, Loaded, Problem, RunsIndex, StoreWarning};
+use crate::runs_index::{LoadError, Loaded, Problem, RunsIndex, StoreWarning};
 use crate::state::StateDoc;
 use crate::state_file::StateFile;
-use crate::time::{now_rfc3339, now_secs};
+use crate::time::now_rfc3339;
 use baton_package::Package;
 use baton_package::schema::{self, SchemaKind};
 use serde_json::{Map, Value};
-use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
 
 pub use crate::run_meta::{Phase, RunMetadata};
 
 /// A run's own metadata file, in its directory.
 pub(crate) const RUN_JSON: &str = "run.json";
-/// Half-built runs older than this are removed (a creation in progress is never that old).
-const STALE_AFTER: Duration = Duration::from_secs(600);
-/// A `.pending` marker older than this belongs to a creation that was killed after its run
-/// directory was renamed into place; the run is then added to the index.
-const PENDING_AFTER: Duration = Duration::from_secs(30);
 /// At most this many candidates are named by `RUN_ID_AMBIGUOUS`.
 const AMBIGUOUS_SHOWN: usize = 10;
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct GarbageReport {
-    /// Half-built (hidden) run directories removed.
-    pub staging_removed: usize,
-    /// Complete run directories that were missing from the index, now added to it.
-    pub unindexed_added: usize,
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -218,15 +204,15 @@ impl Project {
         &self.record.root
     }
 
-    fn index(&self) -> RunsIndex {
+    pub(crate) fn index(&self) -> RunsIndex {
         RunsIndex::new(&self.dir)
     }
 
-    fn runs_dir(&self) -> PathBuf {
+    pub(crate) fn runs_dir(&self) -> PathBuf {
         self.dir.join("runs")
     }
 
-    fn staging_dir(&self) -> PathBuf {
+    pub(crate) fn staging_dir(&self) -> PathBuf {
         self.dir.join("staging")
     }
 
@@ -237,53 +223,6 @@ impl Project {
     pub fn state_file(&self, run_id: &str) -> StateFile {
         let paths = self.run_paths(run_id);
         StateFile::new(paths.state_file, paths.lock)
-    }
-
-    fn scanner(&self) -> (PathBuf, Option<PathBuf>) {
-        // `$BATON_HOME/projects/<id>` → `$BATON_HOME`, for the installed packages.
-        let home = self
-            .dir
-            .parent()
-            .and_then(Path::parent)
-            .map(Path::to_path_buf);
-        (self.runs_dir(), home)
-    }
-
-    fn scan(
-        &self,
-        known: &HashMap<String, RunMetadata>,
-        trust_known: bool,
-    ) -> Result<crate::reindex::Scan, StoreError> {
-        let (runs_dir, home) = self.scanner();
-        Scanner {
-            runs_dir: &runs_dir,
-            project_id: self.id(),
-            home: home.as_deref(),
-        }
-        .scan(known, trust_known)
-    }
-
-    /// Whether `runs/` holds any run directory (to tell "no runs yet" from "index lost").
-    fn has_run_dirs(&self) -> Result<bool, StoreError> {
-        let dir = self.runs_dir();
-        match fs::read_dir(&dir) {
-            Ok(mut entries) => {
-                Ok(entries.any(|e| e.is_ok_and(|e| is_run_id(&e.file_name().to_string_lossy()))))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(StoreError::io("list", &dir)(e)),
-        }
-    }
-
-    /// Writes an empty index for a project that has neither an index nor runs (a project
-    /// registered again after its project.json was lost keeps what it has).
-    pub(crate) fn init_index(&self) -> Result<(), RunError> {
-        let index = self.index();
-        let _exclusive = index.lock(true)?;
-        if !index.snapshot_path().exists() && !index.journal_exists() && !self.has_run_dirs()? {
-            index.write(Vec::new())?;
-        }
-        Ok(())
     }
 
     /// Runs of this project, newest first.
@@ -309,137 +248,6 @@ impl Project {
         let _exclusive = index.lock(true)?;
         let (loaded, warnings) = self.load_repairing(&index, limit)?;
         Ok(listing(loaded, warnings))
-    }
-
-    /// Loads the index, rebuilding it first if needed. Call under the exclusive lock.
-    fn load_repairing(
-        &self,
-        index: &RunsIndex,
-        limit: Option<usize>,
-    ) -> Result<(Loaded, Vec<StoreWarning>), RunError> {
-        let problem = match index.load(limit) {
-            Ok(loaded) => return Ok((loaded, Vec::new())),
-            Err(LoadError::Io(e)) => return Err(e.into()),
-            Err(LoadError::Problem(Problem::Missing)) if !self.has_run_dirs()? => {
-                return Ok((Loaded::default(), Vec::new()));
-            }
-            Err(LoadError::Problem(p)) => p,
-        };
-        let (_, warning) = self.rebuild(index, problem)?;
-        match index.load(limit) {
-            Ok(loaded) => Ok((loaded, warning.into_iter().collect())),
-            Err(LoadError::Io(e)) => Err(e.into()),
-            Err(LoadError::Problem(p)) => Err(RunError::IndexInvalid {
-                path: index.snapshot_path(),
-                reason: format!("still unreadable after a rebuild: {p:?}"),
-            }),
-        }
-    }
-
-    /// Rebuilds the index from the run directories, with what the old index still says for
-    /// runs that have no `run.json`. Damaged index files are moved aside, not deleted. Call
-    /// under the exclusive lock.
-    fn rebuild(
-        &self,
-        index: &RunsIndex,
-        problem: Problem,
-    ) -> Result<(ReindexReport, Option<StoreWarning>), RunError> {
-        let problem = match problem {
-            // An index from an earlier baton: its snapshot must at least parse.
-            Problem::NoJournal => match fs::read(index.snapshot_path())
-                .map(|b| serde_json::from_slice::<Vec<RunMetadata>>(&b).map(|_| ()))
-            {
-                Ok(Err(e)) => Problem::Damaged(format!("{}: {e}", crate::runs_index::SNAPSHOT)),
-                _ => Problem::NoJournal,
-            },
-            other => other,
-        };
-        let known = index.salvage();
-        let kept = match problem {
-            Problem::Damaged(_) => index.keep_damaged(now_secs()),
-            _ => Vec::new(),
-        };
-        let scan = self.scan(&known, false)?;
-        let mut report = scan.report;
-        report.kept_damaged = kept;
-        index.write(scan.runs)?;
-        let root = self.root().display();
-        let count = report.runs;
-        let warning = match problem {
-            Problem::NoJournal | Problem::Requested => None,
-            Problem::Missing => Some(format!(
-                "the runs index of {root} was missing; rebuilt it from {count} run directories"
-            )),
-            Problem::Damaged(reason) => {
-                let kept = report
-                    .kept_damaged
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                Some(format!(
-                    "the runs index of {root} was damaged ({reason}); rebuilt it from {count} run directories (damaged files kept as {kept})"
-                ))
-            }
-        }
-        .map(|message| StoreWarning {
-            code: "RUNS_INDEX_REBUILT",
-            message,
-        });
-        Ok((report, warning))
-    }
-
-    /// Rebuilds this project's index from its run directories (`baton runs reindex`).
-    pub fn reindex(&self) -> Result<(ReindexReport, Vec<StoreWarning>), RunError> {
-        let index = self.index();
-        let _exclusive = index.lock(true)?;
-        let problem = match index.load(None) {
-            Ok(_) => Problem::Requested,
-            Err(LoadError::Io(e)) => return Err(e.into()),
-            Err(LoadError::Problem(p)) => p,
-        };
-        let (report, warning) = self.rebuild(&index, problem)?;
-        Ok((report, warning.into_iter().collect()))
-    }
-
-    /// Records a change of a run in the index. Call under the exclusive lock.
-    fn record_change(&self, index: &RunsIndex, run: &RunMetadata) -> Result<(), RunError> {
-        if !index.journal_exists() {
-            // An index from an earlier baton, or none yet: rebuilt first so it starts complete.
-            let problem = if index.snapshot_path().exists() {
-                Problem::NoJournal
-            } else {
-                Problem::Missing
-            };
-            self.rebuild(index, problem)?;
-        }
-        if index.append(run)? > COMPACT_AT {
-            // The change is durable in the journal already; a failed fold is retried at the
-            // next change, so it must not fail this one (a creation would undo its run).
-            let _ = self.compact(index);
-        }
-        Ok(())
-    }
-
-    /// Folds the journal into `runsIndex.json`, adding run directories the index missed and
-    /// dropping entries whose directory is gone. Returns the number added. Call under the
-    /// exclusive lock.
-    fn compact(&self, index: &RunsIndex) -> Result<usize, RunError> {
-        let known: HashMap<String, RunMetadata> = match index.load(None) {
-            Ok(loaded) => loaded
-                .runs
-                .into_iter()
-                .map(|r| (r.run_id.clone(), r))
-                .collect(),
-            Err(LoadError::Io(e)) => return Err(e.into()),
-            Err(LoadError::Problem(p)) => {
-                let (report, _) = self.rebuild(index, p)?;
-                return Ok(report.runs);
-            }
-        };
-        let scan = self.scan(&known, true)?;
-        index.write(scan.runs)?;
-        Ok(scan.added)
     }
 
     /// A run by id or unique id prefix.
@@ -631,93 +439,6 @@ impl Project {
         Ok(meta)
     }
 
-    /// Removes what killed run creations left behind, and only that: hidden half-built run
-    /// directories (in `staging/`, and in `runs/` from earlier versions) older than `min_age`.
-    /// A complete run directory missing from the index (a kill between its rename and the
-    /// index write) is added to the index. Run directories are never removed.
-    pub fn collect_garbage(&self, min_age: Duration) -> Result<GarbageReport, RunError> {
-        let mut report = GarbageReport {
-            staging_removed: self.clean_staging(min_age, None)?,
-            unindexed_added: 0,
-        };
-        report.staging_removed += remove_old_hidden_dirs(&self.runs_dir(), min_age)?;
-        let index = self.index();
-        let _exclusive = index.lock(true)?;
-        if index.journal_exists() && index.snapshot_path().exists() {
-            report.unindexed_added = self.compact(&index)?;
-        } else if self.has_run_dirs()? {
-            let problem = if index.snapshot_path().exists() {
-                Problem::NoJournal
-            } else {
-                Problem::Missing
-            };
-            // Everything found is added; count what the old index did not have.
-            let before = index.salvage().len();
-            let (rebuilt, _) = self.rebuild(&index, problem)?;
-            report.unindexed_added = rebuilt.runs.saturating_sub(before);
-        }
-        Ok(report)
-    }
-
-    /// Cleans `staging/`: half-built runs older than `min_age` are removed. `.pending` markers
-    /// are resolved when `pending_after` is given (the run they name is recorded in the index
-    /// if its directory is in place) and dropped otherwise (the caller then scans `runs/`).
-    fn clean_staging(
-        &self,
-        min_age: Duration,
-        pending_after: Option<Duration>,
-    ) -> Result<usize, RunError> {
-        let dir = self.staging_dir();
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-            Err(e) => return Err(StoreError::io("list", &dir)(e).into()),
-        };
-        let mut removed = 0;
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let age = entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| SystemTime::now().duration_since(t).ok())
-                .unwrap_or_default();
-            if name.starts_with('.') {
-                if age >= min_age && fs::remove_dir_all(entry.path()).is_ok() {
-                    removed += 1;
-                }
-                continue;
-            }
-            let Some(run_id) = name.strip_suffix(".pending") else {
-                continue;
-            };
-            match pending_after {
-                Some(after) if age < after => {}
-                Some(_) => {
-                    if self.index_existing(run_id).is_ok() {
-                        let _ = fs::remove_file(entry.path());
-                    }
-                }
-                None => {
-                    let _ = fs::remove_file(entry.path());
-                }
-            }
-        }
-        Ok(removed)
-    }
-
-    /// Records a run directory that is in place in the index, from its `run.json` (an upsert:
-    /// harmless if the index had it already).
-    fn index_existing(&self, run_id: &str) -> Result<(), RunError> {
-        let index = self.index();
-        let _exclusive = index.lock(true)?;
-        match read_run_json(&self.run_paths(run_id).metadata_file()) {
-            Ok(Some(run)) if run.run_id == run_id => self.record_change(&index, &run),
-            Ok(_) | Err(RunJsonError::Damaged(_)) => Ok(()),
-            Err(RunJsonError::Io(e)) => Err(e.into()),
-        }
-    }
-
     /// Loads the package a run is pinned to, refusing one whose content changed.
     pub fn pinned_package(
         &self,
@@ -754,31 +475,6 @@ fn listing(loaded: Loaded, warnings: Vec<StoreWarning>) -> RunListing {
         more: loaded.more,
         warnings,
     }
-}
-
-/// Hidden directories of `dir` older than `min_age` (staging leftovers of earlier versions).
-fn remove_old_hidden_dirs(dir: &Path, min_age: Duration) -> Result<usize, RunError> {
-    let entries = match fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(StoreError::io("list", dir)(e).into()),
-    };
-    let mut removed = 0;
-    for entry in entries.flatten() {
-        if !entry.file_name().to_string_lossy().starts_with('.') {
-            continue;
-        }
-        let old_enough = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| SystemTime::now().duration_since(t).ok())
-            .is_some_and(|age| age >= min_age);
-        if old_enough && entry.path().is_dir() && fs::remove_dir_all(entry.path()).is_ok() {
-            removed += 1;
-        }
-    }
-    Ok(removed)
 }
 
 /// Variables a run may be created with: named, and not the completion flag (a run created
