@@ -2,12 +2,14 @@
 
 use crate::audit;
 use crate::files::{atomic_write, kind, read_all};
+use crate::mcp::{McpError, McpHub, McpTool};
 use crate::mounts::{Mount, MountPath, Mounts, parse};
 use crate::policy::EffectivePolicy;
 use crate::read;
 use crate::result::{ToolError, ok};
 use crate::search::{self, SearchRequest};
-use crate::specs::{self, FS_TOOLS, ToolSpec};
+use crate::specs::{self, FS_TOOLS, TERMINAL_TOOLS, ToolSpec};
+use crate::terminal::{CONFIG_FILE, Terminal, TerminalRuntime};
 use crate::widgets::{self, Question};
 use baton_package::digest::sha256_hex;
 use baton_package::graph::Graph;
@@ -15,7 +17,8 @@ use baton_store::jsonl::JsonlWriter;
 use baton_store::time::now_rfc3339;
 use baton_store::{GuardOptions, StateDoc, StateFile, StateFileError, StateWrite};
 use serde_json::{Map, Value, json};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The state file seen by the model.
@@ -100,10 +103,25 @@ pub struct RunBinding {
     pub artifacts_dir: String,
 }
 
+/// Tells a long tool call (a command) that the run is stopping.
+pub type AbortFn = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// What the host needs beyond the mounts to start programs: set by whoever drives the run.
+#[derive(Clone, Default)]
+pub struct ToolRuntime {
+    pub terminal: TerminalRuntime,
+    /// The run's MCP client (servers of `baton.toml`); `None` = no MCP server.
+    pub mcp: Option<Arc<McpHub>>,
+    pub abort: Option<AbortFn>,
+}
+
 pub struct ToolHost {
     mounts: Mounts,
     run: RunBinding,
     audit: JsonlWriter,
+    terminal: Terminal,
+    mcp: Option<Arc<McpHub>>,
+    abort: Option<AbortFn>,
     pub gate: ConfirmationGate,
 }
 
@@ -117,12 +135,95 @@ impl ToolHost {
     ) -> Result<ToolHost, std::io::Error> {
         let mounts = Mounts::open(project, pkg, state_dir)?;
         let audit = JsonlWriter::open(audit_log).map_err(std::io::Error::other)?;
+        let mut terminal = Terminal::new(&run.run_id, project);
+        terminal.set_runtime(TerminalRuntime {
+            store_home: store_home_of(state_dir),
+            ..TerminalRuntime::default()
+        });
         Ok(ToolHost {
             mounts,
             run,
             audit,
+            terminal,
+            mcp: None,
+            abort: None,
             gate: ConfirmationGate::default(),
         })
+    }
+
+    /// Sets where commands may not look, how a stop is noticed, and test overrides. The
+    /// store stays denied even when the runtime does not name it.
+    pub fn set_runtime(&mut self, runtime: ToolRuntime) {
+        let mut terminal = runtime.terminal;
+        if terminal.store_home.is_none() {
+            terminal.store_home = self.terminal.runtime().store_home.clone();
+        }
+        self.terminal.set_runtime(terminal);
+        self.mcp = runtime.mcp;
+        self.abort = runtime.abort;
+    }
+
+    /// The MCP tools `policy` lets the model see: those of the allowed, configured servers
+    /// (each started on first need). A server that does not start offers no tool.
+    pub fn mcp_tools(&self, policy: &EffectivePolicy) -> Vec<McpTool> {
+        let Some(hub) = &self.mcp else {
+            return Vec::new();
+        };
+        if !policy.mcp_enabled {
+            return Vec::new();
+        }
+        hub.servers()
+            .iter()
+            .filter(|s| policy.mcp_allowed_servers.contains(s))
+            .filter_map(|s| hub.tools(s).ok())
+            .flatten()
+            .collect()
+    }
+
+    /// `mcp__<server>__<tool>`: the policy, then the server's own list, then the call.
+    fn mcp_call(
+        &self,
+        name: &str,
+        args: &Value,
+        policy: &EffectivePolicy,
+    ) -> Result<Value, ToolError> {
+        let unavailable = |why: String| {
+            ToolError::new(
+                "TOOL_NOT_AVAILABLE",
+                format!("tool '{name}' is not available: {why}"),
+            )
+        };
+        let Some((server, _)) = crate::mcp::split_name(name) else {
+            return Err(unavailable("not an MCP tool name".into()));
+        };
+        if !policy.mcp_enabled {
+            return Err(unavailable("MCP is disabled for this agent".into()));
+        }
+        if !policy.mcp_allowed_servers.iter().any(|s| s == server) {
+            return Err(unavailable(format!(
+                "server '{server}' is not allowed for this agent"
+            )));
+        }
+        let Some(hub) = &self.mcp else {
+            return Err(unavailable("no MCP server is configured".into()));
+        };
+        let mcp_error = |e: McpError| ToolError::new(e.code(), e.to_string());
+        let tools = hub.tools(server).map_err(mcp_error)?;
+        let Some(tool) = tools.iter().find(|t| t.name == name) else {
+            return Err(
+                unavailable(format!("server '{server}' has no such tool")).with_details(
+                    json!({"available": tools.iter().map(|t| &t.name).collect::<Vec<_>>()}),
+                ),
+            );
+        };
+        let arguments = args.as_object().cloned().unwrap_or_default();
+        match hub
+            .call(server, &tool.original, arguments, self.abort.as_ref())
+            .map_err(mcp_error)?
+        {
+            Ok(fields) => Ok(ok(fields)),
+            Err(message) => Err(ToolError::new("MCP_TOOL_ERROR", message)),
+        }
     }
 
     pub fn graph(&self) -> &Graph {
@@ -132,9 +233,12 @@ impl ToolHost {
     /// Tools the model may call under `policy`: the file tools when fs is enabled, and always
     /// `ui.ask_user` and `workflow.rewind`.
     pub fn visible_tools(policy: &EffectivePolicy) -> Vec<&'static ToolSpec> {
+        let t = &policy.terminal;
         specs::all()
             .iter()
             .filter(|s| policy.fs_enabled || !FS_TOOLS.contains(&s.name))
+            .filter(|s| t.enabled || !TERMINAL_TOOLS.contains(&s.name))
+            .filter(|s| t.allow_shell_exec || s.name != "shell.exec")
             .collect()
     }
 
@@ -200,6 +304,9 @@ impl ToolHost {
         question: &mut Option<Question>,
         state_changed: &mut bool,
     ) -> Result<Value, ToolError> {
+        if name.starts_with(crate::mcp::NAME_PREFIX) {
+            return self.mcp_call(name, args, ctx.policy);
+        }
         let visible = Self::visible_tools(ctx.policy)
             .iter()
             .any(|s| s.name == name);
@@ -242,6 +349,16 @@ impl ToolHost {
                 Ok(result)
             }
             "workflow.rewind" => self.rewind(args, state_changed),
+            "terminal.run" | "shell.exec" => {
+                let abort = self.abort.clone();
+                self.terminal.run(
+                    &self.mounts,
+                    args,
+                    ctx.policy,
+                    name == "shell.exec",
+                    abort.as_deref(),
+                )
+            }
             _ => Err(ToolError::new(
                 "TOOL_NOT_AVAILABLE",
                 format!("tool '{name}' is not available"),
@@ -316,6 +433,13 @@ impl ToolHost {
                 path.display()
             ))
             .with_details(json!({"reason": "git_dir"})));
+        }
+        if path.mount == Mount::Project && path.rel.eq_ignore_ascii_case(CONFIG_FILE) {
+            return Err(ToolError::sandbox(format!(
+                "Path not allowed: {} is baton's configuration (it sets what the tools may do); only the user edits it",
+                path.display()
+            ))
+            .with_details(json!({"reason": "config"})));
         }
         if !path.mount.writable() {
             return Err(ToolError::sandbox(format!(
@@ -727,6 +851,15 @@ fn edit_text(
             "unknown operation '{other}'; use updateFrontmatter, replaceText or unifiedDiff"
         ))),
     }
+}
+
+/// `$BATON_HOME` from a run's state directory (`<home>/projects/<id>/runs/<run>/state`).
+fn store_home_of(state_dir: &Path) -> Option<PathBuf> {
+    let projects = state_dir.ancestors().nth(4)?;
+    if projects.file_name()? != "projects" {
+        return None;
+    }
+    projects.parent().map(Path::to_path_buf)
 }
 
 /// Store errors carry host paths; the model must never see them.

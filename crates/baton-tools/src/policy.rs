@@ -1,10 +1,137 @@
 //! Tool policy: the system settings are the ceiling; an agent's `tools` can only tighten them.
 
-use baton_package::model::ToolPolicy;
+use baton_package::model::{TerminalPolicy, ToolPolicy};
 
 pub const DEFAULT_MAX_READ_BYTES: u64 = 524_288;
 pub const DEFAULT_MAX_WRITE_BYTES: u64 = 2_097_152;
 pub const LIST_LIMIT: usize = 200;
+
+/// `terminal.run` / `shell.exec` settings. As system settings they are the ceiling; merged
+/// with an agent's `tools.terminal` they are what one call may do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TerminalSettings {
+    /// Off unless the operator turns it on, and then only for agents that ask for it.
+    pub enabled: bool,
+    /// Command names (the last path component) a call may start; `None` = any.
+    pub allowed_commands: Option<Vec<String>>,
+    /// Mount paths a command may start in; `None` = anywhere under `@project`.
+    pub allowed_roots: Option<Vec<String>>,
+    /// The default and the longest a call may ask for.
+    pub timeout_ms: u64,
+    pub max_stdout_bytes: u64,
+    pub max_stderr_bytes: u64,
+    /// Output past this many bytes (both streams, read and dropped) stops the command:
+    /// `OUTPUT_LIMIT_EXCEEDED`.
+    pub max_output_bytes: u64,
+    pub network: bool,
+    /// Variables of baton's environment a command sees, beside PATH, HOME (the run's temp
+    /// directory), TMPDIR and LANG.
+    pub env_allowlist: Vec<String>,
+    pub allow_shell_exec: bool,
+    /// `RLIMIT_NPROC`, `RLIMIT_AS` (bytes), `RLIMIT_CPU` (seconds).
+    pub max_processes: Option<u64>,
+    pub max_memory_bytes: Option<u64>,
+    pub max_cpu_s: Option<u64>,
+    /// Refuse (`SANDBOX_UNAVAILABLE`) rather than run with a missing sandbox layer.
+    pub require_sandbox: bool,
+    /// Between SIGTERM and SIGKILL when a command times out.
+    pub kill_grace_ms: u64,
+}
+
+pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
+pub const DEFAULT_MAX_STDOUT_BYTES: u64 = 50 * 1024;
+pub const DEFAULT_MAX_STDERR_BYTES: u64 = 10 * 1024;
+pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
+
+impl Default for TerminalSettings {
+    fn default() -> Self {
+        TerminalSettings {
+            enabled: false,
+            allowed_commands: None,
+            allowed_roots: None,
+            timeout_ms: DEFAULT_TIMEOUT_MS,
+            max_stdout_bytes: DEFAULT_MAX_STDOUT_BYTES,
+            max_stderr_bytes: DEFAULT_MAX_STDERR_BYTES,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            network: false,
+            env_allowlist: Vec::new(),
+            allow_shell_exec: false,
+            max_processes: Some(512),
+            max_memory_bytes: None,
+            max_cpu_s: None,
+            require_sandbox: true,
+            kill_grace_ms: 2000,
+        }
+    }
+}
+
+impl TerminalSettings {
+    /// The agent can only tighten: enabled needs both (and the agent must ask for the
+    /// terminal), lists intersect, limits take the minimum, switches are AND.
+    pub fn merge(&self, agent: Option<&TerminalPolicy>) -> TerminalSettings {
+        let Some(a) = agent else {
+            return TerminalSettings {
+                enabled: false,
+                ..self.clone()
+            };
+        };
+        let min = |sys: u64, agent: Option<u64>| agent.map_or(sys, |a| a.min(sys));
+        TerminalSettings {
+            enabled: self.enabled && a.enabled,
+            allowed_commands: intersect(&self.allowed_commands, &a.allowed_commands),
+            allowed_roots: narrow_roots(&self.allowed_roots, &a.allowed_roots),
+            timeout_ms: min(self.timeout_ms, a.timeout_ms),
+            max_stdout_bytes: min(self.max_stdout_bytes, a.max_stdout_bytes),
+            max_stderr_bytes: min(self.max_stderr_bytes, a.max_stderr_bytes),
+            network: self.network && a.network != Some(false),
+            env_allowlist: match &a.env_allowlist {
+                Some(list) => self
+                    .env_allowlist
+                    .iter()
+                    .filter(|v| list.contains(v))
+                    .cloned()
+                    .collect(),
+                None => self.env_allowlist.clone(),
+            },
+            allow_shell_exec: self.allow_shell_exec && a.allow_shell_exec != Some(false),
+            ..self.clone()
+        }
+    }
+}
+
+fn intersect(sys: &Option<Vec<String>>, agent: &Option<Vec<String>>) -> Option<Vec<String>> {
+    match (sys, agent) {
+        (Some(s), Some(a)) => Some(s.iter().filter(|x| a.contains(x)).cloned().collect()),
+        (Some(s), None) => Some(s.clone()),
+        (None, Some(a)) => Some(a.clone()),
+        (None, None) => None,
+    }
+}
+
+/// The agent's roots that lie inside one of the system's (`@project/src` inside `@project`).
+fn narrow_roots(sys: &Option<Vec<String>>, agent: &Option<Vec<String>>) -> Option<Vec<String>> {
+    match (sys, agent) {
+        (Some(s), Some(a)) => Some(
+            a.iter()
+                .filter(|r| s.iter().any(|root| within(r, root)))
+                .cloned()
+                .collect(),
+        ),
+        (Some(s), None) => Some(s.clone()),
+        (None, Some(a)) => Some(a.clone()),
+        (None, None) => None,
+    }
+}
+
+/// `path` is `root` or beneath it (mount paths, compared by whole components).
+pub fn within(path: &str, root: &str) -> bool {
+    let path = path.trim_end_matches('/');
+    let root = root.trim_end_matches('/');
+    path == root
+        || path
+            .strip_prefix(root)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
 
 /// What the operator of baton allows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +144,7 @@ pub struct SystemToolSettings {
     /// Writes under `@project/.git/` (any case, at any depth). Off by default: a model that
     /// can write there can plant a hook that runs at the user's next commit.
     pub allow_git_writes: bool,
+    pub terminal: TerminalSettings,
 }
 
 impl Default for SystemToolSettings {
@@ -28,6 +156,7 @@ impl Default for SystemToolSettings {
             mcp_enabled: false,
             mcp_allowed_servers: None,
             allow_git_writes: false,
+            terminal: TerminalSettings::default(),
         }
     }
 }
@@ -42,6 +171,7 @@ pub struct EffectivePolicy {
     pub mcp_allowed_servers: Vec<String>,
     /// Only the operator decides; an agent's `tools` has no say.
     pub allow_git_writes: bool,
+    pub terminal: TerminalSettings,
 }
 
 impl EffectivePolicy {
@@ -63,6 +193,9 @@ impl EffectivePolicy {
             mcp_enabled: system.mcp_enabled && mcp.is_some_and(|m| m.enabled),
             mcp_allowed_servers: servers,
             allow_git_writes: system.allow_git_writes,
+            terminal: system
+                .terminal
+                .merge(agent.and_then(|a| a.terminal.as_ref())),
         }
     }
 
@@ -81,8 +214,26 @@ impl EffectivePolicy {
         } else {
             "disabled"
         };
+        let t = &self.terminal;
+        let terminal = if t.enabled {
+            format!(
+                "\n- terminal: enabled (terminal.run{}; timeoutMs<={}, network {}, commands: {}); commands run without a shell in a sandbox that can write only @project and $HOME",
+                if t.allow_shell_exec {
+                    " and shell.exec"
+                } else {
+                    ""
+                },
+                t.timeout_ms,
+                if t.network { "on" } else { "off" },
+                t.allowed_commands
+                    .as_ref()
+                    .map_or("any".to_string(), |c| c.join(", "))
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "Tool policy:\n- fs: {fs}\n- mcp: {mcp}\nPrefer fs.apply_patch for edits. All writes must be under @project or @state.\n"
+            "Tool policy:\n- fs: {fs}\n- mcp: {mcp}{terminal}\nPrefer fs.apply_patch for edits. All writes must be under @project or @state.\n"
         )
     }
 }
@@ -110,6 +261,7 @@ mod tests {
                 enabled: true,
                 allowed_servers: vec!["b".into(), "c".into()],
             }),
+            terminal: None,
         };
         let p = EffectivePolicy::merge(&system, Some(&agent));
         assert_eq!(p.max_read_bytes, 1000, "an agent cannot raise a limit");
@@ -130,6 +282,7 @@ mod tests {
                 max_write_bytes: None,
             }),
             mcp: None,
+            terminal: None,
         };
         assert!(
             !EffectivePolicy::merge(&SystemToolSettings::default(), Some(&agent_off)).fs_enabled
@@ -143,5 +296,58 @@ mod tests {
             p.prompt_text(),
             "Tool policy:\n- fs: enabled (maxReadBytes=524288, maxWriteBytes=2097152)\n- mcp: disabled\nPrefer fs.apply_patch for edits. All writes must be under @project or @state.\n"
         );
+    }
+
+    #[test]
+    fn terminal_needs_the_operator_and_the_agent_and_only_tightens() {
+        let system = SystemToolSettings {
+            terminal: TerminalSettings {
+                enabled: true,
+                allowed_commands: Some(vec!["python3".into(), "cargo".into()]),
+                timeout_ms: 60_000,
+                network: false,
+                env_allowlist: vec!["RUST_LOG".into(), "CI".into()],
+                allow_shell_exec: false,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let none = EffectivePolicy::merge(&system, None);
+        assert!(!none.terminal.enabled, "an agent must ask for the terminal");
+        let agent = ToolPolicy {
+            fs: None,
+            mcp: None,
+            terminal: Some(TerminalPolicy {
+                enabled: true,
+                allowed_commands: Some(vec!["cargo".into(), "bash".into()]),
+                timeout_ms: Some(600_000),
+                network: Some(true),
+                env_allowlist: Some(vec!["CI".into(), "OPENAI_API_KEY".into()]),
+                allow_shell_exec: Some(true),
+                allowed_roots: Some(vec!["@project/src".into(), "@pkg".into()]),
+                ..Default::default()
+            }),
+        };
+        let t = EffectivePolicy::merge(&system, Some(&agent)).terminal;
+        assert!(t.enabled);
+        assert_eq!(t.allowed_commands, Some(vec!["cargo".to_string()]));
+        assert_eq!(t.timeout_ms, 60_000, "an agent cannot raise the timeout");
+        assert!(!t.network, "nor turn the network on");
+        assert!(!t.allow_shell_exec, "nor shell.exec");
+        assert_eq!(t.env_allowlist, vec!["CI".to_string()], "nor add variables");
+        let off = SystemToolSettings::default();
+        assert!(!EffectivePolicy::merge(&off, Some(&agent)).terminal.enabled);
+        let system_roots = SystemToolSettings {
+            terminal: TerminalSettings {
+                enabled: true,
+                allowed_roots: Some(vec!["@project".into()]),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let t = EffectivePolicy::merge(&system_roots, Some(&agent)).terminal;
+        assert_eq!(t.allowed_roots, Some(vec!["@project/src".to_string()]));
+        assert!(within("@project/src/a", "@project/src"));
+        assert!(!within("@project/srcx", "@project/src"));
     }
 }

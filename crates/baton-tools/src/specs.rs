@@ -11,6 +11,9 @@ pub struct ToolSpec {
     pub parameters: Value,
 }
 
+/// Tools that start programs.
+pub const TERMINAL_TOOLS: [&str; 2] = ["terminal.run", "shell.exec"];
+
 pub const FS_TOOLS: [&str; 5] = [
     "fs.read",
     "fs.list",
@@ -109,6 +112,33 @@ pub fn all() -> &'static [ToolSpec] {
                         "planContent": {"type": "string"},
                         "items": {"type": "array"},
                         "actions": {"type": "array"}
+                    }
+                }),
+            },
+            ToolSpec {
+                name: "terminal.run",
+                description: "Run a program in the project, without a shell: command is a program name (looked up in PATH) or a path (./run.sh, @project/bin/x), args are passed as they are (no globbing, no pipes, no variables). The sandbox lets it write only under @project and $HOME (a temporary directory), hides baton's files and secrets, and has no network unless the policy allows it. Returns exitCode, stdout and stderr (capped; stdoutTruncated/stderrTruncated say when) and durationMs.",
+                parameters: json!({
+                    "type": "object", "additionalProperties": false, "required": ["command"],
+                    "properties": {
+                        "command": {"type": "string", "minLength": 1, "maxLength": 4096},
+                        "args": {"type": "array", "items": {"type": "string"}, "maxItems": 4096},
+                        "cwd": {"type": "string", "description": "Working directory: a mount path under @project (default @project)"},
+                        "timeoutMs": {"type": "integer", "minimum": 1, "description": "At most the policy's timeout (the default)"},
+                        "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Extra environment variables"}
+                    }
+                }),
+            },
+            ToolSpec {
+                name: "shell.exec",
+                description: "Run a script with /bin/sh -c in the same sandbox as terminal.run (only when the policy allows shell.exec). Prefer terminal.run.",
+                parameters: json!({
+                    "type": "object", "additionalProperties": false, "required": ["script"],
+                    "properties": {
+                        "script": {"type": "string", "minLength": 1, "maxLength": 65536},
+                        "cwd": {"type": "string", "description": "Working directory: a mount path under @project (default @project)"},
+                        "timeoutMs": {"type": "integer", "minimum": 1},
+                        "env": {"type": "object", "additionalProperties": {"type": "string"}}
                     }
                 }),
             },

@@ -1,0 +1,441 @@
+//! `terminal.run` and `shell.exec`: a command in the project, without a shell (unless
+//! `shell.exec` is allowed), in a clean environment, inside the sandbox of `baton-sandbox`,
+//! with capped output and a deadline. Results never name a host path: the project root reads
+//! `@project` and the run's temporary home `$HOME`.
+
+mod command;
+mod exec;
+
+use crate::mounts::{Mount, Mounts};
+use crate::policy::{EffectivePolicy, TerminalSettings};
+use crate::result::{ToolError, ok};
+use baton_sandbox::{Capabilities, Confinement, Limits, SandboxSpec, SpawnFailure};
+use exec::{Ended, ExecRequest};
+use serde_json::{Value, json};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Files beneath `$HOME` no command may read, whoever runs baton.
+const HOME_SECRETS: [&str; 17] = [
+    ".ssh",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".config/gh",
+    ".config/baton",
+    ".local/share/baton",
+    ".gnupg",
+    ".netrc",
+    ".git-credentials",
+    ".docker",
+    ".kube",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".password-store",
+];
+/// System files with secrets.
+const SYSTEM_SECRETS: [&str; 3] = ["/etc/shadow", "/etc/gshadow", "/etc/ssh"];
+
+/// The project's configuration file: a command sees it read-only, and a new one is removed.
+pub const CONFIG_FILE: &str = "baton.toml";
+
+/// Where the terminal tools look for what they must not touch, and overrides for tests.
+#[derive(Clone, Default)]
+pub struct TerminalRuntime {
+    /// baton's store (`$BATON_HOME`): never readable by a command.
+    pub store_home: Option<PathBuf>,
+    /// The user's home, for the secrets list (default: `$HOME`).
+    pub user_home: Option<PathBuf>,
+    /// More paths no command may read.
+    pub read_denied: Vec<PathBuf>,
+    /// baton's environment as the allowlist sees it (default: the process environment).
+    pub parent_env: Option<Vec<(String, String)>>,
+    /// What the kernel can do (default: probed once).
+    pub capabilities: Option<Capabilities>,
+    /// Where the run's temporary home is created (default: the system's temp directory).
+    pub temp_root: Option<PathBuf>,
+}
+
+/// The terminal side of one ToolHost.
+pub struct Terminal {
+    runtime: TerminalRuntime,
+    run_id: String,
+    /// The project root as given (the mounts hold its canonical form).
+    project_given: PathBuf,
+    /// Created on the first command; removed with the host.
+    home: Option<tempfile::TempDir>,
+}
+
+/// What a call asks for, after checking.
+struct Call {
+    program: PathBuf,
+    shown: String,
+    args: Vec<OsString>,
+    cwd: crate::mounts::MountPath,
+    timeout_ms: u64,
+    env: Vec<(String, String)>,
+}
+
+impl Terminal {
+    pub fn new(run_id: &str, project: &Path) -> Terminal {
+        Terminal {
+            runtime: TerminalRuntime::default(),
+            run_id: run_id.to_string(),
+            project_given: project.to_path_buf(),
+            home: None,
+        }
+    }
+
+    pub fn set_runtime(&mut self, runtime: TerminalRuntime) {
+        self.runtime = runtime;
+    }
+
+    pub fn runtime(&self) -> &TerminalRuntime {
+        &self.runtime
+    }
+
+    /// `terminal.run` (`shell = false`) or `shell.exec`.
+    pub fn run(
+        &mut self,
+        mounts: &Mounts,
+        args: &Value,
+        policy: &EffectivePolicy,
+        shell: bool,
+        abort: Option<&(dyn Fn() -> bool + Send + Sync)>,
+    ) -> Result<Value, ToolError> {
+        let t = &policy.terminal;
+        let mut call = self.check(args, t, shell)?;
+        let home = self.home()?;
+        let home_text = home.path().to_string_lossy().into_owned();
+        command::set(&mut call.env, "HOME", home_text.clone());
+        command::set(&mut call.env, "TMPDIR", home_text);
+        let project = mounts.host_root(Mount::Project).to_path_buf();
+        let (cwd_fd, cwd_host) = command::open_cwd(mounts, &call.cwd)?;
+        let program = command::resolve(&call.program, &call.shown, mounts, &cwd_host, &call.env)?;
+        let before = Protected::snapshot(&project, policy.allow_git_writes);
+        let caps = match &self.runtime.capabilities {
+            Some(c) => c.clone(),
+            None => baton_sandbox::capabilities().clone(),
+        };
+        let spec = self.spec(&project, &home, policy);
+        let confinement = Confinement::prepare(&spec, &caps).map_err(|e| {
+            ToolError::new(e.code(), e.to_string()).with_details(json!({"hint": e.hint()}))
+        })?;
+        let applied: Vec<String> = confinement
+            .applied()
+            .iter()
+            .map(|(layer, how)| format!("{}:{how}", layer.as_str()))
+            .collect();
+        let output = exec::run(ExecRequest {
+            program,
+            args: call.args.clone(),
+            env: call.env.clone(),
+            cwd: cwd_fd,
+            confinement,
+            timeout: Duration::from_millis(call.timeout_ms),
+            max_stdout: usize::try_from(t.max_stdout_bytes).unwrap_or(usize::MAX),
+            max_stderr: usize::try_from(t.max_stderr_bytes).unwrap_or(usize::MAX),
+            max_total: t.max_output_bytes,
+            kill_grace: Duration::from_millis(t.kill_grace_ms),
+            abort,
+        })
+        .map_err(|e| spawn_error(&e, &call.shown))?;
+        let warnings = before.restore(&project);
+        let scrub = Scrubber::new(&self.project_given, mounts, home.path());
+        let stdout = scrub.text(&output.stdout);
+        let stderr = scrub.text(&output.stderr);
+        let mut fields = json!({
+            "command": call.shown,
+            "cwd": call.cwd.display(),
+            "stdout": stdout,
+            "stderr": stderr,
+            "stdoutTruncated": output.stdout_total > output.stdout.len() as u64,
+            "stderrTruncated": output.stderr_total > output.stderr.len() as u64,
+            "durationMs": output.duration.as_millis() as u64,
+        });
+        if !t.require_sandbox {
+            // The user opted out of the full sandbox: say what this command ran under.
+            fields["sandbox"] = json!(applied);
+        }
+        if output.stdout_total > output.stdout.len() as u64 {
+            fields["stdoutBytes"] = json!(output.stdout_total);
+        }
+        if output.stderr_total > output.stderr.len() as u64 {
+            fields["stderrBytes"] = json!(output.stderr_total);
+        }
+        if !warnings.is_empty() {
+            fields["warnings"] = json!(warnings);
+        }
+        match output.ended {
+            Ended::Exited(code) => {
+                fields["exitCode"] = json!(code);
+                Ok(ok(fields))
+            }
+            Ended::Signaled(sig) => {
+                fields["exitCode"] = Value::Null;
+                fields["signal"] = json!(sig);
+                Ok(ok(fields))
+            }
+            Ended::TimedOut => Err(ToolError::new(
+                "EXEC_TIMEOUT",
+                format!(
+                    "{} ran longer than {} ms and was stopped (its whole process group was killed)",
+                    call.shown, call.timeout_ms
+                ),
+            )
+            .with_details(fields)),
+            Ended::Aborted => Err(ToolError::new(
+                "EXEC_ABORTED",
+                format!("{} was stopped because the run is stopping", call.shown),
+            )
+            .with_details(fields)),
+            Ended::OutputFlood => Err(ToolError::new(
+                "OUTPUT_LIMIT_EXCEEDED",
+                format!(
+                    "{} wrote more than {} bytes of output and was stopped; redirect its output to a file under @project and read the part you need",
+                    call.shown, t.max_output_bytes
+                ),
+            )
+            .with_details(fields)),
+        }
+    }
+
+    fn check(&self, args: &Value, t: &TerminalSettings, shell: bool) -> Result<Call, ToolError> {
+        let (program, shown, argv) = if shell {
+            if !t.allow_shell_exec {
+                return Err(ToolError::new(
+                    "TOOL_NOT_AVAILABLE",
+                    "shell.exec is not allowed by the policy; use terminal.run with a command and args",
+                ));
+            }
+            let script = args.get("script").and_then(Value::as_str).unwrap_or("");
+            (
+                PathBuf::from("/bin/sh"),
+                "sh".to_string(),
+                vec![OsString::from("-c"), OsString::from(script)],
+            )
+        } else {
+            let command = args.get("command").and_then(Value::as_str).unwrap_or("");
+            command::check_name(command)?;
+            let base = Path::new(command)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if let Some(allowed) = &t.allowed_commands
+                && !allowed.contains(&base)
+            {
+                return Err(ToolError::new(
+                    "COMMAND_NOT_ALLOWED",
+                    format!("'{base}' is not an allowed command"),
+                )
+                .with_details(json!({"allowedCommands": allowed})));
+            }
+            let argv = args
+                .get("args")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .map(|v| OsString::from(v.as_str().unwrap_or_default()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            (PathBuf::from(command), command.to_string(), argv)
+        };
+        let cwd = command::parse_cwd(args.get("cwd").and_then(Value::as_str), t)?;
+        let timeout_ms = args
+            .get("timeoutMs")
+            .and_then(Value::as_u64)
+            .map_or(t.timeout_ms, |ms| ms.clamp(1, t.timeout_ms));
+        let env = command::environment(args.get("env"), t, self.parent_env().as_slice())?;
+        Ok(Call {
+            program,
+            shown,
+            args: argv,
+            cwd,
+            timeout_ms,
+            env,
+        })
+    }
+
+    fn parent_env(&self) -> Vec<(String, String)> {
+        match &self.runtime.parent_env {
+            Some(e) => e.clone(),
+            None => std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect(),
+        }
+    }
+
+    /// The run's temporary home (also TMPDIR), created on first use.
+    fn home(&mut self) -> Result<HomeDir, ToolError> {
+        if self.home.is_none() {
+            let root = self
+                .runtime
+                .temp_root
+                .clone()
+                .unwrap_or_else(std::env::temp_dir);
+            let short: String = self.run_id.chars().take(8).collect();
+            let dir = tempfile::Builder::new()
+                .prefix(&format!("baton-run-{short}-"))
+                .tempdir_in(&root)
+                .map_err(|e| {
+                    ToolError::new(
+                        "SANDBOX_SETUP_FAILED",
+                        format!(
+                            "the run's temporary directory cannot be created ({})",
+                            e.kind()
+                        ),
+                    )
+                })?;
+            self.home = Some(dir);
+        }
+        match &self.home {
+            Some(d) => Ok(HomeDir(d.path().to_path_buf())),
+            None => Err(ToolError::new("E_INTERNAL", "no temporary directory")),
+        }
+    }
+
+    fn spec(&self, project: &Path, home: &HomeDir, policy: &EffectivePolicy) -> SandboxSpec {
+        let t = &policy.terminal;
+        let mut denied: Vec<PathBuf> = self.runtime.read_denied.clone();
+        denied.extend(self.runtime.store_home.clone());
+        let user_home = self
+            .runtime
+            .user_home
+            .clone()
+            .or_else(|| std::env::var_os("HOME").map(PathBuf::from));
+        if let Some(h) = user_home {
+            denied.extend(HOME_SECRETS.iter().map(|s| h.join(s)));
+        }
+        denied.extend(SYSTEM_SECRETS.iter().map(PathBuf::from));
+        let mut read_only = vec![project.join(CONFIG_FILE)];
+        if !policy.allow_git_writes {
+            read_only.push(project.join(".git"));
+        }
+        SandboxSpec {
+            writable: vec![project.to_path_buf(), home.0.clone()],
+            read_denied: denied,
+            read_only,
+            network: t.network,
+            limits: Limits {
+                processes: t.max_processes,
+                address_space: t.max_memory_bytes,
+                cpu_seconds: t.max_cpu_s,
+            },
+            enforce: t.require_sandbox,
+        }
+    }
+}
+
+struct HomeDir(PathBuf);
+
+impl HomeDir {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+fn spawn_error(e: &std::io::Error, shown: &str) -> ToolError {
+    match Confinement::spawn_failure(e) {
+        SpawnFailure::Setup { step, errno } => ToolError::new(
+            "SANDBOX_SETUP_FAILED",
+            format!(
+                "the sandbox could not be applied ({step}: errno {errno}); {shown} did not run"
+            ),
+        )
+        .with_details(json!({"step": step, "errno": errno, "hint": "run `baton doctor`"})),
+        SpawnFailure::Exec(kind) => ToolError::new(
+            "COMMAND_NOT_FOUND",
+            format!(
+                "{shown} cannot be started ({kind}): it is missing, not executable, or not readable in the sandbox"
+            ),
+        ),
+    }
+}
+
+/// Paths a command must not create or change: a new `baton.toml` (the configuration that
+/// sets this very sandbox) and, without `allow_git_writes`, a new `.git` (a repository with
+/// hooks that would run at the user's next commit) are removed after the call. Existing ones
+/// are read-only bind mounts during the call.
+struct Protected {
+    config_existed: bool,
+    git_existed: Option<bool>,
+}
+
+impl Protected {
+    fn snapshot(project: &Path, allow_git_writes: bool) -> Protected {
+        Protected {
+            config_existed: project.join(CONFIG_FILE).symlink_metadata().is_ok(),
+            git_existed: (!allow_git_writes)
+                .then(|| project.join(".git").symlink_metadata().is_ok()),
+        }
+    }
+
+    fn restore(&self, project: &Path) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let config = project.join(CONFIG_FILE);
+        if !self.config_existed && config.symlink_metadata().is_ok() {
+            remove(&config);
+            warnings.push(format!(
+                "@project/{CONFIG_FILE} was created by the command and removed: baton's configuration cannot be written by tools"
+            ));
+        }
+        let git = project.join(".git");
+        if self.git_existed == Some(false) && git.symlink_metadata().is_ok() {
+            remove(&git);
+            warnings.push(
+                "@project/.git was created by the command and removed: writes into .git are not allowed by the policy"
+                    .into(),
+            );
+        }
+        warnings
+    }
+}
+
+fn remove(path: &Path) {
+    let is_dir = path.symlink_metadata().is_ok_and(|m| m.is_dir());
+    let _ = if is_dir {
+        std::fs::remove_dir_all(path)
+    } else {
+        std::fs::remove_file(path)
+    };
+}
+
+/// Replaces host paths in output by the names the model knows.
+struct Scrubber {
+    pairs: Vec<(String, &'static str)>,
+}
+
+impl Scrubber {
+    fn new(project: &Path, mounts: &Mounts, home: &Path) -> Scrubber {
+        let mut pairs: Vec<(String, &'static str)> = Vec::new();
+        let mut add = |p: &Path, alias: &'static str| {
+            let s = p.to_string_lossy().into_owned();
+            if s.len() > 1 && !pairs.iter().any(|(x, _)| *x == s) {
+                pairs.push((s, alias));
+            }
+        };
+        add(project, "@project");
+        add(mounts.host_root(Mount::Project), "@project");
+        if let Ok(real) = home.canonicalize() {
+            add(&real, "$HOME");
+        }
+        add(home, "$HOME");
+        // Longest first, so a path inside another is replaced whole.
+        pairs.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
+        Scrubber { pairs }
+    }
+
+    fn text(&self, bytes: &[u8]) -> String {
+        let mut s = String::from_utf8_lossy(bytes).into_owned();
+        for (host, alias) in &self.pairs {
+            if s.contains(host.as_str()) {
+                s = s.replace(host.as_str(), alias);
+            }
+        }
+        s
+    }
+}
