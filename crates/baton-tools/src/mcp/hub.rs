@@ -250,9 +250,17 @@ async fn serve(mut jobs: UnboundedReceiver<Job>, config: McpConfig, project: Pat
     while let Some(job) = jobs.recv().await {
         match job {
             Job::Tools { server, reply } => {
-                let answer = ensure(&mut slots, &server, &config, &project)
-                    .await
-                    .map(|c| c.tools.clone());
+                // Listing happens every turn: a server that failed to start is not tried
+                // again for it (a call still tries, up to MAX_STARTS).
+                let answer = match slots.get(&server) {
+                    Some(Slot::Down { message, starts }) if *starts > 0 => Err(McpError::Start {
+                        server: server.clone(),
+                        message: message.clone(),
+                    }),
+                    _ => ensure(&mut slots, &server, &config, &project)
+                        .await
+                        .map(|c| c.tools.clone()),
+                };
                 let _ = reply.send(answer);
             }
             Job::Call {
