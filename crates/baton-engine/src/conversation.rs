@@ -1,6 +1,10 @@
 //! The conversation log (`logs/conversation.jsonl`): every message of the model's context, in
 //! order, with a `reset` line where the history restarted. It lets `answer` and `resume` put the
 //! current window back, and tells a replay how far the run got.
+//!
+//! When the context is compressed, the record of that step also carries the compressed form
+//! (`compaction: {covers, messages, summaryCalls}`): the history itself is never rewritten,
+//! and a restore puts back both.
 
 use crate::machine::Machine;
 use baton_llm::{Message, Role};
@@ -14,6 +18,7 @@ pub struct ConversationLog {
     writer: JsonlWriter,
     generation: u64,
     logged: usize,
+    compactions: u64,
 }
 
 impl ConversationLog {
@@ -27,26 +32,36 @@ impl ConversationLog {
             writer: JsonlWriter::open(path)?,
             generation: machine.generation(),
             logged: restored,
+            compactions: machine.compactions(),
         })
     }
 
     /// Appends what the machine added to its history since the last call, as one record: a
     /// step is in the log whole or not at all (a torn last line is dropped by readers).
-    pub fn sync(&mut self, machine: &Machine<'_>) -> Result<(), StoreError> {
+    pub fn sync(&mut self, machine: &mut Machine<'_>) -> Result<(), StoreError> {
         let reset = machine.generation() != self.generation;
         if reset {
             self.generation = machine.generation();
             self.logged = 0;
         }
+        let compacted = machine.compactions() != self.compactions;
         let history = machine.history();
         let new: Vec<&Message> = history.iter().skip(self.logged).collect();
-        if reset || !new.is_empty() {
-            self.writer.append(
-                &json!({"kind": "messages", "reset": reset, "messages": new}),
-                true,
-            )?;
+        let logged = history.len();
+        if reset || compacted || !new.is_empty() {
+            let mut record = json!({"kind": "messages", "reset": reset, "messages": new});
+            if compacted {
+                let (view, covers) = machine.compaction();
+                record["compaction"] = json!({
+                    "covers": covers,
+                    "messages": view,
+                    "summaryCalls": machine.take_summary_calls(),
+                });
+            }
+            self.writer.append(&record, true)?;
         }
-        self.logged = history.len();
+        self.compactions = machine.compactions();
+        self.logged = logged;
         Ok(())
     }
 }
@@ -64,6 +79,8 @@ pub struct Restored {
     pub repaired: usize,
     /// Every tool-call id the run has used, in every window: new calls must not reuse one.
     pub call_ids: HashSet<String>,
+    /// The compressed form of `history[..covers]`, when the window was compressed.
+    pub compaction: Option<(Vec<Message>, usize)>,
 }
 
 const INTERRUPTED: &str = r#"{"ok":false,"error":{"code":"E_INTERRUPTED","message":"The run stopped before this call finished. Read the state and redo what is missing."}}"#;
@@ -72,12 +89,15 @@ pub fn restore(path: &Path) -> Result<Restored, StoreError> {
     let records = jsonl::read(path)?.records;
     let mut out = Restored::default();
     let mut all: Vec<Message> = Vec::new();
+    // Summary calls are model answers too: a replay skips them like turns.
+    let mut summary_calls = 0u64;
     for r in &records {
         if r.get("kind").and_then(Value::as_str) != Some("messages") {
             continue;
         }
         if r.get("reset").and_then(Value::as_bool) == Some(true) {
             out.history.clear();
+            out.compaction = None;
         }
         for m in r
             .get("messages")
@@ -98,6 +118,19 @@ pub fn restore(path: &Path) -> Result<Restored, StoreError> {
             out.history.push(m.clone());
             all.push(m);
         }
+        if let Some(c) = r.get("compaction") {
+            let covers = c.get("covers").and_then(Value::as_u64).unwrap_or(0);
+            let view: Vec<Message> = c
+                .get("messages")
+                .cloned()
+                .and_then(|v| serde_json::from_value(v).ok())
+                .unwrap_or_default();
+            summary_calls += c.get("summaryCalls").and_then(Value::as_u64).unwrap_or(0);
+            out.compaction = usize::try_from(covers)
+                .ok()
+                .filter(|n| *n > 0 && !view.is_empty())
+                .map(|n| (view, n));
+        }
     }
     out.complete_turns = pair_results(&all)
         .iter()
@@ -106,9 +139,34 @@ pub fn restore(path: &Path) -> Result<Restored, StoreError> {
         + all
             .iter()
             .filter(|m| m.role == Role::Assistant && m.tool_calls.is_empty())
-            .count();
-    out.repaired = repair(&mut out.history);
+            .count()
+        + usize::try_from(summary_calls).unwrap_or(0);
+    out.repaired = repair_window(&mut out.history, &mut out.compaction);
     Ok(out)
+}
+
+/// [`repair`], keeping the compaction only while the part it stands for needed no repair (a
+/// compaction is made between complete tool groups, so a gap there means a damaged log).
+fn repair_window(
+    history: &mut Vec<Message>,
+    compaction: &mut Option<(Vec<Message>, usize)>,
+) -> usize {
+    let covers = match compaction {
+        Some((_, covers)) if *covers <= history.len() => *covers,
+        Some(_) => {
+            *compaction = None;
+            0
+        }
+        None => 0,
+    };
+    if covers > 0
+        && pair_results(&history[..covers])
+            .iter()
+            .any(|(_, m)| !m.is_empty())
+    {
+        *compaction = None;
+    }
+    repair(history)
 }
 
 /// For each assistant message with tool calls: its index and the ids of its calls that no

@@ -1,6 +1,7 @@
 //! The async driver: runs the machine's actions against a model, the ToolHost and the store.
 
 use crate::composer::Intent;
+use crate::context::{ContextEvent, offload};
 use crate::machine::{Action, Input, Machine, StateSnapshot, ToolResult, WaitReason};
 use baton_llm::{CallOptions, ChatModel, LlmError, StreamEvent, TraceRecorder, Usage};
 use baton_package::Workflow;
@@ -8,10 +9,13 @@ use baton_store::{Phase, Project, RunError, StateFile};
 use baton_tools::{CallContext, ToolCall, ToolHost};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// The code of a run stopped on request (cancellation, Ctrl-C, SIGTERM).
 pub const ABORTED: &str = "ENGINE_ABORTED";
+/// The longest a summary model call may take before the deterministic summary is used.
+pub const SUMMARY_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Something to show while a run goes.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +40,8 @@ pub enum EngineEvent {
     NodeChanged {
         node: String,
     },
+    /// The context was compressed (or a compressed window was given up).
+    Context(ContextEvent),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -115,10 +121,44 @@ impl<'a> Driver<'a> {
     fn step(&mut self, input: Input) -> Result<Action, EngineError> {
         let action = self.machine.step(input);
         if let Some(log) = self.conversation.as_mut() {
-            log.sync(&self.machine)
+            log.sync(&mut self.machine)
                 .map_err(|e| EngineError::State(e.to_string()))?;
         }
+        for event in self.machine.take_events() {
+            let fields = match &event {
+                ContextEvent::Compressed(report) => {
+                    json!({"event": "compressed", "report": report})
+                }
+                ContextEvent::ProtocolFallback { violation } => {
+                    json!({"event": "protocol_fallback", "violation": violation})
+                }
+            };
+            self.audit("engine.context", fields);
+            self.emit(EngineEvent::Context(event));
+        }
         Ok(action)
+    }
+
+    /// Keeps a tool result over 50 KB out of the conversation: the whole result goes to
+    /// `@state/logs/tool-results/`, the message keeps a preview and that path.
+    fn offload(&self, call_id: &str, content: String) -> String {
+        if content.len() <= offload::OFFLOAD_BYTES {
+            return content;
+        }
+        let name = offload::file_name(call_id);
+        let dir = self
+            .project
+            .run_paths(&self.run_id)
+            .state_dir
+            .join(offload::DIR);
+        let saved = std::fs::create_dir_all(&dir)
+            .map_err(|e| e.to_string())
+            .and_then(|()| {
+                baton_store::durable::atomic_write(&dir.join(&name), content.as_bytes())
+                    .map_err(|e| e.to_string())
+            });
+        let mount = format!("@state/{}/{name}", offload::DIR);
+        offload::replacement(&content, saved.is_ok().then_some(mount.as_str()))
     }
 
     /// One `engine.*` line in the audit log. Best effort: a full disk must not turn a finished
@@ -267,6 +307,32 @@ impl<'a> Driver<'a> {
                         }
                     }
                 }
+                Action::Summarize(request) => {
+                    // No streaming: the summary is for the context, not for the person.
+                    let options = CallOptions {
+                        on_event: None,
+                        cancel: Some(&self.cancel),
+                    };
+                    let answer =
+                        tokio::time::timeout(SUMMARY_TIMEOUT, self.model.chat(&request, options))
+                            .await;
+                    match answer {
+                        Err(_elapsed) => self.step(Input::Summarized(Err("LLM_TIMEOUT".into())))?,
+                        Ok(Err(LlmError::Cancelled)) => Action::Fail {
+                            code: ABORTED,
+                            message: "the run was stopped".into(),
+                        },
+                        Ok(Err(e)) => self.step(Input::Summarized(Err(e.code().to_string())))?,
+                        Ok(Ok(response)) => {
+                            if let Some(u) = response.usage {
+                                report.usage.add(u);
+                                self.emit(EngineEvent::Usage(u));
+                            }
+                            let text = response.message.content.unwrap_or_default();
+                            self.step(Input::Summarized(Ok(text)))?
+                        }
+                    }
+                }
                 Action::RunTools(calls) => {
                     let agent = self.machine.effective_agent();
                     let node = self.machine.node().to_string();
@@ -298,7 +364,7 @@ impl<'a> Driver<'a> {
                         }
                         runs.push((call.id.clone(), outcome.result.clone()));
                         results.push(ToolResult {
-                            content: outcome.result.to_string(),
+                            content: self.offload(&call.id, outcome.result.to_string()),
                             ok,
                             call,
                         });

@@ -5,11 +5,13 @@
 
 pub mod call_ids;
 pub mod composer;
+pub mod context;
 pub mod conversation;
 pub mod driver;
 pub mod machine;
 pub mod runner;
 
 pub use composer::{Composer, Intent};
+pub use context::{Budget, ContextEvent, TokenCounter};
 pub use driver::{Driver, EngineError, EngineEvent, Outcome, RunReport};
 pub use machine::{Action, ContextPolicy, DEFAULT_MAX_TURNS, Input, Machine, StateSnapshot};

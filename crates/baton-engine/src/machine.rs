@@ -3,7 +3,9 @@
 //! every transition is unit-testable and a recorded run replays exactly.
 
 use crate::composer::{COMPLETION_REQUEST, Composer, Intent, user_input};
-use baton_llm::{ChatRequest, ChatResponse, Message, Role, ToolCall};
+use crate::context::plan::{self, Mode, Pending, Plan};
+use crate::context::{Budget, CONTEXT_STILL_TOO_LARGE, Compaction, ContextEvent, TokenCounter};
+use baton_llm::{ChatRequest, ChatResponse, Message, Role, ToolCall, ToolDef};
 
 pub const DEFAULT_MAX_TURNS: usize = 50;
 /// The same failing call this many times in a row stops the run for the user.
@@ -50,6 +52,8 @@ pub enum Input {
         question: Option<String>,
     },
     UserAnswered(String),
+    /// The summary model's answer to [`Action::Summarize`]: its text, or the error code.
+    Summarized(Result<String, String>),
 }
 
 /// Why the machine stopped for the user.
@@ -66,6 +70,9 @@ pub enum WaitReason {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     CallModel(ChatRequest),
+    /// Ask the model for a rolling summary (no tools) and answer with [`Input::Summarized`];
+    /// the window is over its budget. Not a turn of the run.
+    Summarize(ChatRequest),
     RunTools(Vec<ToolCall>),
     WaitForUser {
         question: String,
@@ -92,6 +99,19 @@ pub struct Machine<'p> {
     last_failure: Option<(String, usize)>,
     /// Counts history restarts, so a log of the history can mark them.
     generation: u64,
+    /// `None`: no budget, requests are sent whole.
+    budget: Option<Budget>,
+    counter: TokenCounter,
+    /// The compressed form of `history[..covered]`: a request carries `view` and then the
+    /// rest of the history, so between two compressions the prefix stays byte-identical.
+    view: Vec<Message>,
+    covered: usize,
+    /// Counts changes of `view`, so a log can record them.
+    compactions: u64,
+    /// Summary model calls answered since the last logged compaction.
+    summary_calls: usize,
+    pending: Option<Box<Pending>>,
+    events: Vec<ContextEvent>,
 }
 
 impl<'p> Machine<'p> {
@@ -112,7 +132,63 @@ impl<'p> Machine<'p> {
             turns: 0,
             last_failure: None,
             generation: 0,
+            budget: Some(Budget::default()),
+            counter: TokenCounter::new(crate::context::Encoding::Chars),
+            view: Vec::new(),
+            covered: 0,
+            compactions: 0,
+            summary_calls: 0,
+            pending: None,
+            events: Vec::new(),
         }
+    }
+
+    /// Sets the context budget (`None`: no limit) and how tokens are counted.
+    pub fn with_budget(mut self, budget: Option<Budget>, counter: TokenCounter) -> Machine<'p> {
+        self.budget = budget;
+        self.counter = counter;
+        self
+    }
+
+    pub fn budget(&self) -> Option<Budget> {
+        self.budget
+    }
+
+    /// What the next request carries after the system layers: the compressed part, then the
+    /// rest of the history.
+    pub fn window(&self) -> Vec<Message> {
+        let mut w = self.view.clone();
+        w.extend(self.history.iter().skip(self.covered).cloned());
+        w
+    }
+
+    /// The compressed form of the history and how many history messages it stands for.
+    pub fn compaction(&self) -> (&[Message], usize) {
+        (&self.view, self.covered)
+    }
+
+    /// Changes when the compaction does (applied or dropped).
+    pub fn compactions(&self) -> u64 {
+        self.compactions
+    }
+
+    /// Summary calls answered since the last call; the log records them with the compaction.
+    pub fn take_summary_calls(&mut self) -> usize {
+        std::mem::take(&mut self.summary_calls)
+    }
+
+    /// Puts back a compaction a previous invocation logged. One that does not fit the
+    /// restored history is ignored (the window is then compressed again if needed).
+    pub fn restore_compaction(&mut self, view: Vec<Message>, covered: usize) {
+        if covered <= self.history.len() && !view.is_empty() {
+            self.view = view;
+            self.covered = covered;
+        }
+    }
+
+    /// What the context management did since the last call.
+    pub fn take_events(&mut self) -> Vec<ContextEvent> {
+        std::mem::take(&mut self.events)
     }
 
     /// The conversation of the current window (what the next request carries after the
@@ -162,6 +238,8 @@ impl<'p> Machine<'p> {
     fn open_window(&mut self, intent: Intent) {
         if self.policy == ContextPolicy::Node {
             self.history.clear();
+            self.view.clear();
+            self.covered = 0;
             self.generation += 1;
         }
         self.push_shells(intent);
@@ -192,13 +270,91 @@ impl<'p> Machine<'p> {
                 ),
             };
         }
+        let (system, tools) = self.fixed_parts();
+        if let Some(budget) = self.budget {
+            let fixed = self.counter.messages(&system) + self.counter.tools(&tools);
+            let window = self.window();
+            match plan::plan(&window, fixed, &budget, Mode::Run, &mut self.counter) {
+                Plan::NotNeeded => {}
+                Plan::NeedsSummary(pending) => {
+                    let request = pending.request.clone();
+                    self.pending = Some(pending);
+                    return Action::Summarize(request);
+                }
+                other => {
+                    if let Some(fail) = self.settle(other, fixed, &budget) {
+                        return fail;
+                    }
+                }
+            }
+        }
+        self.request(system, tools)
+    }
+
+    /// The system layers and tools of the effective agent: the fixed part of a request.
+    fn fixed_parts(&self) -> (Vec<Message>, Vec<ToolDef>) {
         let agent = self.effective_agent();
         let policy = self.composer.policy(&agent);
-        let mut messages = self.composer.system_layers(&agent);
-        messages.extend(self.history.iter().cloned());
+        (
+            self.composer.system_layers(&agent),
+            self.composer.tools(&policy),
+        )
+    }
+
+    /// Applies what compression decided; `Some(fail)` when the request cannot be sent.
+    fn settle(&mut self, outcome: Plan, fixed: usize, budget: &Budget) -> Option<Action> {
+        match outcome {
+            Plan::Compressed(c) => self.apply(c),
+            Plan::TooLarge { tokens, limit } => return Some(too_large(tokens, limit)),
+            Plan::Invalid { violation } => {
+                // Nothing was replaced: the uncompressed window goes, if it fits at all.
+                self.events
+                    .push(ContextEvent::ProtocolFallback { violation });
+                let tokens = fixed + self.counter.messages(&self.window());
+                if tokens > budget.limit() {
+                    return Some(too_large(tokens, budget.limit()));
+                }
+            }
+            Plan::NotNeeded | Plan::NeedsSummary(_) => {}
+        }
+        None
+    }
+
+    fn apply(&mut self, c: Compaction) {
+        if c.report.status == "attempted_noop" {
+            return;
+        }
+        self.view = c.messages;
+        self.covered = self.history.len();
+        self.compactions += 1;
+        self.events.push(ContextEvent::Compressed(c.report));
+    }
+
+    /// The request; checked against the tool protocol first. A compressed window that fails
+    /// the check (a damaged log put it back) gives way to the uncompressed one.
+    fn request(&mut self, system: Vec<Message>, tools: Vec<ToolDef>) -> Action {
+        let mut messages = system.clone();
+        messages.extend(self.window());
+        if !self.view.is_empty()
+            && let Err(violation) = plan::check(&messages)
+        {
+            self.events
+                .push(ContextEvent::ProtocolFallback { violation });
+            self.view.clear();
+            self.covered = 0;
+            self.compactions += 1;
+            messages = system;
+            messages.extend(self.history.iter().cloned());
+            if let Some(budget) = self.budget {
+                let tokens = self.counter.request(&messages, &tools);
+                if tokens > budget.limit() {
+                    return too_large(tokens, budget.limit());
+                }
+            }
+        }
         Action::CallModel(ChatRequest {
             messages,
-            tools: self.composer.tools(&policy),
+            tools,
             options: Default::default(),
         })
     }
@@ -264,6 +420,20 @@ impl<'p> Machine<'p> {
                 self.add_user_input(&text);
                 self.last_failure = None;
                 self.call_model()
+            }
+            Input::Summarized(answer) => {
+                if answer.is_ok() {
+                    self.summary_calls += 1;
+                }
+                let (system, tools) = self.fixed_parts();
+                if let (Some(pending), Some(budget)) = (self.pending.take(), self.budget) {
+                    let fixed = self.counter.messages(&system) + self.counter.tools(&tools);
+                    let done = plan::finish(*pending, answer, &budget, &mut self.counter);
+                    if let Some(fail) = self.settle(done, fixed, &budget) {
+                        return fail;
+                    }
+                }
+                self.request(system, tools)
             }
             Input::ModelAnswered(response) => {
                 self.turns += 1;
@@ -336,6 +506,15 @@ impl<'p> Machine<'p> {
         };
         self.last_failure = Some((fingerprint, count));
         count >= LOOP_LIMIT
+    }
+}
+
+fn too_large(tokens: usize, limit: usize) -> Action {
+    Action::Fail {
+        code: CONTEXT_STILL_TOO_LARGE,
+        message: format!(
+            "the next request needs about {tokens} tokens and the model's context is {limit}, even after compression; give a shorter input, or set context_tokens in baton.toml if the model has a larger window"
+        ),
     }
 }
 

@@ -99,6 +99,8 @@ pub struct Settings<'a> {
     pub max_turns: usize,
     pub on_event: Option<&'a (dyn Fn(EngineEvent) + Send + Sync)>,
     pub cancel: CancellationToken,
+    /// The context budget (`None`: requests are never compressed nor refused for size).
+    pub budget: Option<crate::context::Budget>,
 }
 
 impl<'a> Settings<'a> {
@@ -114,6 +116,7 @@ impl<'a> Settings<'a> {
             max_turns: DEFAULT_MAX_TURNS,
             on_event: None,
             cancel: CancellationToken::new(),
+            budget: Some(crate::context::Budget::default()),
         }
     }
 }
@@ -484,6 +487,10 @@ async fn drive(claimed: &Claimed, mut settings: Settings<'_>) -> Result<Finished
         &run.active_agent_id,
         settings.context,
         settings.max_turns,
+    )
+    .with_budget(
+        settings.budget,
+        crate::context::TokenCounter::for_model(settings.model.model_name()),
     );
     // Starting fresh needs no past, and a completed run talks in a fresh post-run window;
     // answering or resuming an open run puts its current window back. Either way the ids the
@@ -505,6 +512,9 @@ async fn drive(claimed: &Claimed, mut settings: Settings<'_>) -> Result<Finished
     let logged = restored.history.len() - restored.repaired;
     let call_ids = restored.call_ids;
     machine.restore(restored.history);
+    if let Some((view, covers)) = restored.compaction {
+        machine.restore_compaction(view, covers);
+    }
     let log = ConversationLog::open(&paths.conversation_log, &machine, logged)
         .map_err(|e| RunnerError::Io(e.to_string()))?;
     let replay = settings.replay;

@@ -4,6 +4,7 @@
 
 use crate::error::LlmError;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 use std::time::Duration;
@@ -51,6 +52,49 @@ pub struct LlmConfig {
     /// The whole `chat()` call, retries and waits included: a server that trickles chunks
     /// forever cannot hold a run for longer.
     pub max_call: Duration,
+    /// The context window of the configured model (`[llm] context_tokens`), if set.
+    pub context_tokens: Option<u64>,
+    /// Context windows per model name (`[models."<name>"] context_tokens`).
+    pub model_context_tokens: BTreeMap<String, u64>,
+}
+
+/// Context windows of well-known models, by name prefix (the part after a `vendor/`),
+/// the more specific prefixes first. Anything else gets [`DEFAULT_CONTEXT_TOKENS`].
+const KNOWN_CONTEXT_TOKENS: &[(&str, u64)] = &[
+    ("gpt-4.1", 1_047_576),
+    ("gpt-5", 400_000),
+    ("gpt-4o", 128_000),
+    ("chatgpt-4o", 128_000),
+    ("gpt-4-turbo", 128_000),
+    ("gpt-4", 8_192),
+    ("gpt-3.5-turbo", 16_385),
+    ("o1", 200_000),
+    ("o3", 200_000),
+    ("o4-mini", 200_000),
+    ("claude", 200_000),
+    ("gemini", 1_048_576),
+    ("deepseek", 65_536),
+    ("llama3.1", 131_072),
+    ("llama-3.1", 131_072),
+    ("qwen2.5", 32_768),
+];
+
+/// What a model gets when nothing says how large its window is.
+pub const DEFAULT_CONTEXT_TOKENS: u64 = 32_768;
+/// Bounds of `context_tokens`.
+const CONTEXT_TOKENS_RANGE: std::ops::RangeInclusive<u64> = 1_024..=100_000_000;
+
+/// The context window of a well-known model, from its name.
+pub fn known_context_tokens(model: &str) -> Option<u64> {
+    let name = model
+        .rsplit('/')
+        .next()
+        .unwrap_or(model)
+        .to_ascii_lowercase();
+    KNOWN_CONTEXT_TOKENS
+        .iter()
+        .find(|(prefix, _)| name.starts_with(prefix))
+        .map(|(_, n)| *n)
 }
 
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
@@ -77,6 +121,8 @@ impl Default for LlmConfig {
             max_backoff: DEFAULT_MAX_BACKOFF,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             max_call: DEFAULT_MAX_CALL,
+            context_tokens: None,
+            model_context_tokens: BTreeMap::new(),
         }
     }
 }
@@ -94,11 +140,21 @@ struct LlmTable {
     stream: Option<bool>,
     max_response_bytes: Option<u64>,
     max_call_s: Option<f64>,
+    context_tokens: Option<u64>,
+}
+
+/// A `[models."<name>"]` table.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelTable {
+    context_tokens: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 struct ConfigFile {
     llm: Option<LlmTable>,
+    #[serde(default)]
+    models: BTreeMap<String, ModelTable>,
 }
 
 /// Values given on the command line; each wins over every other source.
@@ -184,7 +240,16 @@ impl LlmConfig {
             };
             LlmError::Config(format!("{}: {}{hint}", path.display(), e.message()))
         })?;
+        for (name, table) in file.models {
+            if let Some(v) = table.context_tokens {
+                self.model_context_tokens
+                    .insert(name, context_tokens(path, v)?);
+            }
+        }
         let Some(t) = file.llm else { return Ok(()) };
+        if let Some(v) = t.context_tokens {
+            self.context_tokens = Some(context_tokens(path, v)?);
+        }
         if let Some(v) = t.base_url {
             self.base_url = v;
         }
@@ -222,12 +287,36 @@ impl LlmConfig {
         Ok(())
     }
 
+    /// The context window of the configured model: its `[models."<name>"]` entry, else
+    /// `[llm] context_tokens`, else the table of well-known models, else 32,768.
+    pub fn context_tokens(&self) -> u64 {
+        let model = self.model.as_deref().unwrap_or("");
+        self.model_context_tokens
+            .get(model)
+            .copied()
+            .or(self.context_tokens)
+            .or_else(|| known_context_tokens(model))
+            .unwrap_or(DEFAULT_CONTEXT_TOKENS)
+    }
+
     /// The model name, or a configuration error telling how to set one.
     pub fn require_model(&self) -> Result<&str, LlmError> {
         self.model.as_deref().ok_or_else(|| {
             LlmError::Config("no model is set: pass --model, set BATON_MODEL, or put model = \"...\" under [llm] in baton.toml".into())
         })
     }
+}
+
+fn context_tokens(path: &Path, v: u64) -> Result<u64, LlmError> {
+    if CONTEXT_TOKENS_RANGE.contains(&v) {
+        return Ok(v);
+    }
+    Err(LlmError::Config(format!(
+        "{}: context_tokens must be between {} and {}, not {v}",
+        path.display(),
+        CONTEXT_TOKENS_RANGE.start(),
+        CONTEXT_TOKENS_RANGE.end()
+    )))
 }
 
 fn seconds(key: &str, v: f64, max: f64) -> Result<Duration, LlmError> {
@@ -330,6 +419,56 @@ mod tests {
             LlmConfig::default().require_model().unwrap_err().code(),
             "LLM_CONFIG_INVALID"
         );
+    }
+
+    #[test]
+    fn context_tokens_per_model_then_llm_then_known_models_then_32k() {
+        let project = tempfile::tempdir().unwrap();
+        let load = |text: &str, model: Option<&str>| {
+            std::fs::write(project.path().join("baton.toml"), text).unwrap();
+            LlmConfig::load(
+                None,
+                Some(project.path()),
+                &|_| None,
+                &LlmOverrides {
+                    model: model.map(str::to_owned),
+                    ..Default::default()
+                },
+            )
+        };
+        assert_eq!(
+            load("", Some("gpt-4o-mini")).unwrap().context_tokens(),
+            128_000
+        );
+        assert_eq!(
+            load("", Some("openai/gpt-4.1")).unwrap().context_tokens(),
+            1_047_576
+        );
+        assert_eq!(load("", Some("gpt-4")).unwrap().context_tokens(), 8_192);
+        assert_eq!(
+            load("", Some("my-local-model")).unwrap().context_tokens(),
+            32_768
+        );
+        assert_eq!(load("", None).unwrap().context_tokens(), 32_768);
+        let text = "[llm]\ncontext_tokens = 16384\n[models.\"qwen2.5-coder:14b\"]\ncontext_tokens = 65536\n";
+        assert_eq!(load(text, Some("gpt-4o")).unwrap().context_tokens(), 16_384);
+        assert_eq!(
+            load(text, Some("qwen2.5-coder:14b"))
+                .unwrap()
+                .context_tokens(),
+            65_536
+        );
+        for bad in [
+            "[llm]\ncontext_tokens = 10\n",
+            "[models.x]\ncontext_tokens = 0\n",
+            "[models.x]\ncontext = 1\n",
+        ] {
+            assert_eq!(
+                load(bad, None).unwrap_err().code(),
+                "LLM_CONFIG_INVALID",
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Live progress of a run on stderr: a spinner line (turn, node, agent, tool calls, tokens) on a
 //! terminal, plain lines otherwise.
 
-use baton_engine::EngineEvent;
+use baton_engine::{ContextEvent, EngineEvent};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::sync::Mutex;
@@ -85,6 +85,13 @@ impl Progress {
             EngineEvent::Answered { question, answer } => {
                 self.line(format!("\n{question}\n> {answer}\n"))
             }
+            EngineEvent::Context(ContextEvent::Compressed(r)) => self.line(format!(
+                "    context compressed: {} → {} tokens (budget {})",
+                r.tokens_before, r.tokens_after, r.budget
+            )),
+            EngineEvent::Context(ContextEvent::ProtocolFallback { violation }) => self.line(
+                format!("    compressed context dropped ({violation}); sending it whole"),
+            ),
             EngineEvent::NodeChanged { .. } | EngineEvent::Text(_) => {}
         }
         self.refresh(&c);
