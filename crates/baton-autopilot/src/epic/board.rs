@@ -1,0 +1,202 @@
+//! `baton epic status`: the board. Stories and their statuses in file order, the phase in
+//! flight, pending questions, review verdicts and the last failure. Read-only and lock-free
+//! (every file it reads is replaced atomically); a damaged story file is shown, not fatal.
+
+use super::agent_state::{self, AgentState};
+use super::config::AutopilotConfig;
+use super::error::{EpicError, Result};
+use super::keys::{self, KeyKind};
+use super::layout;
+use super::lock;
+use super::progress::{FailureDetail, Progress};
+use super::review::{self, Review};
+use super::run_state::{self, RunEpicState};
+use super::sprint::{self, SprintStatus};
+use serde::Serialize;
+use std::collections::HashSet;
+use std::path::Path;
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingQuestion {
+    pub id: String,
+    pub question: String,
+    pub context: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoryRow {
+    pub key: String,
+    pub status: String,
+    /// The phase in flight, for the current story.
+    pub phase: Option<String>,
+    pub review_cycle: Option<u32>,
+    pub run_id: Option<String>,
+    pub questions: Vec<PendingQuestion>,
+    /// `approved` or `changes-requested`, from the last review file.
+    pub review: Option<String>,
+    /// A file of this story the autopilot cannot read.
+    pub problem: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EpicRow {
+    pub key: String,
+    pub status: String,
+    pub stories: Vec<StoryRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Board {
+    pub implementation_artifacts: String,
+    /// The epic of `.run-epic-state.json`, if any.
+    pub epic_id: Option<String>,
+    /// `running` or `paused` as the state file says.
+    pub state: Option<String>,
+    /// Whether an orchestrator process holds the project right now.
+    pub live: bool,
+    pub current_story: Option<String>,
+    pub last_story_completed: Option<String>,
+    pub last_failure: Option<FailureDetail>,
+    pub epics: Vec<EpicRow>,
+}
+
+/// The board of `epic` (`epic-N` or `N`), else of the state file's epic, else of every epic.
+pub fn status(project: &Path, epic: Option<&str>) -> Result<Board> {
+    let root = std::fs::canonicalize(project).map_err(|e| {
+        EpicError::usage(
+            "PROJECT_NOT_FOUND",
+            format!("project {} cannot be opened: {e}", project.display()),
+        )
+    })?;
+    let config = AutopilotConfig::load(&root)?;
+    let layout = layout::resolve(&root, config.implementation_artifacts.as_deref())?;
+    let sprint = SprintStatus::load(
+        &layout.file(sprint::FILE_NAME),
+        &layout.rel_file(sprint::FILE_NAME),
+    )?;
+    let state = RunEpicState::load(&layout.dir, &layout.rel_file(run_state::FILE_NAME))?;
+    // The progress file is baton's own; a damaged one does not hide the board.
+    let progress = Progress::load(&layout.dir, &layout.rel).ok().flatten();
+    let wanted = match epic {
+        Some(e) => Some(keys::parse_epic_id(e).ok_or_else(|| {
+            EpicError::usage("EPIC_ID_INVALID", format!("{e:?} is not an epic id"))
+        })?),
+        None => state.as_ref().and_then(|s| keys::parse_epic_id(&s.epic_id)),
+    };
+    if let Some(n) = wanted
+        && sprint.get(&keys::epic_key(n)).is_none()
+        && sprint.stories_of(n).next().is_none()
+    {
+        return Err(EpicError::usage(
+            "EPIC_NOT_FOUND",
+            format!("{} has no {}", sprint.shown(), keys::epic_key(n)),
+        ));
+    }
+    // One listing tells which story files exist; only those are read.
+    let present: HashSet<String> = std::fs::read_dir(&layout.dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let in_flight = progress.as_ref().and_then(|p| p.story.clone());
+    let mut epics: Vec<EpicRow> = Vec::new();
+    for entry in sprint.entries() {
+        match entry.kind {
+            KeyKind::Epic(n) if wanted.is_none_or(|w| w == n) => epics.push(EpicRow {
+                key: entry.key.clone(),
+                status: entry.status.clone(),
+                stories: Vec::new(),
+            }),
+            KeyKind::Story { epic: n } if wanted.is_none_or(|w| w == n) => {
+                let epic_key = keys::epic_key(n);
+                let row = story_row(&layout, &present, entry, in_flight.as_ref());
+                match epics.iter_mut().find(|e| e.key == epic_key) {
+                    Some(e) => e.stories.push(row),
+                    None => epics.push(EpicRow {
+                        key: epic_key,
+                        status: "(not listed)".into(),
+                        stories: vec![row],
+                    }),
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(Board {
+        implementation_artifacts: layout.rel.clone(),
+        epic_id: state.as_ref().map(|s| s.epic_id.clone()),
+        state: state
+            .as_ref()
+            .map(|s| if s.running { "running" } else { "paused" }.to_string()),
+        live: lock::is_held(&layout.dir),
+        current_story: state.as_ref().and_then(|s| s.current_story_key.clone()),
+        last_story_completed: state.as_ref().and_then(|s| s.last_story_completed.clone()),
+        last_failure: progress.and_then(|p| p.failure),
+        epics,
+    })
+}
+
+fn story_row(
+    layout: &layout::Layout,
+    present: &HashSet<String>,
+    entry: &sprint::Entry,
+    in_flight: Option<&super::progress::StoryProgress>,
+) -> StoryRow {
+    let key = &entry.key;
+    let mut row = StoryRow {
+        key: key.clone(),
+        status: entry.status.clone(),
+        phase: None,
+        review_cycle: None,
+        run_id: None,
+        questions: Vec::new(),
+        review: None,
+        problem: None,
+    };
+    if let Some(sp) = in_flight.filter(|s| s.key == *key) {
+        row.phase = Some(sp.phase.as_str().to_string());
+        row.review_cycle = Some(sp.review_cycle);
+        row.run_id = sp.run.as_ref().and_then(|r| r.run_id.clone());
+    }
+    if present.contains(&format!("{key}{}", agent_state::SUFFIX)) {
+        match AgentState::load(&layout.dir, &layout.rel, key) {
+            Ok(Some(a)) => {
+                row.questions = a
+                    .questions
+                    .iter()
+                    .filter(|q| q.answer.is_none())
+                    .map(|q| PendingQuestion {
+                        id: q.id.clone(),
+                        question: q.question.clone(),
+                        context: q.context.clone(),
+                    })
+                    .collect();
+            }
+            Ok(None) => {}
+            Err(e) => row.problem = Some(format!("{}: {}", e.code, e.message)),
+        }
+    }
+    if present.contains(&format!("{key}{}", review::SUFFIX)) {
+        match Review::load(&layout.dir, &layout.rel, key) {
+            Ok(Some(r)) => {
+                row.review = Some(
+                    if r.approved {
+                        "approved"
+                    } else {
+                        "changes-requested"
+                    }
+                    .into(),
+                );
+            }
+            Ok(None) => {}
+            Err(e) => row.problem = Some(format!("{}: {}", e.code, e.message)),
+        }
+    }
+    row
+}

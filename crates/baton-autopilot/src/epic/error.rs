@@ -1,0 +1,81 @@
+//! Every way the epic autopilot refuses or fails: a stable code, a message that names the file
+//! and field at fault, and a hint.
+
+use std::path::Path;
+
+/// Whether the error is a mistake in what was asked (or in the files given), or a failure
+/// while doing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Bad arguments, configuration or input files: nothing was written (exit code 2).
+    Usage,
+    /// Something failed while working (exit code 1).
+    Failure,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct EpicError {
+    pub code: &'static str,
+    pub message: String,
+    pub hint: Option<String>,
+    pub kind: ErrorKind,
+}
+
+pub type Result<T, E = EpicError> = std::result::Result<T, E>;
+
+impl EpicError {
+    pub fn usage(code: &'static str, message: impl Into<String>) -> EpicError {
+        EpicError {
+            code,
+            message: message.into(),
+            hint: None,
+            kind: ErrorKind::Usage,
+        }
+    }
+
+    pub fn failure(code: &'static str, message: impl Into<String>) -> EpicError {
+        EpicError {
+            code,
+            message: message.into(),
+            hint: None,
+            kind: ErrorKind::Failure,
+        }
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> EpicError {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub fn is_usage(&self) -> bool {
+        self.kind == ErrorKind::Usage
+    }
+
+    /// An I/O failure on `path`.
+    pub fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EpicError {
+        let shown = path.display().to_string();
+        move |e| EpicError::failure("EPIC_IO_FAILED", format!("cannot {action} {shown}: {e}"))
+    }
+
+    /// A file the autopilot reads is not what the contract says: `file` is shown as given
+    /// (project-relative), `field` is a JSON pointer or a YAML key path.
+    pub fn invalid_file(
+        code: &'static str,
+        file: &str,
+        field: Option<&str>,
+        problem: impl std::fmt::Display,
+    ) -> EpicError {
+        let message = match field {
+            Some(f) if !f.is_empty() => format!("{file}: field {f}: {problem}"),
+            _ => format!("{file}: {problem}"),
+        };
+        EpicError::usage(code, message)
+    }
+}
+
+impl From<baton_store::StoreError> for EpicError {
+    fn from(e: baton_store::StoreError) -> EpicError {
+        EpicError::failure("EPIC_IO_FAILED", e.to_string())
+    }
+}

@@ -1,0 +1,138 @@
+//! `[autopilot.git] commit = true`: the commit before dev is recorded as the story's baseline,
+//! a dev phase that changed nothing outside the implementation artifacts is refused, and an
+//! approved story is committed as `story <key>: <title>`.
+
+use super::error::{EpicError, Result};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+fn git(project: &Path, args: &[&str]) -> Result<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(project)
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| {
+            EpicError::usage("EPIC_GIT_FAILED", format!("cannot run git: {e}"))
+                .hint("install git, or set [autopilot.git] commit = false")
+        })?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(EpicError::failure(
+            "EPIC_GIT_FAILED",
+            format!("git {} failed: {}", args.join(" "), err.trim()),
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Checks that the project is a git work tree with a commit (before anything is written).
+pub fn check(project: &Path) -> Result<()> {
+    head(project).map(|_| ()).map_err(|e| {
+        EpicError::usage(
+            "EPIC_GIT_FAILED",
+            format!("[autopilot.git] commit = true needs a git repository with a first commit: {}", e.message),
+        )
+        .hint("run `git init && git commit --allow-empty -m init` in the project, or set commit = false")
+    })
+}
+
+pub fn head(project: &Path) -> Result<String> {
+    Ok(git(project, &["rev-parse", "HEAD"])?.trim().to_string())
+}
+
+/// Paths changed since `baseline` (committed or not, untracked included), outside `exclude`
+/// (the implementation artifacts folder, project-relative).
+pub fn changes_since(project: &Path, baseline: &str, exclude: &str) -> Result<Vec<String>> {
+    let exclude = format!(":(exclude){exclude}");
+    let mut changed: Vec<String> = Vec::new();
+    let committed = git(
+        project,
+        &["diff", "--name-only", baseline, "--", ".", &exclude],
+    )?;
+    let untracked = git(
+        project,
+        &[
+            "ls-files",
+            "--others",
+            "--exclude-standard",
+            "--",
+            ".",
+            &exclude,
+        ],
+    )?;
+    for line in committed.lines().chain(untracked.lines()) {
+        let l = line.trim();
+        if !l.is_empty() && !changed.iter().any(|c| c == l) {
+            changed.push(l.to_string());
+        }
+    }
+    Ok(changed)
+}
+
+/// Commits everything as `message`; a commit already made with that subject and nothing left to
+/// commit (a crash between the commit and the next write) counts as done.
+pub fn commit_all(project: &Path, message: &str) -> Result<()> {
+    git(project, &["add", "-A"])?;
+    let pending = git(project, &["status", "--porcelain"])?;
+    if pending.trim().is_empty() {
+        let subject = git(project, &["log", "-1", "--format=%s"]).unwrap_or_default();
+        if subject.trim() == message {
+            return Ok(());
+        }
+    }
+    let name = git(project, &["config", "user.name"]).unwrap_or_default();
+    let email = git(project, &["config", "user.email"]).unwrap_or_default();
+    let mut args: Vec<&str> = Vec::new();
+    // A project without an identity still gets its commits, signed as baton.
+    if name.trim().is_empty() {
+        args.extend(["-c", "user.name=baton"]);
+    }
+    if email.trim().is_empty() {
+        args.extend(["-c", "user.email=baton@localhost"]);
+    }
+    args.extend(["commit", "--allow-empty", "-q", "-m", message]);
+    git(project, &args)?;
+    Ok(())
+}
+
+/// `story <key>: <title>`; the title is the story file's H1 after `Story N.M:`, else the key's
+/// slug.
+pub fn commit_message(story_key: &str, story_file: Option<&str>) -> String {
+    let from_file = story_file.and_then(|text| {
+        text.lines()
+            .find_map(|l| l.strip_prefix("# "))
+            .map(|h| match h.split_once(':') {
+                Some((_, t)) => t.trim().to_string(),
+                None => h.trim().to_string(),
+            })
+            .filter(|t| !t.is_empty())
+    });
+    let title = from_file.unwrap_or_else(|| {
+        let slug = story_key.splitn(3, '-').nth(2).unwrap_or(story_key);
+        slug.replace('-', " ")
+    });
+    format!("story {story_key}: {title}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_the_story() {
+        assert_eq!(
+            commit_message(
+                "1-2-user-auth",
+                Some("# Story 1.2: User Authentication\n\nStatus: done\n")
+            ),
+            "story 1-2-user-auth: User Authentication"
+        );
+        assert_eq!(
+            commit_message("1-2-user-auth", None),
+            "story 1-2-user-auth: user auth"
+        );
+    }
+}

@@ -1,0 +1,90 @@
+//! One orchestrator per project: an exclusive `flock` on the implementation artifacts folder
+//! itself, held for the whole invocation. Locking the folder writes nothing (a refused command
+//! leaves the project as it was) and the kernel drops the lock when the holder dies, so a state
+//! file left `running` by a killed process is simply resumed.
+//!
+//! `baton epic stop` asks the holder to pause at the next phase boundary with a request file.
+
+use super::error::{EpicError, Result};
+use std::fs::{File, TryLockError};
+use std::path::{Path, PathBuf};
+
+pub const STOP_FILE: &str = ".run-epic.stop";
+
+/// The held lock; dropping it releases the project.
+#[derive(Debug)]
+pub struct ProjectLock {
+    _dir: File,
+}
+
+fn open(dir: &Path) -> Result<File> {
+    File::open(dir).map_err(EpicError::io("open", dir))
+}
+
+/// Takes the project, or says another orchestrator has it.
+pub fn acquire(dir: &Path, shown: &str) -> Result<ProjectLock> {
+    let file = open(dir)?;
+    match file.try_lock() {
+        Ok(()) => Ok(ProjectLock { _dir: file }),
+        Err(TryLockError::WouldBlock) => Err(EpicError::failure(
+            "EPIC_BUSY",
+            format!("another `baton epic` process is working on this project ({shown} is locked)"),
+        )
+        .hint("wait for it to finish, or ask it to pause with `baton epic stop`; `baton epic status` shows the board")),
+        Err(TryLockError::Error(e)) => Err(EpicError::io("lock", dir)(e)),
+    }
+}
+
+/// Whether a live orchestrator holds the project (a shared probe, released at once).
+pub fn is_held(dir: &Path) -> bool {
+    let Ok(file) = File::open(dir) else {
+        return false;
+    };
+    match file.try_lock_shared() {
+        Ok(()) => {
+            let _ = file.unlock();
+            false
+        }
+        Err(TryLockError::WouldBlock) => true,
+        Err(TryLockError::Error(_)) => false,
+    }
+}
+
+pub fn stop_file(dir: &Path) -> PathBuf {
+    dir.join(STOP_FILE)
+}
+
+/// Whether a stop was asked for.
+pub fn stop_requested(dir: &Path) -> bool {
+    stop_file(dir).exists()
+}
+
+/// Asks the live orchestrator to pause at the next phase boundary.
+pub fn request_stop(dir: &Path) -> Result<()> {
+    let at = baton_store::time::now_rfc3339();
+    baton_store::durable::atomic_write(&stop_file(dir), format!("{at}\n").as_bytes())?;
+    Ok(())
+}
+
+pub fn clear_stop(dir: &Path) -> Result<()> {
+    super::jsonfile::remove(&stop_file(dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_holder_is_refused_until_the_first_lets_go() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!is_held(dir.path()));
+        let first = acquire(dir.path(), "impl").unwrap();
+        assert!(is_held(dir.path()));
+        assert_eq!(acquire(dir.path(), "impl").unwrap_err().code, "EPIC_BUSY");
+        drop(first);
+        assert!(!is_held(dir.path()));
+        let _again = acquire(dir.path(), "impl").unwrap();
+        // Nothing was written by locking.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+}

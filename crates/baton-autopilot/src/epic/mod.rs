@@ -1,0 +1,61 @@
+//! The epic autopilot (`baton epic`): BMAD's implementation phase driven story after story —
+//! create-story → validate → dev → revision → code-review — with the file contract of seed 004
+//! (`sprint-status.yaml`, `.run-epic-state.json`, `{story}.agent-state.json`,
+//! `{story}.review.json`). The orchestrator is deterministic Rust; every phase is an ordinary
+//! baton run of a package workflow, so it is resumable, audited and replayable.
+
+pub mod agent_state;
+pub mod board;
+pub mod bundled;
+pub mod config;
+pub mod error;
+pub mod events;
+pub mod git;
+pub mod jsonfile;
+pub mod keys;
+pub mod layout;
+pub mod lock;
+pub mod models;
+pub mod orchestrator;
+pub mod phase;
+pub mod progress;
+pub mod review;
+pub mod run_state;
+pub mod specs;
+pub mod sprint;
+pub mod verify;
+
+pub use agent_state::{AgentState, Question};
+pub use board::{Board, status};
+pub use error::{EpicError, ErrorKind};
+pub use events::EpicEvent;
+pub use models::ModelSource;
+pub use orchestrator::{
+    AskFn, Command, EpicOutcome, EpicReport, EpicSettings, PlannedStory, execute,
+};
+pub use phase::Phase;
+
+use std::path::Path;
+
+/// `baton epic stop`: asks the live orchestrator of `project` to pause at the next phase
+/// boundary. Refused when none runs.
+pub fn stop(project: &Path) -> error::Result<()> {
+    let root = std::fs::canonicalize(project).map_err(|e| {
+        EpicError::usage(
+            "PROJECT_NOT_FOUND",
+            format!("project {} cannot be opened: {e}", project.display()),
+        )
+    })?;
+    let config = config::AutopilotConfig::load(&root)?;
+    let layout = layout::resolve(&root, config.implementation_artifacts.as_deref())?;
+    if !lock::is_held(&layout.dir) {
+        return Err(EpicError::failure(
+            "EPIC_NOT_RUNNING",
+            "no `baton epic` process is running on this project",
+        )
+        .hint(
+            "`baton epic status` shows where the epic stands; `baton epic resume` continues it",
+        ));
+    }
+    lock::request_stop(&layout.dir)
+}

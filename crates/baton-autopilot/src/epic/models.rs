@@ -1,0 +1,187 @@
+//! Which model answers a phase run: a live model, or one recorded trace per phase run
+//! (`<dir>/<storyKey>.<phase>.<n>.trace.json`), so every phase of an epic replays on its own and
+//! each trace is an ordinary baton trace. With a record directory, each phase run's
+//! conversation is written there under the same name, invocation after invocation.
+
+use super::error::{EpicError, Result};
+use super::phase::Phase;
+use baton_llm::{ChatModel, ReplayModel, Trace, TraceRecorder};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Where phase runs get their answers.
+pub enum ModelSource<'a> {
+    Live(&'a dyn ChatModel),
+    /// A directory of per-run traces.
+    Replay(PathBuf),
+}
+
+/// The trace file name of a phase run.
+pub fn trace_name(story_key: &str, phase: Phase, n: u32) -> String {
+    format!("{story_key}.{phase}.{n}.trace.json")
+}
+
+/// What one phase run uses, kept across its invocations in this process.
+pub struct RunModel {
+    pub replay: Option<ReplayModel>,
+    pub recorder: Option<Arc<Mutex<TraceRecorder>>>,
+    /// Dialogues recorded by earlier processes for this run, kept in front of ours.
+    earlier: Vec<Value>,
+    record_to: Option<PathBuf>,
+    /// Whether the replay cursor already stands where the run does.
+    pub positioned: bool,
+}
+
+pub struct Models<'a> {
+    source: ModelSource<'a>,
+    record: Option<PathBuf>,
+    runs: HashMap<String, RunModel>,
+}
+
+impl<'a> Models<'a> {
+    pub fn new(source: ModelSource<'a>, record: Option<PathBuf>) -> Models<'a> {
+        Models {
+            source,
+            record,
+            runs: HashMap::new(),
+        }
+    }
+
+    pub fn is_replay(&self) -> bool {
+        matches!(self.source, ModelSource::Replay(_))
+    }
+
+    /// Checks the record directory before anything runs.
+    pub fn check(&self) -> Result<()> {
+        if let Some(dir) = &self.record
+            && !dir.is_dir()
+        {
+            return Err(EpicError::usage(
+                "RECORD_PATH_INVALID",
+                format!("--record {} is not a directory", dir.display()),
+            )
+            .hint(
+                "give --record an existing directory: each phase run writes its own trace there",
+            ));
+        }
+        if let ModelSource::Replay(dir) = &self.source
+            && !dir.is_dir()
+        {
+            return Err(EpicError::usage(
+                "EPIC_TRACE_MISSING",
+                format!(
+                    "--replay {} is not a directory of phase traces",
+                    dir.display()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The models of run `run_id` (`<story>.<phase>.<n>`), loaded on first use.
+    pub fn for_run(
+        &mut self,
+        run_id: &str,
+        story: &str,
+        phase: Phase,
+        n: u32,
+    ) -> Result<&mut RunModel> {
+        if !self.runs.contains_key(run_id) {
+            let name = trace_name(story, phase, n);
+            let replay = match &self.source {
+                ModelSource::Live(_) => None,
+                ModelSource::Replay(dir) => {
+                    let path = dir.join(&name);
+                    if !path.is_file() {
+                        return Err(EpicError::failure(
+                            "EPIC_TRACE_MISSING",
+                            format!("no recorded trace {name} in {}", dir.display()),
+                        )
+                        .hint("record the epic with --record DIR against a model first"));
+                    }
+                    let trace = Trace::load(&path)
+                        .map_err(|e| EpicError::failure(e.code(), e.to_string()))?;
+                    Some(ReplayModel::new(trace))
+                }
+            };
+            let record_to = self.record.as_ref().map(|d| d.join(&name));
+            let earlier = match &record_to {
+                Some(p) => earlier_dialogues(p),
+                None => Vec::new(),
+            };
+            let recorder = record_to
+                .as_ref()
+                .map(|_| Arc::new(Mutex::new(TraceRecorder::default())));
+            self.runs.insert(
+                run_id.to_string(),
+                RunModel {
+                    replay,
+                    recorder,
+                    earlier,
+                    record_to,
+                    positioned: false,
+                },
+            );
+        }
+        self.runs
+            .get_mut(run_id)
+            .ok_or_else(|| EpicError::failure("EPIC_IO_FAILED", "model table lost a run"))
+    }
+
+    pub fn live(&self) -> Option<&'a dyn ChatModel> {
+        match self.source {
+            ModelSource::Live(m) => Some(m),
+            ModelSource::Replay(_) => None,
+        }
+    }
+}
+
+/// The dialogues of a trace an earlier process recorded for the same run, if any.
+fn earlier_dialogues(path: &Path) -> Vec<Value> {
+    std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|v| v.get("dialogues").and_then(Value::as_array).cloned())
+        .unwrap_or_default()
+}
+
+impl RunModel {
+    /// Writes the run's trace: the earlier processes' dialogues, then this process's.
+    pub fn save(&self) -> Result<()> {
+        let (Some(path), Some(rec)) = (&self.record_to, &self.recorder) else {
+            return Ok(());
+        };
+        let mut value = rec
+            .lock()
+            .map(|r| r.to_value())
+            .map_err(|_| EpicError::failure("EPIC_IO_FAILED", "the trace recorder failed"))?;
+        if !self.earlier.is_empty()
+            && let Some(Value::Array(ours)) = value.get_mut("dialogues")
+        {
+            let mut all = self.earlier.clone();
+            all.append(ours);
+            *ours = all;
+        }
+        let mut bytes = serde_json::to_vec_pretty(&value)
+            .map_err(|e| EpicError::failure("EPIC_IO_FAILED", e.to_string()))?;
+        bytes.push(b'\n');
+        baton_store::durable::atomic_write(path, &bytes)?;
+        Ok(())
+    }
+
+    /// Records an answer given to the run outside the engine (it continues with it).
+    pub fn record_answer(&self, answer: &str, node: Option<&str>) {
+        if let Some(rec) = &self.recorder
+            && let Ok(mut r) = rec.lock()
+        {
+            r.record_user_input(answer, &baton_engine::composer::user_input(answer, node));
+        }
+    }
+}
+
+/// Meta a recorder could carry (none: each trace is named by its file).
+pub fn empty_meta() -> Map<String, Value> {
+    Map::new()
+}
