@@ -184,6 +184,10 @@ fn log_prints_pretty_or_raw_and_follows() {
     let line: serde_json::Value = serde_json::from_str(raw.stdout.trim()).unwrap();
     assert_eq!(line["toolName"], "fs.read");
 
+    // --follow keeps going while a process drives the run.
+    let driver =
+        baton_store::driver_lock::acquire(&project.run_paths(&run.run_id).dir, &run.run_id, "test")
+            .unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
         .args(["runs", "log", &s.runs[0], "--follow", "--json"])
         .env("BATON_HOME", s.baton.home.path())
@@ -199,6 +203,7 @@ fn log_prints_pretty_or_raw_and_follows() {
     project
         .set_phase(&run.run_id, Phase::Completed, None)
         .unwrap();
+    drop(driver);
     let started = Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -214,4 +219,164 @@ fn log_prints_pretty_or_raw_and_follows() {
     let out = std::io::read_to_string(child.stdout.take().unwrap()).unwrap();
     assert_eq!(out.lines().count(), 2, "{out}");
     assert!(out.lines().nth(1).unwrap().contains("engine.completed"));
+}
+
+/// `count` runs in another project of the same store.
+fn another_project(baton: &Baton, count: usize) -> (tempfile::TempDir, Vec<String>) {
+    let project = tempfile::tempdir().unwrap();
+    let store = Store::new(baton.home.path());
+    let installed = store.packages().list().unwrap().remove(0);
+    let package = Package::load(&installed.path).unwrap();
+    let p = store.project(project.path()).unwrap();
+    let runs = (0..count)
+        .map(|_| {
+            p.create_run(NewRun {
+                package: &package,
+                installed: &installed,
+                workflow_ref: None,
+                agent_id: "sm",
+            })
+            .unwrap()
+            .run_id
+        })
+        .collect();
+    (project, runs)
+}
+
+fn project_dir(s: &Setup) -> std::path::PathBuf {
+    Store::new(s.baton.home.path())
+        .project(s.project.path())
+        .unwrap()
+        .dir
+}
+
+#[test]
+fn a_damaged_index_is_rebuilt_with_a_warning() {
+    let s = setup(3);
+    std::fs::write(project_dir(&s).join("runsIndex.json"), "[{\"runId\": ").unwrap();
+    let listed = s.baton.run(&["runs", "list"]);
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    assert_eq!(listed.stdout.lines().count(), 4, "{}", listed.stdout);
+    for id in &s.runs {
+        assert!(listed.stdout.contains(&id[..13]));
+    }
+    assert!(
+        listed
+            .stderr
+            .contains("warning[RUNS_INDEX_REBUILT]: the runs index of")
+            && listed.stderr.contains("damaged"),
+        "{}",
+        listed.stderr
+    );
+    let again = s.baton.run(&["runs", "list"]);
+    assert!(again.stderr.is_empty(), "rebuilt once: {}", again.stderr);
+}
+
+#[test]
+fn a_damaged_project_never_hides_the_others() {
+    let s = setup(2);
+    let (other, other_runs) = another_project(&s.baton, 2);
+    std::fs::write(project_dir(&s).join("project.json"), "{").unwrap();
+
+    let listed = s.baton.run(&["runs", "list", "--json"]);
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let ids: Vec<String> = listed
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["runId"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert!(other_runs.iter().all(|id| ids.contains(id)));
+    assert!(
+        listed
+            .stderr
+            .contains("warning[PROJECT_RECORD_INVALID]: project.json of "),
+        "{}",
+        listed.stderr
+    );
+    let shown = s.baton.run(&["runs", "show", &other_runs[0]]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+
+    let mine = s.baton.run(&[
+        "runs",
+        "list",
+        "--project",
+        s.project.path().to_str().unwrap(),
+    ]);
+    assert_eq!(mine.code, 2);
+    assert!(
+        mine.stderr
+            .contains("error[PROJECT_RECORD_INVALID]: project.json of ")
+            && mine.stderr.contains("is damaged"),
+        "{}",
+        mine.stderr
+    );
+    drop(other);
+}
+
+#[test]
+fn reindex_reports_per_project() {
+    let s = setup(3);
+    let text = s.baton.run(&["runs", "reindex"]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(
+        text.stdout
+            .contains(": 3 runs (3 from run.json, 0 from the old index, 0 from state files)"),
+        "{}",
+        text.stdout
+    );
+    std::fs::remove_file(project_dir(&s).join("runsIndex.json")).unwrap();
+    let json = s.baton.run(&[
+        "runs",
+        "reindex",
+        "--project",
+        s.project.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    let report = &json.json()[0];
+    assert_eq!(report["runs"], 3);
+    assert_eq!(report["fromRunJson"], 3);
+    assert!(
+        json.stderr.contains("RUNS_INDEX_REBUILT"),
+        "{}",
+        json.stderr
+    );
+    let listed = s.baton.run(&["runs", "list", "--json"]);
+    assert_eq!(listed.json().as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn the_table_shows_the_newest_fifty_unless_told() {
+    let s = setup(53);
+    let table = s.baton.run(&["runs", "list"]);
+    assert_eq!(table.stdout.lines().count(), 51);
+    assert!(
+        table
+            .stdout
+            .lines()
+            .nth(1)
+            .unwrap()
+            .starts_with(&s.runs[52][..13])
+    );
+    assert!(
+        table.stderr.contains("--all lists every run"),
+        "{}",
+        table.stderr
+    );
+    let all = s.baton.run(&["runs", "list", "--all"]);
+    assert_eq!(all.stdout.lines().count(), 54);
+    assert!(all.stderr.is_empty());
+    let three = s.baton.run(&["runs", "list", "--limit", "3"]);
+    assert_eq!(three.stdout.lines().count(), 4);
+    let json = s.baton.run(&["runs", "list", "--json"]);
+    assert_eq!(
+        json.json().as_array().unwrap().len(),
+        53,
+        "JSON lists every run"
+    );
+    let json = s.baton.run(&["runs", "list", "--json", "-n", "5"]);
+    assert_eq!(json.json().as_array().unwrap().len(), 5);
 }

@@ -112,7 +112,7 @@ impl RunError {
         match self {
             RunError::Workflow { hint, .. } => hint.clone(),
             RunError::ProjectRecordInvalid { dir, .. } => Some(format!(
-                "restore it from a backup, or remove it: the next `baton run --project <DIR>` on that project registers it again (its runs in {} are kept)",
+                "restore it from a backup, or remove it: the next baton command given `--project <DIR>` for that project registers it again (its runs in {} are kept)",
                 dir.join("runs").display()
             )),
             RunError::PackageChanged { .. } => Some(
