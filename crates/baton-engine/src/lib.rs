@@ -9,6 +9,7 @@ pub mod context;
 pub mod conversation;
 pub mod driver;
 pub mod machine;
+pub mod router;
 pub mod runner;
 
 pub use composer::{Composer, Intent};
