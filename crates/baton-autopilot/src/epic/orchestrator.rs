@@ -197,6 +197,10 @@ pub async fn execute<'a>(
     models.check()?;
     if let Some(sp) = &progress.story {
         AgentState::load(&layout.dir, &layout.rel, &sp.key)?;
+        // A review run already made: its verdict is read on resume.
+        if sp.phase == Phase::CodeReview && sp.run.is_some() {
+            Review::load(&layout.dir, &layout.rel, &sp.key)?;
+        }
     }
     if let Command::Answer {
         story,

@@ -1,0 +1,521 @@
+//! A loopback OpenAI-compatible server that plays every phase of the epic autopilot the way a
+//! model would: it reads `@state/workflow.md` for the phase's variables, writes the files the
+//! phase is meant to produce with `fs.write`, walks the workflow graph with real state patches
+//! (the transition guard checks them), asks the questions a scenario says it asks, and gives the
+//! review verdicts the scenario asks for.
+//!
+//! It keeps no memory between requests, except the failures a scenario injects: each answer is
+//! computed from the request and the project's files, so a killed and resumed orchestrator gets
+//! the same answers as one that ran straight through. It depends on no node id of any package:
+//! the phase's work is done at the entry node, every other node is walked, the end completes.
+#![allow(dead_code)]
+
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+pub const COMPLETION_PREFIX: &str = "The workflow is complete.";
+pub const FINALIZE_PREFIX: &str = "Finalize end node";
+
+/// What the played model does besides the plain work.
+#[derive(Debug, Clone, Default)]
+pub struct Scenario {
+    /// `(story, phase, review cycle, question)`: the phase asks before working, until an answer
+    /// is in its conversation.
+    pub questions: Vec<(String, String, u32, String)>,
+    /// `(story, review cycle)`: the code review requests changes at that cycle.
+    pub changes: Vec<(String, u32)>,
+    /// `(story, phase, n)`: the next `n` runs of that phase fail (HTTP 400 after the state read).
+    pub failures: Vec<(String, String, usize)>,
+    /// `(story, phase, question)`: the phase escalates in the agent-state file (and completes)
+    /// until that question is answered there.
+    pub escalations: Vec<(String, String, String)>,
+    /// `(story, phase)`: the phase completes without producing its output.
+    pub lazy: Vec<(String, String)>,
+}
+
+struct Shared {
+    project: PathBuf,
+    scenario: Scenario,
+    failures_left: Mutex<HashMap<(String, String), usize>>,
+    /// Requests served, by the phase of their run.
+    served: Mutex<Vec<String>>,
+    next_id: AtomicU64,
+    stop: AtomicBool,
+}
+
+pub struct Player {
+    port: u16,
+    shared: Arc<Shared>,
+}
+
+impl Drop for Player {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+impl Player {
+    pub fn start(project: &Path, scenario: Scenario) -> Player {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let failures_left = scenario
+            .failures
+            .iter()
+            .map(|(s, p, n)| ((s.clone(), p.clone()), *n))
+            .collect();
+        let shared = Arc::new(Shared {
+            project: project.to_path_buf(),
+            scenario,
+            failures_left: Mutex::new(failures_left),
+            served: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(1),
+            stop: AtomicBool::new(false),
+        });
+        let s = shared.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if s.stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(stream) = stream else { continue };
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    let _ = serve(stream, &s);
+                });
+            }
+        });
+        Player { port, shared }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.port)
+    }
+
+    /// Phases of the requests served so far (`""` before the state was read).
+    pub fn served(&self) -> Vec<String> {
+        self.shared.served.lock().unwrap().clone()
+    }
+}
+
+fn serve(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16384];
+    let head_end = loop {
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    while buf.len() < head_end + length {
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let body: Value = serde_json::from_slice(&buf[head_end..]).unwrap_or(Value::Null);
+    let (status, reply) = play(shared, &body);
+    let text = reply.to_string();
+    let response = format!(
+        "HTTP/1.1 {status} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+        if status == 200 { "OK" } else { "Bad Request" },
+        text.len()
+    );
+    stream.write_all(response.as_bytes())?;
+    stream.flush()
+}
+
+fn text_reply(content: &str) -> Value {
+    json!({
+        "id": "chatcmpl-player", "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    })
+}
+
+fn calls_reply(shared: &Shared, calls: Vec<(&str, Value)>) -> Value {
+    let calls: Vec<Value> = calls
+        .into_iter()
+        .map(|(name, args)| {
+            let id = format!("call_{}", shared.next_id.fetch_add(1, Ordering::SeqCst));
+            json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}})
+        })
+        .collect();
+    json!({
+        "id": "chatcmpl-player", "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": calls}, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 9, "total_tokens": 29}
+    })
+}
+
+fn content(m: &Value) -> &str {
+    m.get("content").and_then(Value::as_str).unwrap_or("")
+}
+
+/// The last result of an `fs.read` of the state, as the state's frontmatter.
+fn last_state_read(messages: &[Value]) -> Option<Value> {
+    let mut read_ids = Vec::new();
+    for m in messages {
+        for c in m
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let f = &c["function"];
+            let args: Value =
+                serde_json::from_str(f["arguments"].as_str().unwrap_or("{}")).unwrap_or_default();
+            if f["name"] == "fs_read" && args["path"] == "@state/workflow.md" {
+                read_ids.push(c["id"].as_str().unwrap_or("").to_string());
+            }
+        }
+    }
+    let result = messages.iter().rev().find(|m| {
+        m["role"] == "tool"
+            && read_ids
+                .iter()
+                .any(|id| m.get("tool_call_id").and_then(Value::as_str) == Some(id))
+    })?;
+    let result: Value = serde_json::from_str(content(result)).ok()?;
+    let text = result.get("content")?.as_str()?;
+    let rest = text.strip_prefix("---\n")?;
+    let end = rest.find("\n---")?;
+    serde_saphyr::from_str::<Value>(&rest[..end]).ok()
+}
+
+/// `(current node, next node or None at an end node)` from the last NODE_BRIEF.
+fn brief(messages: &[Value]) -> Option<(String, Option<String>)> {
+    let b = messages
+        .iter()
+        .rev()
+        .map(content)
+        .find(|c| c.starts_with("NODE_BRIEF"))?;
+    let node = b
+        .lines()
+        .find_map(|l| l.strip_prefix("- currentNodeId: "))?
+        .trim()
+        .to_string();
+    let next = b
+        .lines()
+        .find_map(|l| l.strip_prefix("- allowed next: "))
+        .and_then(|rest| {
+            if rest.starts_with("none") {
+                None
+            } else {
+                rest.split_whitespace().next().map(str::to_owned)
+            }
+        });
+    Some((node, next))
+}
+
+/// The raw text of the user's answers in the request.
+fn answers(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(content)
+        .filter(|c| c.starts_with("USER_INPUT"))
+        .map(|c| {
+            let mut lines = c.lines().skip(1);
+            let first = lines.next().unwrap_or("");
+            let rest: Vec<&str> = if first.starts_with("- forNodeId:") {
+                lines.collect()
+            } else {
+                std::iter::once(first).chain(lines).collect()
+            };
+            rest.join("\n")
+        })
+        .collect()
+}
+
+fn var(state: &Value, key: &str) -> String {
+    state["variables"][key].as_str().unwrap_or("").to_string()
+}
+
+fn play(shared: &Shared, body: &Value) -> (u16, Value) {
+    let messages: Vec<Value> = body["messages"].as_array().cloned().unwrap_or_default();
+    let last = messages.last().map(content).unwrap_or("");
+    if last.starts_with(COMPLETION_PREFIX) {
+        return (200, text_reply("Phase done; the files are in place."));
+    }
+    let Some(state) = last_state_read(&messages) else {
+        shared.served.lock().unwrap().push(String::new());
+        return (
+            200,
+            calls_reply(
+                shared,
+                vec![("fs_read", json!({"path": "@state/workflow.md"}))],
+            ),
+        );
+    };
+    let story = var(&state, "storyKey");
+    let phase = var(&state, "phase");
+    shared.served.lock().unwrap().push(phase.clone());
+    {
+        let mut left = shared.failures_left.lock().unwrap();
+        if let Some(n) = left.get_mut(&(story.clone(), phase.clone()))
+            && *n > 0
+        {
+            *n -= 1;
+            return (
+                400,
+                json!({"error": {"message": "scripted failure", "type": "invalid_request_error"}}),
+            );
+        }
+    }
+    let Some((node, next)) = brief(&messages) else {
+        return (200, text_reply("No NODE_BRIEF in the request."));
+    };
+    let entry = state["stepsCompleted"]
+        .as_array()
+        .is_none_or(|s| s.is_empty());
+    let finalize = last.starts_with(FINALIZE_PREFIX);
+    let mut calls = Vec::new();
+    if entry && !finalize {
+        let cycle: u32 = var(&state, "reviewCycle").parse().unwrap_or(1);
+        let heard = answers(&messages);
+        let asks = shared
+            .scenario
+            .questions
+            .iter()
+            .find(|(s, p, c, _)| *s == story && *p == phase && *c == cycle);
+        if let Some((_, _, _, q)) = asks
+            && heard.is_empty()
+        {
+            return (200, text_reply(q));
+        }
+        match escalation(shared, &state, &story, &phase) {
+            Some(write) => calls.push(write),
+            None => calls.extend(work(shared, &state, &heard)),
+        }
+    }
+    let update = match &next {
+        Some(to) if !finalize => json!({
+            "stepsCompleted": {"append": [node]},
+            "currentNodeId": {"set": to},
+            "updatedAt": {"set": "2026-11-22T10:00:00Z"}
+        }),
+        _ => json!({
+            "stepsCompleted": {"append": [node]},
+            "variables": {"set": {"workflowStatus": "complete"}},
+            "updatedAt": {"set": "2026-11-22T10:00:00Z"}
+        }),
+    };
+    calls.push((
+        "fs_apply_patch",
+        json!({"path": "@state/workflow.md", "operation": "updateFrontmatter", "update": update}),
+    ));
+    (200, calls_reply(shared, calls))
+}
+
+/// The agent-state escalation of a scenario, unless its question is answered in the file.
+fn escalation(
+    shared: &Shared,
+    state: &Value,
+    story: &str,
+    phase: &str,
+) -> Option<(&'static str, Value)> {
+    let (_, _, question) = shared
+        .scenario
+        .escalations
+        .iter()
+        .find(|(s, p, _)| s == story && p == phase)?;
+    let dir = var(state, "implementationArtifacts");
+    let file = shared
+        .project
+        .join(&dir)
+        .join(format!("{story}.agent-state.json"));
+    let answered = std::fs::read(&file)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|v| v["questions"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .any(|q| q["question"] == question.as_str() && q["answer"].is_string());
+    if answered {
+        return None;
+    }
+    let doc = json!({
+        "storyKey": story, "phase": phase, "blockedAt": "entry", "blockReason": "critical_decision",
+        "questions": [{"id": "q1", "question": question, "context": "asked by the played model", "answer": null}],
+        "artifactsProduced": []
+    });
+    Some((
+        "fs_write",
+        json!({"path": format!("@project/{dir}/{story}.agent-state.json"), "content": serde_json::to_string_pretty(&doc).unwrap()}),
+    ))
+}
+
+fn title_of(story: &str) -> String {
+    story
+        .splitn(3, '-')
+        .nth(2)
+        .unwrap_or(story)
+        .replace('-', " ")
+}
+
+fn story_text(story: &str, status: &str, extra: &str) -> String {
+    let mut parts = story.splitn(3, '-');
+    let (e, s) = (parts.next().unwrap_or("0"), parts.next().unwrap_or("0"));
+    format!(
+        "# Story {e}.{s}: {}\n\nStatus: {status}\n\n## Story\n\nAs a user, I want {}, so that the epic moves on.\n\n## Acceptance Criteria\n\n1. It works. [Source: artifacts/epics.md]\n\n## Tasks / Subtasks\n\n- [{}] Task 1 (AC: #1)\n\n## Dev Agent Record\n\n### File List\n\n- src/{story}.txt\n{extra}",
+        title_of(story),
+        title_of(story),
+        if status == "review" { "x" } else { " " },
+    )
+}
+
+/// The story file as it is on disk, with its status line set and `extra` appended (as a model
+/// editing it would); a fresh one when it is missing.
+fn edit_story(shared: &Shared, story_file: &str, story: &str, status: &str, extra: &str) -> String {
+    match std::fs::read_to_string(shared.project.join(story_file)) {
+        Ok(text) => {
+            let mut out: String = text
+                .lines()
+                .map(|l| {
+                    if l.starts_with("Status: ") {
+                        format!("Status: {status}")
+                    } else {
+                        l.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            out.push('\n');
+            out.push_str(extra);
+            out
+        }
+        Err(_) => story_text(story, status, extra),
+    }
+}
+
+/// The files each phase writes.
+fn work(shared: &Shared, state: &Value, heard: &[String]) -> Vec<(&'static str, Value)> {
+    let story = var(state, "storyKey");
+    let phase = var(state, "phase");
+    let story_file = var(state, "storyFile");
+    let dir = var(state, "implementationArtifacts");
+    let cycle: u32 = var(state, "reviewCycle").parse().unwrap_or(1);
+    if shared
+        .scenario
+        .lazy
+        .iter()
+        .any(|(s, p)| *s == story && *p == phase)
+    {
+        return Vec::new();
+    }
+    let write = |path: String, content: String| {
+        (
+            "fs_write",
+            json!({"path": format!("@project/{path}"), "content": content}),
+        )
+    };
+    // Answers given in the agent-state file (an escalation answered) count too.
+    let mut answers: Vec<String> = heard.to_vec();
+    if let Some(v) = std::fs::read(
+        shared
+            .project
+            .join(&dir)
+            .join(format!("{story}.agent-state.json")),
+    )
+    .ok()
+    .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+    {
+        for q in v["questions"].as_array().into_iter().flatten() {
+            if let Some(a) = q["answer"].as_str() {
+                answers.push(a.to_string());
+            }
+        }
+    }
+    match phase.as_str() {
+        "create-story" => {
+            let decisions: String = answers
+                .iter()
+                .map(|a| format!("- decided: {a}\n"))
+                .collect();
+            let extra = if decisions.is_empty() {
+                String::new()
+            } else {
+                format!("\n### Decisions\n\n{decisions}")
+            };
+            vec![write(
+                story_file,
+                story_text(&story, "ready-for-dev", &extra),
+            )]
+        }
+        "validate" => vec![write(
+            story_file.clone(),
+            edit_story(
+                shared,
+                &story_file,
+                &story,
+                "ready-for-dev",
+                "\n### Validation\n\nno change\n",
+            ),
+        )],
+        "dev" => {
+            let mut code = format!("implementation of {story}\ncycle {cycle}\n");
+            for a in &answers {
+                code.push_str(&format!("answer: {a}\n"));
+            }
+            let review = var(state, "reviewSummary");
+            if !review.is_empty() {
+                code.push_str(&format!("fixed: {review}\n"));
+            }
+            if !var(state, "verifyOutput").is_empty() {
+                code.push_str("fixed a failed check\n");
+            }
+            vec![
+                write(format!("src/{story}.txt"), code),
+                write(
+                    story_file.clone(),
+                    edit_story(
+                        shared,
+                        &story_file,
+                        &story,
+                        "review",
+                        &format!("\n## Change Log\n\n- implemented in cycle {cycle}\n"),
+                    ),
+                ),
+            ]
+        }
+        "revision" => vec![write(
+            format!("src/{story}.revision.txt"),
+            format!("revised in cycle {cycle}\n"),
+        )],
+        "code-review" => {
+            let changes = shared
+                .scenario
+                .changes
+                .iter()
+                .any(|(s, c)| *s == story && *c == cycle);
+            let verdict = if changes {
+                json!({"reviewResult": "changes-requested", "summary": format!("cycle {cycle}: handle the empty input in src/{story}.txt")})
+            } else {
+                json!({"reviewResult": "approved", "summary": format!("cycle {cycle}: every criterion holds")})
+            };
+            vec![write(
+                format!("{dir}/{story}.review.json"),
+                serde_json::to_string_pretty(&verdict).unwrap(),
+            )]
+        }
+        _ => Vec::new(),
+    }
+}
