@@ -268,9 +268,9 @@ impl RalphError {
                     lines.push(format!("claimed by {owner} since {since}"));
                 }
                 lines.push(format!("run: {cli} complete {index} --status DONE|..."));
-                lines.push(format!("  or:  {cli} retry {index}"));
+                lines.push(format!("or:  {cli} retry {index}"));
                 lines.push(format!(
-                    "  or:  {cli} release (frees the claim of a process that died)"
+                    "or:  {cli} release (frees the claim of a process that died)"
                 ));
                 lines
             }

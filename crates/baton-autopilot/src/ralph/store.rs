@@ -107,7 +107,8 @@ pub fn transact<T>(
     expect_revision: Option<u64>,
     f: impl FnOnce(&mut Session) -> Result<Change<T>>,
 ) -> Result<(T, Session)> {
-    let found = discovery::find(ctx, session, Pick::Active)?;
+    // Refuse a damaged file before touching the folder (not even a lock file is created).
+    let found = discovery::find(ctx, session, Pick::Active)?.into_session()?;
     let lock = SessionLock::acquire(&found.dir, &found.id, ctx.lock_timeout)?;
     let mut current = discovery::load(&found.id, &found.dir).into_session()?;
     if let Some(expected) = expect_revision

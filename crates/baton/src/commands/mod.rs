@@ -1,6 +1,7 @@
 mod demo;
 mod graph;
 mod package;
+pub mod ralph;
 mod run;
 mod runs;
 mod validate;
@@ -19,6 +20,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Answer(args) => run::answer(args),
         Command::Chat(args) => run::chat(args),
         Command::Demo(args) => demo::run(args),
+        Command::Ralph(args) => ralph::run(args),
     }
 }
 

@@ -1,0 +1,468 @@
+//! `baton ralph …`: maestro's `ralph` CLI (lifecycle sessions in `.workflow/.maestro/`).
+//! Parsing and printing only; the verbs live in `baton_autopilot::ralph`.
+//!
+//! Output follows maestro: prompts, tables and JSON on stdout, diagnostics on stderr as
+//! `[ralph <verb>] CODE: message` with `→` hints. With `--json`, a failure is
+//! `{"ok": false, "error": {"code", "message", "hint", "details"}}` on stdout.
+
+use baton_autopilot::ralph::verbs::{
+    self, complete::CompleteArgs, decide::DecideArgs, insert::InsertArgs, new::NewArgs,
+};
+use baton_autopilot::ralph::{Context, Output, RalphError};
+use clap::{Args, Subcommand};
+use serde_json::json;
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct RalphArgs {
+    /// Project directory holding `.workflow/.maestro/` (default: the current directory).
+    #[arg(long, short = 'p', global = true, value_name = "DIR")]
+    pub project: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: RalphCommand,
+}
+
+#[derive(Debug, Args)]
+pub struct Target {
+    /// Session folder name under .workflow/.maestro/ (default: the newest running or paused).
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Print JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct Mutate {
+    #[command(flatten)]
+    pub target: Target,
+    /// Refuse (exit 4) unless the session's `revision` is still N (compare-and-swap).
+    #[arg(long, value_name = "N")]
+    pub expect_revision: Option<u64>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RalphCommand {
+    /// List effective commands + skills (project overrides global).
+    Skills {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+        /// No header and no summary line.
+        #[arg(long)]
+        quiet: bool,
+        /// claude or codex.
+        #[arg(long)]
+        platform: Option<String>,
+    },
+    /// Health-check a session's status.json (exit 1 on any error finding).
+    Check(Target),
+    /// Show a session summary.
+    Session(Target),
+    /// Show the session board: every step with its state.
+    Status(Target),
+    /// Claim the next pending step and print its prompt (exit 2: nothing to load, 3: a step is active).
+    Next {
+        #[command(flatten)]
+        w: Mutate,
+        /// Who claims the step (default: <caller pid>@<host>).
+        #[arg(long)]
+        owner: Option<String>,
+    },
+    /// Record the outcome of the active step.
+    Complete {
+        #[arg(allow_hyphen_values = true)]
+        index: String,
+        /// DONE | DONE_WITH_CONCERNS | NEEDS_RETRY | BLOCKED
+        #[arg(long)]
+        status: String,
+        /// Artifact path or output excerpt (repeatable).
+        #[arg(long)]
+        evidence: Vec<String>,
+        /// Concerns (with DONE_WITH_CONCERNS).
+        #[arg(long)]
+        concerns: Option<String>,
+        /// Reason (with BLOCKED).
+        #[arg(long)]
+        reason: Option<String>,
+        /// Refuse unless the claim is held by this owner.
+        #[arg(long)]
+        owner: Option<String>,
+        #[command(flatten)]
+        w: Mutate,
+    },
+    /// Mark the active step NEEDS_RETRY.
+    Retry {
+        #[arg(allow_hyphen_values = true)]
+        index: String,
+        /// Refuse unless the claim is held by this owner.
+        #[arg(long)]
+        owner: Option<String>,
+        #[command(flatten)]
+        w: Mutate,
+    },
+    /// Skip a pending or failed step (a running step or a gate needs --force).
+    Skip {
+        #[arg(allow_hyphen_values = true)]
+        index: String,
+        #[arg(long)]
+        reason: Option<String>,
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        w: Mutate,
+    },
+    /// Pause a running session.
+    Pause(Mutate),
+    /// Resume a paused session; clear a stale active step.
+    Resume(Mutate),
+    /// Stop a session for good (status failed, abandoned_at recorded).
+    Abandon {
+        #[arg(long)]
+        reason: Option<String>,
+        #[command(flatten)]
+        w: Mutate,
+    },
+    /// Free the claimed step of a process that is gone (any claim with --force).
+    Release {
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        w: Mutate,
+    },
+    /// Insert a fix-loop template after a step.
+    Insert {
+        /// The step the template goes after.
+        #[arg(long, allow_hyphen_values = true)]
+        after: String,
+        /// post-verify | post-business-test | post-review | post-test | post-goal-audit
+        #[arg(long)]
+        template: String,
+        /// Gap summary (repeatable; for post-goal-audit one group per gap, `G2: …`).
+        #[arg(long)]
+        gap: Vec<String>,
+        /// Retry count of the template's closing gate (default: the gate it follows + 1).
+        #[arg(long)]
+        retry: Option<u64>,
+        #[command(flatten)]
+        w: Mutate,
+    },
+    /// Settle a decision gate: guards, fix-loop insertion, decisions.ndjson.
+    Decide {
+        #[arg(allow_hyphen_values = true)]
+        index: String,
+        /// proceed | fix | escalate
+        #[arg(long)]
+        verdict: String,
+        /// 0-100
+        #[arg(long, allow_hyphen_values = true)]
+        confidence: String,
+        #[arg(long)]
+        reason: Option<String>,
+        /// Gap summary (repeatable).
+        #[arg(long)]
+        gap: Vec<String>,
+        /// Show the adjusted verdict without changing anything.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        w: Mutate,
+    },
+    /// Create a session from a stage list.
+    New {
+        intent: String,
+        /// Stages, comma-separated, e.g. analyze,plan,execute,verify,review,test,milestone-complete
+        #[arg(long)]
+        chain: String,
+        #[arg(long)]
+        phase: Option<String>,
+        #[arg(long)]
+        milestone: Option<String>,
+        /// independent (default) | unified
+        #[arg(long)]
+        planning_mode: Option<String>,
+        /// full | standard (default) | quick
+        #[arg(long)]
+        quality_mode: Option<String>,
+        /// auto_mode: apply verdicts without asking.
+        #[arg(long, short = 'y')]
+        auto: bool,
+        /// claude (default) | codex
+        #[arg(long)]
+        platform: Option<String>,
+        /// Session id prefix: ralph (default) | maestro
+        #[arg(long)]
+        source: Option<String>,
+        /// Create it even when a running or paused session exists.
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// How prompts and hints spell the CLI: `$BATON_RALPH_CLI`, else `maestro ralph` when this
+/// binary is installed as `maestro` (a drop-in), else `baton ralph`.
+fn cli_name() -> String {
+    if let Ok(name) = std::env::var("BATON_RALPH_CLI")
+        && !name.trim().is_empty()
+    {
+        return name;
+    }
+    let argv0 = std::env::args_os().next().map(PathBuf::from);
+    let stem = argv0
+        .as_deref()
+        .and_then(|p| p.file_stem())
+        .map(|s| s.to_string_lossy().into_owned());
+    match stem.as_deref() {
+        Some("maestro") => "maestro ralph".into(),
+        _ => "baton ralph".into(),
+    }
+}
+
+pub fn run(args: RalphArgs) -> anyhow::Result<u8> {
+    let project = args.project.unwrap_or_else(|| PathBuf::from("."));
+    let ctx = Context::from_env(&project, cli_name());
+    let (verb, json, result) = dispatch(&ctx, args.command);
+    Ok(match result {
+        Ok(out) => print(&out, json),
+        Err(e) => report(&ctx, verb, json, &e),
+    })
+}
+
+fn dispatch(ctx: &Context, cmd: RalphCommand) -> (&'static str, bool, Result<Output, RalphError>) {
+    use RalphCommand as C;
+    let s = |t: &Target| t.session.clone();
+    match cmd {
+        C::Skills {
+            json,
+            quiet,
+            platform,
+        } => (
+            "skills",
+            json,
+            verbs::skills::run(ctx, platform.as_deref(), quiet),
+        ),
+        C::Check(t) => ("check", t.json, verbs::check::run(ctx, s(&t).as_deref())),
+        C::Session(t) => (
+            "session",
+            t.json,
+            verbs::session::run(ctx, s(&t).as_deref()),
+        ),
+        C::Status(t) => ("status", t.json, verbs::status::run(ctx, s(&t).as_deref())),
+        C::Next { w, owner } => (
+            "next",
+            w.target.json,
+            verbs::next::run(
+                ctx,
+                s(&w.target).as_deref(),
+                owner.as_deref(),
+                w.expect_revision,
+            ),
+        ),
+        C::Complete {
+            index,
+            status,
+            evidence,
+            concerns,
+            reason,
+            owner,
+            w,
+        } => {
+            let args = CompleteArgs {
+                index,
+                status,
+                evidence,
+                concerns,
+                reason,
+                owner,
+                expect_revision: w.expect_revision,
+            };
+            let r = verbs::complete::run(ctx, s(&w.target).as_deref(), &args);
+            ("complete", w.target.json, r)
+        }
+        C::Retry { index, owner, w } => {
+            let args = CompleteArgs {
+                index,
+                status: "NEEDS_RETRY".into(),
+                owner,
+                expect_revision: w.expect_revision,
+                ..CompleteArgs::default()
+            };
+            let r = verbs::complete::run(ctx, s(&w.target).as_deref(), &args);
+            ("retry", w.target.json, r)
+        }
+        C::Skip {
+            index,
+            reason,
+            force,
+            w,
+        } => {
+            let r = verbs::control::skip(
+                ctx,
+                s(&w.target).as_deref(),
+                &index,
+                reason.as_deref(),
+                force,
+                w.expect_revision,
+            );
+            ("skip", w.target.json, r)
+        }
+        C::Pause(w) => (
+            "pause",
+            w.target.json,
+            verbs::control::pause(ctx, s(&w.target).as_deref(), w.expect_revision),
+        ),
+        C::Resume(w) => (
+            "resume",
+            w.target.json,
+            verbs::control::resume(ctx, s(&w.target).as_deref(), w.expect_revision),
+        ),
+        C::Abandon { reason, w } => {
+            let r = verbs::control::abandon(
+                ctx,
+                s(&w.target).as_deref(),
+                reason.as_deref(),
+                w.expect_revision,
+            );
+            ("abandon", w.target.json, r)
+        }
+        C::Release { force, w } => {
+            let r = verbs::control::release(ctx, s(&w.target).as_deref(), force, w.expect_revision);
+            ("release", w.target.json, r)
+        }
+        C::Insert {
+            after,
+            template,
+            gap,
+            retry,
+            w,
+        } => {
+            let args = InsertArgs {
+                after,
+                template,
+                gaps: gap,
+                retry,
+                expect_revision: w.expect_revision,
+            };
+            let r = verbs::insert::run(ctx, s(&w.target).as_deref(), &args);
+            ("insert", w.target.json, r)
+        }
+        C::Decide {
+            index,
+            verdict,
+            confidence,
+            reason,
+            gap,
+            dry_run,
+            w,
+        } => {
+            let args = DecideArgs {
+                index,
+                verdict,
+                confidence,
+                reason,
+                gaps: gap,
+                dry_run,
+                expect_revision: w.expect_revision,
+            };
+            let r = verbs::decide::run(ctx, s(&w.target).as_deref(), &args);
+            ("decide", w.target.json, r)
+        }
+        C::New {
+            intent,
+            chain,
+            phase,
+            milestone,
+            planning_mode,
+            quality_mode,
+            auto,
+            platform,
+            source,
+            force,
+            json,
+        } => {
+            let args = NewArgs {
+                intent,
+                chain,
+                phase,
+                milestone,
+                planning_mode,
+                quality_mode,
+                auto,
+                platform,
+                source,
+                force,
+            };
+            ("new", json, verbs::new::run(ctx, &args))
+        }
+    }
+}
+
+/// Prints a verb's output; a closed pipe is not an error worth reporting.
+fn print(out: &Output, json: bool) -> u8 {
+    let mut stdout = std::io::stdout().lock();
+    let mut stderr = std::io::stderr().lock();
+    if json {
+        let text = if out.json_lines {
+            out.json
+                .as_array()
+                .map(|items| items.iter().map(|v| format!("{v}\n")).collect::<String>())
+                .unwrap_or_default()
+        } else {
+            format!(
+                "{}\n",
+                serde_json::to_string_pretty(&out.json).unwrap_or_else(|_| out.json.to_string())
+            )
+        };
+        let _ = stdout.write_all(text.as_bytes());
+    } else {
+        let _ = stdout.write_all(out.stdout.as_bytes());
+    }
+    let _ = stderr.write_all(out.stderr.as_bytes());
+    let _ = stdout.flush();
+    out.exit
+}
+
+fn report(ctx: &Context, verb: &str, json: bool, e: &RalphError) -> u8 {
+    let hints = e.hints(&ctx.cli);
+    if json {
+        let mut body = json!({
+            "ok": false,
+            "error": {
+                "code": e.code(),
+                "message": e.to_string(),
+                "hint": if hints.is_empty() { None } else { Some(hints.join("; ")) },
+                "details": e.details(),
+            }
+        });
+        if let RalphError::Findings(findings) = e {
+            body["findings"] = json!(findings);
+        }
+        if let RalphError::Corrupt { issues, .. } = e {
+            body["issues"] = json!(issues);
+        }
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&body).unwrap_or_else(|_| body.to_string())
+        );
+    } else {
+        let mut text = format!("[ralph {verb}] {}: {e}\n", e.code());
+        for line in e.details() {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        for h in hints {
+            // Alternatives line up under the hint they follow, as maestro prints them.
+            let mark = if h.starts_with("or:") {
+                "    "
+            } else {
+                "  → "
+            };
+            text.push_str(&format!("{mark}{h}\n"));
+        }
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    }
+    e.exit_code()
+}
