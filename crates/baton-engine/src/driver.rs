@@ -3,7 +3,7 @@
 use crate::composer::Intent;
 use crate::context::{ContextEvent, offload};
 use crate::machine::{Action, Input, Machine, StateSnapshot, ToolResult, WaitReason};
-use baton_llm::{CallOptions, ChatModel, LlmError, StreamEvent, TraceRecorder, Usage};
+use baton_llm::{CallOptions, ChatModel, LlmError, StreamEvent, ToolDef, TraceRecorder, Usage};
 use baton_package::Workflow;
 use baton_store::{Phase, Project, RunError, StateFile};
 use baton_tools::{CallContext, ToolCall, ToolHost};
@@ -256,7 +256,17 @@ impl<'a> Driver<'a> {
         })?;
         loop {
             action = match action {
-                Action::CallModel(request) => {
+                Action::CallModel(mut request) => {
+                    // MCP tools come from the host, which starts the servers: the sans-IO
+                    // machine cannot list them.
+                    let policy = self.machine_policy(&self.machine.effective_agent());
+                    request
+                        .tools
+                        .extend(self.host.mcp_tools(&policy).into_iter().map(|t| ToolDef {
+                            name: t.name,
+                            description: t.description,
+                            parameters: t.parameters,
+                        }));
                     if self.cancel.is_cancelled() {
                         Action::Fail {
                             code: ABORTED,

@@ -10,7 +10,7 @@ use baton_llm::{ChatModel, RecordingModel, ReplayModel, TraceRecorder};
 use baton_package::{Package, Report, ValidateOptions, validate_path};
 use baton_store::driver_lock::{self, DriverLock, DriverLockError};
 use baton_store::{NewRun, Phase, Project, RunError, RunMetadata, Store};
-use baton_tools::{RunBinding, SystemToolSettings, ToolHost};
+use baton_tools::{McpHub, RunBinding, ToolHost, ToolRuntime, ToolsConfig};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -99,6 +99,9 @@ pub struct Settings<'a> {
     pub max_turns: usize,
     pub on_event: Option<&'a (dyn Fn(EngineEvent) + Send + Sync)>,
     pub cancel: CancellationToken,
+    /// Tool settings of `baton.toml` (`[tools.*]`, `[mcp]`): the ceiling of every agent's
+    /// policy and the MCP servers. Default: file tools only.
+    pub tools: ToolsConfig,
     /// The context budget (`None`: requests are never compressed nor refused for size).
     pub budget: Option<crate::context::Budget>,
 }
@@ -116,6 +119,7 @@ impl<'a> Settings<'a> {
             max_turns: DEFAULT_MAX_TURNS,
             on_event: None,
             cancel: CancellationToken::new(),
+            tools: ToolsConfig::default(),
             budget: Some(crate::context::Budget::default()),
         }
     }
@@ -476,10 +480,11 @@ async fn drive(claimed: &Claimed, mut settings: Settings<'_>) -> Result<Finished
         },
     )
     .map_err(|e| RunnerError::Io(e.to_string()))?;
+    host.set_runtime(tool_runtime(&settings, project.root()));
     let composer = Composer {
         package,
         workflow,
-        system: SystemToolSettings::default(),
+        system: settings.tools.system.clone(),
         autopilot: settings.autopilot,
     };
     let mut machine = Machine::new(
@@ -561,6 +566,19 @@ async fn drive(claimed: &Claimed, mut settings: Settings<'_>) -> Result<Finished
         .map(|r| r.doc.to_value())
         .unwrap_or(Value::Null);
     Ok(Finished { run, report, state })
+}
+
+/// What the ToolHost needs to run commands and MCP servers for this invocation: the MCP
+/// client (servers start on first use and stop with the host), and the stop signal, so a
+/// command in flight ends with `EXEC_ABORTED` when the run is stopped.
+fn tool_runtime(settings: &Settings<'_>, project_root: &Path) -> ToolRuntime {
+    let cancel = settings.cancel.clone();
+    ToolRuntime {
+        mcp: (!settings.tools.mcp.servers.is_empty())
+            .then(|| McpHub::new(settings.tools.mcp.clone(), project_root)),
+        abort: Some(Arc::new(move || cancel.is_cancelled())),
+        ..ToolRuntime::default()
+    }
 }
 
 /// Where `--record` writes: next to nothing else, atomically.
