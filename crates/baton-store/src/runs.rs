@@ -234,16 +234,17 @@ impl Project {
     /// rebuilt from the run directories, and a warning says so.
     pub fn runs(&self, limit: Option<usize>) -> Result<RunListing, RunError> {
         let index = self.index();
-        {
+        let read = {
             let _shared = index.lock(false)?;
-            match index.load(limit) {
-                Ok(loaded) => return Ok(listing(loaded, Vec::new())),
-                Err(LoadError::Io(e)) => return Err(e.into()),
-                Err(LoadError::Problem(Problem::Missing)) if !self.has_run_dirs()? => {
-                    return Ok(RunListing::default());
-                }
-                Err(LoadError::Problem(_)) => {}
+            index.read(limit)
+        };
+        match read.and_then(|raw| raw.parse(limit)) {
+            Ok(loaded) => return Ok(listing(loaded, Vec::new())),
+            Err(LoadError::Io(e)) => return Err(e.into()),
+            Err(LoadError::Problem(Problem::Missing)) if !self.has_run_dirs()? => {
+                return Ok(RunListing::default());
             }
+            Err(LoadError::Problem(_)) => {}
         }
         let _exclusive = index.lock(true)?;
         let (loaded, warnings) = self.load_repairing(&index, limit)?;

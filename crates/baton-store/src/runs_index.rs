@@ -84,6 +84,48 @@ pub(crate) struct Loaded {
     pub more: bool,
 }
 
+/// The index as read under the lock, not yet parsed.
+pub(crate) struct RawIndex {
+    journal: Vec<u8>,
+    snapshot: Snapshot,
+}
+
+enum Snapshot {
+    /// The newest records, already parsed (they are few).
+    Tail(Vec<RunMetadata>),
+    Whole(Vec<u8>),
+}
+
+impl RawIndex {
+    pub fn parse(self, limit: Option<usize>) -> Result<Loaded, LoadError> {
+        let changes =
+            parse_journal(&self.journal).map_err(|e| LoadError::Problem(Problem::Damaged(e)))?;
+        let mut latest: HashMap<String, RunMetadata> = HashMap::with_capacity(changes.len());
+        for change in changes {
+            latest.insert(change.run_id.clone(), change);
+        }
+        let base: Vec<RunMetadata> = match self.snapshot {
+            Snapshot::Tail(runs) => runs,
+            Snapshot::Whole(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| LoadError::Problem(Problem::Damaged(format!("{SNAPSHOT}: {e}"))))?,
+        };
+        let mut runs: Vec<RunMetadata> = base
+            .into_iter()
+            .map(|r| latest.remove(&r.run_id).unwrap_or(r))
+            .collect();
+        runs.extend(latest.into_values());
+        runs.sort_by(|a, b| b.sort_key().cmp(&a.sort_key()));
+        let mut more = false;
+        if let Some(n) = limit
+            && runs.len() > n
+        {
+            runs.truncate(n);
+            more = true;
+        }
+        Ok(Loaded { runs, more })
+    }
+}
+
 pub(crate) struct IndexLock(File);
 
 impl Drop for IndexLock {
@@ -135,6 +177,12 @@ impl RunsIndex {
 
     /// The newest `limit` runs (all with `None`), newest first. Call under a lock.
     pub fn load(&self, limit: Option<usize>) -> Result<Loaded, LoadError> {
+        self.read(limit)?.parse(limit)
+    }
+
+    /// The bytes `load` needs. Only this part needs the lock: a reader of a large index parses
+    /// after releasing it, so writers are not kept waiting.
+    pub fn read(&self, limit: Option<usize>) -> Result<RawIndex, LoadError> {
         let journal_path = self.journal_path();
         let journal = match fs::read(&journal_path) {
             Ok(b) => Some(b),
@@ -152,41 +200,19 @@ impl RunsIndex {
             }
             (Some(j), true) => j,
         };
-        let changes =
-            parse_journal(&journal).map_err(|e| LoadError::Problem(Problem::Damaged(e)))?;
-        let mut latest: HashMap<String, RunMetadata> = HashMap::with_capacity(changes.len());
-        for change in changes {
-            latest.insert(change.run_id.clone(), change);
-        }
-        let base = match limit {
-            // Ask for one more than shown, to know whether there are more.
-            Some(n) => match self.read_tail(n.saturating_add(1))? {
-                Some(tail) => tail,
-                None => self.read_all()?,
-            },
-            None => self.read_all()?,
+        let tail = match limit {
+            // One more than shown, to know whether there are more.
+            Some(n) => self.read_tail(n.saturating_add(1))?,
+            None => None,
         };
-        let mut runs: Vec<RunMetadata> = base
-            .into_iter()
-            .map(|r| latest.remove(&r.run_id).unwrap_or(r))
-            .collect();
-        runs.extend(latest.into_values());
-        runs.sort_by(|a, b| b.sort_key().cmp(&a.sort_key()));
-        let mut more = false;
-        if let Some(n) = limit
-            && runs.len() > n
-        {
-            runs.truncate(n);
-            more = true;
-        }
-        Ok(Loaded { runs, more })
-    }
-
-    fn read_all(&self) -> Result<Vec<RunMetadata>, LoadError> {
-        let path = self.snapshot_path();
-        let bytes = fs::read(&path).map_err(StoreError::io("read", &path))?;
-        serde_json::from_slice(&bytes)
-            .map_err(|e| LoadError::Problem(Problem::Damaged(format!("{SNAPSHOT}: {e}"))))
+        let snapshot = match tail {
+            Some(runs) => Snapshot::Tail(runs),
+            None => {
+                let path = self.snapshot_path();
+                Snapshot::Whole(fs::read(&path).map_err(StoreError::io("read", &path))?)
+            }
+        };
+        Ok(RawIndex { journal, snapshot })
     }
 
     /// The last `want` records of `runsIndex.json`, read from its end. `None` when the file is
