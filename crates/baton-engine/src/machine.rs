@@ -3,8 +3,10 @@
 //! every transition is unit-testable and a recorded run replays exactly.
 
 use crate::composer::{COMPLETION_REQUEST, Composer, Intent, user_input};
-use crate::context::plan::{self, Mode, Pending, Plan};
-use crate::context::{Budget, CONTEXT_STILL_TOO_LARGE, Compaction, ContextEvent, TokenCounter};
+use crate::context::plan::Mode;
+use crate::context::{
+    Budget, CONTEXT_STILL_TOO_LARGE, ContextEvent, Prepared, TokenCounter, Window,
+};
 use baton_llm::{ChatRequest, ChatResponse, Message, Role, ToolCall, ToolDef};
 
 pub const DEFAULT_MAX_TURNS: usize = 50;
@@ -99,19 +101,8 @@ pub struct Machine<'p> {
     last_failure: Option<(String, usize)>,
     /// Counts history restarts, so a log of the history can mark them.
     generation: u64,
-    /// `None`: no budget, requests are sent whole.
-    budget: Option<Budget>,
-    counter: TokenCounter,
-    /// The compressed form of `history[..covered]`: a request carries `view` and then the
-    /// rest of the history, so between two compressions the prefix stays byte-identical.
-    view: Vec<Message>,
-    covered: usize,
-    /// Counts changes of `view`, so a log can record them.
-    compactions: u64,
-    /// Summary model calls answered since the last logged compaction.
-    summary_calls: usize,
-    pending: Option<Box<Pending>>,
-    events: Vec<ContextEvent>,
+    /// What a request carries of the history, compressed when over budget.
+    window: Window,
 }
 
 impl<'p> Machine<'p> {
@@ -132,63 +123,54 @@ impl<'p> Machine<'p> {
             turns: 0,
             last_failure: None,
             generation: 0,
-            budget: Some(Budget::default()),
-            counter: TokenCounter::new(crate::context::Encoding::Chars),
-            view: Vec::new(),
-            covered: 0,
-            compactions: 0,
-            summary_calls: 0,
-            pending: None,
-            events: Vec::new(),
+            window: Window::new(
+                Mode::Run,
+                Some(Budget::default()),
+                TokenCounter::new(crate::context::Encoding::Chars),
+            ),
         }
     }
 
     /// Sets the context budget (`None`: no limit) and how tokens are counted.
     pub fn with_budget(mut self, budget: Option<Budget>, counter: TokenCounter) -> Machine<'p> {
-        self.budget = budget;
-        self.counter = counter;
+        self.window = Window::new(Mode::Run, budget, counter);
         self
     }
 
     pub fn budget(&self) -> Option<Budget> {
-        self.budget
+        self.window.budget()
     }
 
     /// What the next request carries after the system layers: the compressed part, then the
     /// rest of the history.
     pub fn window(&self) -> Vec<Message> {
-        let mut w = self.view.clone();
-        w.extend(self.history.iter().skip(self.covered).cloned());
-        w
+        self.window.messages(&self.history)
     }
 
     /// The compressed form of the history and how many history messages it stands for.
     pub fn compaction(&self) -> (&[Message], usize) {
-        (&self.view, self.covered)
+        self.window.compaction()
     }
 
     /// Changes when the compaction does (applied or dropped).
     pub fn compactions(&self) -> u64 {
-        self.compactions
+        self.window.compactions()
     }
 
     /// Summary calls answered since the last call; the log records them with the compaction.
     pub fn take_summary_calls(&mut self) -> usize {
-        std::mem::take(&mut self.summary_calls)
+        self.window.take_summary_calls()
     }
 
     /// Puts back a compaction a previous invocation logged. One that does not fit the
     /// restored history is ignored (the window is then compressed again if needed).
     pub fn restore_compaction(&mut self, view: Vec<Message>, covered: usize) {
-        if covered <= self.history.len() && !view.is_empty() {
-            self.view = view;
-            self.covered = covered;
-        }
+        self.window.restore(view, covered, self.history.len());
     }
 
     /// What the context management did since the last call.
     pub fn take_events(&mut self) -> Vec<ContextEvent> {
-        std::mem::take(&mut self.events)
+        self.window.take_events()
     }
 
     /// The conversation of the current window (what the next request carries after the
@@ -238,8 +220,7 @@ impl<'p> Machine<'p> {
     fn open_window(&mut self, intent: Intent) {
         if self.policy == ContextPolicy::Node {
             self.history.clear();
-            self.view.clear();
-            self.covered = 0;
+            self.window.clear();
             self.generation += 1;
         }
         self.push_shells(intent);
@@ -271,24 +252,8 @@ impl<'p> Machine<'p> {
             };
         }
         let (system, tools) = self.fixed_parts();
-        if let Some(budget) = self.budget {
-            let fixed = self.counter.messages(&system) + self.counter.tools(&tools);
-            let window = self.window();
-            match plan::plan(&window, fixed, &budget, Mode::Run, &mut self.counter) {
-                Plan::NotNeeded => {}
-                Plan::NeedsSummary(pending) => {
-                    let request = pending.request.clone();
-                    self.pending = Some(pending);
-                    return Action::Summarize(request);
-                }
-                other => {
-                    if let Some(fail) = self.settle(other, fixed, &budget) {
-                        return fail;
-                    }
-                }
-            }
-        }
-        self.request(system, tools)
+        let prepared = self.window.prepare(&self.history, &system, &tools);
+        action(prepared, tools)
     }
 
     /// The system layers and tools of the effective agent: the fixed part of a request.
@@ -299,64 +264,6 @@ impl<'p> Machine<'p> {
             self.composer.system_layers(&agent),
             self.composer.tools(&policy),
         )
-    }
-
-    /// Applies what compression decided; `Some(fail)` when the request cannot be sent.
-    fn settle(&mut self, outcome: Plan, fixed: usize, budget: &Budget) -> Option<Action> {
-        match outcome {
-            Plan::Compressed(c) => self.apply(c),
-            Plan::TooLarge { tokens, limit } => return Some(too_large(tokens, limit)),
-            Plan::Invalid { violation } => {
-                // Nothing was replaced: the uncompressed window goes, if it fits at all.
-                self.events
-                    .push(ContextEvent::ProtocolFallback { violation });
-                let tokens = fixed + self.counter.messages(&self.window());
-                if tokens > budget.limit() {
-                    return Some(too_large(tokens, budget.limit()));
-                }
-            }
-            Plan::NotNeeded | Plan::NeedsSummary(_) => {}
-        }
-        None
-    }
-
-    fn apply(&mut self, c: Compaction) {
-        if c.report.status == "attempted_noop" {
-            return;
-        }
-        self.view = c.messages;
-        self.covered = self.history.len();
-        self.compactions += 1;
-        self.events.push(ContextEvent::Compressed(c.report));
-    }
-
-    /// The request; checked against the tool protocol first. A compressed window that fails
-    /// the check (a damaged log put it back) gives way to the uncompressed one.
-    fn request(&mut self, system: Vec<Message>, tools: Vec<ToolDef>) -> Action {
-        let mut messages = system.clone();
-        messages.extend(self.window());
-        if !self.view.is_empty()
-            && let Err(violation) = plan::check(&messages)
-        {
-            self.events
-                .push(ContextEvent::ProtocolFallback { violation });
-            self.view.clear();
-            self.covered = 0;
-            self.compactions += 1;
-            messages = system;
-            messages.extend(self.history.iter().cloned());
-            if let Some(budget) = self.budget {
-                let tokens = self.counter.request(&messages, &tools);
-                if tokens > budget.limit() {
-                    return too_large(tokens, budget.limit());
-                }
-            }
-        }
-        Action::CallModel(ChatRequest {
-            messages,
-            tools,
-            options: Default::default(),
-        })
     }
 
     fn add_user_input(&mut self, raw: &str) {
@@ -422,18 +329,11 @@ impl<'p> Machine<'p> {
                 self.call_model()
             }
             Input::Summarized(answer) => {
-                if answer.is_ok() {
-                    self.summary_calls += 1;
-                }
                 let (system, tools) = self.fixed_parts();
-                if let (Some(pending), Some(budget)) = (self.pending.take(), self.budget) {
-                    let fixed = self.counter.messages(&system) + self.counter.tools(&tools);
-                    let done = plan::finish(*pending, answer, &budget, &mut self.counter);
-                    if let Some(fail) = self.settle(done, fixed, &budget) {
-                        return fail;
-                    }
-                }
-                self.request(system, tools)
+                let prepared = self
+                    .window
+                    .summarized(answer, &self.history, &system, &tools);
+                action(prepared, tools)
             }
             Input::ModelAnswered(response) => {
                 self.turns += 1;
@@ -509,12 +409,18 @@ impl<'p> Machine<'p> {
     }
 }
 
-fn too_large(tokens: usize, limit: usize) -> Action {
-    Action::Fail {
-        code: CONTEXT_STILL_TOO_LARGE,
-        message: format!(
-            "the next request needs about {tokens} tokens and the model's context is {limit}, even after compression; give a shorter input, or set context_tokens in baton.toml if the model has a larger window"
-        ),
+fn action(prepared: Prepared, tools: Vec<ToolDef>) -> Action {
+    match prepared {
+        Prepared::Send(messages) => Action::CallModel(ChatRequest {
+            messages,
+            tools,
+            options: Default::default(),
+        }),
+        Prepared::Summarize(request) => Action::Summarize(request),
+        Prepared::TooLarge { tokens, limit } => Action::Fail {
+            code: CONTEXT_STILL_TOO_LARGE,
+            message: Prepared::too_large_message(tokens, limit),
+        },
     }
 }
 

@@ -8,9 +8,11 @@ pub mod offload;
 pub mod plan;
 pub mod summary;
 pub mod tokens;
+pub mod window;
 
 pub use plan::{Compaction, Mode, Pending, Plan, Report};
 pub use tokens::{Encoding, TokenCounter};
+pub use window::{Prepared, Window};
 
 /// A model's context window when neither the configuration nor the table of known models
 /// says otherwise.
