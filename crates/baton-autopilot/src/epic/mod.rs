@@ -18,11 +18,13 @@ pub mod lock;
 pub mod models;
 pub mod orchestrator;
 pub mod phase;
+pub mod phase_run;
 pub mod progress;
 pub mod review;
 pub mod run_state;
 pub mod specs;
 pub mod sprint;
+pub mod story;
 pub mod verify;
 
 pub use agent_state::{AgentState, Question};
