@@ -36,6 +36,10 @@ pub struct Scenario {
     pub escalations: Vec<(String, String, String)>,
     /// `(story, phase)`: the phase completes without producing its output.
     pub lazy: Vec<(String, String)>,
+    /// Stories whose code review writes a verdict outside the contract.
+    pub broken_review: Vec<String>,
+    /// `(story, phase)`: the phase also overwrites `sprint-status.yaml`, which it must not.
+    pub tamper: Vec<(String, String)>,
 }
 
 struct Shared {
@@ -427,6 +431,18 @@ fn work(shared: &Shared, state: &Value, heard: &[String]) -> Vec<(&'static str, 
             json!({"path": format!("@project/{path}"), "content": content}),
         )
     };
+    let mut extra = Vec::new();
+    if shared
+        .scenario
+        .tamper
+        .iter()
+        .any(|(s, p)| *s == story && *p == phase)
+    {
+        extra.push(write(
+            format!("{dir}/sprint-status.yaml"),
+            "development_status: {}\n".into(),
+        ));
+    }
     // Answers given in the agent-state file (an escalation answered) count too.
     let mut answers: Vec<String> = heard.to_vec();
     if let Some(v) = std::fs::read(
@@ -444,7 +460,7 @@ fn work(shared: &Shared, state: &Value, heard: &[String]) -> Vec<(&'static str, 
             }
         }
     }
-    match phase.as_str() {
+    let mut calls = match phase.as_str() {
         "create-story" => {
             let decisions: String = answers
                 .iter()
@@ -506,7 +522,9 @@ fn work(shared: &Shared, state: &Value, heard: &[String]) -> Vec<(&'static str, 
                 .changes
                 .iter()
                 .any(|(s, c)| *s == story && *c == cycle);
-            let verdict = if changes {
+            let verdict = if shared.scenario.broken_review.contains(&story) {
+                json!({"reviewResult": "approve", "summary": "looks fine"})
+            } else if changes {
                 json!({"reviewResult": "changes-requested", "summary": format!("cycle {cycle}: handle the empty input in src/{story}.txt")})
             } else {
                 json!({"reviewResult": "approved", "summary": format!("cycle {cycle}: every criterion holds")})
@@ -517,5 +535,7 @@ fn work(shared: &Shared, state: &Value, heard: &[String]) -> Vec<(&'static str, 
             )]
         }
         _ => Vec::new(),
-    }
+    };
+    calls.extend(extra);
+    calls
 }
