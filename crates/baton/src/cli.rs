@@ -33,6 +33,11 @@ pub enum Command {
     Demo(DemoArgs),
     /// Lifecycle sessions: maestro's `ralph` CLI (.workflow/.maestro/*/status.json) with locks.
     Ralph(crate::commands::ralph::RalphArgs),
+    /// Show which sandbox layers this kernel enforces for terminal.run, and the tool settings.
+    Doctor(crate::commands::doctor::DoctorArgs),
+    /// MCP servers of baton.toml: start them and list their tools.
+    #[command(subcommand)]
+    Mcp(crate::commands::mcp::McpCommand),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

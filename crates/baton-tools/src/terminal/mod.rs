@@ -120,7 +120,7 @@ impl Terminal {
             Some(c) => c.clone(),
             None => baton_sandbox::capabilities().clone(),
         };
-        let spec = self.spec(&project, &home, policy);
+        let spec = spec(&self.runtime, &project, home.path(), policy);
         let confinement = Confinement::prepare(&spec, &caps).map_err(|e| {
             ToolError::new(e.code(), e.to_string()).with_details(json!({"hint": e.hint()}))
         })?;
@@ -297,37 +297,64 @@ impl Terminal {
             None => Err(ToolError::new("E_INTERNAL", "no temporary directory")),
         }
     }
+}
 
-    fn spec(&self, project: &Path, home: &HomeDir, policy: &EffectivePolicy) -> SandboxSpec {
-        let t = &policy.terminal;
-        let mut denied: Vec<PathBuf> = self.runtime.read_denied.clone();
-        denied.extend(self.runtime.store_home.clone());
-        let user_home = self
-            .runtime
-            .user_home
-            .clone()
-            .or_else(|| std::env::var_os("HOME").map(PathBuf::from));
-        if let Some(h) = user_home {
-            denied.extend(HOME_SECRETS.iter().map(|s| h.join(s)));
-        }
-        denied.extend(SYSTEM_SECRETS.iter().map(PathBuf::from));
-        let mut read_only = vec![project.join(CONFIG_FILE)];
-        if !policy.allow_git_writes {
-            read_only.push(project.join(".git"));
-        }
-        SandboxSpec {
-            writable: vec![project.to_path_buf(), home.0.clone()],
-            read_denied: denied,
-            read_only,
-            network: t.network,
-            limits: Limits {
-                processes: t.max_processes,
-                address_space: t.max_memory_bytes,
-                cpu_seconds: t.max_cpu_s,
-            },
-            enforce: t.require_sandbox,
-        }
+/// What a command of this run may touch.
+fn spec(
+    runtime: &TerminalRuntime,
+    project: &Path,
+    home: &Path,
+    policy: &EffectivePolicy,
+) -> SandboxSpec {
+    let t = &policy.terminal;
+    let mut denied: Vec<PathBuf> = runtime.read_denied.clone();
+    denied.extend(runtime.store_home.clone());
+    let user_home = runtime
+        .user_home
+        .clone()
+        .or_else(|| std::env::var_os("HOME").map(PathBuf::from));
+    if let Some(h) = user_home {
+        denied.extend(HOME_SECRETS.iter().map(|s| h.join(s)));
     }
+    denied.extend(SYSTEM_SECRETS.iter().map(PathBuf::from));
+    let mut read_only = vec![project.join(CONFIG_FILE)];
+    if !policy.allow_git_writes {
+        read_only.push(project.join(".git"));
+    }
+    SandboxSpec {
+        writable: vec![project.to_path_buf(), home.to_path_buf()],
+        read_denied: denied,
+        read_only,
+        network: t.network,
+        limits: Limits {
+            processes: t.max_processes,
+            address_space: t.max_memory_bytes,
+            cpu_seconds: t.max_cpu_s,
+        },
+        enforce: t.require_sandbox,
+    }
+}
+
+/// Whether a command in `project` would run under `policy` here, and with which layers
+/// (`baton doctor`). Nothing is started.
+pub fn readiness(
+    project: &Path,
+    policy: &EffectivePolicy,
+    runtime: &TerminalRuntime,
+    caps: &Capabilities,
+) -> Result<Vec<String>, baton_sandbox::SandboxError> {
+    let home = tempfile::tempdir().map_err(|e| {
+        baton_sandbox::SandboxError::Setup(format!("no temporary directory ({})", e.kind()))
+    })?;
+    let project = project.canonicalize().map_err(|e| {
+        baton_sandbox::SandboxError::Setup(format!("the project is missing ({})", e.kind()))
+    })?;
+    let confinement = Confinement::prepare(&spec(runtime, &project, home.path(), policy), caps)?;
+    Ok(confinement
+        .applied()
+        .iter()
+        .map(|(layer, how)| format!("{}:{how}", layer.as_str()))
+        .collect())
 }
 
 struct HomeDir(PathBuf);

@@ -1,5 +1,7 @@
 mod demo;
+pub mod doctor;
 mod graph;
+pub mod mcp;
 mod package;
 pub mod ralph;
 mod run;
@@ -21,6 +23,8 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Chat(args) => run::chat(args),
         Command::Demo(args) => demo::run(args),
         Command::Ralph(args) => ralph::run(args),
+        Command::Doctor(args) => doctor::run(args),
+        Command::Mcp(cmd) => mcp::run(cmd),
     }
 }
 

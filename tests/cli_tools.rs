@@ -1,0 +1,112 @@
+//! `baton doctor` and `baton mcp list` on the real binary.
+
+#[allow(unused_imports)]
+mod common;
+
+use common::Baton;
+use serde_json::Value;
+use std::fs;
+
+/// A minimal MCP server over stdio (newline-delimited JSON-RPC), enough for listing.
+const PY_SERVER: &str = r#"
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method = msg.get("method")
+    if method == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "tiny", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "greet", "description": "Says hello",
+                             "inputSchema": {"type": "object", "properties": {"who": {"type": "string"}}}}]}
+    else:
+        result = {}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n")
+    sys.stdout.flush()
+"#;
+
+#[test]
+fn doctor_reports_every_layer_and_the_terminal_verdict() {
+    let baton = Baton::new();
+    let project = tempfile::tempdir().unwrap();
+    fs::write(
+        project.path().join("baton.toml"),
+        "[tools.terminal]\nenabled = true\n",
+    )
+    .unwrap();
+    let out = baton.run(&["doctor", "--json", "-p", &project.path().to_string_lossy()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let r = out.json();
+    let layers: Vec<&str> = r["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l["layer"].as_str())
+        .collect();
+    assert_eq!(
+        layers,
+        ["filesystem", "signals", "process", "network", "protected-paths", "limits"]
+    );
+    assert_eq!(r["terminal"]["enabled"], true);
+    let complete = r["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| ["filesystem", "process", "network"].contains(&l["layer"].as_str().unwrap_or("")))
+        .all(|l| l["available"] == true);
+    assert_eq!(r["terminal"]["wouldRun"], complete, "{r:#}");
+    if !complete {
+        assert_eq!(r["terminal"]["sandbox"]["code"], "SANDBOX_UNAVAILABLE");
+    }
+    let text = baton.run(&["doctor", "-p", &project.path().to_string_lossy()]);
+    assert!(text.stdout.contains("filesystem"), "{}", text.stdout);
+    assert!(text.stdout.contains("terminal: enabled"), "{}", text.stdout);
+}
+
+#[test]
+fn doctor_reports_a_broken_config_file() {
+    let baton = Baton::new();
+    let project = tempfile::tempdir().unwrap();
+    fs::write(project.path().join("baton.toml"), "[tools.terminal]\nbogus = 1\n").unwrap();
+    let out = baton.run(&["doctor", "--json", "-p", &project.path().to_string_lossy()]);
+    assert_eq!(out.code, 2);
+    assert_eq!(out.json()["error"]["code"], "TOOLS_CONFIG_INVALID");
+}
+
+#[test]
+fn mcp_list_starts_the_servers_and_shows_their_tools() {
+    let python = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !python {
+        eprintln!("python3 is not installed; the tiny MCP server needs it");
+        return;
+    }
+    let baton = Baton::new();
+    let project = tempfile::tempdir().unwrap();
+    fs::write(project.path().join("server.py"), PY_SERVER).unwrap();
+    fs::write(
+        project.path().join("baton.toml"),
+        "[mcp]\nenabled = true\nallowed_servers = [\"tiny\"]\nstart_timeout_ms = 5000\n\n[mcp.servers.tiny]\ncommand = \"python3\"\nargs = [\"server.py\"]\n\n[mcp.servers.broken]\ncommand = \"/nonexistent/mcp-server\"\n",
+    )
+    .unwrap();
+    let out = baton.run(&["mcp", "list", "--json", "-p", &project.path().to_string_lossy()]);
+    assert_eq!(out.code, 1, "a server failed: exit 1\n{}", out.stdout);
+    let r = out.json();
+    let servers = r["servers"].as_array().unwrap();
+    let find = |id: &str| -> &Value { servers.iter().find(|s| s["id"] == id).unwrap() };
+    let tiny = find("tiny");
+    assert_eq!(tiny["status"], "up", "{r:#}");
+    assert_eq!(tiny["allowed"], true);
+    assert_eq!(tiny["tools"][0]["name"], "mcp__tiny__greet");
+    let broken = find("broken");
+    assert_eq!(broken["status"], "error");
+    assert_eq!(broken["allowed"], false);
+    assert_eq!(broken["error"]["code"], "MCP_SERVER_UNAVAILABLE");
+    let text = baton.run(&["mcp", "list", "-p", &project.path().to_string_lossy()]);
+    assert!(text.stdout.contains("tiny: up, 1 tool"), "{}", text.stdout);
+    assert!(text.stdout.contains("mcp__tiny__greet"), "{}", text.stdout);
+}
