@@ -6,7 +6,7 @@
 use super::error::{EpicError, Result};
 use super::phase::Phase;
 use baton_llm::{ChatModel, ReplayModel, Trace, TraceRecorder};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -179,9 +179,4 @@ impl RunModel {
             r.record_user_input(answer, &baton_engine::composer::user_input(answer, node));
         }
     }
-}
-
-/// Meta a recorder could carry (none: each trace is named by its file).
-pub fn empty_meta() -> Map<String, Value> {
-    Map::new()
 }

@@ -288,6 +288,14 @@ impl Ctx<'_> {
         });
         loop {
             self.phases_run += 1;
+            // An answer is part of the run's recorded conversation.
+            if let Continuation::Answer(answer) = &continuation {
+                let node = claimed.run().current_node_id.clone();
+                let m = self
+                    .models
+                    .for_run(&run_id, &sp.key, sp.phase, inflight.n)?;
+                m.record_answer(answer, node.as_deref());
+            }
             let guard = OwnedFiles::snapshot(&self.layout);
             let finished = self.invoke(claimed, &continuation, &sp, inflight.n).await;
             guard.restore(&self.layout, self.on_event)?;
@@ -320,9 +328,6 @@ impl Ctx<'_> {
                     let Some(answer) = answer else {
                         return Ok(PhaseEnd::Waiting(q));
                     };
-                    if let Ok(m) = self.models.for_run(&run_id, &sp.key, sp.phase, inflight.n) {
-                        m.record_answer(&answer, Some(&node));
-                    }
                     continuation = Continuation::Answer(answer);
                     claimed = runner::claim(self.store, &run_id, continuation.clone())
                         .map_err(runner_error)?;

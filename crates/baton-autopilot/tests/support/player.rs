@@ -487,7 +487,10 @@ fn work(shared: &Shared, state: &Value, heard: &[String]) -> Vec<(&'static str, 
             ),
         )],
         "dev" => {
-            let mut code = format!("implementation of {story}\ncycle {cycle}\n");
+            // The code grows cycle after cycle, as a developer's would.
+            let before = std::fs::read_to_string(shared.project.join(format!("src/{story}.txt")))
+                .unwrap_or_else(|_| format!("implementation of {story}\n"));
+            let mut code = format!("{before}cycle {cycle}\n");
             for a in &answers {
                 code.push_str(&format!("answer: {a}\n"));
             }
