@@ -3,6 +3,7 @@
 //!
 //! Nothing here prints to a terminal.
 
+pub mod agent;
 pub mod call_ids;
 pub mod composer;
 pub mod context;

@@ -31,6 +31,8 @@ pub enum Command {
     Chat(ChatArgs),
     /// Run the bundled create-story example on a copy of the sample project, offline.
     Demo(DemoArgs),
+    /// Talk to one agent of a package: its menu starts workflows, anything else is a chat.
+    Agent(crate::commands::agent::AgentArgs),
     /// Lifecycle sessions: maestro's `ralph` CLI (.workflow/.maestro/*/status.json) with locks.
     Ralph(crate::commands::ralph::RalphArgs),
     /// Show which sandbox layers this kernel enforces for terminal.run, and the tool settings.
@@ -62,6 +64,10 @@ pub struct ModelArgs {
     /// History sent to the model: restart at every node (default), or keep everything.
     #[arg(long, value_enum, default_value = "node")]
     pub context: ContextArg,
+    /// The model's context window in tokens (overrides baton.toml and the table of known
+    /// models); requests are compressed past 80 % of it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1024..=100_000_000))]
+    pub context_tokens: Option<u64>,
     /// Never prompt; stop with exit code 10 when the run needs an answer.
     #[arg(long)]
     pub non_interactive: bool,

@@ -1,6 +1,7 @@
 //! The `baton` command line. Parsing and presentation only; the work happens in the library
 //! crates.
 
+mod agent_ui;
 mod cli;
 mod commands;
 mod failure;

@@ -1,3 +1,4 @@
+pub mod agent;
 mod demo;
 pub mod doctor;
 mod graph;
@@ -22,6 +23,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Answer(args) => run::answer(args),
         Command::Chat(args) => run::chat(args),
         Command::Demo(args) => demo::run(args),
+        Command::Agent(args) => agent::run(args),
         Command::Ralph(args) => ralph::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::Mcp(cmd) => mcp::run(cmd),

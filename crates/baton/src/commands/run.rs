@@ -9,7 +9,7 @@ use crate::report;
 use crate::signals;
 use baton_engine::driver::ABORTED;
 use baton_engine::runner::{self, AskFn, Continuation, Finished, RunnerError, Settings, StartRun};
-use baton_engine::{ContextPolicy, EngineEvent, Outcome};
+use baton_engine::{Budget, ContextPolicy, EngineEvent, Outcome};
 use baton_llm::{
     ChatModel, HttpChatModel, LlmConfig, LlmOverrides, ReplayModel, Trace, TraceRecorder,
 };
@@ -21,28 +21,41 @@ use std::sync::{Arc, Mutex};
 /// Exit code of a run that waits for the user.
 pub const WAITING: u8 = 10;
 
-enum Model {
+pub(crate) enum Model {
     Replay(ReplayModel),
-    Http(HttpChatModel),
+    /// With the model's context window from the configuration.
+    Http(HttpChatModel, u64),
 }
 
 impl Model {
-    fn as_dyn(&self) -> &dyn ChatModel {
+    pub(crate) fn as_dyn(&self) -> &dyn ChatModel {
         match self {
             Model::Replay(m) => m,
-            Model::Http(m) => m,
+            Model::Http(m, _) => m,
         }
     }
 
-    fn replay(&self) -> Option<&ReplayModel> {
+    pub(crate) fn replay(&self) -> Option<&ReplayModel> {
         match self {
             Model::Replay(m) => Some(m),
-            Model::Http(_) => None,
+            Model::Http(..) => None,
         }
+    }
+
+    /// `--context-tokens`, else the configured window of the model, else the default.
+    pub(crate) fn budget(&self, args: &ModelArgs) -> Budget {
+        let configured = match self {
+            Model::Http(_, tokens) => Some(*tokens),
+            Model::Replay(_) => None,
+        };
+        args.context_tokens
+            .or(configured)
+            .and_then(|t| usize::try_from(t).ok())
+            .map_or_else(Budget::default, Budget::new)
     }
 }
 
-fn load_model(args: &ModelArgs, store: &Store, project: Option<&Path>) -> Result<Model, Failure> {
+pub(crate) fn load_model(args: &ModelArgs, store: &Store, project: Option<&Path>) -> Result<Model, Failure> {
     if let Some(path) = &args.replay {
         return match Trace::load(path) {
             Ok(t) => Ok(Model::Replay(ReplayModel::new(t))),
@@ -55,8 +68,10 @@ fn load_model(args: &ModelArgs, store: &Store, project: Option<&Path>) -> Result
         ..Default::default()
     };
     LlmConfig::load(Some(store.home()), project, &env, &overrides)
-        .and_then(HttpChatModel::new)
-        .map(Model::Http)
+        .and_then(|config| {
+            let tokens = config.context_tokens();
+            HttpChatModel::new(config).map(|m| Model::Http(m, tokens))
+        })
         .map_err(|e| {
             Failure::new(e.code(), e.to_string(), exit::INVALID).hint(Some(
                 "pass --model (and set OPENAI_API_KEY / OPENAI_BASE_URL), or --replay TRACE to run offline".into(),
@@ -66,7 +81,7 @@ fn load_model(args: &ModelArgs, store: &Store, project: Option<&Path>) -> Result
 
 /// Two threads: `block_on` drives the run on this one while the signal watcher runs on the
 /// worker, even when this thread waits at a prompt.
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -78,7 +93,7 @@ fn interactive(args: &ModelArgs) -> bool {
 }
 
 /// Reads an answer at the terminal.
-fn prompt(question: &str) -> Option<String> {
+pub(crate) fn prompt(question: &str) -> Option<String> {
     eprintln!("\n{question}\n");
     eprint!("> ");
     let _ = std::io::stderr().flush();
@@ -108,6 +123,7 @@ fn settings<'a>(
     s.ask = ask;
     s.record = recorder;
     s.autopilot = inv.autopilot;
+    s.budget = Some(model.budget(inv.args));
     s.context = match inv.args.context {
         ContextArg::Node => ContextPolicy::Node,
         ContextArg::Full => ContextPolicy::Full,
@@ -118,7 +134,7 @@ fn settings<'a>(
     s
 }
 
-fn present(
+pub(crate) fn present(
     result: Result<Finished, RunnerError>,
     args: &ModelArgs,
     recorder: Option<&Arc<Mutex<TraceRecorder>>>,
@@ -175,14 +191,14 @@ fn present(
     Ok(code)
 }
 
-fn recorder_for(args: &ModelArgs) -> Option<Arc<Mutex<TraceRecorder>>> {
+pub(crate) fn recorder_for(args: &ModelArgs) -> Option<Arc<Mutex<TraceRecorder>>> {
     args.record
         .as_ref()
         .map(|_| Arc::new(Mutex::new(TraceRecorder::default())))
 }
 
 /// Checks `--record` before anything is paid for.
-fn check_record(args: &ModelArgs) -> Result<(), Failure> {
+pub(crate) fn check_record(args: &ModelArgs) -> Result<(), Failure> {
     match &args.record {
         Some(path) => runner::check_trace_destination(path).map_err(|e| Failure::from(&e)),
         None => Ok(()),
