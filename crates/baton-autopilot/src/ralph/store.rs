@@ -35,7 +35,7 @@ impl SessionLock {
         let start = Instant::now();
         let mut pause = Duration::from_micros(200);
         loop {
-            match Ok::<(), TryLockError>(()) {
+            match file.try_lock() {
                 Ok(()) => return Ok(SessionLock { _file: file }),
                 Err(TryLockError::WouldBlock) => {}
                 Err(TryLockError::Error(e)) => return Err(RalphError::io("lock", &path)(e)),
