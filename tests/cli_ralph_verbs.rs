@@ -201,10 +201,17 @@ fn skip_pause_resume_abandon() {
     assert_eq!(fx.get(&id)["status"], "running");
     assert_eq!(run_step(&fx, &id), 0);
     assert_eq!(run_step(&fx, &id), 2, "the skipped step is not loaded");
+    fx.ralph(&["decide", "3", "--verdict", "proceed", "--confidence", "90"])
+        .code(0);
+    fx.ralph(&["next"]).code(0);
     let out = fx.ralph(&["abandon", "--reason", "changed course"]);
     out.code(0);
     let doc = fx.get(&id);
     assert_eq!(doc["status"], "failed");
+    // Nothing stays claimed in an abandoned session.
+    assert_eq!(doc["steps"][4]["status"], "pending");
+    assert_eq!(doc["active_step_index"], Value::Null);
+    assert_eq!(doc["active_claim"], Value::Null);
     assert_eq!(doc["abandon_reason"], "changed course");
     assert!(doc["abandoned_at"].is_string());
     let out = fx.ralph(&["next"]);

@@ -172,7 +172,8 @@ pub fn resume(ctx: &Context, session: Option<&str>, expect: Option<u64>) -> Resu
 }
 
 /// `abandon [--reason T]`: the session stops for good. maestro's schema has no `abandoned`
-/// status, so it becomes `failed` with `abandoned_at` (and `abandon_reason`) recorded.
+/// status, so it becomes `failed` with `abandoned_at` (and `abandon_reason`) recorded; a
+/// claimed step is released.
 pub fn abandon(
     ctx: &Context,
     session: Option<&str>,
@@ -185,6 +186,12 @@ pub fn abandon(
         s.set("abandoned_at", json!(time::now_iso()));
         if let Some(r) = reason {
             s.set("abandon_reason", json!(r));
+        }
+        // Nothing runs in an abandoned session: a claimed step goes back to pending.
+        if let Some(a) = s.active_index()
+            && s.step(a).is_some_and(|st| st.status() == "running")
+        {
+            s.set_step(a, "status", json!("pending"));
         }
         s.release();
         Ok(Change::write(()))
