@@ -914,3 +914,32 @@ fn c26_session_ids_are_folder_names_only() {
         "the file outside .maestro is untouched"
     );
 }
+
+#[test]
+fn c27_without_a_home_only_the_projects_commands_count() {
+    let fx = Fx::new();
+    fx.file(".claude/commands/mine.md", "---\nname: mine\n---\nx\n");
+    // The current directory is not the project: its stray command file is nobody's.
+    let elsewhere = fx.tmp.path().join("elsewhere");
+    std::fs::create_dir_all(elsewhere.join(".claude/commands")).unwrap();
+    std::fs::write(elsewhere.join(".claude/commands/stray.md"), "x\n").unwrap();
+    let project = fx.project.display().to_string();
+    let out = fx
+        .cmd(&["skills", "--json", "--project", &project])
+        .current_dir(&elsewhere)
+        .env_remove("HOME")
+        .env_remove("USERPROFILE")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["name"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(names, ["mine"]);
+}

@@ -42,23 +42,32 @@ struct Source {
 
 /// Every effective entry, sorted by platform, type, scope, name.
 pub fn scan(ctx: &Context, platform: Option<&str>) -> Vec<SkillEntry> {
-    let home = ctx.home.clone().unwrap_or_default();
     let p = &ctx.project;
     let mut sources = Vec::new();
-    let mut add = |dir: PathBuf, kind, scope, platform| {
-        sources.push(Source {
-            dir,
-            kind,
-            scope,
-            platform,
-        })
+    let mut add = |dir: Option<PathBuf>, kind, scope, platform| {
+        // Without a home directory there are no global sources (an empty home would make
+        // them relative paths, i.e. the project again).
+        if let Some(dir) = dir {
+            sources.push(Source {
+                dir,
+                kind,
+                scope,
+                platform,
+            })
+        }
     };
-    add(home.join(".claude/commands"), "command", "global", "claude");
-    add(p.join(".claude/commands"), "command", "project", "claude");
-    add(home.join(".claude/skills"), "skill", "global", "claude");
-    add(p.join(".claude/skills"), "skill", "project", "claude");
-    add(home.join(".codex/skills"), "skill", "global", "codex");
-    add(p.join(".codex/skills"), "skill", "project", "codex");
+    let global = |rel: &str| ctx.home.as_ref().map(|h| h.join(rel));
+    add(global(".claude/commands"), "command", "global", "claude");
+    add(
+        Some(p.join(".claude/commands")),
+        "command",
+        "project",
+        "claude",
+    );
+    add(global(".claude/skills"), "skill", "global", "claude");
+    add(Some(p.join(".claude/skills")), "skill", "project", "claude");
+    add(global(".codex/skills"), "skill", "global", "codex");
+    add(Some(p.join(".codex/skills")), "skill", "project", "codex");
 
     let mut merged: BTreeMap<String, SkillEntry> = BTreeMap::new();
     for src in sources
