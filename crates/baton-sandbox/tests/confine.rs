@@ -220,3 +220,30 @@ fn probe_reports_every_layer() {
         eprintln!("{:>16} {} {}", l.layer.as_str(), l.available, l.how);
     }
 }
+
+#[test]
+fn a_denied_path_created_later_stays_unreadable() {
+    let d = dirs();
+    let home = d.outside.join("home");
+    std::fs::create_dir(&home).unwrap();
+    let mut s = spec(&d);
+    s.read_denied.push(home.join(".aws"));
+    if !full_sandbox(&s) {
+        return;
+    }
+    // The ruleset is built while ~/.aws does not exist; the key appears afterwards.
+    let c = Confinement::prepare(&s, capabilities()).unwrap();
+    std::fs::create_dir(home.join(".aws")).unwrap();
+    std::fs::write(home.join(".aws/credentials"), "AKIALATER").unwrap();
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(format!("cat {}/.aws/credentials", home.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c.install(&mut cmd, None);
+    let out = cmd.output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("AKIALATER"),
+        "{out:?}"
+    );
+}

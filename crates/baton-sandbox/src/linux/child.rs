@@ -70,6 +70,8 @@ pub struct UserMaps {
 pub struct ChildSetup {
     pub rlimits: Vec<(c_int, u64)>,
     pub unshare: c_int,
+    /// A network namespace to enter (`setns`) instead of creating one.
+    pub join_net: Option<std::os::fd::RawFd>,
     pub user_maps: Option<UserMaps>,
     pub private_mounts: bool,
     /// Every mount read-only (`mount_setattr`, recursive), then `rw_binds` bound read-write.
@@ -152,6 +154,11 @@ impl ChildSetup {
             let mut here = [0 as libc::c_char; 4096];
             let here_known =
                 self.cwd_path.is_none() && !libc::getcwd(here.as_mut_ptr(), here.len()).is_null();
+            if let Some(net) = self.join_net
+                && libc::setns(net, libc::CLONE_NEWNET) != 0
+            {
+                return Err(fail(STEP_UNSHARE));
+            }
             if self.unshare != 0 && libc::unshare(self.unshare) != 0 {
                 return Err(fail(STEP_UNSHARE));
             }
@@ -304,7 +311,7 @@ unsafe fn write_file(path: &std::ffi::CStr, data: &[u8]) -> bool {
 }
 
 /// Sets `lo` up in the new network namespace, so 127.0.0.1 works inside it.
-unsafe fn loopback_up() {
+pub(super) unsafe fn loopback_up() {
     // SAFETY: a zeroed `ifreq` is a valid value; the ioctls read and write only it.
     unsafe {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);

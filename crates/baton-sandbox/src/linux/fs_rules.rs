@@ -15,6 +15,13 @@ use landlock::{
 };
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// A ruleset is reused for this long: walking `/` and the denied paths' parents costs more
+/// than the rest of a spawn. Staleness only hides new top-level entries (nothing is granted
+/// that was not listed), never exposes a denied path.
+const CACHE_FOR: Duration = Duration::from_secs(10);
 
 /// The newest ABI this code knows; older kernels get the subset they have (best effort).
 const LATEST: ABI = ABI::V9;
@@ -23,13 +30,35 @@ const LATEST: ABI = ABI::V9;
 const DEV_READ: [&str; 5] = ["null", "zero", "full", "random", "urandom"];
 const DEV_WRITE: [&str; 2] = ["null", "full"];
 
+#[derive(Clone, PartialEq, Eq)]
 pub struct FsRules {
     pub writable: Vec<PathBuf>,
     pub denied: Vec<PathBuf>,
 }
 
-/// Builds the ruleset; `Ok(None)` when Landlock is not available.
+static CACHE: Mutex<Option<(FsRules, Instant, OwnedFd)>> = Mutex::new(None);
+
+/// The ruleset for `rules`, from the cache when it is fresh; `Ok(None)` when Landlock is not
+/// available.
 pub fn build(rules: &FsRules) -> Result<Option<OwnedFd>, String> {
+    if let Ok(cache) = CACHE.lock()
+        && let Some((key, at, fd)) = cache.as_ref()
+        && key == rules
+        && at.elapsed() < CACHE_FOR
+        && let Ok(copy) = fd.try_clone()
+    {
+        return Ok(Some(copy));
+    }
+    let built = build_now(rules)?;
+    if let (Some(fd), Ok(mut cache)) = (&built, CACHE.lock())
+        && let Ok(copy) = fd.try_clone()
+    {
+        *cache = Some((rules.clone(), Instant::now(), copy));
+    }
+    Ok(built)
+}
+
+fn build_now(rules: &FsRules) -> Result<Option<OwnedFd>, String> {
     let read = AccessFs::from_read(LATEST);
     let all = AccessFs::from_all(LATEST);
     let mut ruleset = Ruleset::default()

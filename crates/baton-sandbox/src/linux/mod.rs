@@ -5,7 +5,7 @@ mod seccomp;
 use crate::{Capabilities, Layer, NamespaceMode, SandboxError, SandboxSpec, SpawnFailure};
 use child::{Bind, ChildSetup, UserMaps};
 use std::ffi::CString;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -160,6 +160,77 @@ fn bind(path: &Path) -> Option<Bind> {
     })
 }
 
+/// One empty network namespace (loopback up) that every command of this process enters with
+/// `setns`: creating a namespace per command costs about a millisecond. An open descriptor
+/// keeps it alive; no process lives in it between commands (each command's process group is
+/// killed at its end). Only where the process may enter it directly (root).
+fn shared_netns() -> Option<&'static OwnedFd> {
+    static NETNS: OnceLock<Option<OwnedFd>> = OnceLock::new();
+    NETNS.get_or_init(make_netns).as_ref()
+}
+
+fn make_netns() -> Option<OwnedFd> {
+    // SAFETY: the child only makes system calls (unshare, the loopback ioctls, write, pause)
+    // until it is killed; the parent closes what it opened and reaps the child.
+    unsafe {
+        let mut fds = [0; 2];
+        if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            return None;
+        }
+        let (r, w) = (fds[0], fds[1]);
+        let pid = libc::fork();
+        if pid < 0 {
+            libc::close(r);
+            libc::close(w);
+            return None;
+        }
+        if pid == 0 {
+            libc::close(r);
+            let ok = libc::unshare(libc::CLONE_NEWNET) == 0;
+            if ok {
+                child::loopback_up();
+            }
+            let byte = u8::from(ok);
+            libc::write(w, (&byte as *const u8).cast(), 1);
+            loop {
+                libc::pause();
+            }
+        }
+        libc::close(w);
+        let mut byte = 0u8;
+        let n = libc::read(r, (&mut byte as *mut u8).cast(), 1);
+        libc::close(r);
+        let path = CString::new(format!("/proc/{pid}/ns/net")).unwrap_or_default();
+        let fd = if n == 1 && byte == 1 && !path.as_bytes().is_empty() {
+            libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC)
+        } else {
+            -1
+        };
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+        (fd >= 0).then(|| OwnedFd::from_raw_fd(fd))
+    }
+}
+
+/// `path` with its longest existing prefix canonicalized: a denied path that does not exist
+/// yet still makes its parents "ancestors", so it stays unreadable if it appears later.
+fn resolve(path: &Path) -> Option<PathBuf> {
+    if !path.is_absolute() {
+        return None;
+    }
+    let mut existing = path;
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            let mut out = real;
+            out.extend(rest.iter().rev());
+            return Some(out);
+        }
+        rest.push(existing.file_name()?);
+        existing = existing.parent()?;
+    }
+}
+
 fn last_cap() -> libc::c_int {
     std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
         .ok()
@@ -232,6 +303,14 @@ impl Confinement {
         let binds = if ns_ok { read_only.clone() } else { Vec::new() };
         let readonly_root = ns_ok && caps.readonly_root;
         let mut setup = namespace_setup(mode, net_namespace, &writable, &binds, readonly_root);
+        if net_namespace
+            && mode == NamespaceMode::Direct
+            && let Some(net) = shared_netns()
+        {
+            setup.unshare &= !libc::CLONE_NEWNET;
+            setup.loopback_up = false;
+            setup.join_net = Some(net.as_raw_fd());
+        }
         if setup.binds.len() != binds.len()
             || (readonly_root && setup.rw_binds.len() != writable.len())
         {
@@ -240,11 +319,7 @@ impl Confinement {
             ));
         }
         if let Some(abi) = caps.landlock_abi {
-            let denied: Vec<PathBuf> = spec
-                .read_denied
-                .iter()
-                .filter_map(|d| d.canonicalize().ok())
-                .collect();
+            let denied: Vec<PathBuf> = spec.read_denied.iter().filter_map(|d| resolve(d)).collect();
             setup.ruleset = fs_rules::build(&fs_rules::FsRules {
                 writable: writable.clone(),
                 denied,
