@@ -37,6 +37,8 @@ pub struct LongNode {
     pub keep_json: bool,
     /// Read whole files instead of a window of lines.
     pub read_whole: bool,
+    /// The model name (it decides how tokens are counted).
+    pub name: &'static str,
     state: Mutex<State>,
 }
 
@@ -64,6 +66,7 @@ impl LongNode {
             summary_fails: false,
             keep_json: true,
             read_whole: false,
+            name: "scripted-long-node",
             state: Mutex::new(State::default()),
         }
     }
@@ -160,7 +163,7 @@ impl ChatModel for LongNode {
     }
 
     fn model_name(&self) -> &str {
-        "scripted-long-node"
+        self.name
     }
 }
 
