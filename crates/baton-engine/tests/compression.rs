@@ -94,6 +94,10 @@ async fn a_300_call_node_stays_under_16k_with_a_valid_protocol_at_every_request(
     }
     // Between compressions the previous request is the prefix of the next, byte for byte.
     let (of_request, of_previous) = prefix_shares(&seen);
+    eprintln!(
+        "prefix shares: {of_request:.4} of each request, {of_previous:.4} of the previous; {} compressions",
+        events.len()
+    );
     assert!(of_request >= 0.9, "{of_request}");
     assert!(of_previous >= 0.9, "{of_previous}");
     // The first messages of every request (system layers, directive, brief) never change.
