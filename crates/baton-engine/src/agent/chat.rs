@@ -174,3 +174,119 @@ impl Chat {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::Conversation;
+    use crate::context::Encoding;
+    use baton_llm::{BoxFuture, ChatResponse};
+    use baton_package::Package;
+    use std::sync::Mutex;
+
+    /// Answers every chat with a long reply, and every summary request with a short summary;
+    /// keeps what it was sent.
+    #[derive(Default)]
+    struct Talkative {
+        requests: Mutex<Vec<ChatRequest>>,
+    }
+
+    impl ChatModel for Talkative {
+        fn chat<'a>(
+            &'a self,
+            request: &'a ChatRequest,
+            _: CallOptions<'a>,
+        ) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
+            Box::pin(async move {
+                let summary = request.messages[0].text().contains("rolling summary");
+                self.requests.lock().unwrap().push(request.clone());
+                let text = if summary {
+                    "User goal: plan the sprint.".to_string()
+                } else {
+                    "Here is a long answer about stories. ".repeat(12)
+                };
+                Ok(ChatResponse {
+                    message: Message::assistant(text),
+                    finish_reason: None,
+                    usage: None,
+                })
+            })
+        }
+
+        fn model_name(&self) -> &str {
+            "talkative"
+        }
+    }
+
+    #[tokio::test]
+    async fn a_long_chat_is_compressed_logged_and_restored() {
+        let package = Package::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../examples/packages/create-story-micro"),
+        )
+        .unwrap();
+        let agent = package.agent("sm").unwrap();
+        let menu = Menu::of(agent, crate::router::Surface::Terminal);
+        let budget = Budget::new(4_096);
+        let counter = || TokenCounter::new(Encoding::Chars);
+        let mut chat = Chat::new(agent, &menu, Some(budget), counter());
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("project");
+        std::fs::create_dir_all(&root).unwrap();
+        let project = baton_store::Store::new(tmp.path().join("home"))
+            .project(&root)
+            .unwrap();
+        let mut log = Conversation::create(&project, "pkg", "sm").unwrap();
+        let model = Talkative::default();
+        let cancel = CancellationToken::new();
+        for i in 0..60 {
+            let reply = chat
+                .send(
+                    &model,
+                    &format!("question {i}: {}", "detail ".repeat(30)),
+                    &cancel,
+                )
+                .await
+                .unwrap();
+            assert!(!reply.assistant.is_empty());
+            log.sync(&mut chat).unwrap();
+        }
+        let requests = model.requests.lock().unwrap().clone();
+        let mut c = counter();
+        let summaries = requests
+            .iter()
+            .filter(|r| r.messages[0].text().contains("rolling summary"))
+            .count();
+        assert!(summaries >= 1, "the chat was summarized");
+        for r in &requests {
+            assert!(r.tools.is_empty());
+            assert!(c.request(&r.messages, &r.tools) <= budget.limit());
+            assert_eq!(baton_llm::protocol::validate(&r.messages), Ok(()));
+        }
+        let last = requests.last().unwrap();
+        assert!(last.messages[1].text().starts_with("You are Bob"));
+        assert!(
+            last.messages
+                .iter()
+                .any(|m| m.text().starts_with("CONVERSATION_SUMMARY"))
+        );
+        assert!(last.messages.last().unwrap().text().contains("question 59"));
+
+        // Reopened from the store, the next request goes on from the same window.
+        let mut again = Chat::new(agent, &menu, Some(budget), counter());
+        Conversation::open(&project, log.id(), "sm", &mut again).unwrap();
+        assert_eq!(again.history().len(), chat.history().len());
+        assert_eq!(
+            again.window().messages(again.history()),
+            chat.window().messages(chat.history())
+        );
+        assert!(matches!(
+            Conversation::open(&project, log.id(), "summarizer", &mut again),
+            Err(crate::agent::log::ConversationError::OtherAgent { .. })
+        ));
+        assert!(matches!(
+            Conversation::open(&project, "../../etc", "sm", &mut again),
+            Err(crate::agent::log::ConversationError::NotFound(_))
+        ));
+    }
+}
