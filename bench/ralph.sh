@@ -3,13 +3,14 @@
 # session, against `baton --version` (process start only) and `node -e ''` (the start-up every
 # Node CLI pays, maestro's included) measured in the same run. The session lives on the disk
 # (under target/), so the fsyncs of every write are real.
-# Needs hyperfine (and node for the Node baseline). Usage: bench/ralph.sh
+# Needs hyperfine (and node for the Node baseline). Usage: bench/ralph.sh [BATON_BIN=…]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet -p baton
-bin=$PWD/target/release/baton
+# BATON_BIN=path skips the build and times that binary.
+if [ -z "${BATON_BIN:-}" ]; then cargo build --release --quiet -p baton; fi
+bin=${BATON_BIN:-$PWD/target/release/baton}
 mkdir -p target
-tmp=$(mktemp -d -p "$PWD/target" ralph-bench.XXXXXX)
+tmp=$(mktemp -d -p "${BENCH_DIR:-$PWD/target}" ralph-bench.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 export HOME=$tmp/home
 unset MAESTRO_HOME BATON_RALPH_CLI
@@ -54,4 +55,24 @@ for name, x in r.items():
     times = sorted(x["times"])
     p95 = times[int(len(times) * 0.95) - 1]
     print(f"{name:<18}{x['median']*1000:>10.2f}{p95*1000:>9.2f}{x['median']/base:>12.2f}x")
+PY
+# The floor of any durable write of this file on this disk: temp file, write, fsync, rename,
+# fsync of the directory (what every changing verb does once), in the same folder.
+python3 - "$tmp/fresh.json" "$dir" <<'PY'
+import os, statistics, sys, time
+data = open(sys.argv[1], "rb").read()
+d = sys.argv[2]
+times = []
+for _ in range(100):
+    t = time.perf_counter()
+    fd = os.open(f"{d}/.probe", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    os.write(fd, data)
+    os.fsync(fd)
+    os.close(fd)
+    os.rename(f"{d}/.probe", f"{d}/probe.json")
+    dfd = os.open(d, os.O_RDONLY)
+    os.fsync(dfd)
+    os.close(dfd)
+    times.append(time.perf_counter() - t)
+print(f"{'durable write':<18}{statistics.median(times)*1000:>10.2f}   (temp + fsync + rename + fsync dir, no process)")
 PY
