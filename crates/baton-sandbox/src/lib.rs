@@ -291,9 +291,21 @@ mod other {
         Probe,
     }
 
-    /// Outside Linux the group is signalled through `kill(1)`-free means: none here.
-    pub fn kill_group(_pgid: u32, _signal: Signal) -> bool {
-        false
+    /// Signals every process of group `pgid` (ids 0 and 1 refused), as on Linux.
+    pub fn kill_group(pgid: u32, signal: Signal) -> bool {
+        let Ok(pgid) = i32::try_from(pgid) else {
+            return false;
+        };
+        if pgid <= 1 {
+            return false;
+        }
+        let sig = match signal {
+            Signal::Term => libc::SIGTERM,
+            Signal::Kill => libc::SIGKILL,
+            Signal::Probe => 0,
+        };
+        // SAFETY: kill has no memory arguments.
+        unsafe { libc::kill(-pgid, sig) == 0 }
     }
 }
 #[cfg(not(target_os = "linux"))]
