@@ -19,6 +19,8 @@ use std::net::{TcpListener, UdpSocket};
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -974,4 +976,42 @@ fn fs_tools_cannot_write_the_config_file() {
         fs::read_to_string(ctx.project.join("baton.toml")).unwrap(),
         "# the user's settings\n"
     );
+}
+
+#[test]
+fn a_stopping_run_aborts_the_command_in_flight() {
+    let (mut env, ctx) = setup();
+    if !sandbox_complete(capabilities()) {
+        return;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let mut runtime = ToolRuntime {
+        abort: Some(Arc::new(move || flag.load(Ordering::SeqCst))),
+        ..ToolRuntime::default()
+    };
+    runtime.terminal.parent_env = Some(vec![("PATH".into(), PATH.into())]);
+    env.host.set_runtime(runtime);
+    let setter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        stop.store(true, Ordering::SeqCst);
+    });
+    let started = Instant::now();
+    let out = env.call(
+        "terminal.run",
+        marked(json!({"command": "sleep", "args": ["30"]}), &ctx.nonce),
+    );
+    setter.join().unwrap();
+    assert_eq!(
+        out.result["error"]["code"], "EXEC_ABORTED",
+        "{:#}",
+        out.result
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    no_marked_process(&ctx);
+    assert_eq!(env.audit().len(), 1);
 }
