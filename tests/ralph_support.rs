@@ -45,7 +45,9 @@ impl Fx {
     /// A project and a HOME with the sample command files installed globally.
     pub fn new() -> Fx {
         let fx = Fx::bare();
-        let skills = baton_testkit::repo().join("examples/skills");
+        // The baton crate's manifest dir, not the testkit's: the shared target dir may hold a
+        // testkit built from another checkout.
+        let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/skills");
         baton_testkit::copy_dir(&skills.join("claude"), &fx.home.join(".claude"));
         baton_testkit::copy_dir(&skills.join("maestro"), &fx.home.join(".maestro"));
         fx

@@ -62,7 +62,8 @@ fn world() -> World {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
     let project = tmp.path().join("project");
-    let skills = baton_testkit::repo().join("examples/skills");
+    // This crate's own manifest dir: the shared target dir may hold a testkit built elsewhere.
+    let skills = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/skills");
     baton_testkit::copy_dir(&skills.join("claude"), &home.join(".claude"));
     baton_testkit::copy_dir(&skills.join("maestro"), &home.join(".maestro"));
     std::fs::create_dir_all(&project).unwrap();
