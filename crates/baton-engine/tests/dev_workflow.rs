@@ -9,11 +9,16 @@ use baton_llm::testing::{Reply, ScriptedServer};
 use baton_llm::{HttpChatModel, LlmConfig};
 use baton_sandbox::{NamespaceMode, capabilities};
 use baton_store::Store;
-use baton_testkit::{copy_dir, repo};
+use baton_testkit::copy_dir;
 use baton_tools::ToolsConfig;
 use serde_json::{Value, json};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// The repository, from this crate (not from a helper crate built elsewhere).
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
 
 fn patch_state(update: Value) -> String {
     json!({"path": "@state/workflow.md", "operation": "updateFrontmatter", "update": update})
