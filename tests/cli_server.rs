@@ -259,3 +259,66 @@ async fn a_provider_echoing_the_key_never_gets_it_stored_or_printed() {
         }
     }
 }
+
+/// `baton run` reads the project's `baton.toml` tool settings: with the terminal turned on
+/// the dev agent is offered `terminal.run`; a bad setting is refused before any model call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_projects_tool_settings_reach_the_run() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("pricing");
+    baton_testkit::copy_dir(&repo().join("examples/projects/pricing"), &project);
+    let pkg = example("dev-story");
+    let server = ScriptedServer::start(vec![Reply::text("Which story should I implement?")])
+        .await
+        .unwrap();
+    let run = |baton: &Baton| {
+        baton_with_model(
+            baton,
+            &server.base_url(),
+            &[
+                "run",
+                pkg.to_str().unwrap(),
+                "--project",
+                project.to_str().unwrap(),
+                "--non-interactive",
+                "--json",
+            ],
+        )
+        .output()
+        .unwrap()
+    };
+    std::fs::write(
+        project.join("baton.toml"),
+        "[tools.terminal]\nenabld = true\n",
+    )
+    .unwrap();
+    let refused = run(&baton);
+    assert_eq!(refused.status.code(), Some(2));
+    let error: Value = serde_json::from_slice(&refused.stdout).unwrap();
+    assert_eq!(error["error"]["code"], "TOOLS_CONFIG_INVALID", "{error}");
+    assert!(
+        server.received().is_empty(),
+        "no model call before the settings are valid"
+    );
+
+    std::fs::write(
+        project.join("baton.toml"),
+        "[tools.terminal]\nenabled = true\n",
+    )
+    .unwrap();
+    let waiting = run(&baton);
+    assert_eq!(
+        waiting.status.code(),
+        Some(10),
+        "{}",
+        String::from_utf8_lossy(&waiting.stderr)
+    );
+    let tools: Vec<String> = server.received()[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(tools.iter().any(|t| t == "terminal_run"), "{tools:?}");
+}

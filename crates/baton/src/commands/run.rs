@@ -55,7 +55,11 @@ impl Model {
     }
 }
 
-pub(crate) fn load_model(args: &ModelArgs, store: &Store, project: Option<&Path>) -> Result<Model, Failure> {
+pub(crate) fn load_model(
+    args: &ModelArgs,
+    store: &Store,
+    project: Option<&Path>,
+) -> Result<Model, Failure> {
     if let Some(path) = &args.replay {
         return match Trace::load(path) {
             Ok(t) => Ok(Model::Replay(ReplayModel::new(t))),
@@ -197,6 +201,13 @@ pub(crate) fn recorder_for(args: &ModelArgs) -> Option<Arc<Mutex<TraceRecorder>>
         .map(|_| Arc::new(Mutex::new(TraceRecorder::default())))
 }
 
+/// The tool ceiling of a run (`[tools.*]` and `[mcp]` of the store's config and the project's
+/// `baton.toml`).
+fn load_tools(store: &Store, project: &Path) -> Result<baton_tools::ToolsConfig, Failure> {
+    baton_tools::ToolsConfig::load(Some(store.home()), Some(project))
+        .map_err(|e| Failure::new(e.code(), e.to_string(), exit::INVALID).hint(Some(e.hint())))
+}
+
 /// Checks `--record` before anything is paid for.
 pub(crate) fn check_record(args: &ModelArgs) -> Result<(), Failure> {
     match &args.record {
@@ -211,6 +222,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         return Ok(f.report(json));
     }
     let store = Store::open_default()?;
+    let tools = match load_tools(&store, &args.project) {
+        Ok(t) => t,
+        Err(f) => return Ok(f.report(json)),
+    };
     let model = match load_model(&args.model, &store, Some(&args.project)) {
         Ok(m) => m,
         Err(f) => return Ok(f.report(json)),
@@ -229,7 +244,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     } else {
         None
     };
-    let settings = settings(&model, &on_event, &inv, recorder.clone(), ask);
+    let mut settings = settings(&model, &on_event, &inv, recorder.clone(), ask);
+    settings.tools = tools;
     let start = StartRun {
         package: &args.package,
         project: &args.project,
@@ -261,6 +277,10 @@ fn continue_with(query: &str, continuation: Continuation, args: &ModelArgs) -> a
         Ok(c) => c,
         Err(e) => return present(Err(e), args, None),
     };
+    let tools = match load_tools(&store, claimed.project_root()) {
+        Ok(t) => t,
+        Err(f) => return Ok(f.report(args.json)),
+    };
     let model = match load_model(args, &store, Some(claimed.project_root())) {
         Ok(m) => m,
         Err(f) => return Ok(f.report(args.json)),
@@ -279,7 +299,8 @@ fn continue_with(query: &str, continuation: Continuation, args: &ModelArgs) -> a
     } else {
         None
     };
-    let settings = settings(&model, &on_event, &inv, recorder.clone(), ask);
+    let mut settings = settings(&model, &on_event, &inv, recorder.clone(), ask);
+    settings.tools = tools;
     let runtime = runtime()?;
     let _signals = signals::watch(&runtime, settings.cancel.clone());
     let result = runtime.block_on(runner::continue_claimed(claimed, settings));
