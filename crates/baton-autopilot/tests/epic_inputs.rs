@@ -319,6 +319,7 @@ async fn a_stale_agent_state_file_and_a_stale_stop_request_are_cleared() {
     .unwrap();
     // A stop asked for before the loop starts is a stale request: cleared, not obeyed.
     std::fs::write(f.impl_file(".run-epic.stop"), "x").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
     let report = f
         .run(Command::Story {
             key: s("1-1-project-scaffold"),

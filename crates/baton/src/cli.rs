@@ -31,6 +31,8 @@ pub enum Command {
     Chat(ChatArgs),
     /// Run the bundled create-story example on a copy of the sample project, offline.
     Demo(DemoArgs),
+    /// The epic autopilot: BMAD's implementation phase, story after story, to done.
+    Epic(crate::commands::epic::EpicArgs),
     /// Talk to one agent of a package: its menu starts workflows, anything else is a chat.
     Agent(crate::commands::agent::AgentArgs),
     /// Lifecycle sessions: maestro's `ralph` CLI (.workflow/.maestro/*/status.json) with locks.
@@ -152,6 +154,9 @@ pub struct DemoArgs {
     pub dir: PathBuf,
     #[arg(long)]
     pub json: bool,
+    /// Another demo (`baton demo epic`); none runs the create-story example.
+    #[command(subcommand)]
+    pub other: Option<crate::commands::epic_demo::DemoCommand>,
 }
 
 #[derive(Debug, Subcommand)]

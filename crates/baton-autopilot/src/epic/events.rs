@@ -27,6 +27,12 @@ pub enum EpicEvent {
         run_id: String,
         result: String,
     },
+    /// A phase run's question was answered (by the recording, or a person at the terminal).
+    Answered {
+        story: String,
+        question: String,
+        answer: String,
+    },
     /// A verify command finished.
     Verify {
         command: String,

@@ -70,6 +70,18 @@ pub fn clear_stop(dir: &Path) -> Result<()> {
     super::jsonfile::remove(&stop_file(dir))
 }
 
+/// Removes a stop request older than `started` (left by a loop that ended before it could obey);
+/// one made since this process began waiting for the lock is kept, and obeyed.
+pub fn clear_stale_stop(dir: &Path, started: std::time::SystemTime) -> Result<()> {
+    let stale = std::fs::metadata(stop_file(dir))
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| t < started);
+    if stale {
+        clear_stop(dir)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

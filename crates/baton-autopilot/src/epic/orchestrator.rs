@@ -124,6 +124,7 @@ pub async fn execute<'a>(
         )
         .hint("run BMAD's sprint-planning workflow first, or set [autopilot] implementation_artifacts in baton.toml"));
     }
+    let started = std::time::SystemTime::now();
     let _lock = lock::acquire(&layout.dir, &layout.rel)?;
 
     // Everything is read and checked before the first write.
@@ -171,7 +172,7 @@ pub async fn execute<'a>(
 
     // From here on, files change.
     cleanup_temp_files(&layout.dir);
-    lock::clear_stop(&layout.dir)?;
+    lock::clear_stale_stop(&layout.dir, started)?;
     if let Command::Answer {
         story,
         question,

@@ -56,17 +56,29 @@ impl Ctx<'_> {
     /// A run of this phase created for `inflight` before a crash hid its id: same variables,
     /// created since, not yet known.
     pub(super) fn adopt(&self, vars: &Map<String, Value>, since: &str) -> Result<Option<String>> {
-        let runs = self
-            .project
-            .list_runs()
-            .map_err(|e| EpicError::failure(e.code(), e.to_string()))?;
-        for run in runs {
-            if run.created_at.as_str() < since
-                || self.progress.runs.iter().any(|r| r.run_id == run.run_id)
-            {
+        // The run directories, not the index: a creation killed before its index entry was
+        // written leaves a run only its directory knows.
+        let probe = self.project.run_paths("probe").dir;
+        let Some(runs_dir) = probe.parent() else {
+            return Ok(None);
+        };
+        let entries = match std::fs::read_dir(runs_dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(EpicError::io("list", runs_dir)(e)),
+        };
+        for entry in entries.flatten() {
+            let id = entry.file_name().to_string_lossy().into_owned();
+            if id.starts_with('.') || self.progress.runs.iter().any(|r| r.run_id == id) {
                 continue;
             }
-            let Ok(read) = self.project.state_file(&run.run_id).read() else {
+            let Ok(run) = self.project.get_run(&id) else {
+                continue;
+            };
+            if run.run_id != id || run.created_at.as_str() < since {
+                continue;
+            }
+            let Ok(read) = self.project.state_file(&id).read() else {
                 continue;
             };
             let state = read.doc.to_value();
@@ -75,7 +87,7 @@ impl Ctx<'_> {
                 .iter()
                 .all(|k| got.and_then(|g| g.get(*k)) == vars.get(*k));
             if same {
-                return Ok(Some(run.run_id));
+                return Ok(Some(id));
             }
         }
         Ok(None)
@@ -229,24 +241,21 @@ impl Ctx<'_> {
             "The {} run {run_id} stopped at node {node} and waits for this answer.",
             sp.phase
         );
-        let known = inflight
-            .question
-            .as_deref()
-            .and_then(|id| agent.question(id))
-            .or_else(|| {
-                agent.questions.iter().find(|q| {
-                    q.context.as_deref().is_some_and(|c| c.contains(run_id)) && q.answer.is_none()
-                })
-            })
+        let text: String = if question.trim().is_empty() {
+            "(the run stopped without saying what it needs)".into()
+        } else {
+            question.chars().take(MAX_QUESTION_CHARS).collect()
+        };
+        // The same question is one question: asked again after a crash (or by the retry of the
+        // phase), it is found in the file, with its answer if it has one.
+        let known = agent
+            .questions
+            .iter()
+            .find(|q| same_question(&q.question, &text))
             .cloned();
         let q = match known {
             Some(q) => q,
             None => {
-                let text: String = if question.trim().is_empty() {
-                    "(the run stopped without saying what it needs)".into()
-                } else {
-                    question.chars().take(MAX_QUESTION_CHARS).collect()
-                };
                 let q = Question {
                     id: agent.next_id(),
                     question: text,
@@ -312,22 +321,36 @@ impl Ctx<'_> {
                 Outcome::Waiting { question } => {
                     let node = finished.run.current_node_id.clone().unwrap_or_default();
                     let q = self.record_question(&sp, &mut inflight, &run_id, &question, &node)?;
-                    // A recorded input (replay) answers first, then a person.
-                    let recorded = self.replayed_answer(&run_id, &sp, inflight.n)?;
-                    let answer = match recorded {
-                        Some(a) => {
-                            let mut agent =
-                                AgentState::load(&self.layout.dir, &self.layout.rel, &sp.key)?
-                                    .unwrap_or_else(|| AgentState::new(&sp.key, sp.phase.as_str()));
-                            agent.answer(&q.id, &a);
-                            agent.save(&self.layout.dir)?;
-                            Some(a)
-                        }
-                        None => self.answer_now(&sp.key, &q)?,
+                    // An answer already in the file, then a recorded input (replay), then a
+                    // person.
+                    let recorded = match &q.answer {
+                        Some(_) => None,
+                        None => self.replayed_answer(&run_id, &sp, inflight.n)?,
+                    };
+                    let answer = match (q.answer.clone(), recorded) {
+                        (Some(a), _) => Some(a),
+                        (None, recorded) => match recorded {
+                            Some(a) => {
+                                let mut agent =
+                                    AgentState::load(&self.layout.dir, &self.layout.rel, &sp.key)?
+                                        .unwrap_or_else(|| {
+                                            AgentState::new(&sp.key, sp.phase.as_str())
+                                        });
+                                agent.answer(&q.id, &a);
+                                agent.save(&self.layout.dir)?;
+                                Some(a)
+                            }
+                            None => self.answer_now(&sp.key, &q)?,
+                        },
                     };
                     let Some(answer) = answer else {
                         return Ok(PhaseEnd::Waiting(q));
                     };
+                    self.emit(EpicEvent::Answered {
+                        story: sp.key.clone(),
+                        question: q.question.clone(),
+                        answer: answer.clone(),
+                    });
                     continuation = Continuation::Answer(answer);
                     claimed = runner::claim(self.store, &run_id, continuation.clone())
                         .map_err(runner_error)?;
@@ -403,6 +426,12 @@ impl Ctx<'_> {
         m.save()?;
         finished
     }
+}
+
+/// Two texts of one question: the run index keeps a shortened copy, so the start decides.
+fn same_question(a: &str, b: &str) -> bool {
+    const HEAD: usize = 1000;
+    a.chars().take(HEAD).eq(b.chars().take(HEAD))
 }
 
 /// A runner error as the loop reports it (its code kept).

@@ -40,6 +40,8 @@ pub struct Scenario {
     pub broken_review: Vec<String>,
     /// `(story, phase)`: the phase also overwrites `sprint-status.yaml`, which it must not.
     pub tamper: Vec<(String, String)>,
+    /// How long each answer takes (a slow model, for tests that act while a phase runs).
+    pub delay: std::time::Duration,
 }
 
 struct Shared {
@@ -135,6 +137,7 @@ fn serve(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
         buf.extend_from_slice(&chunk[..n]);
     }
     let body: Value = serde_json::from_slice(&buf[head_end..]).unwrap_or(Value::Null);
+    std::thread::sleep(shared.scenario.delay);
     let (status, reply) = play(shared, &body);
     let text = reply.to_string();
     let response = format!(
@@ -259,7 +262,26 @@ fn play(shared: &Shared, body: &Value) -> (u16, Value) {
     if last.starts_with(COMPLETION_PREFIX) {
         return (200, text_reply("Phase done; the files are in place."));
     }
-    let Some(state) = last_state_read(&messages) else {
+    // The post-run profile (the workflow completed, e.g. just before a crash): nothing to do.
+    let directive = messages
+        .iter()
+        .rev()
+        .map(content)
+        .find(|c| c.starts_with("RUN_DIRECTIVE"));
+    if directive.is_some_and(|d| !d.contains("- currentNodeId:")) {
+        return (200, text_reply("Phase done; the files are in place."));
+    }
+    // A tool call that failed (a step redone after a crash): look at the state again.
+    let failed = messages.last().is_some_and(|m| {
+        m["role"] == "tool"
+            && serde_json::from_str::<Value>(content(m)).is_ok_and(|v| v["ok"] == false)
+    });
+    let read = if failed {
+        None
+    } else {
+        last_state_read(&messages)
+    };
+    let Some(state) = read else {
         shared.served.lock().unwrap().push(String::new());
         return (
             200,
@@ -287,6 +309,14 @@ fn play(shared: &Shared, body: &Value) -> (u16, Value) {
     let Some((node, next)) = brief(&messages) else {
         return (200, text_reply("No NODE_BRIEF in the request."));
     };
+    let done = |n: &str| {
+        state["stepsCompleted"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|x| x == n))
+    };
+    if state["variables"]["workflowStatus"] == "complete" || (next.is_none() && done(&node)) {
+        return (200, text_reply("Phase done; the files are in place."));
+    }
     let entry = state["stepsCompleted"]
         .as_array()
         .is_none_or(|s| s.is_empty());
@@ -403,7 +433,10 @@ fn edit_story(shared: &Shared, story_file: &str, story: &str, status: &str, extr
                 .collect::<Vec<_>>()
                 .join("\n");
             out.push('\n');
-            out.push_str(extra);
+            // Done twice (a run resumed after a kill redoes its node) is done once.
+            if !text.contains(extra) {
+                out.push_str(extra);
+            }
             out
         }
         Err(_) => story_text(story, status, extra),
@@ -488,8 +521,13 @@ fn work(shared: &Shared, state: &Value, heard: &[String]) -> Vec<(&'static str, 
         )],
         "dev" => {
             // The code grows cycle after cycle, as a developer's would.
-            let before = std::fs::read_to_string(shared.project.join(format!("src/{story}.txt")))
-                .unwrap_or_else(|_| format!("implementation of {story}\n"));
+            let mut before =
+                std::fs::read_to_string(shared.project.join(format!("src/{story}.txt")))
+                    .unwrap_or_else(|_| format!("implementation of {story}\n"));
+            // A node redone after a kill rewrites this cycle's lines, it does not add them twice.
+            if let Some(at) = before.find(&format!("cycle {cycle}\n")) {
+                before.truncate(at);
+            }
             let mut code = format!("{before}cycle {cycle}\n");
             for a in &answers {
                 code.push_str(&format!("answer: {a}\n"));

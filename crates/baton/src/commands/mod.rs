@@ -1,6 +1,8 @@
 pub mod agent;
 mod demo;
 pub mod doctor;
+pub mod epic;
+pub mod epic_demo;
 mod graph;
 pub mod mcp;
 mod package;
@@ -22,7 +24,11 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Resume(args) => run::resume(args),
         Command::Answer(args) => run::answer(args),
         Command::Chat(args) => run::chat(args),
-        Command::Demo(args) => demo::run(args),
+        Command::Demo(mut args) => match args.other.take() {
+            Some(other) => epic_demo::run(other),
+            None => demo::run(args),
+        },
+        Command::Epic(args) => epic::run(args),
         Command::Agent(args) => agent::run(args),
         Command::Ralph(args) => ralph::run(args),
         Command::Doctor(args) => doctor::run(args),

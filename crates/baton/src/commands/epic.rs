@@ -1,0 +1,485 @@
+//! `baton epic …`: the epic autopilot. Parsing, live progress and presentation only; the loop
+//! lives in `baton_autopilot::epic`.
+//!
+//! Exit codes: 0 done, 10 waiting for an answer, 1 paused on a failure (or any failure),
+//! 2 usage or bad input (nothing written), 130 stopped (`baton epic stop`, Ctrl-C).
+
+use crate::exit;
+use crate::failure::Failure;
+use crate::progress::Progress;
+use crate::signals;
+use baton_autopilot::epic::{
+    self, Board, Command, EpicError, EpicEvent, EpicOutcome, EpicReport, EpicSettings, ModelSource,
+    Question,
+};
+use baton_llm::{HttpChatModel, LlmConfig, LlmOverrides};
+use baton_store::Store;
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+/// Exit code of a loop that waits for an answer.
+pub const WAITING: u8 = 10;
+
+#[derive(Debug, Args)]
+pub struct EpicArgs {
+    #[command(subcommand)]
+    pub command: EpicCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EpicCommand {
+    /// Run the stories of an epic, in sprint-status order, through create-story, validate,
+    /// dev, revision and code-review, to done.
+    Run(RunArgs),
+    /// Run one story to done (sets lastStoryCompleted).
+    Story(StoryArgs),
+    /// The board: stories and statuses, the phase in flight, pending questions.
+    Status(StatusArgs),
+    /// Answer the question the loop waits on, then continue the loop.
+    Answer(AnswerArgs),
+    /// Continue the loop where it stopped (after a pause, a kill or a failure).
+    Resume(ResumeArgs),
+    /// Ask the running loop to pause at the next phase boundary.
+    Stop(StopArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ProjectArg {
+    /// The project (its implementation artifacts hold sprint-status.yaml).
+    #[arg(long, short = 'p', default_value = ".", value_name = "DIR")]
+    pub project: PathBuf,
+}
+
+/// Which model runs the phases, and how the loop talks.
+#[derive(Debug, Args)]
+pub struct LoopArgs {
+    /// Model name (overrides BATON_MODEL and baton.toml).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Answer from recorded traces, one per phase run (<story>.<phase>.<n>.trace.json), offline.
+    #[arg(long, value_name = "DIR")]
+    pub replay: Option<PathBuf>,
+    /// Record each phase run's conversation in DIR as <story>.<phase>.<n>.trace.json.
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<PathBuf>,
+    /// Never prompt; stop with exit code 10 when a question waits.
+    #[arg(long)]
+    pub non_interactive: bool,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The epic: epic-1 (or 1).
+    pub epic: String,
+    #[command(flatten)]
+    pub project: ProjectArg,
+    /// Stop after this many stories are done.
+    #[arg(long, value_name = "N")]
+    pub max_stories: Option<u32>,
+    /// Check the files and the phase packages and show the plan; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub run: LoopArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct StoryArgs {
+    /// The story key, as in sprint-status.yaml (e.g. 1-2-user-authentication).
+    pub story_key: String,
+    #[command(flatten)]
+    pub project: ProjectArg,
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub run: LoopArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Only this epic (default: the epic of .run-epic-state.json, else every epic).
+    pub epic: Option<String>,
+    #[command(flatten)]
+    pub project: ProjectArg,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AnswerArgs {
+    /// The story whose question is answered.
+    pub story_key: String,
+    /// The answer.
+    pub text: String,
+    /// The question id (default: the first one waiting).
+    #[arg(long, value_name = "ID")]
+    pub question: Option<String>,
+    #[command(flatten)]
+    pub project: ProjectArg,
+    #[command(flatten)]
+    pub run: LoopArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    #[command(flatten)]
+    pub project: ProjectArg,
+    #[command(flatten)]
+    pub run: LoopArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct StopArgs {
+    #[command(flatten)]
+    pub project: ProjectArg,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: EpicArgs) -> anyhow::Result<u8> {
+    match args.command {
+        EpicCommand::Run(a) => {
+            let command = Command::Run {
+                epic: a.epic,
+                max_stories: a.max_stories,
+            };
+            drive(&a.project.project, command, &a.run, a.dry_run)
+        }
+        EpicCommand::Story(a) => drive(
+            &a.project.project,
+            Command::Story { key: a.story_key },
+            &a.run,
+            a.dry_run,
+        ),
+        EpicCommand::Answer(a) => drive(
+            &a.project.project,
+            Command::Answer {
+                story: a.story_key,
+                question: a.question,
+                text: a.text,
+            },
+            &a.run,
+            false,
+        ),
+        EpicCommand::Resume(a) => drive(&a.project.project, Command::Resume, &a.run, false),
+        EpicCommand::Status(a) => status(&a),
+        EpicCommand::Stop(a) => stop(&a),
+    }
+}
+
+fn failure(e: &EpicError) -> Failure {
+    let code = if e.is_usage() {
+        exit::INVALID
+    } else {
+        exit::FAILURE
+    };
+    Failure::new(e.code, e.message.clone(), code).hint(e.hint.clone())
+}
+
+/// The live model, from `--model`, the environment and `baton.toml`.
+fn live_model(args: &LoopArgs, store: &Store, project: &Path) -> Result<HttpChatModel, Failure> {
+    let env = |k: &str| std::env::var(k).ok();
+    let overrides = LlmOverrides {
+        model: args.model.clone(),
+        ..Default::default()
+    };
+    LlmConfig::load(Some(store.home()), Some(project), &env, &overrides)
+        .and_then(HttpChatModel::new)
+        .map_err(|e| {
+            Failure::new(e.code(), e.to_string(), exit::INVALID).hint(Some(
+                "pass --model (and set OPENAI_API_KEY / OPENAI_BASE_URL), or --replay DIR to run offline".into(),
+            ))
+        })
+}
+
+/// Reads an answer at the terminal.
+fn prompt(story: &str, q: &Question) -> Option<String> {
+    eprintln!("\n{story} asks ({}):\n\n{}\n", q.id, q.question);
+    eprint!("> ");
+    let _ = std::io::stderr().flush();
+    let _at_prompt = signals::AtPrompt::enter();
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).ok()?;
+    let line = line.trim().to_string();
+    (!line.is_empty()).then_some(line)
+}
+
+/// One line per loop event on stderr; engine events feed the spinner.
+pub fn show_event(bar: &Progress, e: EpicEvent) {
+    let line = match e {
+        EpicEvent::Engine(e) => {
+            bar.event(e);
+            return;
+        }
+        EpicEvent::Story { index, total, key } => format!("story {index}/{total} · {key}"),
+        EpicEvent::Phase {
+            phase,
+            run_id,
+            review_cycle,
+            attempt,
+            resumed,
+            ..
+        } => {
+            let mut l = format!("  {phase} · run {}", &run_id[..run_id.len().min(13)]);
+            if review_cycle > 1 {
+                l.push_str(&format!(" · review cycle {review_cycle}"));
+            }
+            if attempt > 1 {
+                l.push_str(" · retry");
+            }
+            if resumed {
+                l.push_str(" · resumed");
+            }
+            l
+        }
+        EpicEvent::PhaseEnded { phase, result, .. } => format!("  {phase}: {result}"),
+        EpicEvent::Verify {
+            command,
+            passed,
+            millis,
+        } => format!(
+            "  verify `{command}`: {} ({millis} ms)",
+            if passed { "passed" } else { "failed" }
+        ),
+        EpicEvent::Answered {
+            question, answer, ..
+        } => format!("  asked: {question}\n  answer: {answer}"),
+        EpicEvent::Status { key, status } => format!("  sprint-status: {key} → {status}"),
+        EpicEvent::Note(n) => format!("  note: {n}"),
+    };
+    bar.suspend(|| eprintln!("{line}"));
+}
+
+fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> anyhow::Result<u8> {
+    let store = Store::open_default()?;
+    let live = match (&args.replay, dry_run) {
+        (None, false) => match live_model(args, &store, project) {
+            Ok(m) => Some(m),
+            Err(f) => return Ok(f.report(args.json)),
+        },
+        _ => None,
+    };
+    let source = match (&args.replay, &live) {
+        (Some(dir), _) => ModelSource::Replay(dir.clone()),
+        (None, Some(m)) => ModelSource::Live(m),
+        // A dry run calls no model: any source does.
+        (None, None) => ModelSource::Replay(PathBuf::from(".")),
+    };
+    let interactive = !args.non_interactive && !args.json && std::io::stdin().is_terminal();
+    let bar = Progress::new();
+    let on_event = |e: EpicEvent| show_event(&bar, e);
+    let mut ask = |story: &str, q: &Question| bar.suspend(|| prompt(story, q));
+    let settings = EpicSettings {
+        source,
+        record: args.record.clone(),
+        ask: if interactive { Some(&mut ask) } else { None },
+        on_event: if args.json { None } else { Some(&on_event) },
+        cancel: Default::default(),
+        dry_run,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let _signals = signals::watch(&runtime, settings.cancel.clone());
+    let result = runtime.block_on(epic::execute(&store, project, command, settings));
+    bar.finish();
+    match result {
+        Ok(report) => present(&report, args.json),
+        Err(e) => Ok(failure(&e).report(args.json)),
+    }
+}
+
+fn outcome_name(o: &EpicOutcome) -> &'static str {
+    match o {
+        EpicOutcome::Done { .. } => "done",
+        EpicOutcome::Waiting { .. } => "waiting",
+        EpicOutcome::Paused { .. } => "paused",
+        EpicOutcome::Stopped => "stopped",
+        EpicOutcome::Interrupted => "interrupted",
+        EpicOutcome::Planned { .. } => "planned",
+    }
+}
+
+pub fn report_json(r: &EpicReport) -> Value {
+    let mut v = json!({
+        "epicId": r.epic_id,
+        "outcome": outcome_name(&r.outcome),
+        "storiesCompleted": r.stories_completed,
+        "phasesRun": r.phases_run,
+    });
+    match &r.outcome {
+        EpicOutcome::Done { epic_done } => v["epicDone"] = json!(epic_done),
+        EpicOutcome::Waiting { story, question } => {
+            v["question"] = json!({
+                "storyKey": story, "id": question.id, "question": question.question,
+                "context": question.context,
+            });
+        }
+        EpicOutcome::Paused { failure } => v["failure"] = json!(failure),
+        EpicOutcome::Planned { plan } => {
+            v["plan"] = plan
+                .iter()
+                .map(|p| json!({"storyKey": p.key, "status": p.status, "startsAt": p.phase.as_str()}))
+                .collect();
+            v["phases"] = r
+                .phases
+                .iter()
+                .map(|(phase, package, workflow)| {
+                    json!({"phase": phase.as_str(), "package": package, "workflow": workflow})
+                })
+                .collect();
+        }
+        EpicOutcome::Stopped | EpicOutcome::Interrupted => {}
+    }
+    v
+}
+
+pub fn exit_code(o: &EpicOutcome) -> u8 {
+    match o {
+        EpicOutcome::Done { .. } | EpicOutcome::Planned { .. } => exit::OK,
+        EpicOutcome::Waiting { .. } => WAITING,
+        EpicOutcome::Paused { .. } => exit::FAILURE,
+        EpicOutcome::Stopped | EpicOutcome::Interrupted => exit::STOPPED,
+    }
+}
+
+pub fn present(r: &EpicReport, json: bool) -> anyhow::Result<u8> {
+    let code = exit_code(&r.outcome);
+    if json {
+        super::print_json(&report_json(r))?;
+        return Ok(code);
+    }
+    let n = r.stories_completed.len();
+    let stories = if n == 1 { "story" } else { "stories" };
+    match &r.outcome {
+        EpicOutcome::Done { epic_done: true } => {
+            println!(
+                "{} is done: {n} {stories} finished in this run ({} phase runs).",
+                r.epic_id, r.phases_run
+            );
+        }
+        EpicOutcome::Done { epic_done: false } => {
+            println!(
+                "stopped with {} not done: {n} {stories} finished in this run ({} phase runs).",
+                r.epic_id, r.phases_run
+            );
+            println!("continue with: baton epic run {}", r.epic_id);
+        }
+        EpicOutcome::Waiting { story, question } => {
+            println!(
+                "{story} waits for an answer ({}):\n\n{}\n",
+                question.id, question.question
+            );
+            println!("answer with: baton epic answer {story} \"<your answer>\"");
+        }
+        EpicOutcome::Paused { failure } => {
+            eprintln!("error[{}]: {}", failure.code, failure.message);
+            eprintln!(
+                "  paused at {} of {}; fix the cause, then: baton epic resume",
+                failure.phase, failure.story_key
+            );
+        }
+        EpicOutcome::Stopped => {
+            eprintln!("paused at a phase boundary, as asked; continue with: baton epic resume");
+        }
+        EpicOutcome::Interrupted => {
+            eprintln!("stopped; the phase run is kept; continue with: baton epic resume");
+        }
+        EpicOutcome::Planned { plan } => {
+            println!(
+                "{}: {} {} to run",
+                r.epic_id,
+                plan.len(),
+                if plan.len() == 1 { "story" } else { "stories" }
+            );
+            for p in plan {
+                println!("  {:<40} {:<14} starts at {}", p.key, p.status, p.phase);
+            }
+            println!("phases:");
+            for (phase, package, workflow) in &r.phases {
+                println!("  {:<13} {workflow} from {package}", phase.as_str());
+            }
+        }
+    }
+    Ok(code)
+}
+
+fn status(args: &StatusArgs) -> anyhow::Result<u8> {
+    let board = match epic::status(&args.project.project, args.epic.as_deref()) {
+        Ok(b) => b,
+        Err(e) => return Ok(failure(&e).report(args.json)),
+    };
+    if args.json {
+        super::print_json(&board)?;
+    } else {
+        print!("{}", board_text(&board));
+    }
+    Ok(exit::OK)
+}
+
+/// The board as text.
+pub fn board_text(b: &Board) -> String {
+    let mut out = String::new();
+    let state = match (&b.epic_id, &b.state) {
+        (Some(e), Some(s)) => format!(
+            "{e} · {s}{}",
+            if b.live {
+                " (a process is running it)"
+            } else {
+                ""
+            }
+        ),
+        _ => "no epic started".to_string(),
+    };
+    out.push_str(&format!("{state} · {}\n", b.implementation_artifacts));
+    for e in &b.epics {
+        out.push_str(&format!("\n{} [{}]\n", e.key, e.status));
+        for s in &e.stories {
+            let mut line = format!("  {:<40} {:<14}", s.key, s.status);
+            if let Some(p) = &s.phase {
+                line.push_str(&format!(" ← {p}"));
+                if let Some(c) = s.review_cycle.filter(|c| *c > 1) {
+                    line.push_str(&format!(" (review cycle {c})"));
+                }
+            }
+            if let Some(r) = &s.review {
+                line.push_str(&format!(" review: {r}"));
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+            for q in &s.questions {
+                out.push_str(&format!("      ? {}: {}\n", q.id, q.question));
+            }
+            if let Some(p) = &s.problem {
+                out.push_str(&format!("      ! {p}\n"));
+            }
+        }
+    }
+    if let Some(f) = &b.last_failure {
+        out.push_str(&format!(
+            "\npaused on a failure: {} of {}: {}: {}\n",
+            f.phase, f.story_key, f.code, f.message
+        ));
+    }
+    out
+}
+
+fn stop(args: &StopArgs) -> anyhow::Result<u8> {
+    match epic::stop(&args.project.project) {
+        Ok(()) => {
+            if args.json {
+                super::print_json(&json!({"stopRequested": true}))?;
+            } else {
+                println!("asked the running loop to pause at the next phase boundary");
+            }
+            Ok(exit::OK)
+        }
+        Err(e) => Ok(failure(&e).report(args.json)),
+    }
+}

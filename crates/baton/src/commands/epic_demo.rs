@@ -1,0 +1,208 @@
+//! `baton demo epic`: the epic autopilot on a copy of the Taskboard sample, offline. Epic 2 has
+//! two stories; the recorded model approves the first at once, and on the second asks one
+//! question (the recording answers it) and gets `changes-requested` once. Everything is inside
+//! the binary: the project, the bundled phase package and one trace per phase run.
+
+use super::epic::{board_text, present, report_json};
+use crate::exit;
+use crate::failure::Failure;
+use crate::progress::Progress;
+use baton_autopilot::epic::{self, Command, EpicEvent, EpicSettings, ModelSource};
+use baton_store::Store;
+use clap::{Args, Subcommand};
+use std::fs;
+use std::path::{Component, Path, PathBuf};
+
+#[derive(Debug, Subcommand)]
+pub enum DemoCommand {
+    /// Run a two-story epic with the epic autopilot on a copy of the sample project, offline.
+    Epic(DemoEpicArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DemoEpicArgs {
+    /// Where to put the sample project.
+    #[arg(long, default_value = "baton-demo-epic")]
+    pub dir: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
+macro_rules! embed {
+    ($base:literal; $($rel:literal),* $(,)?) => {
+        &[$(($rel, include_bytes!(concat!($base, $rel)) as &[u8])),*]
+    };
+}
+
+const PROJECT: &[(&str, &[u8])] = embed!(
+    "../../../../examples/projects/taskboard-epic/";
+    "README.md",
+    "_bmad/bmm/config.yaml",
+    "_bmad-output/implementation-artifacts/sprint-status.yaml",
+    "_bmad-output/planning-artifacts/PRD.md",
+    "_bmad-output/planning-artifacts/architecture.md",
+    "_bmad-output/planning-artifacts/epics.md",
+    "_bmad-output/planning-artifacts/ux.md",
+    "_bmad-output/project-context.md",
+    "src/README.md",
+);
+
+const TRACES: &[(&str, &[u8])] = embed!(
+    "../../../../examples/traces/epic-demo/";
+    "2-1-create-board.create-story.1.trace.json",
+    "2-1-create-board.validate.1.trace.json",
+    "2-1-create-board.dev.1.trace.json",
+    "2-1-create-board.revision.1.trace.json",
+    "2-1-create-board.code-review.1.trace.json",
+    "2-2-move-task.create-story.1.trace.json",
+    "2-2-move-task.validate.1.trace.json",
+    "2-2-move-task.dev.1.trace.json",
+    "2-2-move-task.revision.1.trace.json",
+    "2-2-move-task.code-review.1.trace.json",
+    "2-2-move-task.dev.2.trace.json",
+    "2-2-move-task.revision.2.trace.json",
+    "2-2-move-task.code-review.2.trace.json",
+);
+
+/// Lists the files the demo wrote, so the next demo removes exactly those.
+const MARKER: &str = ".baton-demo";
+
+fn write_files(root: &Path, files: &[(&str, &[u8])]) -> std::io::Result<()> {
+    for (rel, bytes) in files {
+        let path = root.join(rel);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        fs::write(path, bytes)?;
+    }
+    Ok(())
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            walk(root, &p, out);
+        } else if let Ok(rel) = p.strip_prefix(root) {
+            out.push(rel.to_string_lossy().into_owned());
+        }
+    }
+}
+
+/// Removes what an earlier demo wrote; refuses a non-empty directory it did not make.
+fn clear_previous(dir: &Path) -> Result<(), Failure> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    let marker = match fs::read_to_string(dir.join(MARKER)) {
+        Ok(m) => m,
+        Err(_) if dir.read_dir().is_ok_and(|mut d| d.next().is_none()) => return Ok(()),
+        Err(_) => {
+            return Err(Failure::new(
+                "DEMO_DIR_IN_USE",
+                format!(
+                    "{} exists and was not made by `baton demo epic`",
+                    dir.display()
+                ),
+                exit::INVALID,
+            )
+            .hint(Some("pass --dir to use another place".into())));
+        }
+    };
+    let mut parents = Vec::new();
+    for rel in marker.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let rel = Path::new(rel);
+        if rel.is_absolute() || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+            continue;
+        }
+        let _ = fs::remove_file(dir.join(rel));
+        parents.extend(rel.ancestors().skip(1).map(|p| dir.join(p)));
+    }
+    parents.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    for p in parents {
+        let _ = fs::remove_dir(p);
+    }
+    Ok(())
+}
+
+fn write_marker(dir: &Path) -> std::io::Result<()> {
+    let mut files = Vec::new();
+    walk(dir, dir, &mut files);
+    files.push(MARKER.to_string());
+    files.sort();
+    files.dedup();
+    fs::write(dir.join(MARKER), files.join("\n") + "\n")
+}
+
+pub fn run(command: DemoCommand) -> anyhow::Result<u8> {
+    let DemoCommand::Epic(args) = command;
+    if let Err(f) = clear_previous(&args.dir) {
+        return Ok(f.report(args.json));
+    }
+    write_files(&args.dir, PROJECT)?;
+    write_marker(&args.dir)?;
+    let traces = tempfile::tempdir()?;
+    write_files(traces.path(), TRACES)?;
+    let store = Store::open_default()?;
+    let bar = Progress::new();
+    let on_event = |e: EpicEvent| super::epic::show_event(&bar, e);
+    if !args.json {
+        eprintln!(
+            "baton demo epic: epic-2 of the Taskboard sample in {} (replaying recorded answers, offline)",
+            args.dir.display()
+        );
+    }
+    let settings = EpicSettings {
+        source: ModelSource::Replay(traces.path().to_path_buf()),
+        record: None,
+        ask: None,
+        on_event: if args.json { None } else { Some(&on_event) },
+        cancel: Default::default(),
+        dry_run: false,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let command = Command::Run {
+        epic: "epic-2".into(),
+        max_stories: None,
+    };
+    let result = runtime.block_on(epic::execute(&store, &args.dir, command, settings));
+    bar.finish();
+    write_marker(&args.dir)?;
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            let code = if e.is_usage() {
+                exit::INVALID
+            } else {
+                exit::FAILURE
+            };
+            return Ok(Failure::new(e.code, e.message, code)
+                .hint(e.hint)
+                .report(args.json));
+        }
+    };
+    if args.json {
+        super::print_json(&report_json(&report))?;
+        return Ok(super::epic::exit_code(&report.outcome));
+    }
+    let code = present(&report, false)?;
+    if let Ok(board) = epic::status(&args.dir, Some("epic-2")) {
+        print!("\n{}", board_text(&board));
+    }
+    println!(
+        "\nThe files: {} (sprint-status.yaml, story files, .run-epic-state.json, review verdicts)",
+        args.dir
+            .join("_bmad-output/implementation-artifacts")
+            .display()
+    );
+    println!(
+        "The board again: baton epic status --project {}",
+        args.dir.display()
+    );
+    Ok(code)
+}

@@ -1,0 +1,405 @@
+//! `baton epic` and `baton demo epic` through the real binary, against the played model on
+//! loopback: exit codes (0 done, 10 waiting, 1 paused on a failure, 2 bad input, 130 stopped),
+//! JSON for scripts, the board, a question answered from the command line, `stop`, and two
+//! orchestrators started at once on one project.
+
+mod common;
+#[path = "../crates/baton-autopilot/tests/support/player.rs"]
+mod player;
+
+use common::{Baton, Run, example, repo};
+use player::{Player, Scenario};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const IMPL: &str = "_bmad-output/implementation-artifacts";
+
+fn sample(into: &Path) -> PathBuf {
+    let project = into.join("project");
+    baton_testkit::copy_dir(&repo().join("examples/projects/taskboard-epic"), &project);
+    project
+}
+
+fn epic_cmd(baton: &Baton, player: &Player, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_baton"));
+    cmd.args(args)
+        .env("BATON_HOME", baton.home.path())
+        .env("OPENAI_BASE_URL", player.base_url())
+        .env("BATON_MODEL", "played")
+        .env("OPENAI_API_KEY", "sk-test")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+fn output(cmd: &mut Command) -> Run {
+    let out = cmd.output().expect("baton runs");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn epic(baton: &Baton, player: &Player, args: &[&str]) -> Run {
+    output(&mut epic_cmd(baton, player, args))
+}
+
+fn state(project: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(project.join(IMPL).join(".run-epic-state.json")).unwrap())
+        .unwrap()
+}
+
+#[test]
+fn an_epic_runs_to_done_with_json_and_a_board() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = sample(tmp.path());
+    let p = project.to_str().unwrap();
+    let player = Player::start(&project, Scenario::default());
+    let dry = epic(
+        &baton,
+        &player,
+        &["epic", "run", "epic-2", "-p", p, "--dry-run", "--json"],
+    );
+    assert_eq!(dry.code, 0, "{}{}", dry.stdout, dry.stderr);
+    assert_eq!(dry.json()["outcome"], "planned");
+    assert_eq!(dry.json()["plan"].as_array().unwrap().len(), 2);
+    assert!(player.served().is_empty());
+
+    let run = epic(
+        &baton,
+        &player,
+        &["epic", "run", "epic-2", "-p", p, "--json"],
+    );
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let out = run.json();
+    assert_eq!(out["outcome"], "done");
+    assert_eq!(out["epicDone"], true);
+    assert_eq!(out["phasesRun"], 10);
+
+    let board = epic(&baton, &player, &["epic", "status", "-p", p, "--json"]).json();
+    assert_eq!(board["epicId"], "epic-2");
+    assert_eq!(board["state"], "paused");
+    assert_eq!(board["live"], false);
+    let stories = board["epics"][0]["stories"].as_array().unwrap();
+    assert!(
+        stories
+            .iter()
+            .all(|s| s["status"] == "done" && s["review"] == "approved")
+    );
+    let text = epic(&baton, &player, &["epic", "status", "-p", p]);
+    assert!(text.stdout.contains("2-2-move-task"), "{}", text.stdout);
+    assert!(text.stdout.contains("epic-2 [done]"), "{}", text.stdout);
+    // Human progress goes to stderr: story i/N, phase and run id.
+    let story = epic(
+        &baton,
+        &player,
+        &["epic", "story", "1-1-project-scaffold", "-p", p],
+    );
+    assert_eq!(story.code, 0, "{}", story.stderr);
+    assert!(
+        story.stderr.contains("story 1/3 · 1-1-project-scaffold"),
+        "{}",
+        story.stderr
+    );
+    assert!(story.stderr.contains("  dev · run "), "{}", story.stderr);
+    assert_eq!(
+        state(&project)["lastStoryCompleted"],
+        "1-1-project-scaffold"
+    );
+}
+
+#[test]
+fn a_question_exits_10_and_epic_answer_continues() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = sample(tmp.path());
+    let p = project.to_str().unwrap();
+    let player = Player::start(
+        &project,
+        Scenario {
+            questions: vec![(
+                "2-1-create-board".into(),
+                "validate".into(),
+                1,
+                "Kanban or list?".into(),
+            )],
+            ..Default::default()
+        },
+    );
+    let run = epic(&baton, &player, &["epic", "run", "2", "-p", p, "--json"]);
+    assert_eq!(run.code, 10, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.json()["question"]["question"], "Kanban or list?");
+    assert_eq!(run.json()["question"]["id"], "q1");
+    let board = epic(&baton, &player, &["epic", "status", "-p", p, "--json"]).json();
+    let first = &board["epics"][0]["stories"][0];
+    assert_eq!(first["phase"], "validate");
+    assert_eq!(first["questions"][0]["question"], "Kanban or list?");
+    let text = epic(&baton, &player, &["epic", "run", "2", "-p", p]);
+    assert_eq!(text.code, 10);
+    assert!(
+        text.stdout.contains("baton epic answer 2-1-create-board"),
+        "{}",
+        text.stdout
+    );
+
+    let answer = epic(
+        &baton,
+        &player,
+        &[
+            "epic",
+            "answer",
+            "2-1-create-board",
+            "Kanban",
+            "-p",
+            p,
+            "--json",
+        ],
+    );
+    assert_eq!(answer.code, 0, "{}{}", answer.stdout, answer.stderr);
+    assert_eq!(answer.json()["epicDone"], true);
+    let again = epic(
+        &baton,
+        &player,
+        &["epic", "answer", "2-1-create-board", "x", "-p", p, "--json"],
+    );
+    assert_eq!(again.code, 2);
+    assert_eq!(again.json()["error"]["code"], "EPIC_NO_QUESTION");
+}
+
+#[test]
+fn failures_exit_1_and_bad_input_exits_2_with_json_errors() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = sample(tmp.path());
+    let p = project.to_str().unwrap();
+    let player = Player::start(
+        &project,
+        Scenario {
+            failures: vec![("2-1-create-board".into(), "create-story".into(), 2)],
+            ..Default::default()
+        },
+    );
+    let run = epic(
+        &baton,
+        &player,
+        &["epic", "run", "epic-2", "-p", p, "--json"],
+    );
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.json()["outcome"], "paused");
+    assert_eq!(run.json()["failure"]["phase"], "create-story");
+    assert_eq!(state(&project)["lastFailure"]["phase"], "create-story");
+    let text = epic(&baton, &player, &["epic", "status", "-p", p]);
+    assert!(
+        text.stdout.contains("paused on a failure"),
+        "{}",
+        text.stdout
+    );
+
+    let bad = epic(
+        &baton,
+        &player,
+        &["epic", "run", "epic-7", "-p", p, "--json"],
+    );
+    assert_eq!(bad.code, 2);
+    assert_eq!(bad.json()["error"]["code"], "EPIC_NOT_FOUND");
+    let bad = epic(&baton, &player, &["epic", "story", "9-9-x", "-p", p]);
+    assert_eq!(bad.code, 2);
+    assert!(
+        bad.stderr.contains("error[STORY_NOT_FOUND]"),
+        "{}",
+        bad.stderr
+    );
+    let empty = tempfile::tempdir().unwrap();
+    let bad = epic(
+        &baton,
+        &player,
+        &[
+            "epic",
+            "status",
+            "-p",
+            empty.path().to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(bad.code, 2);
+    assert_eq!(bad.json()["error"]["code"], "SPRINT_STATUS_MISSING");
+    let stop = epic(&baton, &player, &["epic", "stop", "-p", p, "--json"]);
+    assert_eq!(stop.code, 1);
+    assert_eq!(stop.json()["error"]["code"], "EPIC_NOT_RUNNING");
+}
+
+/// A child that does not outlive a failed test.
+struct Killed(Option<Child>);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ready() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn finish(child: Child) -> Run {
+    let out = child.wait_with_output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn two_orchestrators_at_once_one_runs_the_other_is_refused() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = sample(tmp.path());
+    let p = project.to_str().unwrap();
+    let player = Player::start(
+        &project,
+        Scenario {
+            delay: Duration::from_millis(20),
+            ..Default::default()
+        },
+    );
+    let args = ["epic", "run", "epic-2", "-p", p, "--json"];
+    let a = epic_cmd(&baton, &player, &args).spawn().unwrap();
+    let b = epic_cmd(&baton, &player, &args).spawn().unwrap();
+    let (a, b) = (finish(a), finish(b));
+    let mut codes = [a.code, b.code];
+    codes.sort();
+    assert_eq!(
+        codes,
+        [0, 1],
+        "{}{}\n{}{}",
+        a.stdout,
+        a.stderr,
+        b.stdout,
+        b.stderr
+    );
+    let refused = if a.code == 1 { &a } else { &b };
+    assert_eq!(refused.json()["error"]["code"], "EPIC_BUSY");
+    assert!(
+        refused.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("another `baton epic` process"),
+        "{}",
+        refused.stdout
+    );
+    // Nothing was corrupted: the winner finished the epic, once.
+    let board = epic(&baton, &player, &["epic", "status", "-p", p, "--json"]).json();
+    assert_eq!(board["epics"][0]["status"], "done");
+    let s = state(&project);
+    assert_eq!(s["lastSteps"].as_array().unwrap().len(), 10);
+}
+
+#[test]
+fn stop_pauses_the_running_loop_at_a_phase_boundary_and_resume_finishes() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = sample(tmp.path());
+    let p = project.to_str().unwrap();
+    let player = Player::start(
+        &project,
+        Scenario {
+            delay: Duration::from_millis(30),
+            ..Default::default()
+        },
+    );
+    let mut running = Killed(Some(
+        epic_cmd(
+            &baton,
+            &player,
+            &["epic", "run", "epic-2", "-p", p, "--json"],
+        )
+        .spawn()
+        .unwrap(),
+    ));
+    wait_for("the loop holds the project", || {
+        let b = epic(&baton, &player, &["epic", "status", "-p", p, "--json"]);
+        b.code == 0 && b.json()["live"] == true
+    });
+    let stop = epic(&baton, &player, &["epic", "stop", "-p", p]);
+    assert_eq!(stop.code, 0, "{}", stop.stderr);
+    let stopped = finish(running.0.take().unwrap());
+    assert_eq!(stopped.code, 130, "{}{}", stopped.stdout, stopped.stderr);
+    assert_eq!(stopped.json()["outcome"], "stopped");
+    assert_eq!(state(&project)["status"], "paused");
+    let resumed = epic(&baton, &player, &["epic", "resume", "-p", p, "--json"]);
+    assert_eq!(resumed.code, 0, "{}{}", resumed.stdout, resumed.stderr);
+    assert_eq!(resumed.json()["epicDone"], true);
+}
+
+#[test]
+fn demo_epic_runs_offline_and_cleans_up_after_itself() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let run = baton.run_in(tmp.path(), &["demo", "epic", "--json"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.json()["outcome"], "done");
+    assert_eq!(run.json()["storiesCompleted"].as_array().unwrap().len(), 2);
+    let dir = tmp.path().join("baton-demo-epic");
+    let code = std::fs::read_to_string(dir.join("src/2-2-move-task.txt")).unwrap();
+    assert!(code.contains("answer: Yes"), "{code}");
+    // Again in the same place: the first demo's files are replaced, not refused.
+    let text = baton.run_in(tmp.path(), &["demo", "epic"]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(text.stdout.contains("epic-2 is done"), "{}", text.stdout);
+    assert!(
+        text.stderr.contains("asked: Should a task moved into Done"),
+        "{}",
+        text.stderr
+    );
+    // A directory the demo did not make is left alone.
+    std::fs::create_dir_all(tmp.path().join("mine")).unwrap();
+    std::fs::write(tmp.path().join("mine/notes.txt"), "keep").unwrap();
+    let refused = baton.run_in(tmp.path(), &["demo", "epic", "--dir", "mine", "--json"]);
+    assert_eq!(refused.code, 2);
+    assert_eq!(refused.json()["error"]["code"], "DEMO_DIR_IN_USE");
+}
+
+#[test]
+fn run_var_sets_state_variables_at_creation() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = baton_testkit::sample_project(tmp.path());
+    let pkg = example("create-story-micro");
+    let run = baton.run(&[
+        "run",
+        pkg.to_str().unwrap(),
+        "--project",
+        project.to_str().unwrap(),
+        "--replay",
+        baton_testkit::demo_trace().to_str().unwrap(),
+        "--var",
+        "epicId=epic-1",
+        "--var",
+        "note=a=b",
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let id = run.json()["runId"].as_str().unwrap().to_string();
+    let shown = baton.run(&["runs", "show", &id, "--json"]).json();
+    assert_eq!(shown["state"]["variables"]["epicId"], "epic-1");
+    assert_eq!(shown["state"]["variables"]["note"], "a=b");
+    let bad = baton.run(&["run", pkg.to_str().unwrap(), "--var", "novalue"]);
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("KEY=VALUE"), "{}", bad.stderr);
+}
