@@ -11,17 +11,16 @@ use std::sync::{Arc, Mutex};
 struct Cursor {
     next: usize,
     served: usize,
-    /// Ids of the tool calls of the last answer: the next request must answer them.
-    open_calls: Vec<String>,
     last_id: String,
 }
 
 /// A `ChatModel` that answers with the recorded assistant messages, in order.
 ///
-/// It checks that the run keeps to the recording: a request that carries the answer just
-/// served must carry the results of its tool calls, and a recorded user input must be taken (with
-/// [`ReplayModel::take_user_input`]) before the next call. Otherwise `REPLAY_MISMATCH`; past the
-/// last recorded answer, `REPLAY_EXHAUSTED`.
+/// It checks that the run keeps to the recording and to the protocol: every request must be a
+/// conversation OpenAI would accept (each tool call answered, no orphan result; the engine may
+/// rename recorded ids, so calls are paired by what the request holds, not by the recorded
+/// ids), and a recorded user input must be taken (with [`ReplayModel::take_user_input`]) before
+/// the next call. Otherwise `REPLAY_MISMATCH`; past the last recorded answer, `REPLAY_EXHAUSTED`.
 pub struct ReplayModel {
     trace: Trace,
     cursor: Mutex<Cursor>,
@@ -106,30 +105,6 @@ impl ReplayModel {
                 reason: format!("the request is not a valid conversation: {v}"),
             });
         }
-        // When the request still carries the answer just served, it must carry the results of
-        // all its tool calls. (A context policy may drop a finished node's turns: then neither
-        // the calls nor their results are sent, which is no divergence.)
-        let carries_calls = request.messages.iter().any(|m| {
-            m.role == Role::Assistant && m.tool_calls.iter().any(|t| c.open_calls.contains(&t.id))
-        });
-        if carries_calls {
-            let answered: Vec<&str> = request
-                .messages
-                .iter()
-                .filter(|m| m.role == Role::Tool)
-                .filter_map(|m| m.tool_call_id.as_deref())
-                .collect();
-            if let Some(missing) = c
-                .open_calls
-                .iter()
-                .find(|id| !answered.contains(&id.as_str()))
-            {
-                return Err(LlmError::ReplayMismatch {
-                    dialogue: c.last_id.clone(),
-                    reason: format!("the request has no result for recorded tool call {missing}"),
-                });
-            }
-        }
         match self.trace.entries.get(c.next) {
             None => Err(LlmError::ReplayExhausted { served: c.served }),
             Some(Entry::UserInput { id, raw_text }) => Err(LlmError::ReplayMismatch {
@@ -141,7 +116,6 @@ impl ReplayModel {
             Some(Entry::Dialogue(d)) => {
                 c.next += 1;
                 c.served += 1;
-                c.open_calls = d.tool_calls.iter().map(|t| t.id.clone()).collect();
                 c.last_id = d.id.clone();
                 let finish = if d.tool_calls.is_empty() {
                     "stop"
