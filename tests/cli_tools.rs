@@ -47,14 +47,23 @@ fn doctor_reports_every_layer_and_the_terminal_verdict() {
         .collect();
     assert_eq!(
         layers,
-        ["filesystem", "signals", "process", "network", "protected-paths", "limits"]
+        [
+            "filesystem",
+            "signals",
+            "process",
+            "network",
+            "protected-paths",
+            "limits"
+        ]
     );
     assert_eq!(r["terminal"]["enabled"], true);
     let complete = r["layers"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|l| ["filesystem", "process", "network"].contains(&l["layer"].as_str().unwrap_or("")))
+        .filter(|l| {
+            ["filesystem", "process", "network"].contains(&l["layer"].as_str().unwrap_or(""))
+        })
         .all(|l| l["available"] == true);
     assert_eq!(r["terminal"]["wouldRun"], complete, "{r:#}");
     if !complete {
@@ -69,7 +78,11 @@ fn doctor_reports_every_layer_and_the_terminal_verdict() {
 fn doctor_reports_a_broken_config_file() {
     let baton = Baton::new();
     let project = tempfile::tempdir().unwrap();
-    fs::write(project.path().join("baton.toml"), "[tools.terminal]\nbogus = 1\n").unwrap();
+    fs::write(
+        project.path().join("baton.toml"),
+        "[tools.terminal]\nbogus = 1\n",
+    )
+    .unwrap();
     let out = baton.run(&["doctor", "--json", "-p", &project.path().to_string_lossy()]);
     assert_eq!(out.code, 2);
     assert_eq!(out.json()["error"]["code"], "TOOLS_CONFIG_INVALID");
@@ -93,7 +106,13 @@ fn mcp_list_starts_the_servers_and_shows_their_tools() {
         "[mcp]\nenabled = true\nallowed_servers = [\"tiny\"]\nstart_timeout_ms = 5000\n\n[mcp.servers.tiny]\ncommand = \"python3\"\nargs = [\"server.py\"]\n\n[mcp.servers.broken]\ncommand = \"/nonexistent/mcp-server\"\n",
     )
     .unwrap();
-    let out = baton.run(&["mcp", "list", "--json", "-p", &project.path().to_string_lossy()]);
+    let out = baton.run(&[
+        "mcp",
+        "list",
+        "--json",
+        "-p",
+        &project.path().to_string_lossy(),
+    ]);
     assert_eq!(out.code, 1, "a server failed: exit 1\n{}", out.stdout);
     let r = out.json();
     let servers = r["servers"].as_array().unwrap();

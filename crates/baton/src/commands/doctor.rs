@@ -47,7 +47,10 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
     let verdict = baton_tools::terminal::readiness(&args.project, &policy, &runtime, caps);
     let (would_run, detail) = match &verdict {
         Ok(applied) => (true, json!(applied)),
-        Err(e) => (false, json!({"code": e.code(), "message": e.to_string(), "hint": e.hint()})),
+        Err(e) => (
+            false,
+            json!({"code": e.code(), "message": e.to_string(), "hint": e.hint()}),
+        ),
     };
     let sources: Vec<String> = config
         .sources
@@ -104,14 +107,20 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
         if t.allow_shell_exec { "on" } else { "off" }
     );
     match &verdict {
-        Ok(applied) => println!("  a command in {} would run with: {}", args.project.display(), applied.join(", ")),
+        Ok(applied) => println!(
+            "  a command in {} would run with: {}",
+            args.project.display(),
+            applied.join(", ")
+        ),
         Err(e) => {
             println!("  a command would be refused: [{}] {e}", e.code());
             println!("  help: {}", e.hint());
         }
     }
     if !t.enabled {
-        println!("  turn it on with [tools.terminal] enabled = true in baton.toml (agents must ask for it too)");
+        println!(
+            "  turn it on with [tools.terminal] enabled = true in baton.toml (agents must ask for it too)"
+        );
     }
     let servers: Vec<&String> = config.mcp.servers.keys().collect();
     println!(
@@ -126,7 +135,14 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
         if servers.is_empty() {
             String::new()
         } else {
-            format!(": {}", servers.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "))
+            format!(
+                ": {}",
+                servers
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
         }
     );
     if sources.is_empty() {

@@ -83,7 +83,9 @@ fn list(args: McpListArgs) -> anyhow::Result<u8> {
         return Ok(code);
     }
     if servers.is_empty() {
-        println!("no MCP server configured; add [mcp.servers.<id>] command = \"...\" to baton.toml");
+        println!(
+            "no MCP server configured; add [mcp.servers.<id>] command = \"...\" to baton.toml"
+        );
         return Ok(code);
     }
     if !config.system.mcp_enabled {
@@ -99,12 +101,21 @@ fn list(args: McpListArgs) -> anyhow::Result<u8> {
         match s["status"].as_str() {
             Some("up") => {
                 let tools = s["tools"].as_array().cloned().unwrap_or_default();
-                println!("{id}: up, {} tool{}{note}", tools.len(), if tools.len() == 1 { "" } else { "s" });
+                println!(
+                    "{id}: up, {} tool{}{note}",
+                    tools.len(),
+                    if tools.len() == 1 { "" } else { "s" }
+                );
                 for t in tools {
                     println!(
                         "  {:<40} {}",
                         t["name"].as_str().unwrap_or_default(),
-                        t["description"].as_str().unwrap_or_default().lines().next().unwrap_or_default()
+                        t["description"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .lines()
+                            .next()
+                            .unwrap_or_default()
                     );
                 }
             }
