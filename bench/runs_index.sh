@@ -19,7 +19,7 @@ counts=("$@")
 creations=${CREATIONS:-30}
 cargo build --release --quiet -p baton
 cargo build --release --quiet -p baton-store --example gen_runs --example create_runs
-bin=$PWD/target/release
+bin=${CARGO_TARGET_DIR:-$PWD/target}/release
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 results=$tmp/results.jsonl

@@ -42,6 +42,16 @@ pub fn run(cmd: RunsCommand) -> anyhow::Result<u8> {
 /// Runs the table shows unless told otherwise.
 const TABLE_LIMIT: usize = 50;
 
+/// One run of `runs list --json`: its metadata, and `interrupted` when that is true (as
+/// `run_json`, without building a JSON value per run).
+#[derive(serde::Serialize)]
+struct Listed<'a> {
+    #[serde(flatten)]
+    run: &'a RunMetadata,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    interrupted: bool,
+}
+
 fn warn(warnings: &[StoreWarning]) {
     for w in warnings {
         eprintln!("warning[{}]: {w}", w.code);
@@ -54,30 +64,38 @@ fn list(
     as_json: bool,
     limit: Option<usize>,
 ) -> anyhow::Result<u8> {
-    let (projects, rows, more) = match project {
+    // The rows borrow from whichever listing was read: no copy per run.
+    let single: (Project, Vec<RunMetadata>);
+    let all: baton_store::StoreListing;
+    let (rows, more): (Vec<(&Project, &RunMetadata)>, bool) = match project {
         Some(root) => {
             let p = store.project(root)?;
             let found = p.runs(limit)?;
             warn(&found.warnings);
-            let rows: Vec<(Project, RunMetadata)> =
-                found.runs.into_iter().map(|r| (p.clone(), r)).collect();
-            (1, rows, found.more)
+            single = (p, found.runs);
+            let rows = single.1.iter().map(|r| (&single.0, r)).collect();
+            (rows, found.more)
         }
         None => {
-            let found = store.runs(limit)?;
-            warn(&found.warnings);
-            let count = found
-                .rows
-                .iter()
-                .map(|(p, _)| p.id())
-                .collect::<std::collections::HashSet<_>>()
-                .len();
-            (count, found.rows, found.more)
+            all = store.runs(limit)?;
+            warn(&all.warnings);
+            (all.rows.iter().map(|(p, r)| (p, r)).collect(), all.more)
         }
     };
+    let projects = rows
+        .iter()
+        .map(|(p, _)| p.id())
+        .collect::<std::collections::HashSet<_>>()
+        .len();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if as_json {
-        let runs: Vec<Value> = rows.iter().map(|(p, r)| run_json(p, r)).collect();
+        let runs: Vec<Listed> = rows
+            .iter()
+            .map(|(p, r)| Listed {
+                run: r,
+                interrupted: driver_lock::is_interrupted(p, r),
+            })
+            .collect();
         serde_json::to_writer_pretty(&mut out, &runs)?;
         writeln!(out)?;
         return Ok(exit::OK);
