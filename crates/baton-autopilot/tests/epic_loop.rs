@@ -308,3 +308,35 @@ async fn a_phase_that_completes_without_its_output_is_a_failure() {
         failure.message
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_developer_and_the_reviewer_get_the_terminal_when_the_project_turns_it_on() {
+    let f = Fixture::new(Scenario::default());
+    let report = f.run(Command::Story { key: s(EPIC1[0]) }).await.unwrap();
+    assert_eq!(report.outcome, EpicOutcome::Done { epic_done: false });
+    assert!(!f.player.offered("dev").contains(&s("terminal_run")));
+
+    let f = Fixture::new(Scenario::default());
+    f.config("[tools.terminal]\nenabled = true\n");
+    let report = f.run(Command::Story { key: s(EPIC1[0]) }).await.unwrap();
+    assert_eq!(report.outcome, EpicOutcome::Done { epic_done: false });
+    for phase in ["dev", "revision", "code-review"] {
+        assert!(
+            f.player.offered(phase).contains(&s("terminal_run")),
+            "{phase}: {:?}",
+            f.player.offered(phase)
+        );
+    }
+    // The scrum master asks for no terminal.
+    assert!(
+        !f.player
+            .offered("create-story")
+            .contains(&s("terminal_run"))
+    );
+    f.config("[tools.terminal]\nenabled = \"yes\"\n");
+    let err = f
+        .run(Command::Story { key: s(EPIC1[1]) })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, "TOOLS_CONFIG_INVALID");
+}

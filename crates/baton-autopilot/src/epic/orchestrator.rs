@@ -135,6 +135,8 @@ pub async fn execute<'a>(
     let (epic, mut progress) = plan_target(&command, &sprint, state.as_ref(), progress)?;
     let epic_id = keys::epic_key(epic);
     let specs = specs::resolve(&config, &project_root, store)?;
+    let tools = baton_tools::ToolsConfig::load(Some(store.home()), Some(&project_root))
+        .map_err(|e| EpicError::usage(e.code(), e.to_string()).hint(e.hint()))?;
     let phases = specs
         .values()
         .map(|s| (s.phase, s.shown.clone(), s.workflow.clone()))
@@ -201,6 +203,7 @@ pub async fn execute<'a>(
         layout,
         config,
         specs,
+        tools,
         models,
         ask: settings.ask,
         on_event: settings.on_event,

@@ -418,6 +418,7 @@ impl Ctx<'_> {
             _ => None,
         };
         settings.record = m.recorder.clone();
+        settings.tools = self.tools.clone();
         settings.cancel = self.cancel.clone();
         settings.on_event = Some(&forward);
         let finished = runner::continue_claimed(claimed, settings)

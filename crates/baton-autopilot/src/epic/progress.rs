@@ -154,9 +154,7 @@ impl Progress {
                 None,
                 e,
             )
-            .hint(format!(
-                "this file is baton's own; remove it to restart the current story from its sprint status (runs already made are kept in the store)"
-            ))
+            .hint("this file is baton's own; remove it to restart the current story from its sprint status (runs already made are kept in the store)")
         })?;
         if progress.version != VERSION {
             return Err(EpicError::invalid_file(

@@ -40,6 +40,9 @@ pub(super) struct Ctx<'a> {
     pub(super) layout: Layout,
     pub(super) config: AutopilotConfig,
     pub(super) specs: Specs,
+    /// `[tools.*]` and `[mcp]` of the store's config and the project's `baton.toml`: the
+    /// ceiling of every phase agent's tools (a dev agent gets `terminal.run` only if enabled).
+    pub(super) tools: baton_tools::ToolsConfig,
     pub(super) models: Models<'a>,
     pub(super) ask: Option<AskFn<'a>>,
     pub(super) on_event: Option<&'a (dyn Fn(EpicEvent) + Send + Sync)>,

@@ -50,6 +50,8 @@ struct Shared {
     failures_left: Mutex<HashMap<(String, String), usize>>,
     /// Requests served, by the phase of their run.
     served: Mutex<Vec<String>>,
+    /// The tools offered with each request, by the phase of its run.
+    offered: Mutex<Vec<(String, Vec<String>)>>,
     next_id: AtomicU64,
     stop: AtomicBool,
 }
@@ -81,6 +83,7 @@ impl Player {
             scenario,
             failures_left: Mutex::new(failures_left),
             served: Mutex::new(Vec::new()),
+            offered: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
             stop: AtomicBool::new(false),
         });
@@ -107,6 +110,22 @@ impl Player {
     /// Phases of the requests served so far (`""` before the state was read).
     pub fn served(&self) -> Vec<String> {
         self.shared.served.lock().unwrap().clone()
+    }
+
+    /// The tool names (wire form) offered to the runs of `phase`.
+    pub fn offered(&self, phase: &str) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .shared
+            .offered
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(p, _)| p == phase)
+            .flat_map(|(_, t)| t.clone())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
     }
 }
 
@@ -294,6 +313,14 @@ fn play(shared: &Shared, body: &Value) -> (u16, Value) {
     let story = var(&state, "storyKey");
     let phase = var(&state, "phase");
     shared.served.lock().unwrap().push(phase.clone());
+    let tools = body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
+        .map(str::to_owned)
+        .collect();
+    shared.offered.lock().unwrap().push((phase.clone(), tools));
     {
         let mut left = shared.failures_left.lock().unwrap();
         if let Some(n) = left.get_mut(&(story.clone(), phase.clone()))
