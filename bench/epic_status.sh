@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `baton epic status` on a 500-story board (100 epics of 5 stories, a question waiting on 50
-# stories and a review verdict on 200), against `baton --version` (process start only), in the
+# stories and a review verdict on 100), against `baton --version` (process start only), in the
 # same hyperfine run. Then the per-phase cost of the epic loop with a replayed model
 # (crates/baton-autopilot/examples/epic_overhead.rs). Files live under target/, so fsyncs are
 # real. Needs hyperfine. Usage: bench/epic_status.sh
