@@ -340,3 +340,46 @@ async fn the_developer_and_the_reviewer_get_the_terminal_when_the_project_turns_
         .unwrap_err();
     assert_eq!(err.code, "TOOLS_CONFIG_INVALID");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_phase_can_run_an_installed_package() {
+    let f = Fixture::new(Scenario::default());
+    // The team's own phase package, installed under another name.
+    let src = f.tmp.path().join("team-phases");
+    baton_testkit::copy_dir(&baton_testkit::example("bmad-phase4"), &src);
+    let manifest = src.join("bmad.json");
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap()
+        .replace("\"name\": \"bmad-phase4\"", "\"name\": \"team-phases\"");
+    std::fs::write(&manifest, text).unwrap();
+    let package = baton_package::Package::load(&src).unwrap();
+    f.store.packages().install(&package, "test").unwrap();
+    f.config("[autopilot.phases.dev]\npackage = \"team-phases\"\nworkflow = \"dev-story\"\nagent = \"dev\"\n");
+    let report = f.run(Command::Story { key: s(EPIC1[0]) }).await.unwrap();
+    assert_eq!(report.outcome, EpicOutcome::Done { epic_done: false });
+    let dev_phase = &report
+        .phases
+        .iter()
+        .find(|p| p.0.as_str() == "dev")
+        .unwrap()
+        .1;
+    assert!(dev_phase.starts_with("team-phases@1.0.0"), "{dev_phase}");
+    let runs = f.store.project(&f.project).unwrap().list_runs().unwrap();
+    let packages: Vec<&str> = runs.iter().map(|r| r.package_id.as_str()).collect();
+    assert_eq!(
+        packages
+            .iter()
+            .filter(|p| p.starts_with("team-phases@"))
+            .count(),
+        1,
+        "{packages:?}"
+    );
+    assert_eq!(
+        packages
+            .iter()
+            .filter(|p| p.starts_with("bmad-phase4@"))
+            .count(),
+        4,
+        "{packages:?}"
+    );
+}

@@ -36,9 +36,15 @@ pub fn resolve(config: &AutopilotConfig, project: &Path, store: &Store) -> Resul
             .as_deref()
             .map(str::trim)
             .filter(|p| !p.is_empty());
+        // The bundled package, unless the name is a path or an installed package (a team may
+        // install its own bmad-phase4).
         let use_bundled = match named {
             None => true,
-            Some(n) => n == bundled::NAME && !project.join(n).exists(),
+            Some(n) => {
+                n == bundled::NAME
+                    && !project.join(n).exists()
+                    && store.packages().find(n)?.is_empty()
+            }
         };
         let spec = match named.filter(|_| !use_bundled) {
             None => {
@@ -63,16 +69,23 @@ pub fn resolve(config: &AutopilotConfig, project: &Path, store: &Store) -> Resul
             }
             Some(name) => {
                 let (package, shown) = locate(name, project, store, phase)?;
+                // An installed bmad-phase4 keeps the bundled defaults.
+                let defaults = name == bundled::NAME;
                 let workflow = match &c.workflow {
                     Some(w) => w.clone(),
+                    None if defaults => default_workflow.into(),
                     None => only_workflow(&package, &shown, phase)?,
                 };
+                let agent = c
+                    .agent
+                    .clone()
+                    .or_else(|| defaults.then(|| default_agent.into()));
                 PhaseSpec {
                     phase,
                     package,
                     shown,
                     workflow,
-                    agent: c.agent.clone(),
+                    agent,
                 }
             }
         };
