@@ -7,7 +7,7 @@
 
 use crate::home::StoreError;
 use crate::projects::Project;
-use crate::run_meta::{RunJsonError, read_run_json};
+use crate::run_meta::{RunJsonError, is_run_id, read_run_json};
 use crate::runs::RunError;
 use crate::runs_index::Problem;
 use std::fs;
@@ -91,6 +91,10 @@ impl Project {
             };
             match pending_after {
                 Some(after) if age < after => {}
+                // A marker that names no run is dropped.
+                Some(_) if !is_run_id(run_id) => {
+                    let _ = fs::remove_file(entry.path());
+                }
                 Some(_) => {
                     if self.index_existing(run_id).is_ok() {
                         let _ = fs::remove_file(entry.path());
