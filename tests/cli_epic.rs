@@ -403,3 +403,48 @@ fn run_var_sets_state_variables_at_creation() {
     assert_eq!(bad.code, 2);
     assert!(bad.stderr.contains("KEY=VALUE"), "{}", bad.stderr);
 }
+
+#[test]
+fn ctrl_c_stops_between_steps_with_130_and_resume_finishes() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = sample(tmp.path());
+    let p = project.to_str().unwrap();
+    let player = Player::start(
+        &project,
+        Scenario {
+            delay: Duration::from_millis(30),
+            ..Default::default()
+        },
+    );
+    let mut running = Killed(Some(
+        epic_cmd(
+            &baton,
+            &player,
+            &["epic", "run", "epic-2", "-p", p, "--json"],
+        )
+        .spawn()
+        .unwrap(),
+    ));
+    wait_for("a phase run is under way", || !player.served().is_empty());
+    let pid = running.0.as_ref().unwrap().id().to_string();
+    let sent = Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    assert!(sent.success());
+    let stopped = finish(running.0.take().unwrap());
+    assert_eq!(stopped.code, 130, "{}{}", stopped.stdout, stopped.stderr);
+    assert_eq!(stopped.json()["outcome"], "interrupted");
+    assert_eq!(state(&project)["status"], "paused");
+    let resumed = epic(&baton, &player, &["epic", "resume", "-p", p, "--json"]);
+    assert_eq!(resumed.code, 0, "{}{}", resumed.stdout, resumed.stderr);
+    assert_eq!(resumed.json()["epicDone"], true);
+    // The interrupted phase run was resumed, not made again.
+    let board = epic(&baton, &player, &["epic", "status", "-p", p, "--json"]).json();
+    assert_eq!(board["epics"][0]["status"], "done");
+    assert_eq!(state(&project)["lastSteps"].as_array().unwrap().len(), 10);
+    let runs = baton_store::Store::new(baton.home.path())
+        .project(&project)
+        .unwrap()
+        .list_runs()
+        .unwrap();
+    assert_eq!(runs.len(), 10);
+}

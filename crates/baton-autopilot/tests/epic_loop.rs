@@ -383,3 +383,36 @@ async fn a_phase_can_run_an_installed_package() {
         "{packages:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_stories_stops_after_that_many_and_the_next_run_goes_on() {
+    let f = Fixture::new(Scenario::default());
+    let once = |n| Command::Run {
+        epic: s("epic-1"),
+        max_stories: Some(n),
+    };
+    let report = f.run(once(1)).await.unwrap();
+    assert_eq!(report.outcome, EpicOutcome::Done { epic_done: false });
+    assert_eq!(report.stories_completed, [EPIC1[0]]);
+    assert_eq!(f.json(".run-epic-state.json")["status"], "paused");
+    assert!(f.sprint().contains("  epic-1: in-progress\n"));
+    let report = f.run(once(5)).await.unwrap();
+    assert_eq!(report.outcome, EpicOutcome::Done { epic_done: true });
+    assert_eq!(report.stories_completed, [EPIC1[1], EPIC1[2]]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_runs_of_the_same_project_are_never_taken_for_the_phase_in_flight() {
+    let f = Fixture::new(Scenario::default());
+    let report = f.run(Command::Story { key: s(EPIC1[0]) }).await.unwrap();
+    assert_eq!(report.outcome, EpicOutcome::Done { epic_done: false });
+    // The same project afresh (as `baton demo epic` does), within the same second: the store
+    // still holds the first runs, with the same variables.
+    std::fs::remove_dir_all(&f.project).unwrap();
+    support::sample_project(f.tmp.path());
+    let report = f.run(Command::Story { key: s(EPIC1[0]) }).await.unwrap();
+    assert_eq!(report.outcome, EpicOutcome::Done { epic_done: false });
+    assert_eq!(report.phases_run, 5);
+    let runs = f.store.project(&f.project).unwrap().list_runs().unwrap();
+    assert_eq!(runs.len(), 10);
+}

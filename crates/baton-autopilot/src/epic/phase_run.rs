@@ -55,7 +55,11 @@ impl Ctx<'_> {
 
     /// A run of this phase created for `inflight` before a crash hid its id: same variables,
     /// created since, not yet known.
-    pub(super) fn adopt(&self, vars: &Map<String, Value>, since: &str) -> Result<Option<String>> {
+    pub(super) fn adopt(
+        &self,
+        vars: &Map<String, Value>,
+        inflight: &InFlight,
+    ) -> Result<Option<String>> {
         // The run directories, not the index: a creation killed before its index entry was
         // written leaves a run only its directory knows.
         let probe = self.project.run_paths("probe").dir;
@@ -75,7 +79,15 @@ impl Ctx<'_> {
             let Ok(run) = self.project.get_run(&id) else {
                 continue;
             };
-            if run.run_id != id || run.created_at.as_str() < since {
+            // Created after creation began, and never driven (the id is recorded before a
+            // run is driven): an older run with the same variables (a previous epic on the
+            // same project) is not ours.
+            let created_ms = uuid_v7_ms(&id);
+            let too_old = match (created_ms, inflight.since_ms) {
+                (Some(c), since) if since > 0 => c < since,
+                _ => run.created_at < inflight.since,
+            };
+            if run.run_id != id || too_old || run.phase != RunPhase::Idle {
                 continue;
             }
             let Ok(read) = self.project.state_file(&id).read() else {
@@ -114,6 +126,7 @@ impl Ctx<'_> {
                 n: self.progress.next_n(&sp.key, phase),
                 run_id: None,
                 since: now(),
+                since_ms: super::progress::now_ms(),
                 question: None,
             });
             self.progress.story = Some(sp.clone());
@@ -127,6 +140,7 @@ impl Ctx<'_> {
             n: 1,
             run_id: None,
             since: now(),
+            since_ms: super::progress::now_ms(),
             question: None,
         });
         let (claimed, resumed) = match inflight.run_id.clone() {
@@ -134,7 +148,7 @@ impl Ctx<'_> {
                 Ok(c) => (c, true),
                 Err(end) => return Ok(end),
             },
-            None => match self.adopt(&vars, &inflight.since)? {
+            None => match self.adopt(&vars, &inflight)? {
                 Some(id) => {
                     self.note_run(&sp, &mut inflight, &id)?;
                     match self.continuation(&sp, &mut inflight, &id)? {
@@ -429,6 +443,15 @@ impl Ctx<'_> {
     }
 }
 
+/// The creation time (ms since the epoch) a UUID v7 run id carries in its first 48 bits.
+fn uuid_v7_ms(id: &str) -> Option<u64> {
+    let hex: String = id.chars().filter(|c| *c != '-').take(12).collect();
+    if hex.len() != 12 || id.chars().nth(14) != Some('7') {
+        return None;
+    }
+    u64::from_str_radix(&hex, 16).ok()
+}
+
 /// Two texts of one question: the run index keeps a shortened copy, so the start decides.
 fn same_question(a: &str, b: &str) -> bool {
     const HEAD: usize = 1000;
@@ -511,5 +534,21 @@ impl OwnedFiles {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_carry_their_creation_millisecond() {
+        // 0x01a202b6fd17 ms = 2026-11-22T10:04:…Z
+        assert_eq!(
+            uuid_v7_ms("01a202b6-fd17-7000-8000-000000000000"),
+            Some(0x01a2_02b6_fd17)
+        );
+        assert_eq!(uuid_v7_ms("01a202b6-fd17-4000-8000-000000000000"), None);
+        assert_eq!(uuid_v7_ms("short"), None);
     }
 }

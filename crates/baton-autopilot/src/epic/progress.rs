@@ -10,6 +10,14 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 pub const FILE_NAME: &str = ".baton-epic-progress.json";
+
+/// Now, in milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
 const VERSION: u32 = 1;
 
 /// What the loop was asked to do.
@@ -42,6 +50,10 @@ pub struct InFlight {
     pub run_id: Option<String>,
     /// When creation began; a run created for it is not older.
     pub since: String,
+    /// The same, in milliseconds since the Unix epoch (run ids carry their creation time to the
+    /// millisecond).
+    #[serde(default)]
+    pub since_ms: u64,
     /// The agent-state question this run waits on, once it asked.
     pub question: Option<String>,
 }
