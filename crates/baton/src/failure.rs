@@ -67,6 +67,14 @@ impl Failure {
     }
 }
 
+/// Whether the error is a write to a closed pipe.
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 /// `outer: cause: cause`, skipping a cause whose text the previous message already contains
 /// (error types that print their source would otherwise repeat the OS error).
 pub fn chain(e: &anyhow::Error) -> String {

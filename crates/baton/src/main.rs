@@ -42,6 +42,8 @@ fn main() -> ExitCode {
     };
     match commands::run(cli) {
         Ok(code) => ExitCode::from(code),
+        // The reader went away (`baton runs list --json | head`): nothing left to say.
+        Err(e) if failure::is_broken_pipe(&e) => ExitCode::from(exit::OK),
         Err(e) => ExitCode::from(failure::Failure::from_anyhow(&e).report(as_json)),
     }
 }

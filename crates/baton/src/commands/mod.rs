@@ -38,6 +38,9 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
 
 /// Prints a value as pretty JSON on stdout.
 pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", serde_json::to_string_pretty(value)?)?;
+    out.flush()?;
     Ok(())
 }
