@@ -1,0 +1,11 @@
+//! Lifecycle sessions, part 2 (`baton session`): the pieces that turn a model's answers into
+//! ralph verbs. The model only does a step's work and judges a gate; what its answer means for
+//! the session files is decided here, as code, and applied through [`crate::ralph`]'s verbs.
+//!
+//! - [`completion`]: the `session.complete` tool that ends a step's task run, and what a run
+//!   that ends without it becomes (NEEDS_RETRY once, then BLOCKED).
+//! - [`verdict`]: the strict grammar of a gate's `---VERDICT--- … ---END---` block; an answer
+//!   that does not parse becomes `fix` (E004).
+
+pub mod completion;
+pub mod verdict;
