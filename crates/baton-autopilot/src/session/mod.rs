@@ -6,6 +6,8 @@
 //!   that ends without it becomes (NEEDS_RETRY once, then BLOCKED).
 //! - [`verdict`]: the strict grammar of a gate's `---VERDICT--- … ---END---` block; an answer
 //!   that does not parse becomes `fix` (E004).
+//! - [`apply`]: the end of a tick, applied through ralph's `complete` and `decide`.
 
+pub mod apply;
 pub mod completion;
 pub mod verdict;

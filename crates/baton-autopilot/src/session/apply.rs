@@ -1,0 +1,96 @@
+//! What the end of a tick does to the session files, through ralph's own verbs (so the lock,
+//! the revision, the guards, the release protocol and `decisions.ndjson` are part 1's):
+//!
+//! - an execution step ends with the model's `session.complete`, or, without one, with
+//!   NEEDS_RETRY the first time and BLOCKED once the step was already retried;
+//! - a gate is settled with the model's `---VERDICT---` answer read by [`super::verdict`]
+//!   (unparsable: `fix`, E004), then ralph's `decide` applies the confidence and retry guards.
+
+use super::completion::{self, Completion};
+use super::verdict::{self, Form};
+use crate::ralph::Context;
+use crate::ralph::discovery::{self, Pick};
+use crate::ralph::error::{RalphError, Result};
+use crate::ralph::verbs::{Output, complete, decide};
+
+/// The form of answer a gate asks the model for; `None` for gates settled without a model
+/// (scope, milestone, escalation pauses).
+pub fn form_of(gate: &str) -> Option<Form> {
+    match gate {
+        "post-verify" | "post-business-test" | "post-review" | "post-test" => Some(Form::Quality),
+        "post-goal-audit" => Some(Form::GoalAudit),
+        _ => None,
+    }
+}
+
+/// Ends execution step `index` (claimed by `owner`) with the model's call, or with what a run
+/// without a call becomes.
+pub fn finish_step(
+    ctx: &Context,
+    session: Option<&str>,
+    index: usize,
+    owner: Option<&str>,
+    called: Option<Completion>,
+) -> Result<(Completion, Output)> {
+    let completion = match called {
+        Some(c) => c,
+        None => {
+            // The step is ours (claimed), so nobody else flips `retried` meanwhile; the
+            // complete verb re-checks the claim under the lock.
+            let s = discovery::find(ctx, session, Pick::Active)?.into_session()?;
+            let retried = s
+                .step(index)
+                .and_then(|st| st.get("retried"))
+                .and_then(serde_json::Value::as_bool)
+                .unwrap_or(false);
+            completion::without_call(retried)
+        }
+    };
+    let out = complete::run(ctx, session, &completion.to_complete_args(index, owner))?;
+    Ok((completion, out))
+}
+
+/// Settles gate `index` with the model's answer.
+pub fn settle_gate(
+    ctx: &Context,
+    session: Option<&str>,
+    index: usize,
+    answer: &str,
+) -> Result<Output> {
+    let s = discovery::find(ctx, session, Pick::Active)?.into_session()?;
+    let gate = s
+        .step(index)
+        .and_then(|st| st.decision())
+        .ok_or_else(|| {
+            RalphError::usage("NOT_A_GATE", format!("step {index} is not a decision step"))
+        })?
+        .to_string();
+    let form = form_of(&gate).ok_or_else(|| {
+        RalphError::usage(
+            "GATE_NOT_MODEL_EVALUATED",
+            format!("gate {gate} is settled by code or by a person, not by a model verdict"),
+        )
+    })?;
+    let parsed = verdict::parse(answer, form);
+    decide::run(ctx, session, &verdict::decide_args(index, &parsed))
+}
+
+/// Reaching the `post-debug-escalate` gate pauses the session for a person (seed 003: always,
+/// "human intervention"); the gate stays pending and the pause is recorded as a decision.
+pub fn pause_at_escalation(ctx: &Context, session: Option<&str>, index: usize) -> Result<Output> {
+    let s = discovery::find(ctx, session, Pick::Active)?.into_session()?;
+    if s.step(index).and_then(|st| st.decision()) != Some("post-debug-escalate") {
+        return Err(RalphError::usage(
+            "NOT_AN_ESCALATION",
+            format!("step {index} is not a post-debug-escalate gate"),
+        ));
+    }
+    let args = decide::DecideArgs {
+        index: index.to_string(),
+        verdict: "escalate".into(),
+        confidence: "100".into(),
+        reason: Some("human intervention: the fix loop did not converge".into()),
+        ..decide::DecideArgs::default()
+    };
+    decide::run(ctx, session, &args)
+}
