@@ -12,6 +12,7 @@ pub mod driver;
 pub mod machine;
 pub mod router;
 pub mod runner;
+pub mod task;
 
 pub use composer::{Composer, Intent};
 pub use context::{Budget, ContextEvent, TokenCounter};
