@@ -13,6 +13,7 @@ pub mod machine;
 pub mod router;
 pub mod runner;
 pub mod task;
+pub mod task_driver;
 
 pub use composer::{Composer, Intent};
 pub use context::{Budget, ContextEvent, TokenCounter};
