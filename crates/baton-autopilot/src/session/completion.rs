@@ -219,7 +219,26 @@ pub fn without_call(already_retried: bool) -> Completion {
     }
 }
 
+/// The engine's check of the finish tool: the accepted call, normalized, as JSON.
+pub fn validator() -> baton_engine::task::Validate {
+    Box::new(|arguments| parse(arguments).map(|c| c.to_json()).map_err(|e| e.message))
+}
+
 impl Completion {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "status": self.status.as_str(),
+            "evidence": self.evidence,
+            "concerns": self.concerns,
+            "reason": self.reason,
+        })
+    }
+
+    /// Reads back what [`validator`] accepted.
+    pub fn from_json(value: &Value) -> Result<Completion, CompletionError> {
+        parse(&value.to_string())
+    }
+
     /// The ralph `complete` verb's arguments for step `index`, claimed by `owner`.
     pub fn to_complete_args(&self, index: usize, owner: Option<&str>) -> CompleteArgs {
         CompleteArgs {
@@ -297,6 +316,22 @@ mod tests {
         let second = without_call(true);
         assert_eq!(second.status, Status::Blocked);
         assert!(second.reason.is_some());
+    }
+
+    #[test]
+    fn the_engine_validator_accepts_what_parse_accepts_and_round_trips() {
+        let v =
+            validator()(r#"{"status":"done_with_concerns","concerns":"slow","evidence":"a.md"}"#)
+                .unwrap();
+        let c = Completion::from_json(&v).unwrap();
+        assert_eq!(c.status, Status::DoneWithConcerns);
+        assert_eq!(c.evidence, vec!["a.md"]);
+        assert_eq!(c.concerns.as_deref(), Some("slow"));
+        assert!(
+            validator()(r#"{"status":"BLOCKED"}"#)
+                .unwrap_err()
+                .contains("reason")
+        );
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! - [`verdict`]: the strict grammar of a gate's `---VERDICT--- … ---END---` block; an answer
 //!   that does not parse becomes `fix` (E004).
 //! - [`apply`]: the end of a tick, applied through ralph's `complete` and `decide`.
+//! - [`tick`]: an execution step claimed, run as a task run, and its verdict recorded.
 
 pub mod apply;
 pub mod completion;
+pub mod tick;
 pub mod verdict;
