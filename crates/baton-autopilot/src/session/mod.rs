@@ -8,8 +8,10 @@
 //!   that does not parse becomes `fix` (E004).
 //! - [`apply`]: the end of a tick, applied through ralph's `complete` and `decide`.
 //! - [`tick`]: an execution step claimed, run as a task run, and its verdict recorded.
+//! - [`gate`]: a decision step judged by one model call on the gate's result files.
 
 pub mod apply;
 pub mod completion;
+pub mod gate;
 pub mod tick;
 pub mod verdict;

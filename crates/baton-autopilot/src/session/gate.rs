@@ -1,0 +1,227 @@
+//! One decision tick: the first pending step is a gate; one model call (no tools) reads the
+//! gate's result files and answers the `---VERDICT---` block; the answer is settled through
+//! [`super::apply::settle_gate`] (guards, fix-loop templates, `decisions.ndjson`).
+//!
+//! Result files are the evidence earlier steps cited in `session.complete`, matched by file
+//! name (post-verify → verification.json, …), read inside the project only and bounded. A
+//! missing file is said so in the prompt: missing evidence counts as unmet. A model that fails
+//! to answer is a `fix` (E005), as seed 003 says; a stopped call decides nothing.
+
+use super::apply::{form_of, settle_gate};
+use super::verdict::Form;
+use crate::ralph::Context;
+use crate::ralph::discovery::{self, Pick};
+use crate::ralph::error::{RalphError, Result};
+use crate::ralph::session::Session;
+use crate::ralph::verbs::{Output, decide};
+use baton_llm::{CallOptions, ChatModel, ChatRequest, Message, Usage};
+use serde_json::Value;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use tokio_util::sync::CancellationToken;
+
+/// Most bytes of one result file put in the prompt.
+const MAX_FILE: usize = 64 * 1024;
+
+const QUALITY_RULES: &str = "You judge one quality gate of a lifecycle session from the \
+result files below. Answer with exactly one block, nothing inside it but these lines:\n\
+---VERDICT---\nSTATUS: proceed|fix|escalate\nREASON: <one line>\nGAP_SUMMARY: <what is missing, \
+or none>\nCONFIDENCE: high|medium|low\nCONFIDENCE_SCORE: <0-100>\nWEAKEST_DIMENSION: <one word>\n\
+---END---";
+
+const GOAL_RULES: &str = "You audit whether a lifecycle session met its sub-goals. A sub-goal \
+whose evidence is missing is unmet. Answer with exactly one block:\n---VERDICT---\n\
+STATUS: all_met|has_unmet\nREASON: <one line>\nUNMET: [{\"id\":\"G1\",\"gap\":\"...\",\
+\"target_phase\":\"...\"}] (a JSON array on one line; [] when all are met)\n\
+CONFIDENCE_SCORE: <0-100>\n---END---";
+
+/// The files a gate reads (seed 003's gate table).
+pub fn inputs(gate: &str) -> &'static [&'static str] {
+    match gate {
+        "post-verify" => &["verification.json"],
+        "post-review" => &["review.json"],
+        "post-test" => &["uat.md", "test-results.json"],
+        "post-business-test" => &["report.json"],
+        _ => &[],
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum GateEnd {
+    /// The gate was settled; `decide`'s JSON report.
+    Settled(Value),
+    /// The call was stopped; the gate stays pending.
+    Interrupted,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateTick {
+    pub index: usize,
+    pub gate: String,
+    pub end: GateEnd,
+    pub usage: Usage,
+}
+
+/// The evidence paths cited by completed steps before `index`, newest first.
+fn cited(s: &Session, index: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for step in s.all_steps().take(index) {
+        match step.get("completion_evidence") {
+            Some(Value::String(p)) => out.push(p.clone()),
+            Some(Value::Array(a)) => {
+                out.extend(a.iter().filter_map(|v| v.as_str().map(str::to_owned)))
+            }
+            _ => {}
+        }
+    }
+    out.reverse();
+    out
+}
+
+/// `path` inside the project, or `None` (absolute paths elsewhere, `..` escapes, links out).
+fn inside(project: &Path, path: &str) -> Option<PathBuf> {
+    let root = project.canonicalize().ok()?;
+    let full = root.join(path).canonicalize().ok()?;
+    full.starts_with(&root).then_some(full)
+}
+
+fn read_bounded(path: &Path) -> Option<String> {
+    let bytes = std::fs::read(path).ok()?;
+    let cut = bytes.len().min(MAX_FILE);
+    let mut text = String::from_utf8_lossy(&bytes[..cut]).into_owned();
+    if bytes.len() > MAX_FILE {
+        let _ = write!(
+            text,
+            "\n[… {} more bytes not shown]",
+            bytes.len() - MAX_FILE
+        );
+    }
+    Some(text)
+}
+
+/// The user message of a gate's call.
+pub fn prompt(ctx: &Context, s: &Session, index: usize, gate: &str, form: Form) -> String {
+    let mut out = format!(
+        "Session {} — intent: {}\nGate: {gate} (step {index})\n",
+        s.id,
+        s.intent()
+    );
+    if let Some(step) = s.step(index) {
+        let _ = writeln!(
+            out,
+            "Retry {} of at most {}.",
+            step.retry_count(),
+            step.max_retries()
+        );
+    }
+    if form == Form::GoalAudit {
+        for key in [
+            "boundary_contract",
+            "execution_criteria",
+            "task_decomposition",
+        ] {
+            let value = s.doc.get(key).cloned().unwrap_or(Value::Null);
+            let text = serde_json::to_string_pretty(&value).unwrap_or_default();
+            let _ = write!(
+                out,
+                "\n## {key}\n{}\n",
+                text.chars().take(MAX_FILE).collect::<String>()
+            );
+        }
+    }
+    let paths = cited(s, index);
+    for wanted in inputs(gate) {
+        let found = paths.iter().find(|p| {
+            Path::new(p.as_str())
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy() == *wanted)
+        });
+        let body = found.and_then(|p| inside(&ctx.project, p).and_then(|f| read_bounded(&f)));
+        match (found, body) {
+            (Some(p), Some(body)) => {
+                let _ = write!(out, "\n## {wanted} ({p})\n{body}\n");
+            }
+            _ => {
+                let _ = write!(
+                    out,
+                    "\n## {wanted}\nMISSING: no earlier step produced it (missing evidence \
+                     counts against proceeding)\n"
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Evaluates the first pending step, which must be a gate a model judges.
+pub async fn evaluate(
+    ctx: &Context,
+    session: Option<&str>,
+    model: &dyn ChatModel,
+    cancel: &CancellationToken,
+) -> Result<GateTick> {
+    let s = discovery::find(ctx, session, Pick::Active)?.into_session()?;
+    let (index, gate) = s
+        .all_steps()
+        .find(|st| st.status() == "pending")
+        .and_then(|st| st.decision().map(|g| (st.index(), g.to_string())))
+        .ok_or_else(|| {
+            RalphError::usage("NO_PENDING_GATE", "the next pending step is not a gate")
+        })?;
+    let form = form_of(&gate).ok_or_else(|| {
+        RalphError::usage(
+            "GATE_NOT_MODEL_EVALUATED",
+            format!("gate {gate} is settled by code or by a person, not by a model verdict"),
+        )
+    })?;
+    let rules = match form {
+        Form::Quality => QUALITY_RULES,
+        Form::GoalAudit => GOAL_RULES,
+    };
+    let request = ChatRequest {
+        messages: vec![
+            Message::system(rules),
+            Message::user(prompt(ctx, &s, index, &gate, form)),
+        ],
+        tools: Vec::new(),
+        options: Default::default(),
+    };
+    let options = CallOptions {
+        on_event: None,
+        cancel: Some(cancel),
+    };
+    let answer = model.chat(&request, options).await;
+    if cancel.is_cancelled() {
+        return Ok(GateTick {
+            index,
+            gate,
+            end: GateEnd::Interrupted,
+            usage: Usage::default(),
+        });
+    }
+    let (out, usage): (Output, Usage) = match answer {
+        Ok(response) => (
+            settle_gate(ctx, session, index, response.message.text())?,
+            response.usage.unwrap_or_default(),
+        ),
+        Err(e) => {
+            let args = decide::DecideArgs {
+                index: index.to_string(),
+                verdict: "fix".into(),
+                confidence: "0".into(),
+                reason: Some(format!(
+                    "E005: the gate's model call failed ({}): {e}",
+                    e.code()
+                )),
+                ..decide::DecideArgs::default()
+            };
+            (decide::run(ctx, session, &args)?, Usage::default())
+        }
+    };
+    Ok(GateTick {
+        index,
+        gate,
+        end: GateEnd::Settled(out.json),
+        usage,
+    })
+}
