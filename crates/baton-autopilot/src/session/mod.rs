@@ -9,9 +9,11 @@
 //! - [`apply`]: the end of a tick, applied through ralph's `complete` and `decide`.
 //! - [`tick`]: an execution step claimed, run as a task run, and its verdict recorded.
 //! - [`gate`]: a decision step judged by one model call on the gate's result files.
+//! - [`run`]: the loop of ticks, routing by the first pending step.
 
 pub mod apply;
 pub mod completion;
 pub mod gate;
+pub mod run;
 pub mod tick;
 pub mod verdict;

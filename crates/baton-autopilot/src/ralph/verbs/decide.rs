@@ -311,7 +311,7 @@ fn consume(s: &mut Session, index: usize, verdict: &str) {
 
 /// A_COMPLETE_SESSION's test: nothing left to run, every non-skipped step confirmed, and the
 /// sub-goals all done when the session has them.
-fn finished(s: &Session) -> bool {
+pub(crate) fn finished(s: &Session) -> bool {
     let steps_done = s
         .all_steps()
         .all(|st| st.status() == "skipped" || (st.status() == "completed" && st.confirmed()));
