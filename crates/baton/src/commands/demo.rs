@@ -101,9 +101,9 @@ const TRACE: &str = include_str!("../../../../examples/traces/create-story-micro
 
 /// Lists, one per line, the files `baton demo` wrote in its directory, so a second demo
 /// removes exactly those and nothing a person added.
-const MARKER: &str = ".baton-demo";
+pub(super) const MARKER: &str = ".baton-demo";
 
-fn write_files(root: &Path, files: &[(&str, &[u8])]) -> std::io::Result<()> {
+pub(super) fn write_files(root: &Path, files: &[(&str, &[u8])]) -> std::io::Result<()> {
     for (rel, bytes) in files {
         let path = root.join(rel);
         if let Some(parent) = path.parent() {
@@ -116,7 +116,7 @@ fn write_files(root: &Path, files: &[(&str, &[u8])]) -> std::io::Result<()> {
 
 /// Removes what an earlier demo wrote (the files its marker lists, then the directories they
 /// leave empty). Refuses a non-empty directory without a marker.
-fn clear_previous_demo(dir: &Path) -> Result<(), Failure> {
+pub(super) fn clear_previous_demo(dir: &Path, command: &str) -> Result<(), Failure> {
     if !dir.exists() {
         return Ok(());
     }
@@ -126,7 +126,7 @@ fn clear_previous_demo(dir: &Path) -> Result<(), Failure> {
         Err(_) => {
             return Err(Failure::new(
                 "DEMO_DIR_IN_USE",
-                format!("{} exists and was not made by `baton demo`", dir.display()),
+                format!("{} exists and was not made by `{command}`", dir.display()),
                 exit::INVALID,
             )
             .hint(Some("pass --dir to use another place".into())));
@@ -165,7 +165,7 @@ fn write_marker(dir: &Path, artifacts: &[&str]) -> std::io::Result<()> {
 
 pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
     let dir = &args.dir;
-    if let Err(f) = clear_previous_demo(dir) {
+    if let Err(f) = clear_previous_demo(dir, "baton demo") {
         return Ok(f.report(args.json));
     }
     write_files(dir, PROJECT)?;

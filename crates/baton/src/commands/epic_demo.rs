@@ -3,6 +3,7 @@
 //! question (the recording answers it) and gets `changes-requested` once. Everything is inside
 //! the binary: the project, the bundled phase package and one trace per phase run.
 
+use super::demo::{MARKER, write_files};
 use super::epic::{board_text, present, report_json};
 use crate::exit;
 use crate::failure::Failure;
@@ -11,7 +12,7 @@ use baton_autopilot::epic::{self, Command, EpicEvent, EpicSettings, ModelSource}
 use baton_store::Store;
 use clap::{Args, Subcommand};
 use std::fs;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Subcommand)]
 pub enum DemoCommand {
@@ -64,20 +65,6 @@ const TRACES: &[(&str, &[u8])] = embed!(
     "2-2-move-task.code-review.2.trace.json",
 );
 
-/// Lists the files the demo wrote, so the next demo removes exactly those.
-const MARKER: &str = ".baton-demo";
-
-fn write_files(root: &Path, files: &[(&str, &[u8])]) -> std::io::Result<()> {
-    for (rel, bytes) in files {
-        let path = root.join(rel);
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent)?;
-        }
-        fs::write(path, bytes)?;
-    }
-    Ok(())
-}
-
 fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
@@ -92,42 +79,6 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
     }
 }
 
-/// Removes what an earlier demo wrote; refuses a non-empty directory it did not make.
-fn clear_previous(dir: &Path) -> Result<(), Failure> {
-    if !dir.exists() {
-        return Ok(());
-    }
-    let marker = match fs::read_to_string(dir.join(MARKER)) {
-        Ok(m) => m,
-        Err(_) if dir.read_dir().is_ok_and(|mut d| d.next().is_none()) => return Ok(()),
-        Err(_) => {
-            return Err(Failure::new(
-                "DEMO_DIR_IN_USE",
-                format!(
-                    "{} exists and was not made by `baton demo epic`",
-                    dir.display()
-                ),
-                exit::INVALID,
-            )
-            .hint(Some("pass --dir to use another place".into())));
-        }
-    };
-    let mut parents = Vec::new();
-    for rel in marker.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        let rel = Path::new(rel);
-        if rel.is_absolute() || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
-            continue;
-        }
-        let _ = fs::remove_file(dir.join(rel));
-        parents.extend(rel.ancestors().skip(1).map(|p| dir.join(p)));
-    }
-    parents.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
-    for p in parents {
-        let _ = fs::remove_dir(p);
-    }
-    Ok(())
-}
-
 fn write_marker(dir: &Path) -> std::io::Result<()> {
     let mut files = Vec::new();
     walk(dir, dir, &mut files);
@@ -139,7 +90,7 @@ fn write_marker(dir: &Path) -> std::io::Result<()> {
 
 pub fn run(command: DemoCommand) -> anyhow::Result<u8> {
     let DemoCommand::Epic(args) = command;
-    if let Err(f) = clear_previous(&args.dir) {
+    if let Err(f) = super::demo::clear_previous_demo(&args.dir, "baton demo epic") {
         return Ok(f.report(args.json));
     }
     write_files(&args.dir, PROJECT)?;
