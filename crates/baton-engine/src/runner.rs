@@ -162,6 +162,18 @@ pub struct StartRun<'a> {
     pub agent: Option<&'a str>,
 }
 
+impl<'a> StartRun<'a> {
+    /// The package's default workflow with its default agent.
+    pub fn new(package: &'a Path, project: &'a Path) -> StartRun<'a> {
+        StartRun {
+            package,
+            project,
+            workflow: None,
+            agent: None,
+        }
+    }
+}
+
 /// Validates and installs the package, creates the run, and drives it.
 pub async fn start(
     store: &Store,

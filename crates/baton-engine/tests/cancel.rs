@@ -17,18 +17,9 @@ async fn cancellation_stops_between_turns_and_resume_finishes() {
     settings.replay = Some(&replay);
     settings.cancel.cancel();
     let pkg = repo().join("examples/packages/create-story-micro");
-    let stopped = runner::start(
-        &store,
-        StartRun {
-            package: &pkg,
-            project: &project,
-            workflow: None,
-            agent: None,
-        },
-        settings,
-    )
-    .await
-    .unwrap();
+    let stopped = runner::start(&store, StartRun::new(&pkg, &project), settings)
+        .await
+        .unwrap();
     match &stopped.report.outcome {
         Outcome::Failed { code, .. } => assert_eq!(code, "ENGINE_ABORTED"),
         other => panic!("{other:?}"),

@@ -136,18 +136,9 @@ async fn the_dev_workflow_fixes_the_code_until_its_tests_pass() {
     tools.system.terminal.enabled = true;
     settings.tools = tools;
     let pkg = repo().join("examples/packages/dev-story");
-    let finished = runner::start(
-        &store,
-        StartRun {
-            package: &pkg,
-            project: &project,
-            workflow: None,
-            agent: None,
-        },
-        settings,
-    )
-    .await
-    .unwrap();
+    let finished = runner::start(&store, StartRun::new(&pkg, &project), settings)
+        .await
+        .unwrap();
     assert!(
         matches!(finished.report.outcome, Outcome::Completed { .. }),
         "{:?}",
@@ -247,18 +238,9 @@ async fn without_the_operator_the_terminal_stays_hidden() {
     let store = Store::new(tmp.path().join("home"));
     let settings = Settings::new(&model);
     let pkg = repo().join("examples/packages/dev-story");
-    let finished = runner::start(
-        &store,
-        StartRun {
-            package: &pkg,
-            project: &project,
-            workflow: None,
-            agent: None,
-        },
-        settings,
-    )
-    .await
-    .unwrap();
+    let finished = runner::start(&store, StartRun::new(&pkg, &project), settings)
+        .await
+        .unwrap();
     assert!(matches!(finished.report.outcome, Outcome::Waiting { .. }));
     let bodies: Vec<Value> = server.received().into_iter().map(|r| r.body).collect();
     assert!(

@@ -51,18 +51,9 @@ impl Env {
         let mut settings = Settings::new(&replay);
         settings.replay = Some(&replay);
         let pkg = repo().join("examples/packages/create-story-micro");
-        let done = runner::start(
-            &store,
-            StartRun {
-                package: &pkg,
-                project: &project,
-                workflow: None,
-                agent: None,
-            },
-            settings,
-        )
-        .await
-        .unwrap();
+        let done = runner::start(&store, StartRun::new(&pkg, &project), settings)
+            .await
+            .unwrap();
         assert_eq!(done.run.phase, Phase::Completed);
         Env {
             _tmp: tmp,

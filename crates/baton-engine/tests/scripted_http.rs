@@ -55,18 +55,9 @@ async fn run_replies(
     settings.inputs.push_back("1-2-user-authentication".into());
     settings.context = context;
     let pkg = repo().join("examples/packages/create-story-micro");
-    let finished = runner::start(
-        &store,
-        StartRun {
-            package: &pkg,
-            project: &project,
-            workflow: None,
-            agent: None,
-        },
-        settings,
-    )
-    .await
-    .unwrap();
+    let finished = runner::start(&store, StartRun::new(&pkg, &project), settings)
+        .await
+        .unwrap();
     assert!(
         matches!(finished.report.outcome, Outcome::Completed { .. }),
         "{:?}",

@@ -186,12 +186,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
             dir.display()
         );
     }
-    let start = StartRun {
-        package: package_dir.path(),
-        project: dir,
-        workflow: None,
-        agent: None,
-    };
+    let start = StartRun::new(package_dir.path(), dir);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
