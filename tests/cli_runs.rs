@@ -4,7 +4,7 @@ mod common;
 
 use baton_package::Package;
 use baton_store::jsonl::JsonlWriter;
-use baton_store::{GuardOptions, NewRun, Phase, Store};
+use baton_store::{GuardOptions, NewRun, Phase, RunKind, RunMetadata, Store};
 use common::{Baton, example};
 use serde_json::json;
 use std::process::{Command, Stdio};
@@ -379,4 +379,44 @@ fn the_table_shows_the_newest_fifty_unless_told() {
     );
     let json = s.baton.run(&["runs", "list", "--json", "-n", "5"]);
     assert_eq!(json.json().as_array().unwrap().len(), 5);
+}
+
+#[test]
+fn a_task_run_is_listed_and_shown_with_its_kind() {
+    let s = setup(2);
+    let store = Store::new(s.baton.home.path());
+    let (project, run) = store.find_run(&s.runs[1]).unwrap();
+    // A task run as its run.json records it; the index is rebuilt from run.json.
+    let task = RunMetadata {
+        kind: RunKind::Task,
+        ..run
+    };
+    let path = project.run_paths(&task.run_id).metadata_file();
+    std::fs::write(&path, serde_json::to_vec(&task).unwrap()).unwrap();
+    let reindexed = s.baton.run(&["runs", "reindex"]);
+    assert_eq!(reindexed.code, 0, "{}", reindexed.stderr);
+
+    let listed = s.baton.run(&["runs", "list", "--json"]);
+    let runs = listed.json();
+    assert_eq!(runs[0]["runId"], s.runs[1].as_str());
+    assert_eq!(runs[0]["kind"], "task");
+    assert!(
+        runs[1].get("kind").is_none(),
+        "a workflow run has no kind key"
+    );
+
+    let text = s.baton.run(&["runs", "list"]);
+    let lines: Vec<&str> = text.stdout.lines().collect();
+    assert!(lines[0].contains("KIND"), "{}", text.stdout);
+    assert!(lines[1].contains(" task "), "{}", text.stdout);
+    assert!(lines[2].contains(" workflow "), "{}", text.stdout);
+
+    let shown = s.baton.run(&["runs", "show", &s.runs[1]]);
+    assert!(shown.stdout.contains("kind      task"), "{}", shown.stdout);
+    let shown = s.baton.run(&["runs", "show", &s.runs[0]]);
+    assert!(
+        shown.stdout.contains("kind      workflow"),
+        "{}",
+        shown.stdout
+    );
 }

@@ -23,7 +23,7 @@ use crate::home::StoreError;
 use crate::packages::{InstalledPackage, PackageStore};
 use crate::projects::Project;
 use crate::run_meta::{
-    Phase, RunJsonError, RunMetadata, is_run_id, read_run_json, state_facts, uuid_v7_time,
+    Phase, RunJsonError, RunKind, RunMetadata, is_run_id, read_run_json, state_facts, uuid_v7_time,
     write_recovered_run_json,
 };
 use crate::runs::{RUN_JSON, RunError, RunPaths};
@@ -171,6 +171,8 @@ impl Scanner<'_> {
             .unwrap_or_default();
         Ok(RunMetadata {
             run_id: facts.run_id,
+            // Recovered from a workflow state file: task runs always carry their run.json.
+            kind: RunKind::Workflow,
             project_id: self.project_id.to_string(),
             package_id,
             package_sha256,

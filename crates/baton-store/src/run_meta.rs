@@ -37,11 +37,39 @@ impl Phase {
     }
 }
 
+/// What a run executes. Absent in `run.json` and the index means a workflow run, so files
+/// written before task runs existed, and the seed-001 index format, stay as they are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunKind {
+    /// A workflow of a package, driven along its graph (seed 001).
+    #[default]
+    Workflow,
+    /// A task run: one assembled prompt, no graph, ended by the model's finish call.
+    Task,
+}
+
+impl RunKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Workflow => "workflow",
+            RunKind::Task => "task",
+        }
+    }
+
+    /// For `skip_serializing_if`: the default is never written.
+    pub fn is_workflow(&self) -> bool {
+        *self == RunKind::Workflow
+    }
+}
+
 /// One entry of `runsIndex.json`, and the content of a run's `run.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunMetadata {
     pub run_id: String,
+    #[serde(default, skip_serializing_if = "RunKind::is_workflow")]
+    pub kind: RunKind,
     pub project_id: String,
     pub package_id: String,
     pub package_sha256: String,
@@ -244,6 +272,57 @@ mod tests {
         let size = serde_json::to_vec(&w).unwrap().len();
         assert!(size < WAITING_FOR_LIMIT, "{size}");
         assert_eq!(w.unwrap()["truncated"], true);
+    }
+
+    fn workflow_run() -> RunMetadata {
+        RunMetadata {
+            run_id: "019a0b7e-5f00-7000-8000-000000000000".into(),
+            kind: RunKind::Workflow,
+            project_id: "p".into(),
+            package_id: "pkg".into(),
+            package_sha256: "0".repeat(64),
+            workflow_ref: "wf".into(),
+            active_agent_id: "sm".into(),
+            phase: Phase::Idle,
+            created_at: "2026-01-01T00:00:00Z".into(),
+            last_updated_at: "2026-01-01T00:00:00Z".into(),
+            current_node_id: None,
+            waiting_for: None,
+        }
+    }
+
+    #[test]
+    fn a_workflow_run_is_written_without_a_kind() {
+        let v = serde_json::to_value(workflow_run()).unwrap();
+        assert!(v.get("kind").is_none(), "{v}");
+    }
+
+    #[test]
+    fn a_record_without_a_kind_is_a_workflow_run() {
+        let mut v = serde_json::to_value(workflow_run()).unwrap();
+        v.as_object_mut().unwrap().remove("kind");
+        let back: RunMetadata = serde_json::from_value(v).unwrap();
+        assert_eq!(back.kind, RunKind::Workflow);
+        assert_eq!(back, workflow_run());
+    }
+
+    #[test]
+    fn a_task_run_keeps_its_kind() {
+        let task = RunMetadata {
+            kind: RunKind::Task,
+            ..workflow_run()
+        };
+        let v = serde_json::to_value(&task).unwrap();
+        assert_eq!(v["kind"], "task");
+        let back: RunMetadata = serde_json::from_value(v).unwrap();
+        assert_eq!(back, task);
+    }
+
+    #[test]
+    fn an_unknown_kind_is_refused() {
+        let mut v = serde_json::to_value(workflow_run()).unwrap();
+        v["kind"] = json!("cron");
+        assert!(serde_json::from_value::<RunMetadata>(v).is_err());
     }
 
     #[test]

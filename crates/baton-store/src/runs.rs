@@ -28,7 +28,7 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-pub use crate::run_meta::{Phase, RunMetadata};
+pub use crate::run_meta::{Phase, RunKind, RunMetadata};
 
 /// A run's own metadata file, in its directory.
 pub(crate) const RUN_JSON: &str = "run.json";
@@ -391,6 +391,7 @@ impl Project {
         )?;
         let meta = RunMetadata {
             run_id: run_id.clone(),
+            kind: RunKind::Workflow,
             project_id: self.id().to_string(),
             package_id: new.installed.id.clone(),
             package_sha256: new.installed.sha256.clone(),

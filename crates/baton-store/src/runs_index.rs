@@ -398,11 +398,12 @@ fn parse_tail(buf: &[u8], at_start: bool, want: usize) -> Tail {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run_meta::Phase;
+    use crate::run_meta::{Phase, RunKind};
 
     fn run(i: u32) -> RunMetadata {
         RunMetadata {
             run_id: format!("{i:08}-0000-7000-8000-000000000000"),
+            kind: RunKind::Workflow,
             project_id: "p".into(),
             package_id: "pkg".into(),
             package_sha256: "0".repeat(64),
@@ -460,6 +461,21 @@ mod tests {
         index.write(Vec::new()).unwrap();
         assert_eq!(fs::read_to_string(index.snapshot_path()).unwrap(), "[\n]\n");
         assert!(index.load(Some(5)).unwrap().runs.is_empty());
+    }
+
+    #[test]
+    fn a_task_run_keeps_its_kind_in_the_snapshot_and_the_journal() {
+        let (_dir, index) = index();
+        let task = |i| RunMetadata {
+            kind: RunKind::Task,
+            ..run(i)
+        };
+        index.write(vec![run(1), task(2)]).unwrap();
+        index.append(&task(3)).unwrap();
+        let text = fs::read_to_string(index.snapshot_path()).unwrap();
+        assert_eq!(text.matches("\"kind\"").count(), 1, "{text}");
+        let all = index.load(None).unwrap().runs;
+        assert_eq!(all, vec![task(3), task(2), run(1)]);
     }
 
     #[test]

@@ -108,9 +108,10 @@ fn list(
     let show_project = project.is_none() && projects > 1;
     writeln!(
         out,
-        "{:<13} {:<13} {:<24} {:<30} {:>5}{}",
+        "{:<13} {:<13} {:<8} {:<24} {:<30} {:>5}{}",
         "RUN",
         "PHASE",
+        "KIND",
         "WORKFLOW",
         "NODE",
         "AGE",
@@ -122,9 +123,10 @@ fn list(
             .unwrap_or_default();
         write!(
             out,
-            "{:<13} {:<13} {:<24} {:<30} {:>5}",
+            "{:<13} {:<13} {:<8} {:<24} {:<30} {:>5}",
             short_id(&r.run_id),
             phase_text(p, r),
+            r.kind.as_str(),
             r.workflow_ref,
             r.current_node_id.as_deref().unwrap_or("-"),
             age
@@ -273,6 +275,7 @@ fn show(store: &Store, query: &str, as_json: bool) -> anyhow::Result<u8> {
         run.package_id,
         &run.package_sha256[..run.package_sha256.len().min(16)]
     )?;
+    writeln!(out, "kind      {}", run.kind.as_str())?;
     writeln!(
         out,
         "workflow  {}   agent {}",
