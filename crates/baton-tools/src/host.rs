@@ -115,9 +115,25 @@ pub struct ToolRuntime {
     pub abort: Option<AbortFn>,
 }
 
+/// A workflow run's graph, guarded state file and artifacts directory; a task run has none.
+struct Workflow {
+    graph: Graph,
+    state: StateFile,
+    artifacts_dir: String,
+}
+
+/// A state tool called in a task run, which has no workflow state to change.
+fn no_workflow_state() -> ToolError {
+    ToolError::new(
+        "E_NO_WORKFLOW_STATE",
+        "This is a task run: it has no workflow state (@state/workflow.md) and no graph. Write your results under @project and finish with the finish tool.",
+    )
+}
+
 pub struct ToolHost {
     mounts: Mounts,
-    run: RunBinding,
+    run_id: String,
+    workflow: Option<Workflow>,
     audit: JsonlWriter,
     terminal: Terminal,
     mcp: Option<Arc<McpHub>>,
@@ -133,16 +149,53 @@ impl ToolHost {
         audit_log: &Path,
         run: RunBinding,
     ) -> Result<ToolHost, std::io::Error> {
+        let workflow = Workflow {
+            graph: run.graph,
+            state: run.state,
+            artifacts_dir: run.artifacts_dir,
+        };
+        Self::open_with(
+            project,
+            pkg,
+            state_dir,
+            audit_log,
+            run.run_id,
+            Some(workflow),
+        )
+    }
+
+    /// A host for a task run: the same mounts, tools and audit log, but no graph and no
+    /// workflow state, so `@state/workflow.md` writes and `workflow.rewind` are refused
+    /// (`E_NO_WORKFLOW_STATE`) and no write is recorded as an artifact.
+    pub fn open_task(
+        project: &Path,
+        pkg: &Path,
+        state_dir: &Path,
+        audit_log: &Path,
+        run_id: String,
+    ) -> Result<ToolHost, std::io::Error> {
+        Self::open_with(project, pkg, state_dir, audit_log, run_id, None)
+    }
+
+    fn open_with(
+        project: &Path,
+        pkg: &Path,
+        state_dir: &Path,
+        audit_log: &Path,
+        run_id: String,
+        workflow: Option<Workflow>,
+    ) -> Result<ToolHost, std::io::Error> {
         let mounts = Mounts::open(project, pkg, state_dir)?;
         let audit = JsonlWriter::open(audit_log).map_err(std::io::Error::other)?;
-        let mut terminal = Terminal::new(&run.run_id, project);
+        let mut terminal = Terminal::new(&run_id, project);
         terminal.set_runtime(TerminalRuntime {
             store_home: store_home_of(state_dir),
             ..TerminalRuntime::default()
         });
         Ok(ToolHost {
             mounts,
-            run,
+            run_id,
+            workflow,
             audit,
             terminal,
             mcp: None,
@@ -226,8 +279,9 @@ impl ToolHost {
         }
     }
 
-    pub fn graph(&self) -> &Graph {
-        &self.run.graph
+    /// The workflow's graph; `None` for a task run.
+    pub fn graph(&self) -> Option<&Graph> {
+        self.workflow.as_ref().map(|w| &w.graph)
     }
 
     /// Tools the model may call under `policy`: the file tools when fs is enabled, and always
@@ -279,7 +333,7 @@ impl ToolHost {
         let result = result.unwrap_or_else(|e| e.to_json());
         let line = audit::line(
             &now_rfc3339(),
-            &self.run.run_id,
+            &self.run_id,
             call,
             ctx,
             &input,
@@ -499,18 +553,20 @@ impl ToolHost {
         let if_match = args.get("ifMatchSha256").and_then(Value::as_str);
         let max = ctx.policy.max_write_bytes;
         if Self::is_state_file(&path) {
+            let Some(wf) = &self.workflow else {
+                return Err(no_workflow_state());
+            };
             self.gate.check()?;
             let text = if append {
-                let current = self.run.state.read().map_err(Self::state_error)?;
+                let current = wf.state.read().map_err(Self::state_error)?;
                 format!("{}{content}", current.text)
             } else {
                 content.to_string()
             };
             check_write_limit(&path, text.len(), max)?;
-            let written = self
-                .run
+            let written = wf
                 .state
-                .replace(&self.run.graph, &text, if_match, GuardOptions::default())
+                .replace(&wf.graph, &text, if_match, GuardOptions::default())
                 .map_err(Self::state_error)?;
             self.gate.consume();
             *state_changed = true;
@@ -552,14 +608,13 @@ impl ToolHost {
         check_write_limit(&path, bytes.len(), max)?;
         atomic_write(&self.mounts, &path, &bytes)?;
         let mut out = json!({"path": path.display(), "bytesWritten": content.len(), "sha256After": sha256_hex(&bytes)});
-        if !existed && self.is_artifact(&path) {
+        if !existed && let Some(wf) = self.workflow.as_ref().filter(|w| w.is_artifact(&path)) {
             let update = json!({"artifacts": {"append": [path.rel]}});
             // Recording is bookkeeping of the write the user asked for, not a state decision:
             // it bypasses the confirmation gate but not the guard.
-            match self
-                .run
+            match wf
                 .state
-                .patch(&self.run.graph, &update, None, GuardOptions::default())
+                .patch(&wf.graph, &update, None, GuardOptions::default())
             {
                 Ok(w) => {
                     if w.summary
@@ -585,11 +640,6 @@ impl ToolHost {
             }
         }
         Ok(ok(out))
-    }
-
-    fn is_artifact(&self, path: &MountPath) -> bool {
-        let dir = self.run.artifacts_dir.trim_matches('/');
-        path.mount == Mount::Project && path.rel.starts_with(&format!("{dir}/"))
     }
 
     fn apply_patch(
@@ -618,21 +668,22 @@ impl ToolHost {
         };
         let if_match = p.get("ifMatchSha256").and_then(Value::as_str);
         if Self::is_state_file(&path) {
+            let Some(wf) = &self.workflow else {
+                return Err(no_workflow_state());
+            };
             self.gate.check()?;
             let written = if operation == "updateFrontmatter" {
                 let update = p
                     .get("update")
                     .ok_or_else(|| ToolError::invalid_args("updateFrontmatter needs 'update'"))?;
-                self.run
-                    .state
-                    .patch(&self.run.graph, update, if_match, GuardOptions::default())
+                wf.state
+                    .patch(&wf.graph, update, if_match, GuardOptions::default())
             } else {
-                let current = self.run.state.read().map_err(Self::state_error)?;
+                let current = wf.state.read().map_err(Self::state_error)?;
                 let text = edit_text(&operation, &current.text, &p, &path)?;
                 check_write_limit(&path, text.len(), ctx.policy.max_write_bytes)?;
-                self.run
-                    .state
-                    .replace(&self.run.graph, &text, if_match, GuardOptions::default())
+                wf.state
+                    .replace(&wf.graph, &text, if_match, GuardOptions::default())
             }
             .map_err(Self::state_error)?;
             self.gate.consume();
@@ -695,10 +746,13 @@ impl ToolHost {
                 "workflow.rewind discards completed steps: ask the user with ui.ask_user (type: confirmation) and call it again with confirmed: true",
             ));
         }
+        let Some(wf) = &self.workflow else {
+            return Err(no_workflow_state());
+        };
         self.gate.check()?;
         let to = args["toNodeId"].as_str().unwrap_or("");
         let reason = args["reason"].as_str().unwrap_or("");
-        let current = self.run.state.read().map_err(Self::state_error)?;
+        let current = wf.state.read().map_err(Self::state_error)?;
         let steps: Vec<String> = current
             .doc
             .steps_completed()
@@ -714,7 +768,7 @@ impl ToolHost {
             )
             .with_details(json!({"stepsCompleted": steps})));
         };
-        let from = current.doc.effective_node_id(&self.run.graph).to_string();
+        let from = current.doc.effective_node_id(&wf.graph).to_string();
         let removed: Vec<String> = steps[index..].to_vec();
         let mut doc = current.doc.clone();
         let fields = doc.fields_mut();
@@ -730,11 +784,10 @@ impl ToolHost {
         }))
         .map_err(ToolError::from)?;
         let text = doc.render().map_err(ToolError::from)?;
-        let written = self
-            .run
+        let written = wf
             .state
             .replace(
-                &self.run.graph,
+                &wf.graph,
                 &text,
                 Some(&current.sha256),
                 GuardOptions { rewind: true },
@@ -748,6 +801,13 @@ impl ToolHost {
             "removedSteps": removed,
             "sha256After": written.after_sha256,
         })))
+    }
+}
+
+impl Workflow {
+    fn is_artifact(&self, path: &MountPath) -> bool {
+        let dir = self.artifacts_dir.trim_matches('/');
+        path.mount == Mount::Project && path.rel.starts_with(&format!("{dir}/"))
     }
 }
 
