@@ -4,7 +4,7 @@ mod common;
 
 use baton_package::Package;
 use baton_store::jsonl::JsonlWriter;
-use baton_store::{GuardOptions, NewRun, Phase, RunKind, RunMetadata, Store};
+use baton_store::{GuardOptions, NewRun, NewTaskRun, Phase, Store};
 use common::{Baton, example};
 use serde_json::json;
 use std::process::{Command, Stdio};
@@ -383,22 +383,21 @@ fn the_table_shows_the_newest_fifty_unless_told() {
 
 #[test]
 fn a_task_run_is_listed_and_shown_with_its_kind() {
-    let s = setup(2);
+    let s = setup(1);
     let store = Store::new(s.baton.home.path());
-    let (project, run) = store.find_run(&s.runs[1]).unwrap();
-    // A task run as its run.json records it; the index is rebuilt from run.json.
-    let task = RunMetadata {
-        kind: RunKind::Task,
-        ..run
-    };
-    let path = project.run_paths(&task.run_id).metadata_file();
-    std::fs::write(&path, serde_json::to_vec(&task).unwrap()).unwrap();
-    let reindexed = s.baton.run(&["runs", "reindex"]);
-    assert_eq!(reindexed.code, 0, "{}", reindexed.stderr);
+    let task = store
+        .project(s.project.path())
+        .unwrap()
+        .create_task_run(NewTaskRun {
+            task_ref: "session-1/step-3-execute",
+            agent_id: "session",
+        })
+        .unwrap();
 
     let listed = s.baton.run(&["runs", "list", "--json"]);
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
     let runs = listed.json();
-    assert_eq!(runs[0]["runId"], s.runs[1].as_str());
+    assert_eq!(runs[0]["runId"], task.run_id.as_str());
     assert_eq!(runs[0]["kind"], "task");
     assert!(
         runs[1].get("kind").is_none(),
@@ -408,11 +407,32 @@ fn a_task_run_is_listed_and_shown_with_its_kind() {
     let text = s.baton.run(&["runs", "list"]);
     let lines: Vec<&str> = text.stdout.lines().collect();
     assert!(lines[0].contains("KIND"), "{}", text.stdout);
-    assert!(lines[1].contains(" task "), "{}", text.stdout);
+    assert!(
+        lines[1].contains(" task ") && lines[1].contains("session-1/step-3-execute"),
+        "{}",
+        text.stdout
+    );
     assert!(lines[2].contains(" workflow "), "{}", text.stdout);
 
-    let shown = s.baton.run(&["runs", "show", &s.runs[1]]);
+    let shown = s.baton.run(&["runs", "show", &task.run_id]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
     assert!(shown.stdout.contains("kind      task"), "{}", shown.stdout);
+    assert!(
+        shown
+            .stdout
+            .contains("task      session-1/step-3-execute   agent session"),
+        "{}",
+        shown.stdout
+    );
+    assert!(
+        !shown.stdout.contains("package") && !shown.stdout.contains("note:"),
+        "{}",
+        shown.stdout
+    );
+    let json = s.baton.run(&["runs", "show", &task.run_id, "--json"]);
+    let v = json.json();
+    assert_eq!(v["run"]["kind"], "task");
+    assert_eq!(v["note"], serde_json::Value::Null);
     let shown = s.baton.run(&["runs", "show", &s.runs[0]]);
     assert!(
         shown.stdout.contains("kind      workflow"),

@@ -17,6 +17,7 @@ pub mod runs;
 pub mod runs_index;
 pub mod state;
 pub mod state_file;
+pub mod task_run;
 pub mod time;
 
 pub use driver_lock::{DriverLock, DriverLockError, Holder};
@@ -30,3 +31,4 @@ pub use runs::{NewRun, Phase, RunError, RunKind, RunListing, RunMetadata, RunPat
 pub use runs_index::StoreWarning;
 pub use state::{NodeProgress, NodeStatus, StateCode, StateDoc, StateError, UpdateSummary};
 pub use state_file::{StateFile, StateFileError, StateRead, StateWrite};
+pub use task_run::NewTaskRun;

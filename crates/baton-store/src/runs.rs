@@ -1,6 +1,6 @@
 //! Runs: creation (seed 001), lookup, metadata changes (`run.json`, then the index) and
 //! package pinning. Keeping the index whole is in `reindex`, cleaning up after interrupted
-//! creations in `run_gc`, the index files in `runs_index`.
+//! creations in `run_gc`, the index files in `runs_index`, creating task runs in `task_run`.
 //!
 //! ```text
 //! projects/<projectId>/runsIndex.json            the index (module runs_index)
@@ -407,18 +407,30 @@ impl Project {
 
         let artifacts = self.root().join("artifacts");
         fs::create_dir_all(&artifacts).map_err(StoreError::io("create", &artifacts))?;
+        self.place_new_run(&meta, Some(&state_text))?;
+        Ok(meta)
+    }
 
+    /// Builds a new run's directory in `staging/`, renames it into `runs/` and records it in
+    /// the index; on failure nothing of it is left. `state_text: None` writes no state file
+    /// (a task run has no workflow state).
+    pub(crate) fn place_new_run(
+        &self,
+        meta: &RunMetadata,
+        state_text: Option<&str>,
+    ) -> Result<(), RunError> {
+        let run_id = &meta.run_id;
         let staging_root = self.staging_dir();
         fs::create_dir_all(&staging_root).map_err(StoreError::io("create", &staging_root))?;
-        let staging = temp_sibling(&staging_root.join(&run_id));
-        if let Err(e) = write_run_dir(&staging, &state_text, &meta) {
+        let staging = temp_sibling(&staging_root.join(run_id));
+        if let Err(e) = write_run_dir(&staging, state_text, meta) {
             let _ = fs::remove_dir_all(&staging);
             return Err(e);
         }
         // Says "this run may be in runs/ but not yet in the index" until the index has it.
         let marker = staging_root.join(format!("{run_id}.pending"));
         let _ = File::create(&marker);
-        let final_dir = self.runs_dir().join(&run_id);
+        let final_dir = self.runs_dir().join(run_id);
         let placed = fs::rename(&staging, &final_dir)
             .map_err(|e| StoreError::io("create run", &final_dir)(e))
             .and_then(|()| sync_dir(&self.runs_dir()));
@@ -431,14 +443,14 @@ impl Project {
         let indexed = index
             .lock(true)
             .map_err(RunError::from)
-            .and_then(|_exclusive| self.record_change(&index, &meta));
+            .and_then(|_exclusive| self.record_change(&index, meta));
         if let Err(e) = indexed {
             let _ = fs::remove_dir_all(&final_dir);
             let _ = fs::remove_file(&marker);
             return Err(e);
         }
         let _ = fs::remove_file(&marker);
-        Ok(meta)
+        Ok(())
     }
 
     /// Loads the package a run is pinned to, refusing one whose content changed.
@@ -535,7 +547,7 @@ fn initial_state(
 
 /// Writes every file of a new run, then makes them durable. The fsyncs run in parallel: each
 /// costs a device flush (about 4 ms on the reference machine), and they are independent.
-fn write_run_dir(dir: &Path, state_text: &str, meta: &RunMetadata) -> Result<(), RunError> {
+fn write_run_dir(dir: &Path, state_text: Option<&str>, meta: &RunMetadata) -> Result<(), RunError> {
     let paths = RunPaths::new(dir.to_path_buf());
     let logs = paths
         .execution_log
@@ -543,19 +555,19 @@ fn write_run_dir(dir: &Path, state_text: &str, meta: &RunMetadata) -> Result<(),
         .unwrap_or(&paths.state_dir)
         .to_path_buf();
     fs::create_dir_all(&logs).map_err(StoreError::io("create", &logs))?;
-    File::create(&paths.state_file)
-        .and_then(|mut f| f.write_all(state_text.as_bytes()))
-        .map_err(StoreError::io("write", &paths.state_file))?;
+    if let Some(text) = state_text {
+        File::create(&paths.state_file)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .map_err(StoreError::io("write", &paths.state_file))?;
+    }
     File::create(&paths.execution_log).map_err(StoreError::io("create", &paths.execution_log))?;
     let run_json = paths.metadata_file();
     fs::write(&run_json, encode(meta, &run_json)?).map_err(StoreError::io("write", &run_json))?;
-    sync_paths(&[
-        &paths.state_file,
-        &run_json,
-        &logs,
-        &paths.state_dir,
-        &paths.dir,
-    ])?;
+    let mut durable: Vec<&Path> = vec![&run_json, &logs, &paths.state_dir, &paths.dir];
+    if state_text.is_some() {
+        durable.push(&paths.state_file);
+    }
+    sync_paths(&durable)?;
     Ok(())
 }
 

@@ -2,7 +2,7 @@ use crate::cli::RunsCommand;
 use crate::exit;
 use crate::failure::Failure;
 use baton_store::time::{now_secs, parse_rfc3339, short_age};
-use baton_store::{Phase, Project, RunMetadata, Store, StoreWarning};
+use baton_store::{Phase, Project, RunKind, RunMetadata, Store, StoreWarning};
 use baton_store::{driver_lock, jsonl};
 use serde_json::{Value, json};
 use std::io::Write;
@@ -219,41 +219,11 @@ fn short_id(id: &str) -> &str {
 
 fn show(store: &Store, query: &str, as_json: bool) -> anyhow::Result<u8> {
     let (project, run) = store.find_run(query)?;
-    let state = project.state_file(&run.run_id).read();
-    let pinned = project.pinned_package(store, &run);
-    let (frontmatter, progress, complete, note) = match (&state, &pinned) {
-        (Ok(s), Ok((package, _))) => {
-            let graph = package.workflow(&run.workflow_ref).map(|w| &w.graph);
-            match graph {
-                Some(g) => (
-                    s.doc.to_value(),
-                    serde_json::to_value(s.doc.progress(g))?,
-                    Some(s.doc.is_complete(g)),
-                    None,
-                ),
-                None => (
-                    s.doc.to_value(),
-                    Value::Null,
-                    None,
-                    Some(format!(
-                        "workflow {} is not in the package",
-                        run.workflow_ref
-                    )),
-                ),
-            }
-        }
-        (Ok(s), Err(e)) => (
-            s.doc.to_value(),
-            Value::Null,
-            None,
-            Some(format!("progress unavailable: {e}")),
-        ),
-        (Err(e), _) => (
-            Value::Null,
-            Value::Null,
-            None,
-            Some(format!("state unreadable: {e}")),
-        ),
+    // A task run has no package, graph or state file: nothing to report beyond run.json.
+    let (frontmatter, progress, complete, note) = if run.kind == RunKind::Task {
+        (Value::Null, Value::Null, None, None)
+    } else {
+        workflow_view(store, &project, &run)?
     };
     if as_json {
         super::print_json(&json!({
@@ -269,18 +239,26 @@ fn show(store: &Store, query: &str, as_json: bool) -> anyhow::Result<u8> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "run       {}", run.run_id)?;
     writeln!(out, "project   {}", project.root().display())?;
-    writeln!(
-        out,
-        "package   {} (sha256 {})",
-        run.package_id,
-        &run.package_sha256[..run.package_sha256.len().min(16)]
-    )?;
     writeln!(out, "kind      {}", run.kind.as_str())?;
-    writeln!(
-        out,
-        "workflow  {}   agent {}",
-        run.workflow_ref, run.active_agent_id
-    )?;
+    if run.kind == RunKind::Task {
+        writeln!(
+            out,
+            "task      {}   agent {}",
+            run.workflow_ref, run.active_agent_id
+        )?;
+    } else {
+        writeln!(
+            out,
+            "package   {} (sha256 {})",
+            run.package_id,
+            &run.package_sha256[..run.package_sha256.len().min(16)]
+        )?;
+        writeln!(
+            out,
+            "workflow  {}   agent {}",
+            run.workflow_ref, run.active_agent_id
+        )?;
+    }
     if driver_lock::is_interrupted(&project, &run) {
         let short = short_id(&run.run_id);
         writeln!(
@@ -352,6 +330,51 @@ fn show(store: &Store, query: &str, as_json: bool) -> anyhow::Result<u8> {
         writeln!(out, "\nnote: {note}")?;
     }
     Ok(exit::OK)
+}
+
+/// A workflow run's state frontmatter, progress per node, completion, and a note when one of
+/// them could not be read.
+fn workflow_view(
+    store: &Store,
+    project: &Project,
+    run: &RunMetadata,
+) -> anyhow::Result<(Value, Value, Option<bool>, Option<String>)> {
+    let state = project.state_file(&run.run_id).read();
+    let pinned = project.pinned_package(store, run);
+    Ok(match (&state, &pinned) {
+        (Ok(s), Ok((package, _))) => {
+            let graph = package.workflow(&run.workflow_ref).map(|w| &w.graph);
+            match graph {
+                Some(g) => (
+                    s.doc.to_value(),
+                    serde_json::to_value(s.doc.progress(g))?,
+                    Some(s.doc.is_complete(g)),
+                    None,
+                ),
+                None => (
+                    s.doc.to_value(),
+                    Value::Null,
+                    None,
+                    Some(format!(
+                        "workflow {} is not in the package",
+                        run.workflow_ref
+                    )),
+                ),
+            }
+        }
+        (Ok(s), Err(e)) => (
+            s.doc.to_value(),
+            Value::Null,
+            None,
+            Some(format!("progress unavailable: {e}")),
+        ),
+        (Err(e), _) => (
+            Value::Null,
+            Value::Null,
+            None,
+            Some(format!("state unreadable: {e}")),
+        ),
+    })
 }
 
 fn log(store: &Store, query: &str, as_json: bool, follow: bool) -> anyhow::Result<u8> {
