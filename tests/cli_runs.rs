@@ -414,6 +414,11 @@ fn a_task_run_is_listed_and_shown_with_its_kind() {
     );
     assert!(lines[2].contains(" workflow "), "{}", text.stdout);
 
+    // Nothing but its session drives a task run: the workflow commands say so.
+    let resumed = s.baton.run(&["resume", &task.run_id, "--json"]);
+    assert_eq!(resumed.code, 2, "{}", resumed.stdout);
+    assert_eq!(resumed.json()["error"]["code"], "RUN_KIND_UNSUPPORTED");
+
     let shown = s.baton.run(&["runs", "show", &task.run_id]);
     assert_eq!(shown.code, 0, "{}", shown.stderr);
     assert!(shown.stdout.contains("kind      task"), "{}", shown.stdout);

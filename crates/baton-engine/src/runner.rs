@@ -9,7 +9,7 @@ use crate::machine::{ContextPolicy, DEFAULT_MAX_TURNS, Machine};
 use baton_llm::{ChatModel, RecordingModel, ReplayModel, TraceRecorder};
 use baton_package::{Package, Report, ValidateOptions, validate_path};
 use baton_store::driver_lock::{self, DriverLock, DriverLockError};
-use baton_store::{NewRun, Phase, Project, RunError, RunMetadata, Store};
+use baton_store::{NewRun, Phase, Project, RunError, RunKind, RunMetadata, Store};
 use baton_tools::{McpHub, RunBinding, ToolHost, ToolRuntime, ToolsConfig};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
@@ -314,6 +314,17 @@ pub fn claim(
     )?;
     // Read again under the lock: the previous driver may have just moved it on.
     let run = project.get_run(&found.run_id)?;
+    if run.kind == RunKind::Task {
+        return Err(refused(
+            "RUN_KIND_UNSUPPORTED",
+            format!(
+                "run {} is a task run of a lifecycle session; `baton {}` drives workflow runs only",
+                short(&run.run_id),
+                continuation.command().trim_start_matches("baton ")
+            ),
+            "task runs are driven by their session",
+        ));
+    }
     check_phase(&run, &continuation)?;
     let (package, installed) = project.pinned_package(store, &run)?;
     let workflow = package.workflow(&run.workflow_ref).ok_or_else(|| {
