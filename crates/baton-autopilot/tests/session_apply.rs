@@ -2,52 +2,17 @@
 //! absence) and a gate's `---VERDICT---` answer, applied through ralph's verbs. After every
 //! change the file must still pass ralph's check without an E finding.
 
-use baton_autopilot::ralph::Context;
+#[path = "support/session_world.rs"]
+mod session_world;
 use baton_autopilot::ralph::check::{self, Scope};
-use baton_autopilot::ralph::verbs::{self, new::NewArgs};
+use baton_autopilot::ralph::verbs;
 use baton_autopilot::session::apply::{finish_step, pause_at_escalation, settle_gate};
 use baton_autopilot::session::completion::{self, Status};
 use serde_json::Value;
-use std::path::PathBuf;
-use std::time::Duration;
-
-struct World {
-    _tmp: tempfile::TempDir,
-    ctx: Context,
-    status: PathBuf,
-}
+use session_world::World;
 
 fn world(chain: &str) -> World {
-    let tmp = tempfile::tempdir().unwrap();
-    let home = tmp.path().join("home");
-    let project = tmp.path().join("project");
-    let skills = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/skills");
-    baton_testkit::copy_dir(&skills.join("claude"), &home.join(".claude"));
-    baton_testkit::copy_dir(&skills.join("maestro"), &home.join(".maestro"));
-    std::fs::create_dir_all(&project).unwrap();
-    let ctx = Context {
-        project: project.clone(),
-        home: Some(home.clone()),
-        maestro_home: Some(home.join(".maestro")),
-        cli: "baton ralph".into(),
-        owner: "tick@test".into(),
-        lock_timeout: Duration::from_secs(5),
-    };
-    let out = verbs::new::run(
-        &ctx,
-        &NewArgs {
-            intent: "add CSV export".into(),
-            chain: chain.into(),
-            ..NewArgs::default()
-        },
-    )
-    .unwrap();
-    let status = PathBuf::from(out.json["path"].as_str().unwrap());
-    World {
-        _tmp: tmp,
-        ctx,
-        status,
-    }
+    session_world::world(chain, "tick@test")
 }
 
 impl World {

@@ -2,52 +2,24 @@
 //! files, its `---VERDICT---` answer settled with the guards; an unparsable answer and a failed
 //! call are both `fix` (E004, E005); evidence outside the project is never read.
 
-use baton_autopilot::ralph::Context;
+#[path = "support/session_world.rs"]
+mod session_world;
 use baton_autopilot::ralph::check::{self, Scope};
-use baton_autopilot::ralph::verbs::{self, new::NewArgs};
+use baton_autopilot::ralph::verbs;
 use baton_autopilot::session::apply::finish_step;
 use baton_autopilot::session::completion;
 use baton_autopilot::session::gate::{GateEnd, evaluate};
 use baton_llm::testing::{Reply, ScriptedServer};
 use baton_llm::{HttpChatModel, LlmConfig};
 use serde_json::Value;
-use std::path::PathBuf;
+use session_world::World;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-struct World {
-    tmp: tempfile::TempDir,
-    ctx: Context,
-    status: PathBuf,
-}
-
 fn world() -> World {
-    let tmp = tempfile::tempdir().unwrap();
-    let home = tmp.path().join("home");
-    let project = tmp.path().join("project");
-    let skills = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/skills");
-    baton_testkit::copy_dir(&skills.join("claude"), &home.join(".claude"));
-    baton_testkit::copy_dir(&skills.join("maestro"), &home.join(".maestro"));
-    std::fs::create_dir_all(project.join(".workflow/scratch")).unwrap();
-    let ctx = Context {
-        project: project.clone(),
-        home: Some(home.clone()),
-        maestro_home: Some(home.join(".maestro")),
-        cli: "baton ralph".into(),
-        owner: "gate@test".into(),
-        lock_timeout: Duration::from_secs(5),
-    };
-    let out = verbs::new::run(
-        &ctx,
-        &NewArgs {
-            intent: "add CSV export".into(),
-            chain: "plan,verify,milestone-complete".into(),
-            ..NewArgs::default()
-        },
-    )
-    .unwrap();
-    let status = PathBuf::from(out.json["path"].as_str().unwrap());
-    World { tmp, ctx, status }
+    let w = session_world::world("plan,verify,milestone-complete", "gate@test");
+    std::fs::create_dir_all(w.ctx.project.join(".workflow/scratch")).unwrap();
+    w
 }
 
 impl World {

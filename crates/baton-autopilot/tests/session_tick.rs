@@ -2,9 +2,9 @@
 //! claims, the model's `session.complete` lands in status.json, and a model that never calls
 //! it gets one retry and then blocks the session.
 
-use baton_autopilot::ralph::Context;
+#[path = "support/session_world.rs"]
+mod session_world;
 use baton_autopilot::ralph::check::{self, Scope};
-use baton_autopilot::ralph::verbs::{self, new::NewArgs};
 use baton_autopilot::session::completion::Status;
 use baton_autopilot::session::tick::{StepEnd, StepSettings, run_step};
 use baton_engine::machine::{ToolResult, WaitReason};
@@ -12,47 +12,12 @@ use baton_engine::task_driver::TaskTools;
 use baton_llm::testing::{Reply, ScriptedServer};
 use baton_llm::{HttpChatModel, LlmConfig, ToolCall, ToolDef};
 use serde_json::{Value, json};
-use std::path::PathBuf;
+use session_world::World;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-struct World {
-    _tmp: tempfile::TempDir,
-    ctx: Context,
-    status: PathBuf,
-}
-
 fn world() -> World {
-    let tmp = tempfile::tempdir().unwrap();
-    let home = tmp.path().join("home");
-    let project = tmp.path().join("project");
-    let skills = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/skills");
-    baton_testkit::copy_dir(&skills.join("claude"), &home.join(".claude"));
-    baton_testkit::copy_dir(&skills.join("maestro"), &home.join(".maestro"));
-    std::fs::create_dir_all(&project).unwrap();
-    let ctx = Context {
-        project: project.clone(),
-        home: Some(home.clone()),
-        maestro_home: Some(home.join(".maestro")),
-        cli: "baton ralph".into(),
-        owner: "tick@test".into(),
-        lock_timeout: Duration::from_secs(5),
-    };
-    let out = verbs::new::run(
-        &ctx,
-        &NewArgs {
-            intent: "add CSV export".into(),
-            chain: "plan,verify,milestone-complete".into(),
-            ..NewArgs::default()
-        },
-    )
-    .unwrap();
-    let status = PathBuf::from(out.json["path"].as_str().unwrap());
-    World {
-        _tmp: tmp,
-        ctx,
-        status,
-    }
+    session_world::world("plan,verify,milestone-complete", "tick@test")
 }
 
 impl World {

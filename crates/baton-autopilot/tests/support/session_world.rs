@@ -1,0 +1,45 @@
+//! A project and a home with the sample skills, and a fresh ralph session in it: what the
+//! session tests start from.
+#![allow(dead_code)]
+
+use baton_autopilot::ralph::Context;
+use baton_autopilot::ralph::verbs::{self, new::NewArgs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub struct World {
+    pub tmp: tempfile::TempDir,
+    pub ctx: Context,
+    /// The session's `status.json`.
+    pub status: PathBuf,
+}
+
+/// A session made by `ralph new` from the stage list `chain`, claimed in the name of `owner`.
+pub fn world(chain: &str, owner: &str) -> World {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let project = tmp.path().join("project");
+    let skills = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/skills");
+    baton_testkit::copy_dir(&skills.join("claude"), &home.join(".claude"));
+    baton_testkit::copy_dir(&skills.join("maestro"), &home.join(".maestro"));
+    std::fs::create_dir_all(&project).unwrap();
+    let ctx = Context {
+        project,
+        home: Some(home.clone()),
+        maestro_home: Some(home.join(".maestro")),
+        cli: "baton ralph".into(),
+        owner: owner.into(),
+        lock_timeout: Duration::from_secs(5),
+    };
+    let out = verbs::new::run(
+        &ctx,
+        &NewArgs {
+            intent: "add CSV export".into(),
+            chain: chain.into(),
+            ..NewArgs::default()
+        },
+    )
+    .unwrap();
+    let status = PathBuf::from(out.json["path"].as_str().unwrap());
+    World { tmp, ctx, status }
+}
