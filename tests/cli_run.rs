@@ -41,9 +41,16 @@ fn demo_runs_offline_and_leaves_the_artifacts() {
     // beside the demo's own artifacts, survive.
     let demo = cwd.path().join("baton-demo");
     fs::write(demo.join("notes.md"), "mine").unwrap();
+    // A marker that lies (paths out of the directory) deletes nothing outside it.
+    let outside = cwd.path().join("outside.txt");
+    fs::write(&outside, "keep").unwrap();
+    let mut marker = fs::read_to_string(demo.join(".baton-demo")).unwrap();
+    marker.push_str(&format!("../outside.txt\n{}\n", outside.display()));
+    fs::write(demo.join(".baton-demo"), marker).unwrap();
     fs::write(demo.join("artifacts/stories/mine.md"), "mine").unwrap();
     assert_eq!(baton.run_in(cwd.path(), &["demo", "--json"]).code, 0);
     assert_eq!(fs::read_to_string(demo.join("notes.md")).unwrap(), "mine");
+    assert_eq!(fs::read_to_string(&outside).unwrap(), "keep");
     assert!(demo.join("artifacts/stories/mine.md").is_file());
     assert!(demo.join(SIX_ARTIFACTS[3]).is_file());
     // A foreign directory is left alone, and a script asking for JSON gets a JSON error.

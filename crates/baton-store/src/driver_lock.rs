@@ -202,4 +202,19 @@ mod tests {
         );
         drop(again);
     }
+
+    /// The holder note is only informational: garbage or a huge file in it still gives a
+    /// clear `RUN_BUSY`, and never an error or a long read.
+    #[test]
+    fn a_damaged_holder_note_still_says_busy() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = acquire(dir.path(), "r1", "baton resume").unwrap();
+        std::fs::write(dir.path().join(FILE_NAME), vec![b'{'; 1 << 20]).unwrap();
+        match acquire(dir.path(), "r1", "baton answer") {
+            Err(DriverLockError::Busy { holder: None, .. }) => {}
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(live_holder(dir.path()).unwrap().unwrap().command, "unknown");
+        drop(held);
+    }
 }
