@@ -1,0 +1,13 @@
+//! `baton serve`: a local web page and a JSON API over the same library functions the CLI
+//! calls. Handlers hold no business logic: they parse a request, call `baton-engine`,
+//! `baton-store` or `baton-autopilot`, and render the answer.
+//!
+//! - [`auth`]: the token, the cookie, the `Host` check and the security headers.
+//! - [`api`]: `/api/...`, the JSON shapes of the CLI's `--json`.
+//! - [`pages`]: the embedded HTML pages (server-rendered, a little JS, works offline).
+//! - [`server`]: binding, the router, and the state shared by handlers.
+
+pub mod api;
+pub mod auth;
+pub mod pages;
+pub mod server;
