@@ -37,6 +37,61 @@ pub fn append(session_dir: &Path, record: &Value) -> Result<()> {
     Ok(())
 }
 
+/// Most bytes read from the end of the file by [`read_last`]: the newest records are what a
+/// board shows, and the file only grows.
+pub const MAX_READ_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The newest records of a session's decision log, oldest first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Recent {
+    pub records: Vec<Value>,
+    /// Lines in the window read that are not a JSON object (a torn last line, a hand edit).
+    pub skipped: usize,
+    /// Whether older records exist that are not in `records`.
+    pub truncated: bool,
+}
+
+/// The last `limit` records of `{session_dir}/decisions.ndjson` (none when the file does not
+/// exist). Only the last [`MAX_READ_BYTES`] are read; the first line of a window that starts
+/// mid-file is dropped, never parsed as a record.
+pub fn read_last(session_dir: &Path, limit: usize) -> Result<Recent> {
+    let path = session_dir.join(FILE);
+    let mut file = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Recent::default()),
+        Err(e) => return Err(RalphError::io("open", &path)(e)),
+    };
+    let read = |file: &mut File| -> std::io::Result<(Vec<u8>, bool)> {
+        let len = file.metadata()?.len();
+        let start = len.saturating_sub(MAX_READ_BYTES);
+        file.seek(SeekFrom::Start(start))?;
+        let mut bytes = Vec::new();
+        file.take(MAX_READ_BYTES).read_to_end(&mut bytes)?;
+        Ok((bytes, start > 0))
+    };
+    let (bytes, cut) = read(&mut file).map_err(RalphError::io("read", &path))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let mut lines: Vec<&str> = text.lines().collect();
+    if cut && !lines.is_empty() {
+        lines.remove(0);
+    }
+    let mut recent = Recent {
+        truncated: cut,
+        ..Recent::default()
+    };
+    for line in lines.iter().filter(|l| !l.trim().is_empty()) {
+        match serde_json::from_str::<Value>(line) {
+            Ok(v @ Value::Object(_)) => recent.records.push(v),
+            _ => recent.skipped += 1,
+        }
+    }
+    if recent.records.len() > limit {
+        recent.records.drain(..recent.records.len() - limit);
+        recent.truncated = true;
+    }
+    Ok(recent)
+}
+
 fn ends_with_newline(file: &mut File) -> std::io::Result<bool> {
     let len = file.metadata()?.len();
     if len == 0 {
@@ -61,5 +116,33 @@ mod tests {
         let text = std::fs::read_to_string(dir.path().join(FILE)).unwrap();
         let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
         assert_eq!(last["id"], "DEC-2");
+    }
+
+    #[test]
+    fn read_last_keeps_the_newest_records_and_skips_damaged_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(read_last(dir.path(), 10).unwrap(), Recent::default());
+        std::fs::write(
+            dir.path().join(FILE),
+            "{\"id\":\"DEC-1\"}\nnot json\n[1]\n{\"id\":\"DEC-2\"}\n{\"id\":\"DEC-3\"}\n{\"id\":\"DE",
+        )
+        .unwrap();
+        let r = read_last(dir.path(), 2).unwrap();
+        let ids: Vec<&str> = r.records.iter().map(|v| v["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["DEC-2", "DEC-3"]);
+        assert_eq!(r.skipped, 3);
+        assert!(r.truncated);
+    }
+
+    #[test]
+    fn read_last_reads_a_bounded_window_of_a_huge_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = format!("{{\"id\":\"DEC\",\"summary\":\"{}\"}}\n", "x".repeat(1000));
+        let n = (MAX_READ_BYTES as usize / line.len()) * 2;
+        std::fs::write(dir.path().join(FILE), line.repeat(n)).unwrap();
+        let r = read_last(dir.path(), usize::MAX).unwrap();
+        assert!(r.truncated);
+        assert_eq!(r.skipped, 0, "the partial first line of the window is dropped");
+        assert!(r.records.len() < n && r.records.len() >= n / 2 - 1);
     }
 }
