@@ -10,10 +10,12 @@
 //! - [`tick`]: an execution step claimed, run as a task run, and its verdict recorded.
 //! - [`gate`]: a decision step judged by one model call on the gate's result files.
 //! - [`run`]: the loop of ticks, routing by the first pending step.
+//! - [`infer`]: the build phase's inference (phase, position, modes, questions to ask).
 
 pub mod apply;
 pub mod completion;
 pub mod gate;
+pub mod infer;
 pub mod run;
 pub mod tick;
 pub mod verdict;
