@@ -1,5 +1,8 @@
 //! Helpers shared by baton's tests: where the repository and its examples are, copying a
-//! directory, and the reference conversation beside the repository.
+//! directory, the reference conversation beside the repository, and a headless-browser driver
+//! ([`cdp`]).
+
+pub mod cdp;
 
 use std::fs;
 use std::path::{Path, PathBuf};
