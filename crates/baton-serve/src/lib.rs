@@ -6,8 +6,13 @@
 //! - [`api`]: `/api/...`, the JSON shapes of the CLI's `--json`.
 //! - [`pages`]: the embedded HTML pages (server-rendered, a little JS, works offline).
 //! - [`server`]: binding, the router, and the state shared by handlers.
+//! - [`jobs`]: runs and epics driven in the background.
 
 pub mod api;
 pub mod auth;
+pub mod jobs;
 pub mod pages;
 pub mod server;
+
+pub use api::ApiError;
+pub use server::{AppState, Bound, ServeError, ServeOptions, bind, router};

@@ -1,1 +1,8 @@
-//! placeholder: see lib.rs
+//! The embedded HTML pages. (Placeholder router until the pages land.)
+
+use crate::server::AppState;
+use axum::Router;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+}
