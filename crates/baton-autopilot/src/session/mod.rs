@@ -13,6 +13,7 @@
 //! - [`infer`]: the build phase's inference (phase, position, modes, questions to ask).
 
 pub mod apply;
+pub mod build;
 pub mod completion;
 pub mod gate;
 pub mod infer;

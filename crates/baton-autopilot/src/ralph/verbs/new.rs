@@ -98,14 +98,7 @@ pub fn run(ctx: &Context, args: &NewArgs) -> Result<Output> {
     )?;
 
     if !args.force {
-        match discovery::find(ctx, None, Pick::Active) {
-            Ok(found) if !found.issues.is_empty() => {
-                found.into_session()?;
-            }
-            Ok(found) => return Err(RalphError::SessionActive(found.id)),
-            Err(RalphError::NoActiveSession) => {}
-            Err(e) => return Err(e),
-        }
+        refuse_if_active(ctx)?;
     }
 
     let milestone = args.milestone.clone().map_or(Value::Null, Value::String);
@@ -115,20 +108,27 @@ pub fn run(ctx: &Context, args: &NewArgs) -> Result<Output> {
             steps.push(chain::step_value(&item, steps.len(), &milestone));
         }
     }
-    let missing = chain::resolve_commands(ctx, platform, &mut steps);
-    if !missing.is_empty() {
-        return Err(RalphError::SkillsMissing(missing));
-    }
-
-    let root = ctx.sessions_root();
-    fs::create_dir_all(&root).map_err(RalphError::io("create", &root))?;
-    let (id, dir) = create_unique_dir(&root, source)?;
-    let doc = document(&id, source, args, &stages, mode, quality, platform, steps);
-    let mut session = Session { id, dir, doc };
-    if let Err(e) = store::write(&mut session) {
-        let _ = fs::remove_dir_all(&session.dir);
-        return Err(e);
-    }
+    let phase = match &args.phase {
+        None => Value::Null,
+        Some(p) => p.parse::<u64>().map_or_else(|_| json!(p), |n| json!(n)),
+    };
+    let fields = SessionFields {
+        source: source.into(),
+        intent: args.intent.clone(),
+        lifecycle_position: stages.first().cloned().unwrap_or_default(),
+        phase,
+        phase_is_new: false,
+        milestone: args.milestone.clone().unwrap_or_default(),
+        auto_mode: args.auto,
+        quality_mode: quality.into(),
+        planning_mode: mode,
+        scope_verdict: Value::Null,
+        analyze_macro_id: Value::Null,
+        blueprint_id: Value::Null,
+        platform: platform.into(),
+        extra: Map::new(),
+    };
+    let session = create(ctx, &fields, steps)?;
 
     let mut text = format!("✓ Created {} ({} steps)\n", session.id, session.len());
     for st in session.all_steps() {
@@ -175,52 +175,89 @@ fn create_unique_dir(root: &std::path::Path, source: &str) -> Result<(String, st
     ))
 }
 
+/// Everything a new session's document holds besides its id and steps.
+#[derive(Debug, Clone)]
+pub struct SessionFields {
+    /// `ralph` or `maestro`: the id prefix and the `source` field.
+    pub source: String,
+    pub intent: String,
+    pub lifecycle_position: String,
+    /// A number, a string, or null.
+    pub phase: Value,
+    pub phase_is_new: bool,
+    /// `""` when unknown, as the schema appendix writes it.
+    pub milestone: String,
+    pub auto_mode: bool,
+    pub quality_mode: String,
+    pub planning_mode: PlanningMode,
+    pub scope_verdict: Value,
+    pub analyze_macro_id: Value,
+    pub blueprint_id: Value,
+    pub platform: String,
+    /// Fields written after `current_step`, in this order (the decomposition's
+    /// `boundary_contract`, `execution_criteria`, `task_decomposition`, …).
+    pub extra: Map<String, Value>,
+}
+
+/// Refuses when a running or paused session exists (router rule 3: continue it or abandon
+/// it). A damaged newest session is reported as such rather than overwritten.
+pub fn refuse_if_active(ctx: &Context) -> Result<()> {
+    match discovery::find(ctx, None, Pick::Active) {
+        Ok(found) if !found.issues.is_empty() => found.into_session().map(|_| ()),
+        Ok(found) => Err(RalphError::SessionActive(found.id)),
+        Err(RalphError::NoActiveSession) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Resolves the command files of `steps` (E006 and nothing written when one is missing),
+/// then writes a new session folder with its status.json (removed again if the write fails).
+pub fn create(ctx: &Context, fields: &SessionFields, mut steps: Vec<Value>) -> Result<Session> {
+    let missing = chain::resolve_commands(ctx, &fields.platform, &mut steps);
+    if !missing.is_empty() {
+        return Err(RalphError::SkillsMissing(missing));
+    }
+    let root = ctx.sessions_root();
+    fs::create_dir_all(&root).map_err(RalphError::io("create", &root))?;
+    let (id, dir) = create_unique_dir(&root, &fields.source)?;
+    let doc = document(&id, fields, steps);
+    let mut session = Session { id, dir, doc };
+    if let Err(e) = store::write(&mut session) {
+        let _ = fs::remove_dir_all(&session.dir);
+        return Err(e);
+    }
+    Ok(session)
+}
+
 /// The session document, fields in the order of the skill's schema appendix.
-#[allow(clippy::too_many_arguments)]
-fn document(
-    id: &str,
-    source: &str,
-    args: &NewArgs,
-    stages: &[String],
-    mode: PlanningMode,
-    quality: &str,
-    platform: &str,
-    steps: Vec<Value>,
-) -> Map<String, Value> {
-    let phase = match &args.phase {
-        None => Value::Null,
-        Some(p) => p.parse::<u64>().map_or_else(|_| json!(p), |n| json!(n)),
-    };
+fn document(id: &str, f: &SessionFields, steps: Vec<Value>) -> Map<String, Value> {
     let mut d = Map::new();
     let mut put = |k: &str, v: Value| {
         d.insert(k.into(), v);
     };
     put("session_id", json!(id));
-    put("source", json!(source));
+    put("source", json!(f.source));
     put("status", json!("running"));
     put("ralph_protocol_version", json!("2"));
     put("active_step_index", Value::Null);
-    put("intent", json!(args.intent));
-    put("lifecycle_position", json!(stages.first()));
-    put("phase", phase);
-    put("phase_is_new", json!(false));
-    put(
-        "milestone",
-        json!(args.milestone.clone().unwrap_or_default()),
-    );
-    put("auto_mode", json!(args.auto));
-    put("quality_mode", json!(quality));
+    put("intent", json!(f.intent));
+    put("lifecycle_position", json!(f.lifecycle_position));
+    put("phase", f.phase.clone());
+    put("phase_is_new", json!(f.phase_is_new));
+    put("milestone", json!(f.milestone));
+    put("auto_mode", json!(f.auto_mode));
+    put("quality_mode", json!(f.quality_mode));
     put(
         "planning_mode",
-        json!(match mode {
+        json!(match f.planning_mode {
             PlanningMode::Independent => "independent",
             PlanningMode::Unified => "unified",
         }),
     );
-    put("scope_verdict", Value::Null);
-    put("analyze_macro_id", Value::Null);
-    put("blueprint_id", Value::Null);
-    put("cli_tool", json!(platform));
+    put("scope_verdict", f.scope_verdict.clone());
+    put("analyze_macro_id", f.analyze_macro_id.clone());
+    put("blueprint_id", f.blueprint_id.clone());
+    put("cli_tool", json!(f.platform));
     put("passed_gates", json!([]));
     put("consec_exit2_count", json!(0));
     put(
@@ -230,7 +267,10 @@ fn document(
     );
     put("steps", Value::Array(steps));
     put("current_step", json!(0));
-    put("platform", json!(platform));
+    for (k, v) in &f.extra {
+        put(k, v.clone());
+    }
+    put("platform", json!(f.platform));
     put("created_at", json!(time::now_iso()));
     d
 }
