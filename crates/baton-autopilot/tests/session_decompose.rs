@@ -205,3 +205,19 @@ async fn a_failed_call_is_its_own_error() {
     let e = out.unwrap_err();
     assert_eq!(e.code(), "DECOMPOSITION_CALL_FAILED");
 }
+
+#[tokio::test]
+async fn a_stopped_call_is_interrupted() {
+    let (_server, model) = scripted(vec![Reply::Hang]).await;
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        stop.cancel();
+    });
+    let stages: Vec<String> = STAGES.iter().map(|s| s.to_string()).collect();
+    let e = decompose(&model, "add CSV export", &inference(), &stages, &cancel)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "INTERRUPTED");
+}
