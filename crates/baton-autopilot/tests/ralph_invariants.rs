@@ -74,6 +74,7 @@ fn world() -> World {
         cli: "baton ralph".into(),
         owner: "prop@test".into(),
         lock_timeout: Duration::from_secs(5),
+        bundled_commands: None,
     };
     let out = verbs::new::run(
         &ctx,

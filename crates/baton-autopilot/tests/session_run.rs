@@ -38,6 +38,7 @@ fn context(project: &Path, home: &Path) -> Context {
         cli: "baton ralph".into(),
         owner: "run@test".into(),
         lock_timeout: Duration::from_secs(5),
+        bundled_commands: None,
     }
 }
 

@@ -19,6 +19,10 @@ pub struct Context {
     pub cli: String,
     /// Default owner recorded with a claim.
     pub owner: String,
+    /// A folder of command files looked at when neither the project nor the home directory
+    /// has a skill: baton's bundled lifecycle skills ([`Context::with_bundled_skills`]).
+    /// `None` for `baton ralph`, which finds exactly what maestro finds.
+    pub bundled_commands: Option<PathBuf>,
     /// How long a mutating verb waits for the session lock.
     pub lock_timeout: Duration,
 }
@@ -41,7 +45,15 @@ impl Context {
             cli: cli.into(),
             owner: super::claim::default_owner(),
             lock_timeout: Duration::from_secs(10),
+            bundled_commands: None,
         }
+    }
+
+    /// The same context with baton's bundled lifecycle skills as the last fallback of skill
+    /// resolution, written under `baton_home` first if they are not there yet.
+    pub fn with_bundled_skills(mut self, baton_home: &Path) -> super::error::Result<Context> {
+        self.bundled_commands = Some(super::bundled_skills::materialize(baton_home)?);
+        Ok(self)
     }
 
     /// `<project>/.workflow/.maestro`

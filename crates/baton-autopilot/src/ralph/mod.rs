@@ -12,6 +12,7 @@
 //! (findings), [`chain`] (stage table and fix-loop templates), [`verbs`] (one module per verb
 //! group).
 
+pub mod bundled_skills;
 pub mod chain;
 pub mod check;
 pub mod claim;

@@ -7,7 +7,9 @@
 //! | `~/.codex/skills/*/SKILL.md`, `<project>/.codex/skills/*/SKILL.md` | skill | global, project | codex |
 //!
 //! The name is the frontmatter `name`, else the file (command) or folder (skill) name. Project
-//! overrides global per `platform::type::name`.
+//! overrides global per `platform::type::name`, and both override baton's bundled lifecycle
+//! commands (scope `bundled`, claude platform), which are listed only when the context names
+//! them ([`Context::bundled_commands`], set by `baton session`).
 
 use super::context::Context;
 use super::manifest::Manifest;
@@ -68,6 +70,12 @@ pub fn scan(ctx: &Context, platform: Option<&str>) -> Vec<SkillEntry> {
     add(Some(p.join(".claude/skills")), "skill", "project", "claude");
     add(global(".codex/skills"), "skill", "global", "codex");
     add(Some(p.join(".codex/skills")), "skill", "project", "codex");
+    add(
+        ctx.bundled_commands.clone(),
+        "command",
+        super::bundled_skills::SCOPE,
+        "claude",
+    );
 
     let mut merged: BTreeMap<String, SkillEntry> = BTreeMap::new();
     for src in sources
@@ -84,7 +92,7 @@ pub fn scan(ctx: &Context, platform: Option<&str>) -> Vec<SkillEntry> {
             let key = format!("{}::{}::{}", entry.platform, entry.kind, entry.name);
             let replace = merged
                 .get(&key)
-                .is_none_or(|old| old.scope == "global" && entry.scope == "project");
+                .is_none_or(|old| rank(entry.scope) > rank(old.scope));
             if replace {
                 merged.insert(key, entry);
             }
@@ -97,6 +105,16 @@ pub fn scan(ctx: &Context, platform: Option<&str>) -> Vec<SkillEntry> {
             .then_with(|| collate(&a.name, &b.name))
     });
     out
+}
+
+/// Which scope wins when two sources have a skill of the same name: the project, then the
+/// user's home, then baton's bundled files.
+fn rank(scope: &str) -> u8 {
+    match scope {
+        "project" => 2,
+        "global" => 1,
+        _ => 0,
+    }
 }
 
 /// Case-insensitive first, like `localeCompare` on plain names.

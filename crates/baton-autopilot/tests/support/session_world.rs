@@ -30,6 +30,7 @@ pub fn world(chain: &str, owner: &str) -> World {
         cli: "baton ralph".into(),
         owner: owner.into(),
         lock_timeout: Duration::from_secs(5),
+        bundled_commands: None,
     };
     let out = verbs::new::run(
         &ctx,
