@@ -6,29 +6,13 @@ use baton_autopilot::ralph::Context;
 use baton_autopilot::ralph::check::{self, Scope};
 use baton_autopilot::ralph::verbs::{self, new::NewArgs};
 use baton_autopilot::session::run::{RunSettings, SessionEnd, Tick, run};
-use baton_engine::machine::ToolResult;
-use baton_engine::task_driver::TaskTools;
+use baton_autopilot::session::step_run::ModelSource;
 use baton_llm::testing::{Reply, ScriptedServer};
-use baton_llm::{HttpChatModel, LlmConfig, ToolCall};
+use baton_llm::{HttpChatModel, LlmConfig};
+use baton_store::{RunKind, Store};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
-
-struct NoTools;
-
-impl TaskTools for NoTools {
-    fn run(&mut self, calls: &[ToolCall]) -> Vec<ToolResult> {
-        calls
-            .iter()
-            .map(|c| ToolResult {
-                call: c.clone(),
-                content: r#"{"ok":false,"error":{"code":"TOOL_UNKNOWN"}}"#.into(),
-                ok: false,
-            })
-            .collect()
-    }
-}
 
 fn context(project: &Path, home: &Path) -> Context {
     Context {
@@ -113,21 +97,11 @@ async fn a_session_with_one_fix_loop_runs_to_completed() {
         status_doc(&ctx, &status);
         ticks.push(t.clone());
     };
-    let report = run(
-        &ctx,
-        None,
-        RunSettings {
-            owner: "run@test",
-            model: &model,
-            tools: &mut NoTools,
-            tool_defs: Vec::new(),
-            max_turns: 5,
-            cancel: CancellationToken::new(),
-            after_tick: Some(&mut after),
-        },
-    )
-    .await
-    .unwrap();
+    let store = Store::new(tmp.path().join("store"));
+    let mut settings = RunSettings::new("run@test", &store, ModelSource::Live(&model));
+    settings.max_turns = 5;
+    settings.after_tick = Some(&mut after);
+    let report = run(&ctx, None, settings).await.unwrap();
     assert_eq!(report.end, SessionEnd::Completed, "{ticks:#?}");
     assert_eq!(server.remaining(), 0, "every scripted answer was used");
     let doc = status_doc(&ctx, &status);
@@ -162,4 +136,8 @@ async fn a_session_with_one_fix_loop_runs_to_completed() {
         .map(|i| i.as_str().unwrap().to_string())
         .collect();
     assert_eq!(unique.len(), ids.len(), "no decision twice");
+    // Every execution step ran as a task run of the store.
+    let runs = store.project(&project).unwrap().list_runs().unwrap();
+    assert_eq!(runs.len(), 7, "{runs:#?}");
+    assert!(runs.iter().all(|r| r.kind == RunKind::Task));
 }

@@ -1,58 +1,83 @@
 //! An execution tick against a strict scripted server: the step's prompt is what `ralph next`
-//! claims, the model's `session.complete` lands in status.json, and a model that never calls
-//! it gets one retry and then blocks the session.
+//! claims, the step runs as a task run of the store, the model's `session.complete` lands in
+//! status.json, and a model that never calls it gets one retry and then blocks the session.
+//! A step we still hold after a kill, a stop or a question continues its own run: a verdict
+//! already logged is applied without the model, a question waits for `answer`, and a
+//! recorded step replays offline.
 
 #[path = "support/session_world.rs"]
 mod session_world;
 use baton_autopilot::ralph::check::{self, Scope};
-use baton_autopilot::session::completion::Status;
-use baton_autopilot::session::tick::{StepEnd, StepSettings, run_step};
-use baton_engine::machine::{ToolResult, WaitReason};
-use baton_engine::task_driver::TaskTools;
+use baton_autopilot::ralph::verbs::next;
+use baton_autopilot::session::completion::{self, Status};
+use baton_autopilot::session::run::{self, RunSettings, SessionEnd};
+use baton_autopilot::session::step_run::{self, Link, ModelSource};
+use baton_autopilot::session::tick::{StepEnd, StepSettings, StepTick, answer_step, run_step};
+use baton_engine::machine::WaitReason;
+use baton_engine::runner::Settings;
+use baton_engine::task_driver::TaskEnd;
+use baton_engine::task_run::{TaskDef, create_task, drive_task};
 use baton_llm::testing::{Reply, ScriptedServer};
-use baton_llm::{HttpChatModel, LlmConfig, ToolCall, ToolDef};
-use serde_json::{Value, json};
+use baton_llm::{HttpChatModel, LlmConfig, Message};
+use baton_store::{NewTaskRun, Phase, Project, RunKind, Store};
+use serde_json::Value;
 use session_world::World;
+use std::path::Path;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-fn world() -> World {
-    session_world::world("plan,verify,milestone-complete", "tick@test")
+const OWNER: &str = "tick@test";
+
+struct Tick {
+    w: World,
+    store: Store,
 }
 
-impl World {
+fn world() -> Tick {
+    let w = session_world::world("plan,verify,milestone-complete", OWNER);
+    let store = Store::new(w.tmp.path().join("store"));
+    Tick { w, store }
+}
+
+impl Tick {
     fn doc(&self) -> Value {
-        let doc: Value = serde_json::from_slice(&std::fs::read(&self.status).unwrap()).unwrap();
-        let findings = check::check(&self.ctx, doc.as_object(), &[], Scope::All);
+        let doc: Value = serde_json::from_slice(&std::fs::read(&self.w.status).unwrap()).unwrap();
+        let findings = check::check(&self.w.ctx, doc.as_object(), &[], Scope::All);
         assert!(!check::has_errors(&findings), "{findings:?}");
         doc
     }
-}
 
-#[derive(Default)]
-struct Files(Vec<String>);
-
-impl TaskTools for Files {
-    fn run(&mut self, calls: &[ToolCall]) -> Vec<ToolResult> {
-        calls
-            .iter()
-            .map(|c| {
-                self.0.push(c.arguments.clone());
-                ToolResult {
-                    call: c.clone(),
-                    content: json!({"ok": true, "data": "..."}).to_string(),
-                    ok: true,
-                }
-            })
-            .collect()
+    fn project(&self) -> Project {
+        self.store.project(&self.w.ctx.project).unwrap()
     }
-}
 
-fn read_tool() -> ToolDef {
-    ToolDef {
-        name: "fs.read".into(),
-        description: "read a file".into(),
-        parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+    fn settings<'a>(
+        &self,
+        project: &'a Project,
+        model: ModelSource<'a>,
+        max_turns: usize,
+    ) -> StepSettings<'a> {
+        StepSettings {
+            owner: OWNER,
+            project,
+            model,
+            record: None,
+            tools: Default::default(),
+            max_turns,
+            cancel: CancellationToken::new(),
+            on_event: None,
+        }
+    }
+
+    async fn tick(&self, model: &HttpChatModel, max_turns: usize) -> StepTick {
+        let project = self.project();
+        run_step(
+            &self.w.ctx,
+            None,
+            self.settings(&project, ModelSource::Live(model), max_turns),
+        )
+        .await
+        .unwrap()
     }
 }
 
@@ -69,53 +94,40 @@ async fn model(replies: Vec<Reply>) -> (ScriptedServer, HttpChatModel) {
     (server, model)
 }
 
-async fn tick(
-    w: &World,
-    model: &HttpChatModel,
-    files: &mut Files,
-    max_turns: usize,
-) -> (usize, StepEnd) {
-    let t = run_step(
-        &w.ctx,
-        None,
-        StepSettings {
-            owner: "tick@test",
-            model,
-            tools: files,
-            tool_defs: vec![read_tool()],
-            max_turns,
-            cancel: CancellationToken::new(),
-        },
-    )
-    .await
-    .unwrap();
-    (t.index, t.end)
+fn done(id: &str) -> Reply {
+    Reply::tool_calls(&[(
+        id,
+        "session_complete",
+        r#"{"status":"DONE","evidence":["plan.md"]}"#,
+    )])
 }
 
 #[tokio::test]
-async fn a_step_sees_the_ralph_prompt_and_its_verdict_lands_in_status_json() {
-    let w = world();
+async fn a_step_sees_the_ralph_prompt_runs_in_the_store_and_its_verdict_lands_in_status_json() {
+    let t = world();
     let (server, model) = model(vec![
-        Reply::tool_calls(&[("c1", "fs_read", r#"{"path":"README.md"}"#)]),
-        Reply::tool_calls(&[(
-            "c2",
-            "session_complete",
-            r#"{"status":"DONE","evidence":["plan.md"]}"#,
-        )]),
+        Reply::tool_calls(&[("c1", "fs_read", r#"{"path":"@project/README.md"}"#)]),
+        done("c2"),
     ])
     .await;
-    let mut files = Files::default();
-    let (index, end) = tick(&w, &model, &mut files, 10).await;
-    assert_eq!(index, 0);
-    assert!(matches!(end, StepEnd::Recorded(c) if c.status == Status::Done));
-    let doc = w.doc();
+    let tick = t.tick(&model, 10).await;
+    assert_eq!(tick.index, 0);
+    assert!(matches!(&tick.end, StepEnd::Recorded(c) if c.status == Status::Done));
+    let doc = t.doc();
     assert_eq!(doc["steps"][0]["status"], "completed");
     assert_eq!(doc["steps"][0]["completion_evidence"], "plan.md");
     assert!(doc["active_step_index"].is_null());
-    assert_eq!(files.0, [r#"{"path":"README.md"}"#]);
     // The first request carries the prompt `ralph next` assembled for the step.
     let first = &server.received()[0].body;
-    let prompt = first["messages"][1]["content"].as_str().unwrap();
+    let prompt = first["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "user")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let session = doc["session_id"].as_str().unwrap();
     let skill = doc["steps"][0]["skill"].as_str().unwrap();
     let total = doc["steps"].as_array().unwrap().len();
@@ -131,47 +143,264 @@ async fn a_step_sees_the_ralph_prompt_and_its_verdict_lands_in_status_json() {
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(tools, ["fs_read", "session_complete"]);
+    assert!(tools.contains(&"fs_read"), "{tools:?}");
+    assert_eq!(tools.last(), Some(&"session_complete"));
+    assert!(!tools.contains(&"workflow_rewind"));
+    // The step's run is a task run of the store, with its conversation log.
+    let project = t.project();
+    let run = project.get_run(&tick.run_id).unwrap();
+    assert_eq!(run.kind, RunKind::Task);
+    assert_eq!(run.phase, Phase::Completed);
+    assert_eq!(run.workflow_ref, format!("{session}/step-0-{skill}"));
+    let log = std::fs::read_to_string(project.run_paths(&tick.run_id).conversation_log).unwrap();
+    assert!(
+        log.contains("baton ralph: step [0/"),
+        "the prompt is logged"
+    );
 }
 
 #[tokio::test]
 async fn a_step_that_never_calls_session_complete_retries_once_then_blocks() {
-    let w = world();
-    let busy = |n: usize| Reply::tool_calls(&[("c", "fs_read", &format!(r#"{{"path":"{n}"}}"#))]);
+    let t = world();
+    let busy = |n: usize| {
+        Reply::tool_calls(&[(
+            "c",
+            "fs_list",
+            &format!(r#"{{"path":"@project/","n":{n}}}"#),
+        )])
+    };
     let (_server, model) = model((0..4).map(busy).collect()).await;
-    let mut files = Files::default();
-    let (index, end) = tick(&w, &model, &mut files, 2).await;
+    let first = t.tick(&model, 2).await;
     assert!(
-        matches!(&end, StepEnd::Recorded(c) if c.status == Status::NeedsRetry),
-        "{end:?}"
+        matches!(&first.end, StepEnd::Recorded(c) if c.status == Status::NeedsRetry),
+        "{:?}",
+        first.end
     );
-    assert_eq!(w.doc()["steps"][index]["status"], "pending");
-    assert_eq!(w.doc()["status"], "running");
+    assert_eq!(t.doc()["steps"][first.index]["status"], "pending");
+    assert_eq!(t.doc()["status"], "running");
 
-    let (again, end) = tick(&w, &model, &mut files, 2).await;
-    assert_eq!(again, index, "the retried step runs again");
+    let again = t.tick(&model, 2).await;
+    assert_eq!(again.index, first.index, "the retried step runs again");
+    assert_ne!(again.run_id, first.run_id, "in a run of its own");
     assert!(
-        matches!(&end, StepEnd::Recorded(c) if c.status == Status::Blocked),
-        "{end:?}"
+        matches!(&again.end, StepEnd::Recorded(c) if c.status == Status::Blocked),
+        "{:?}",
+        again.end
     );
-    let doc = w.doc();
-    assert_eq!(doc["steps"][index]["status"], "failed");
+    let doc = t.doc();
+    assert_eq!(doc["steps"][again.index]["status"], "failed");
     assert_eq!(doc["status"], "paused");
 }
 
 #[tokio::test]
-async fn a_step_waiting_for_a_person_stays_claimed() {
-    let w = world();
-    let (_server, model) = model(vec![Reply::text("Which delimiter?")]).await;
-    let (index, end) = tick(&w, &model, &mut Files::default(), 10).await;
-    assert_eq!(
-        end,
-        StepEnd::Waiting {
-            question: "Which delimiter?".into(),
-            reason: WaitReason::Question
-        }
+async fn a_waiting_step_stays_claimed_waits_again_without_the_model_and_takes_an_answer() {
+    let t = world();
+    let (_server, asks) = model(vec![Reply::text("Which delimiter?")]).await;
+    let tick = t.tick(&asks, 10).await;
+    let waiting = StepEnd::Waiting {
+        question: "Which delimiter?".into(),
+        reason: WaitReason::Question,
+    };
+    assert_eq!(tick.end, waiting);
+    let doc = t.doc();
+    assert_eq!(doc["steps"][tick.index]["status"], "running");
+    assert_eq!(doc["active_step_index"], tick.index);
+
+    // Continuing without an answer asks nobody and stays waiting.
+    let (silent, quiet) = model(Vec::new()).await;
+    let again = t.tick(&quiet, 10).await;
+    assert_eq!(again.end, waiting);
+    assert_eq!(again.run_id, tick.run_id);
+    assert!(silent.received().is_empty());
+
+    // The answer continues the same run to its verdict, then the session goes on.
+    let (server, m) = model(vec![done("c1")]).await;
+    let store = &t.store;
+    let mut settings = RunSettings::new(OWNER, store, ModelSource::Live(&m));
+    settings.max_turns = 1;
+    let report = run::answer(&t.w.ctx, None, "a comma", settings)
+        .await
+        .unwrap();
+    let body = &server.received()[0].body;
+    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["content"], "USER_INPUT\na comma");
+    assert_eq!(t.doc()["steps"][tick.index]["status"], "completed");
+    // The loop went on to the next step, whose model (the empty script) failed.
+    assert!(
+        matches!(report.end, SessionEnd::Interrupted { .. }),
+        "{report:?}"
     );
-    let doc = w.doc();
-    assert_eq!(doc["steps"][index]["status"], "running");
-    assert_eq!(doc["active_step_index"], index);
+    assert_ne!(t.doc()["active_step_index"], tick.index);
+    let run = t.project().get_run(&tick.run_id).unwrap();
+    assert_eq!(run.phase, Phase::Completed);
+}
+
+#[tokio::test]
+async fn answering_a_session_that_waits_for_nothing_is_refused() {
+    let t = world();
+    let project = t.project();
+    let (_s, m) = model(Vec::new()).await;
+    let err = answer_step(
+        &t.w.ctx,
+        None,
+        "hello",
+        t.settings(&project, ModelSource::Live(&m), 10),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), "SESSION_NOT_WAITING");
+}
+
+#[tokio::test]
+async fn a_step_stopped_mid_run_continues_its_own_run() {
+    let t = world();
+    let write = Reply::tool_calls(&[(
+        "c1",
+        "fs_write",
+        r#"{"path":"@project/plan.md","content":"plan"}"#,
+    )]);
+    let (_s1, m1) = model(vec![write, done("c2").delayed(Duration::from_secs(30))]).await;
+    let dropped = tokio::time::timeout(Duration::from_millis(1500), t.tick(&m1, 10)).await;
+    assert!(dropped.is_err(), "dropped during the second model call");
+    let doc = t.doc();
+    let index = doc["active_step_index"].as_u64().unwrap() as usize;
+    assert_eq!(t.project().list_runs().unwrap().len(), 1);
+
+    let (s2, m2) = model(vec![done("c2")]).await;
+    let tick = t.tick(&m2, 10).await;
+    assert_eq!(tick.index, index);
+    assert!(matches!(&tick.end, StepEnd::Recorded(c) if c.status == Status::Done));
+    assert_eq!(t.project().list_runs().unwrap().len(), 1, "no second run");
+    // The continued request holds the write's result: the write was not made again.
+    let last = s2.received()[0].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["tool_call_id"], "c1");
+}
+
+#[tokio::test]
+async fn a_verdict_logged_before_a_kill_is_applied_without_calling_the_model() {
+    let t = world();
+    let project = t.project();
+    // The first half of a tick, as a killed process left it: the step claimed, its run
+    // created, linked and finished, status.json not yet told.
+    let claimed = next::run(&t.w.ctx, None, Some(OWNER), None).unwrap();
+    let index = claimed.json["index"].as_u64().unwrap() as usize;
+    let doc = t.doc();
+    let task = create_task(
+        &project,
+        NewTaskRun {
+            task_ref: "s/step-0",
+            agent_id: "lifecycle",
+        },
+        claimed.json["prompt"].as_str().unwrap(),
+    )
+    .unwrap();
+    let run_id = task.run().run_id.clone();
+    let session = baton_autopilot::ralph::discovery::find(
+        &t.w.ctx,
+        None,
+        baton_autopilot::ralph::discovery::Pick::Active,
+    )
+    .unwrap()
+    .into_session()
+    .unwrap();
+    step_run::write_link(
+        &session,
+        index,
+        &Link {
+            run_id: run_id.clone(),
+            owner: OWNER.into(),
+            claimed_at: doc["active_claim"]["claimed_at"].as_str().unwrap().into(),
+        },
+    )
+    .unwrap();
+    let (_s, m) = model(vec![done("c1")]).await;
+    let def = TaskDef {
+        system: vec![Message::system("rules")],
+        finish: completion::tool_def(),
+        validate: completion::validator(),
+    };
+    let finished = drive_task(task, def, Settings::new(&m)).await.unwrap();
+    assert!(matches!(finished.report.end, TaskEnd::Finished { .. }));
+    assert_eq!(t.doc()["steps"][index]["status"], "running");
+
+    let (silent, quiet) = model(Vec::new()).await;
+    let tick = t.tick(&quiet, 10).await;
+    assert!(
+        silent.received().is_empty(),
+        "the model was not asked again"
+    );
+    assert_eq!(tick.run_id, run_id);
+    assert_eq!(tick.report.model_calls, 0);
+    assert!(matches!(&tick.end, StepEnd::Recorded(c) if c.status == Status::Done));
+    assert_eq!(t.doc()["steps"][index]["status"], "completed");
+    assert_eq!(t.doc()["steps"][index]["completion_evidence"], "plan.md");
+}
+
+#[tokio::test]
+async fn a_claim_that_never_got_a_run_is_taken_again() {
+    let t = world();
+    next::run(&t.w.ctx, None, Some(OWNER), None).unwrap();
+    let (_s, m) = model(vec![done("c1")]).await;
+    let tick = t.tick(&m, 10).await;
+    assert_eq!(tick.index, 0);
+    assert!(matches!(&tick.end, StepEnd::Recorded(c) if c.status == Status::Done));
+}
+
+#[tokio::test]
+async fn a_recorded_session_replays_offline_to_the_same_status() {
+    let chain = "plan,verify,milestone-complete";
+    let verdict = Reply::text(
+        "---VERDICT---\nSTATUS: proceed\nREASON: ok\nGAP_SUMMARY: none\nCONFIDENCE: high\n\
+         CONFIDENCE_SCORE: 90\nWEAKEST_DIMENSION: tests\n---END---",
+    );
+    let live = session_world::world(chain, OWNER);
+    let traces = live.tmp.path().join("traces");
+    std::fs::create_dir_all(&traces).unwrap();
+    let (_s, m) = model(vec![
+        Reply::text("Which format?"),
+        done("c1"),
+        done("c2"),
+        verdict,
+        done("c3"),
+    ])
+    .await;
+    let store = Store::new(live.tmp.path().join("store"));
+    let mut settings = RunSettings::new(OWNER, &store, ModelSource::Live(&m));
+    settings.record = Some(&traces);
+    let first = run::run(&live.ctx, None, settings).await.unwrap();
+    assert!(matches!(first.end, SessionEnd::Waiting { .. }));
+    let mut settings = RunSettings::new(OWNER, &store, ModelSource::Live(&m));
+    settings.record = Some(&traces);
+    let done_live = run::answer(&live.ctx, None, "CSV", settings).await.unwrap();
+    assert_eq!(done_live.end, SessionEnd::Completed);
+
+    let offline = session_world::world(chain, OWNER);
+    let store = Store::new(offline.tmp.path().join("store"));
+    // Offline, the recorded answer answers the question: the session runs through.
+    let settings = RunSettings::new(OWNER, &store, ModelSource::Replay(&traces));
+    let replayed = run::run(&offline.ctx, None, settings).await.unwrap();
+    assert_eq!(replayed.end, SessionEnd::Completed);
+    assert_eq!(steps(&offline.status), steps(&live.status));
+}
+
+/// What each step became, without times and ids.
+fn steps(status: &Path) -> Vec<(String, String, String)> {
+    let doc: Value = serde_json::from_slice(&std::fs::read(status).unwrap()).unwrap();
+    doc["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["skill"].as_str().unwrap_or("").to_string(),
+                s["status"].as_str().unwrap_or("").to_string(),
+                s["verdict"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
 }

@@ -36,6 +36,16 @@ impl ConversationLog {
         })
     }
 
+    /// A log for a history that is never reset nor compressed (a task run).
+    pub fn open_plain(path: &Path, restored: usize) -> Result<ConversationLog, StoreError> {
+        Ok(ConversationLog {
+            writer: JsonlWriter::open(path)?,
+            generation: 0,
+            logged: restored,
+            compactions: 0,
+        })
+    }
+
     /// Appends what the machine added to its history since the last call, as one record: a
     /// step is in the log whole or not at all (a torn last line is dropped by readers).
     pub fn sync(&mut self, machine: &mut Machine<'_>) -> Result<(), StoreError> {
@@ -45,23 +55,39 @@ impl ConversationLog {
             self.logged = 0;
         }
         let compacted = machine.compactions() != self.compactions;
-        let history = machine.history();
+        let compaction = compacted.then(|| {
+            let (view, covers) = machine.compaction();
+            json!({
+                "covers": covers,
+                "messages": view,
+                "summaryCalls": machine.take_summary_calls(),
+            })
+        });
+        self.append(machine.history(), reset, compaction)?;
+        self.compactions = machine.compactions();
+        Ok(())
+    }
+
+    /// [`Self::sync`] for a plain history (a task run's): only what was added.
+    pub fn sync_history(&mut self, history: &[Message]) -> Result<(), StoreError> {
+        self.append(history, false, None)
+    }
+
+    fn append(
+        &mut self,
+        history: &[Message],
+        reset: bool,
+        compaction: Option<Value>,
+    ) -> Result<(), StoreError> {
         let new: Vec<&Message> = history.iter().skip(self.logged).collect();
-        let logged = history.len();
-        if reset || compacted || !new.is_empty() {
+        if reset || compaction.is_some() || !new.is_empty() {
             let mut record = json!({"kind": "messages", "reset": reset, "messages": new});
-            if compacted {
-                let (view, covers) = machine.compaction();
-                record["compaction"] = json!({
-                    "covers": covers,
-                    "messages": view,
-                    "summaryCalls": machine.take_summary_calls(),
-                });
+            if let Some(c) = compaction {
+                record["compaction"] = c;
             }
             self.writer.append(&record, true)?;
         }
-        self.compactions = machine.compactions();
-        self.logged = logged;
+        self.logged = history.len();
         Ok(())
     }
 }

@@ -1,12 +1,13 @@
 //! The async driver: runs the machine's actions against a model, the ToolHost and the store.
 
 use crate::composer::Intent;
-use crate::context::{ContextEvent, offload};
-use crate::machine::{Action, Input, Machine, StateSnapshot, ToolResult, WaitReason};
-use baton_llm::{CallOptions, ChatModel, LlmError, StreamEvent, ToolDef, TraceRecorder, Usage};
+use crate::context::ContextEvent;
+use crate::machine::{Action, Input, Machine, StateSnapshot};
+use crate::run_io;
+use baton_llm::{CallOptions, ChatModel, LlmError, ToolDef, TraceRecorder, Usage};
 use baton_package::Workflow;
 use baton_store::{Phase, Project, RunError, StateFile};
-use baton_tools::{CallContext, ToolCall, ToolHost};
+use baton_tools::{CallContext, ToolHost};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -139,50 +140,13 @@ impl<'a> Driver<'a> {
         Ok(action)
     }
 
-    /// Keeps a tool result over 50 KB out of the conversation: the whole result goes to
-    /// `@state/logs/tool-results/`, the message keeps a preview and that path.
-    fn offload(&self, call_id: &str, content: String) -> String {
-        if content.len() <= offload::OFFLOAD_BYTES {
-            return content;
-        }
-        let name = offload::file_name(call_id);
-        let dir = self
-            .project
-            .run_paths(&self.run_id)
-            .state_dir
-            .join(offload::DIR);
-        let saved = std::fs::create_dir_all(&dir)
-            .map_err(|e| e.to_string())
-            .and_then(|()| {
-                baton_store::durable::atomic_write(&dir.join(&name), content.as_bytes())
-                    .map_err(|e| e.to_string())
-            });
-        let mount = format!("@state/{}/{name}", offload::DIR);
-        offload::replacement(&content, saved.is_ok().then_some(mount.as_str()))
-    }
-
-    /// One `engine.*` line in the audit log. Best effort: a full disk must not turn a finished
-    /// step into a failure; the state and the conversation log are the records that count.
     fn audit(&mut self, kind: &str, fields: Value) {
-        let Some(log) = self.audit.as_mut() else {
-            return;
-        };
-        let mut line = json!({
-            "ts": baton_store::time::now_rfc3339(),
-            "kind": kind,
-            "runId": self.run_id,
-            "nodeId": self.machine.node(),
-        });
-        if let (Some(obj), Value::Object(extra)) = (line.as_object_mut(), fields) {
-            obj.extend(extra);
-        }
-        let _ = log.append(&line, true);
+        let node = self.machine.node().to_string();
+        run_io::audit(self.audit.as_mut(), &self.run_id, Some(&node), kind, fields);
     }
 
     fn emit(&self, e: EngineEvent) {
-        if let Some(f) = self.on_event {
-            f(e);
-        }
+        run_io::emit(self.on_event, e);
     }
 
     fn set_phase(
@@ -191,13 +155,7 @@ impl<'a> Driver<'a> {
         waiting_for: Option<Value>,
         node: &str,
     ) -> Result<(), EngineError> {
-        let node = node.to_string();
-        self.project.update_run(&self.run_id, |r| {
-            r.phase = phase;
-            r.waiting_for = waiting_for;
-            r.current_node_id = Some(node);
-        })?;
-        Ok(())
+        run_io::set_phase(self.project, &self.run_id, phase, waiting_for, Some(node))
     }
 
     /// Makes the question durable: the audit line and the index say the run waits for it.
@@ -212,11 +170,7 @@ impl<'a> Driver<'a> {
     }
 
     fn record(&self, f: impl FnOnce(&mut TraceRecorder)) {
-        if let Some(r) = &self.recorder
-            && let Ok(mut r) = r.lock()
-        {
-            f(&mut r);
-        }
+        run_io::record(&self.recorder, f);
     }
 
     /// Runs until the workflow completes, fails, or needs a person.
@@ -278,42 +232,24 @@ impl<'a> Driver<'a> {
                             node: self.machine.node().to_string(),
                             agent: self.machine.effective_agent(),
                         });
-                        let on_text = |e: StreamEvent| {
-                            if let (StreamEvent::TextDelta(t), Some(f)) = (e, self.on_event) {
-                                f(EngineEvent::Text(t));
-                            }
-                        };
-                        let options = CallOptions {
-                            on_event: Some(&on_text),
-                            cancel: Some(&self.cancel),
-                        };
-                        match self.model.chat(&request, options).await {
+                        match run_io::call_model(self.model, &request, &self.cancel, self.on_event)
+                            .await
+                        {
                             Ok(response) => {
                                 report.model_calls += 1;
-                                self.audit(
-                                    "engine.turn",
-                                    json!({
-                                        "turn": report.model_calls,
-                                        "agentId": self.machine.effective_agent(),
-                                        "toolCalls": response.message.tool_calls.len(),
-                                        "finishReason": response.finish_reason,
-                                        "usage": response.usage,
-                                    }),
+                                let fields = run_io::turn_fields(
+                                    report.model_calls,
+                                    &self.machine.effective_agent(),
+                                    &response,
                                 );
+                                self.audit("engine.turn", fields);
                                 if let Some(u) = response.usage {
                                     report.usage.add(u);
                                     self.emit(EngineEvent::Usage(u));
                                 }
                                 self.step(Input::ModelAnswered(response))?
                             }
-                            Err(LlmError::Cancelled) => Action::Fail {
-                                code: ABORTED,
-                                message: "the run was stopped".into(),
-                            },
-                            Err(e) => Action::Fail {
-                                code: e.code(),
-                                message: e.to_string(),
-                            },
+                            Err((code, message)) => Action::Fail { code, message },
                         }
                     }
                 }
@@ -347,39 +283,20 @@ impl<'a> Driver<'a> {
                     let agent = self.machine.effective_agent();
                     let node = self.machine.node().to_string();
                     let policy = self.machine_policy(&agent);
-                    let mut results = Vec::with_capacity(calls.len());
-                    let mut question = None;
-                    let mut runs = Vec::with_capacity(calls.len());
-                    for call in calls {
-                        let outcome = self.host.execute(
-                            ToolCall {
-                                id: &call.id,
-                                name: &call.name,
-                                arguments: &call.arguments,
-                            },
-                            CallContext {
-                                agent_id: &agent,
-                                node_id: &node,
-                                policy: &policy,
-                            },
-                        );
-                        report.tool_calls += 1;
-                        let ok = outcome.result.get("ok").and_then(Value::as_bool) == Some(true);
-                        self.emit(EngineEvent::ToolCall {
-                            name: call.name.clone(),
-                            ok,
-                        });
-                        if let Some(q) = outcome.question {
-                            question = Some(q.message);
-                        }
-                        runs.push((call.id.clone(), outcome.result.clone()));
-                        results.push(ToolResult {
-                            content: self.offload(&call.id, outcome.result.to_string()),
-                            ok,
-                            call,
-                        });
-                    }
-                    self.record(|r| r.record_tool_runs(runs));
+                    report.tool_calls += calls.len();
+                    let run_io::Batch { results, question } = run_io::run_tools(
+                        self.host,
+                        calls,
+                        CallContext {
+                            agent_id: &agent,
+                            node_id: &node,
+                            policy: &policy,
+                        },
+                        self.project,
+                        &self.run_id,
+                        &self.recorder,
+                        self.on_event,
+                    );
                     let state = self.snapshot()?;
                     self.host.gate.arm(state.complete);
                     if state.node_id != node {
@@ -398,11 +315,7 @@ impl<'a> Driver<'a> {
                 }
                 Action::WaitForUser { question, reason } => {
                     report.waits += 1;
-                    let reason_text = match reason {
-                        WaitReason::Question => "assistant_no_toolCalls_and_not_complete",
-                        WaitReason::Widget => "ui_ask_user",
-                        WaitReason::LoopDetected => "ENGINE_LOOP_DETECTED",
-                    };
+                    let reason_text = run_io::wait_reason(reason);
                     self.record(|r| r.record_ui_after("waiting-user", reason_text));
                     let mut answer = (self.answers)(&question);
                     if let Some(a) = &answer {
@@ -448,13 +361,7 @@ impl<'a> Driver<'a> {
                 Action::Fail { code, message } => {
                     self.record(|r| r.record_ui_after("failed", code));
                     let waiting = json!({"error": {"code": code, "message": message}});
-                    // A stop asked for (Ctrl-C, SIGTERM) is no failure: the run is idle again,
-                    // between two writes, and resumes from there.
-                    let phase = if code == ABORTED {
-                        Phase::Idle
-                    } else {
-                        Phase::Failed
-                    };
+                    let phase = run_io::phase_after_failure(code);
                     self.set_phase(phase, Some(waiting), self.machine.node())?;
                     self.audit("engine.failed", json!({"code": code, "message": message}));
                     report.outcome = Outcome::Failed {

@@ -13,9 +13,11 @@ pub mod inspect;
 pub mod machine;
 pub mod model_choice;
 pub mod router;
+pub(crate) mod run_io;
 pub mod runner;
 pub mod task;
 pub mod task_driver;
+pub mod task_run;
 
 pub use composer::{Composer, Intent};
 pub use context::{Budget, ContextEvent, TokenCounter};

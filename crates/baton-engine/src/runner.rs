@@ -545,17 +545,10 @@ async fn drive(claimed: &Claimed, mut settings: Settings<'_>) -> Result<Finished
     }
     let log = ConversationLog::open(&paths.conversation_log, &machine, logged)
         .map_err(|e| RunnerError::Io(e.to_string()))?;
-    let replay = settings.replay;
-    let mut inputs = std::mem::take(&mut settings.inputs);
     let mut person = settings.ask.take();
     let has_person = person.is_some();
     let mut ask = move |question: &str| person.as_mut().and_then(|f| f(question));
-    let mut answers = move |_question: &str| -> Option<String> {
-        if let Some(a) = inputs.pop_front() {
-            return Some(a);
-        }
-        replay.and_then(ReplayModel::take_user_input)
-    };
+    let mut answers = unattended_answers(std::mem::take(&mut settings.inputs), settings.replay);
     // Ids are made unique before the answer is recorded, so a trace pairs calls and results.
     let unique = UniqueCallIds::new(settings.model, call_ids);
     let recording;
@@ -591,10 +584,24 @@ async fn drive(claimed: &Claimed, mut settings: Settings<'_>) -> Result<Finished
     Ok(Finished { run, report, state })
 }
 
+/// Answers that need no person: those given in advance (`--input`), in order, then the
+/// recording's when replaying.
+pub(crate) fn unattended_answers<'s>(
+    mut inputs: VecDeque<String>,
+    replay: Option<&'s ReplayModel>,
+) -> impl FnMut(&str) -> Option<String> + Send + 's {
+    move |_question: &str| {
+        if let Some(a) = inputs.pop_front() {
+            return Some(a);
+        }
+        replay.and_then(ReplayModel::take_user_input)
+    }
+}
+
 /// What the ToolHost needs to run commands and MCP servers for this invocation: the MCP
 /// client (servers start on first use and stop with the host), and the stop signal, so a
 /// command in flight ends with `EXEC_ABORTED` when the run is stopped.
-fn tool_runtime(settings: &Settings<'_>, project_root: &Path) -> ToolRuntime {
+pub(crate) fn tool_runtime(settings: &Settings<'_>, project_root: &Path) -> ToolRuntime {
     let cancel = settings.cancel.clone();
     ToolRuntime {
         mcp: (!settings.tools.mcp.servers.is_empty())

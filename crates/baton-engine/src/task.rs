@@ -4,13 +4,18 @@
 //! with arguments its validator accepts. What the finish tool means stays with the caller
 //! (the orchestrator validates it); the machine only knows when the run is over.
 //!
-//! Rules, as for workflow runs: a text answer is a question for the user; `max_turns` model
-//! calls per invocation; the same failing call `LOOP_LIMIT` times in a row stops for the
-//! user. Every tool call gets its result, in call order (the protocol requires it): calls
-//! after the finish call in the same answer are answered "not executed".
+//! Rules, as for workflow runs: a text answer (or `ui.ask_user`) is a question for the user;
+//! `max_turns` model calls per invocation; the same failing call `LOOP_LIMIT` times in a row
+//! stops for the user. Every tool call gets its result, in call order (the protocol requires
+//! it): calls after the finish call in the same answer are answered "not executed".
+//!
+//! The prompt is the first message of the history, as a workflow run's directive is: the
+//! conversation log keeps it, so a continued run needs only its log. A restored history that
+//! already holds an accepted finish call ends the run at once, without a model call: a run
+//! killed after its verdict was logged never works twice.
 
 use crate::machine::{LOOP_LIMIT, ToolResult, WaitReason};
-use baton_llm::{ChatRequest, ChatResponse, Message, ToolCall, ToolDef};
+use baton_llm::{ChatRequest, ChatResponse, Message, Role, ToolCall, ToolDef};
 use serde_json::{Value, json};
 
 pub const MAX_TURNS_EXCEEDED: &str = "ENGINE_MAX_TURNS_EXCEEDED";
@@ -22,6 +27,7 @@ pub type Validate = Box<dyn Fn(&str) -> Result<Value, String> + Send + Sync>;
 pub struct TaskSpec {
     /// System layers (rules); the prompt follows as the first user message.
     pub system: Vec<Message>,
+    /// The first user message of a new run; a restored history already holds it.
     pub prompt: String,
     /// The host's tools, per the policy.
     pub tools: Vec<ToolDef>,
@@ -33,8 +39,13 @@ pub struct TaskSpec {
 pub enum TaskInput {
     Begin,
     ModelAnswered(ChatResponse),
-    /// Results of the last [`TaskAction::RunTools`], in its order.
-    ToolsExecuted(Vec<ToolResult>),
+    /// Results of the last [`TaskAction::RunTools`], in its order, and the question a
+    /// `ui.ask_user` call asked, if any.
+    ToolsExecuted {
+        results: Vec<ToolResult>,
+        question: Option<String>,
+    },
+    /// The person's answer, as typed (the machine wraps it as `USER_INPUT`).
     UserAnswered(String),
 }
 
@@ -91,14 +102,19 @@ impl TaskMachine {
         }
     }
 
-    /// The conversation after the prompt (what the conversation log keeps).
+    /// The conversation after the system layers, prompt first (what the conversation log
+    /// keeps).
     pub fn history(&self) -> &[Message] {
         &self.history
     }
 
-    /// Puts back a conversation (resume); the prompt is not part of it.
+    /// Puts back a conversation (resume, answer), prompt included.
     pub fn restore(&mut self, history: Vec<Message>) {
         self.history = history;
+    }
+
+    pub fn finish_name(&self) -> &str {
+        &self.spec.finish.name
     }
 
     pub fn turns(&self) -> usize {
@@ -107,15 +123,55 @@ impl TaskMachine {
 
     pub fn step(&mut self, input: TaskInput) -> TaskAction {
         match input {
-            TaskInput::Begin => self.call_model(),
+            TaskInput::Begin => {
+                if self.history.is_empty() {
+                    self.history.push(Message::user(self.spec.prompt.clone()));
+                }
+                if let Some(finished) = self.logged_finish() {
+                    return finished;
+                }
+                self.call_model()
+            }
             TaskInput::UserAnswered(text) => {
-                self.history.push(Message::user(text));
+                if self.history.is_empty() {
+                    self.history.push(Message::user(self.spec.prompt.clone()));
+                }
+                self.history
+                    .push(Message::user(crate::composer::user_input(&text, None)));
                 self.failing = None;
                 self.call_model()
             }
             TaskInput::ModelAnswered(response) => self.answered(response.message),
-            TaskInput::ToolsExecuted(results) => self.executed(results),
+            TaskInput::ToolsExecuted { results, question } => self.executed(results, question),
         }
+    }
+
+    /// The accepted finish call the history already holds (its result says `ok: true`), as
+    /// the end of the run; its arguments are validated again, so the verdict is the same.
+    fn logged_finish(&self) -> Option<TaskAction> {
+        let finish = &self.spec.finish.name;
+        for (at, m) in self.history.iter().enumerate().rev() {
+            for call in m.tool_calls.iter().filter(|c| c.name == *finish) {
+                let accepted = self.history[at + 1..]
+                    .iter()
+                    .take_while(|r| r.role == Role::Tool)
+                    .filter(|r| r.tool_call_id.as_deref() == Some(call.id.as_str()))
+                    .any(|r| {
+                        serde_json::from_str::<Value>(r.text())
+                            .is_ok_and(|v| v.get("ok") == Some(&Value::Bool(true)))
+                    });
+                if !accepted {
+                    continue;
+                }
+                if let Ok(verdict) = (self.spec.validate)(&call.arguments) {
+                    return Some(TaskAction::Finished {
+                        call: call.clone(),
+                        verdict,
+                    });
+                }
+            }
+        }
+        None
     }
 
     fn call_model(&mut self) -> TaskAction {
@@ -130,7 +186,6 @@ impl TaskMachine {
         }
         self.turns += 1;
         let mut messages = self.spec.system.clone();
-        messages.push(Message::user(self.spec.prompt.clone()));
         messages.extend(self.history.iter().cloned());
         let mut tools = self.spec.tools.clone();
         tools.push(self.spec.finish.clone());
@@ -171,12 +226,12 @@ impl TaskMachine {
         });
         let host = calls[..split].to_vec();
         if host.is_empty() {
-            return self.executed(Vec::new());
+            return self.executed(Vec::new(), None);
         }
         TaskAction::RunTools(host)
     }
 
-    fn executed(&mut self, results: Vec<ToolResult>) -> TaskAction {
+    fn executed(&mut self, results: Vec<ToolResult>, question: Option<String>) -> TaskAction {
         let pending = self.pending.take().unwrap_or(Pending {
             finish: None,
             after: Vec::new(),
@@ -211,6 +266,13 @@ impl TaskMachine {
                 Err(_) => last_failure = Some(finish),
             }
         }
+        if let Some(question) = question {
+            self.failing = None;
+            return TaskAction::WaitForUser {
+                question,
+                reason: WaitReason::Widget,
+            };
+        }
         if self.repeated_failure(last_failure) {
             return TaskAction::WaitForUser {
                 question: "The same tool call failed three times in a row (ENGINE_LOOP_DETECTED). How should I proceed?".into(),
@@ -238,7 +300,6 @@ impl TaskMachine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baton_llm::Role;
 
     fn spec() -> TaskSpec {
         TaskSpec {
@@ -318,7 +379,10 @@ mod tests {
             panic!("{action:?}")
         };
         assert_eq!(host.len(), 1, "only the calls before the finish call run");
-        let action = m.step(TaskInput::ToolsExecuted(vec![ok(&host[0])]));
+        let action = m.step(TaskInput::ToolsExecuted {
+            results: vec![ok(&host[0])],
+            question: None,
+        });
         let TaskAction::Finished { call, verdict } = action else {
             panic!("{action:?}")
         };
@@ -331,7 +395,12 @@ mod tests {
             .filter_map(|msg| msg.tool_call_id.as_deref())
             .collect();
         assert_eq!(ids, ["c1", "c2", "c3"]);
-        assert!(m.history()[3].text().contains("NOT_EXECUTED"));
+        assert!(m.history()[4].text().contains("NOT_EXECUTED"));
+        assert_eq!(
+            m.history()[0].text(),
+            "do the step",
+            "the prompt is logged first"
+        );
     }
 
     #[test]
@@ -386,7 +455,7 @@ mod tests {
         let TaskAction::CallModel(req) = m.step(TaskInput::UserAnswered("a.md".into())) else {
             panic!()
         };
-        assert_eq!(req.messages.last().unwrap().text(), "a.md");
+        assert_eq!(req.messages.last().unwrap().text(), "USER_INPUT\na.md");
         let empty = m.step(text("  "));
         assert!(
             matches!(empty, TaskAction::WaitForUser { question, .. } if question.contains("session.complete"))
@@ -404,20 +473,75 @@ mod tests {
             else {
                 panic!()
             };
-            action = m.step(TaskInput::ToolsExecuted(vec![ok(&host[0])]));
+            action = m.step(TaskInput::ToolsExecuted {
+                results: vec![ok(&host[0])],
+                question: None,
+            });
         }
         assert_eq!(n, 3);
         assert!(matches!(action, TaskAction::Fail { code, .. } if code == MAX_TURNS_EXCEEDED));
     }
 
     #[test]
-    fn a_restored_history_follows_the_prompt() {
+    fn a_restored_history_is_sent_as_it_is() {
         let mut m = TaskMachine::new(spec(), 10);
-        m.restore(vec![Message::assistant("earlier"), Message::user("answer")]);
+        m.restore(vec![
+            Message::user("the logged prompt"),
+            Message::assistant("earlier"),
+            Message::user("answer"),
+        ]);
         let TaskAction::CallModel(req) = m.step(TaskInput::Begin) else {
             panic!()
         };
         let texts: Vec<&str> = req.messages.iter().map(Message::text).collect();
-        assert_eq!(texts, ["rules", "do the step", "earlier", "answer"]);
+        assert_eq!(texts, ["rules", "the logged prompt", "earlier", "answer"]);
+    }
+
+    #[test]
+    fn a_restored_accepted_finish_ends_the_run_without_a_model_call() {
+        let mut first = TaskMachine::new(spec(), 10);
+        first.step(TaskInput::Begin);
+        first.step(calls(&[(
+            "c1",
+            "session.complete",
+            r#"{"status":"maybe"}"#,
+        )]));
+        let action = first.step(calls(&[("c2", "session.complete", r#"{"status":"DONE"}"#)]));
+        assert!(matches!(action, TaskAction::Finished { .. }));
+        let mut again = TaskMachine::new(spec(), 10);
+        again.restore(first.history().to_vec());
+        let TaskAction::Finished { call, verdict } = again.step(TaskInput::Begin) else {
+            panic!("a logged verdict must not call the model again")
+        };
+        assert_eq!(call.id, "c2");
+        assert_eq!(verdict["status"], "DONE");
+        assert_eq!(again.turns(), 0);
+        // A refused finish alone is no verdict: the run goes on.
+        let mut refused = TaskMachine::new(spec(), 10);
+        refused.restore(first.history()[..3].to_vec());
+        assert!(matches!(
+            refused.step(TaskInput::Begin),
+            TaskAction::CallModel(_)
+        ));
+    }
+
+    #[test]
+    fn an_ask_user_call_waits_for_the_person() {
+        let mut m = TaskMachine::new(spec(), 10);
+        m.step(TaskInput::Begin);
+        let TaskAction::RunTools(host) = m.step(calls(&[("c1", "ui.ask_user", "{}")])) else {
+            panic!()
+        };
+        let action = m.step(TaskInput::ToolsExecuted {
+            results: vec![ok(&host[0])],
+            question: Some("CSV or XLSX?".into()),
+        });
+        assert_eq!(
+            action,
+            TaskAction::WaitForUser {
+                question: "CSV or XLSX?".into(),
+                reason: WaitReason::Widget
+            }
+        );
     }
 }

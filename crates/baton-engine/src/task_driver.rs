@@ -1,18 +1,20 @@
-//! Drives a [`TaskMachine`] against a model and a tool runner, in memory: the loop a task run
-//! makes, without the store. The store-backed task run (run directory, conversation log,
-//! audit, resume, record/replay) wraps this loop.
+//! Drives a [`TaskMachine`] against a model, the ToolHost and the store: the IO of a task run,
+//! with the persistence of a workflow run ([`crate::run_io`]). Every machine step is in the
+//! conversation log before the next model call, so a run killed at any moment continues from
+//! its log; the run's phase says running, waiting-for-user, completed, failed, or idle after
+//! a stop (`ENGINE_ABORTED`).
 
-use crate::driver::ABORTED;
-use crate::machine::{ToolResult, WaitReason};
+use crate::driver::{ABORTED, AnswerFn, EngineError, EngineEvent};
+use crate::machine::WaitReason;
+use crate::run_io::{self, OnEvent};
 use crate::task::{TaskAction, TaskInput, TaskMachine};
-use baton_llm::{CallOptions, ChatModel, ToolCall, Usage};
-use serde_json::Value;
+use baton_llm::{ChatModel, TraceRecorder, Usage};
+use baton_store::jsonl::JsonlWriter;
+use baton_store::{Phase, Project};
+use baton_tools::{CallContext, EffectivePolicy, ToolHost};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
-
-/// Runs the host's tools for a task run, in order.
-pub trait TaskTools {
-    fn run(&mut self, calls: &[ToolCall]) -> Vec<ToolResult>;
-}
 
 /// How an invocation of a task run ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,77 +42,218 @@ pub struct TaskReport {
     pub tool_calls: usize,
 }
 
-/// Runs the machine until it finishes, fails, or waits for an answer `answer` cannot give.
-pub async fn drive_task(
-    machine: &mut TaskMachine,
-    model: &dyn ChatModel,
-    tools: &mut dyn TaskTools,
-    answer: &mut (dyn FnMut(&str) -> Option<String> + Send),
-    cancel: &CancellationToken,
-) -> TaskReport {
-    let mut report = TaskReport {
-        end: TaskEnd::Failed {
-            code: ABORTED,
-            message: String::new(),
-        },
-        usage: Usage::default(),
-        model_calls: 0,
-        tool_calls: 0,
-    };
-    let mut action = machine.step(TaskInput::Begin);
-    loop {
-        // Stops only between steps, so a tool's write is never cut in half.
-        if cancel.is_cancelled() {
-            report.end = TaskEnd::Failed {
+/// What the first step of an invocation is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskStep {
+    /// Start, or go on from the restored conversation.
+    Begin,
+    /// The person's answer to the question the run waits on.
+    Answer(String),
+}
+
+/// Everything one invocation of a task run works with.
+pub struct TaskDriver<'a> {
+    pub machine: TaskMachine,
+    pub project: &'a Project,
+    pub run_id: String,
+    /// Who runs the task (the run's agent), for the tool audit lines.
+    pub agent_id: String,
+    pub host: &'a mut ToolHost,
+    pub policy: EffectivePolicy,
+    pub model: &'a dyn ChatModel,
+    pub recorder: Option<Arc<Mutex<TraceRecorder>>>,
+    /// Answers that need no person (replayed inputs, answers given in advance).
+    pub answers: AnswerFn<'a>,
+    /// Asks a person; the question is recorded first, as for workflow runs.
+    pub ask: Option<AnswerFn<'a>>,
+    pub on_event: OnEvent<'a>,
+    pub cancel: CancellationToken,
+    pub conversation: crate::conversation::ConversationLog,
+    pub audit: Option<JsonlWriter>,
+}
+
+impl TaskDriver<'_> {
+    fn step(&mut self, input: TaskInput) -> Result<TaskAction, EngineError> {
+        let action = self.machine.step(input);
+        self.conversation
+            .sync_history(self.machine.history())
+            .map_err(|e| EngineError::State(e.to_string()))?;
+        Ok(action)
+    }
+
+    fn audit(&mut self, kind: &str, fields: Value) {
+        run_io::audit(self.audit.as_mut(), &self.run_id, None, kind, fields);
+    }
+
+    fn set_phase(&self, phase: Phase, waiting_for: Option<Value>) -> Result<(), EngineError> {
+        run_io::set_phase(self.project, &self.run_id, phase, waiting_for, None)
+    }
+
+    /// Runs until the finish tool is accepted, the run fails, or it needs a person.
+    pub async fn drive(&mut self, first: TaskStep) -> Result<TaskReport, EngineError> {
+        let mut report = TaskReport {
+            end: TaskEnd::Failed {
                 code: ABORTED,
-                message: "the task run was stopped".into(),
-            };
-            return report;
-        }
-        action = match action {
-            TaskAction::CallModel(request) => {
-                report.model_calls += 1;
-                let options = CallOptions {
-                    on_event: None,
-                    cancel: Some(cancel),
-                };
-                match model.chat(&request, options).await {
-                    Ok(response) => {
-                        if let Some(u) = response.usage {
-                            report.usage.add(u);
-                        }
-                        machine.step(TaskInput::ModelAnswered(response))
-                    }
-                    Err(e) => {
-                        report.end = TaskEnd::Failed {
-                            code: e.code(),
-                            message: e.to_string(),
-                        };
-                        return report;
-                    }
-                }
-            }
-            TaskAction::RunTools(calls) => {
-                report.tool_calls += calls.len();
-                let results = tools.run(&calls);
-                machine.step(TaskInput::ToolsExecuted(results))
-            }
-            TaskAction::WaitForUser { question, reason } => match answer(&question) {
-                Some(text) => machine.step(TaskInput::UserAnswered(text)),
-                None => {
-                    report.end = TaskEnd::Waiting { question, reason };
-                    return report;
-                }
+                message: String::new(),
             },
-            TaskAction::Finished { verdict, .. } => {
-                report.tool_calls += 1;
-                report.end = TaskEnd::Finished { verdict };
-                return report;
-            }
-            TaskAction::Fail { code, message } => {
-                report.end = TaskEnd::Failed { code, message };
-                return report;
+            usage: Usage::default(),
+            model_calls: 0,
+            tool_calls: 0,
+        };
+        self.set_phase(Phase::Running, None)?;
+        let intent = match first {
+            TaskStep::Begin => "continue",
+            TaskStep::Answer(_) => "answer",
+        };
+        self.audit("engine.start", json!({"intent": intent, "task": true}));
+        let mut action = match first {
+            TaskStep::Begin => self.step(TaskInput::Begin)?,
+            TaskStep::Answer(text) => {
+                let wrapped = crate::composer::user_input(&text, None);
+                run_io::record(&self.recorder, |r| r.record_user_input(&text, &wrapped));
+                self.step(TaskInput::UserAnswered(text))?
             }
         };
+        loop {
+            action = match action {
+                TaskAction::CallModel(mut request) => {
+                    // MCP tools come from the host, which starts the servers.
+                    request
+                        .tools
+                        .extend(self.host.mcp_tools(&self.policy).into_iter().map(|t| {
+                            baton_llm::ToolDef {
+                                name: t.name,
+                                description: t.description,
+                                parameters: t.parameters,
+                            }
+                        }));
+                    if self.cancel.is_cancelled() {
+                        TaskAction::Fail {
+                            code: ABORTED,
+                            message: "the run was stopped".into(),
+                        }
+                    } else {
+                        run_io::emit(
+                            self.on_event,
+                            EngineEvent::ModelCall {
+                                turn: report.model_calls + 1,
+                                node: String::new(),
+                                agent: self.agent_id.clone(),
+                            },
+                        );
+                        match run_io::call_model(self.model, &request, &self.cancel, self.on_event)
+                            .await
+                        {
+                            Ok(response) => {
+                                report.model_calls += 1;
+                                let fields = run_io::turn_fields(
+                                    report.model_calls,
+                                    &self.agent_id,
+                                    &response,
+                                );
+                                self.audit("engine.turn", fields);
+                                if let Some(u) = response.usage {
+                                    report.usage.add(u);
+                                    run_io::emit(self.on_event, EngineEvent::Usage(u));
+                                }
+                                self.step(TaskInput::ModelAnswered(response))?
+                            }
+                            Err((code, message)) => TaskAction::Fail { code, message },
+                        }
+                    }
+                }
+                TaskAction::RunTools(calls) => {
+                    // Stops only between steps, so a tool's write is never cut in half.
+                    if self.cancel.is_cancelled() {
+                        TaskAction::Fail {
+                            code: ABORTED,
+                            message: "the run was stopped".into(),
+                        }
+                    } else {
+                        report.tool_calls += calls.len();
+                        let agent = self.agent_id.clone();
+                        let batch = run_io::run_tools(
+                            self.host,
+                            calls,
+                            CallContext {
+                                agent_id: &agent,
+                                node_id: "",
+                                policy: &self.policy,
+                            },
+                            self.project,
+                            &self.run_id,
+                            &self.recorder,
+                            self.on_event,
+                        );
+                        self.step(TaskInput::ToolsExecuted {
+                            results: batch.results,
+                            question: batch.question,
+                        })?
+                    }
+                }
+                TaskAction::WaitForUser { question, reason } => {
+                    let reason_text = run_io::wait_reason(reason);
+                    run_io::record(&self.recorder, |r| {
+                        r.record_ui_after("waiting-user", reason_text)
+                    });
+                    let mut answer = (self.answers)(&question);
+                    if let Some(a) = &answer {
+                        run_io::emit(
+                            self.on_event,
+                            EngineEvent::Answered {
+                                question: question.clone(),
+                                answer: a.clone(),
+                            },
+                        );
+                    } else {
+                        self.record_waiting(&question, reason_text)?;
+                        if let Some(ask) = self.ask.as_mut() {
+                            answer = ask(&question);
+                            if answer.is_some() {
+                                self.set_phase(Phase::Running, None)?;
+                            }
+                        }
+                    }
+                    let Some(answer) = answer else {
+                        report.end = TaskEnd::Waiting { question, reason };
+                        return Ok(report);
+                    };
+                    let wrapped = crate::composer::user_input(&answer, None);
+                    run_io::record(&self.recorder, |r| r.record_user_input(&answer, &wrapped));
+                    self.step(TaskInput::UserAnswered(answer))?
+                }
+                TaskAction::Finished { call, verdict } => {
+                    run_io::record(&self.recorder, |r| {
+                        r.record_ui_after("completed", "finish_tool_accepted")
+                    });
+                    self.set_phase(Phase::Completed, None)?;
+                    self.audit(
+                        "engine.completed",
+                        json!({"turns": report.model_calls, "toolCalls": report.tool_calls,
+                               "finishCallId": call.id, "verdict": verdict}),
+                    );
+                    report.end = TaskEnd::Finished { verdict };
+                    return Ok(report);
+                }
+                TaskAction::Fail { code, message } => {
+                    run_io::record(&self.recorder, |r| r.record_ui_after("failed", code));
+                    let waiting = json!({"error": {"code": code, "message": message}});
+                    self.set_phase(run_io::phase_after_failure(code), Some(waiting))?;
+                    self.audit("engine.failed", json!({"code": code, "message": message}));
+                    report.end = TaskEnd::Failed { code, message };
+                    return Ok(report);
+                }
+            };
+        }
+    }
+
+    /// Makes the question durable: the audit line and the index say the run waits for it.
+    fn record_waiting(&mut self, question: &str, reason: &str) -> Result<(), EngineError> {
+        let waiting = json!({"question": question, "reason": reason});
+        self.audit(
+            "engine.waiting",
+            json!({"reason": reason, "message": question}),
+        );
+        self.set_phase(Phase::WaitingUser, Some(waiting))
     }
 }

@@ -1,58 +1,64 @@
-//! A task run's loop against the real HTTP client and a strict scripted server: host tools run
-//! in order, the finish tool ends the run, a refused finish goes back to the model, and a
-//! model that only talks leaves the run waiting.
+//! Store-backed task runs against the real HTTP client and a strict scripted server: the run
+//! lives in the store (kind `task`, conversation log, audit, phases), a stopped or killed run
+//! continues to the same verdict, a waiting run takes an answer, a logged verdict is never
+//! worked twice, and a recorded run replays offline.
 
-use baton_engine::machine::{ToolResult, WaitReason};
-use baton_engine::task::{TaskMachine, TaskSpec};
-use baton_engine::task_driver::{TaskEnd, TaskTools, drive_task};
+use baton_engine::runner::Settings;
+use baton_engine::task::Validate;
+use baton_engine::task_driver::TaskEnd;
+use baton_engine::task_run::{
+    TaskContinuation, TaskDef, TaskFinished, claim_task, create_task, drive_task,
+};
 use baton_llm::testing::{Reply, ScriptedServer};
-use baton_llm::{HttpChatModel, LlmConfig, Message, ToolCall, ToolDef};
+use baton_llm::{HttpChatModel, LlmConfig, Message, ReplayModel, ToolDef, Trace, TraceRecorder};
+use baton_store::{NewTaskRun, Phase, Project, RunKind, Store};
 use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
-#[derive(Default)]
-struct Recorded(Vec<String>);
+struct World {
+    _tmp: tempfile::TempDir,
+    store: Store,
+    project: Project,
+}
 
-impl TaskTools for Recorded {
-    fn run(&mut self, calls: &[ToolCall]) -> Vec<ToolResult> {
-        calls
-            .iter()
-            .map(|c| {
-                self.0.push(c.name.clone());
-                ToolResult {
-                    call: c.clone(),
-                    content: json!({"ok": true, "data": "file text"}).to_string(),
-                    ok: true,
-                }
-            })
-            .collect()
+fn world() -> World {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("project");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("README.md"), "# sample\n").unwrap();
+    let store = Store::new(tmp.path().join("home"));
+    let project = store.project(&root).unwrap();
+    World {
+        _tmp: tmp,
+        store,
+        project,
     }
 }
 
-fn spec() -> TaskSpec {
-    TaskSpec {
+fn validate() -> Validate {
+    Box::new(|args| {
+        let v: Value = serde_json::from_str(args).map_err(|e| e.to_string())?;
+        match v["status"].as_str() {
+            Some("DONE" | "BLOCKED") => Ok(v),
+            _ => Err("status must be DONE or BLOCKED".into()),
+        }
+    })
+}
+
+fn def() -> TaskDef {
+    TaskDef {
         system: vec![Message::system("Do the step, then call session.complete.")],
-        prompt: "Step 1: plan the CSV export.".into(),
-        tools: vec![ToolDef {
-            name: "fs.read".into(),
-            description: "read a file".into(),
-            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        }],
         finish: ToolDef {
             name: "session.complete".into(),
             description: "end the step".into(),
             parameters: json!({"type": "object", "properties": {"status": {"type": "string"}}}),
         },
-        validate: Box::new(|args| {
-            let v: Value = serde_json::from_str(args).map_err(|e| e.to_string())?;
-            match v["status"].as_str() {
-                Some("DONE" | "BLOCKED") => Ok(v),
-                _ => Err("status must be DONE or BLOCKED".into()),
-            }
-        }),
+        validate: validate(),
     }
 }
+
+const PROMPT: &str = "Step 1: plan the CSV export.";
 
 async fn model(replies: Vec<Reply>) -> (ScriptedServer, HttpChatModel) {
     let server = ScriptedServer::start(replies).await.unwrap();
@@ -67,102 +73,260 @@ async fn model(replies: Vec<Reply>) -> (ScriptedServer, HttpChatModel) {
     (server, model)
 }
 
+fn new_task(w: &World) -> baton_engine::task_run::ClaimedTask {
+    create_task(
+        &w.project,
+        NewTaskRun {
+            task_ref: "session-1/step-0-plan",
+            agent_id: "lifecycle",
+        },
+        PROMPT,
+    )
+    .unwrap()
+}
+
+async fn start(w: &World, model: &HttpChatModel) -> TaskFinished {
+    drive_task(new_task(w), def(), Settings::new(model))
+        .await
+        .unwrap()
+}
+
+async fn resume(w: &World, run_id: &str, model: &HttpChatModel) -> TaskFinished {
+    let claimed = claim_task(&w.project, run_id, TaskContinuation::Resume).unwrap();
+    drive_task(claimed, def(), Settings::new(model))
+        .await
+        .unwrap()
+}
+
+fn conversation(w: &World, run_id: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(w.project.run_paths(run_id).conversation_log).unwrap();
+    text.lines()
+        .flat_map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["messages"]
+                .as_array()
+                .unwrap()
+                .clone()
+        })
+        .collect()
+}
+
+fn done(id: &str) -> Reply {
+    Reply::tool_calls(&[(id, "session_complete", r#"{"status":"DONE"}"#)])
+}
+
+fn write_file(id: &str) -> Reply {
+    Reply::tool_calls(&[(
+        id,
+        "fs_write",
+        r##"{"path":"@project/plan.md","content":"# plan\n"}"##,
+    )])
+}
+
 #[tokio::test]
-async fn a_step_reads_a_file_is_refused_once_then_finishes() {
+async fn a_task_run_lives_in_the_store_with_its_log_phases_and_audit() {
+    let w = world();
     let (server, model) = model(vec![
-        Reply::tool_calls(&[("c1", "fs_read", r#"{"path":"README.md"}"#)]),
+        Reply::tool_calls(&[("c1", "fs_read", r#"{"path":"@project/README.md"}"#)]),
         Reply::tool_calls(&[("c2", "session_complete", r#"{"status":"done?"}"#)]),
-        Reply::tool_calls(&[("c3", "session_complete", r#"{"status":"DONE"}"#)]),
+        done("c3"),
     ])
     .await;
-    let mut machine = TaskMachine::new(spec(), 10);
-    let mut tools = Recorded::default();
-    let report = drive_task(
-        &mut machine,
-        &model,
-        &mut tools,
-        &mut |_| None,
-        &CancellationToken::new(),
-    )
-    .await;
+    let out = start(&w, &model).await;
     assert_eq!(
-        report.end,
+        out.report.end,
         TaskEnd::Finished {
             verdict: json!({"status": "DONE"})
         }
     );
-    assert_eq!(tools.0, ["fs.read"]);
-    assert_eq!(report.model_calls, 3);
-    assert_eq!(report.usage.total_tokens, 87);
+    assert_eq!(out.report.model_calls, 3);
+    assert_eq!(out.report.usage.total_tokens, 87);
+    assert_eq!(out.run.phase, Phase::Completed);
+    assert_eq!(out.run.kind, RunKind::Task);
     assert_eq!(server.remaining(), 0);
-    // The strict server accepted every request: each call was answered, in order; the third
-    // request carried the refusal of the second call back to the model.
-    let third = server.received()[2].body.clone();
-    let last = third["messages"]
+    // Listed among the project's runs, as a task run.
+    let runs = w
+        .store
+        .project(w.project.root())
+        .unwrap()
+        .list_runs()
+        .unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].kind, RunKind::Task);
+    assert_eq!(runs[0].workflow_ref, "session-1/step-0-plan");
+    // The conversation log starts with the prompt and holds every call with its result.
+    let messages = conversation(&w, &out.run.run_id);
+    assert_eq!(messages[0]["content"], PROMPT);
+    let results: Vec<&str> = messages
+        .iter()
+        .filter_map(|m| m["toolCallId"].as_str())
+        .collect();
+    assert_eq!(results, ["c1", "c2", "c3"]);
+    // Engine and tool lines in the audit log.
+    let audit =
+        std::fs::read_to_string(w.project.run_paths(&out.run.run_id).execution_log).unwrap();
+    for kind in ["engine.start", "engine.turn", "engine.completed"] {
+        assert!(audit.contains(kind), "{kind} missing in {audit}");
+    }
+    assert!(audit.contains("fs.read"), "{audit}");
+    // The model never sees workflow.rewind; the policy layer follows the task's rules.
+    let first = &server.received()[0].body;
+    let tools: Vec<&str> = first["tools"]
         .as_array()
         .unwrap()
-        .last()
-        .unwrap()
-        .clone();
-    assert_eq!(last["tool_call_id"], "c2");
-    assert!(last["content"].as_str().unwrap().contains("FINISH_INVALID"));
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(tools.contains(&"fs_read") && tools.contains(&"session_complete"));
+    assert!(!tools.contains(&"workflow_rewind"), "{tools:?}");
+    assert_eq!(first["messages"][2]["content"], PROMPT);
 }
 
 #[tokio::test]
-async fn a_model_that_only_talks_leaves_the_run_waiting_without_a_verdict() {
-    let (_server, model) = model(vec![Reply::text("Should I also export XLSX?")]).await;
-    let mut machine = TaskMachine::new(spec(), 10);
-    let report = drive_task(
-        &mut machine,
-        &model,
-        &mut Recorded::default(),
-        &mut |_| None,
-        &CancellationToken::new(),
-    )
-    .await;
-    assert_eq!(
-        report.end,
-        TaskEnd::Waiting {
-            question: "Should I also export XLSX?".into(),
-            reason: WaitReason::Question
-        }
-    );
-}
+async fn a_run_stopped_mid_way_continues_to_the_same_verdict() {
+    // Uninterrupted: write, then finish.
+    let w = world();
+    let (_s, m) = model(vec![write_file("c1"), done("c2")]).await;
+    let whole = start(&w, &m).await;
 
-#[tokio::test]
-async fn an_answer_continues_the_run_and_a_stop_ends_it_between_steps() {
-    let (_server, model) = model(vec![
-        Reply::text("Which format?"),
-        Reply::tool_calls(&[("c1", "session_complete", r#"{"status":"DONE"}"#)]),
+    // Dropped while the second model call is under way (as a kill would): the write and its
+    // result are logged, the run says running with nobody driving it.
+    let w2 = world();
+    let (_s1, m1) = model(vec![
+        write_file("c1"),
+        done("c2").delayed(Duration::from_secs(30)),
     ])
     .await;
-    let mut machine = TaskMachine::new(spec(), 10);
-    let report = drive_task(
-        &mut machine,
-        &model,
-        &mut Recorded::default(),
-        &mut |_| Some("CSV only".into()),
-        &CancellationToken::new(),
+    let claimed = new_task(&w2);
+    let run_id = claimed.run().run_id.clone();
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(1500),
+        drive_task(claimed, def(), Settings::new(&m1)),
     )
     .await;
-    assert!(matches!(report.end, TaskEnd::Finished { .. }));
-    assert_eq!(machine.history()[1].text(), "CSV only");
+    assert!(dropped.is_err(), "the future was dropped mid-way");
+    let run = w2.project.get_run(&run_id).unwrap();
+    assert_eq!(run.phase, Phase::Running);
+    assert!(baton_store::driver_lock::is_interrupted(&w2.project, &run));
 
-    let stopped = CancellationToken::new();
-    stopped.cancel();
-    let report = drive_task(
-        &mut TaskMachine::new(spec(), 10),
-        &model,
-        &mut Recorded::default(),
-        &mut |_| None,
-        &stopped,
-    )
-    .await;
+    let (s2, m2) = model(vec![done("c2")]).await;
+    let resumed = resume(&w2, &run_id, &m2).await;
+    assert_eq!(resumed.report.end, whole.report.end);
+    assert_eq!(resumed.run.phase, Phase::Completed);
+    assert_eq!(s2.remaining(), 0);
+    // The resumed request carries the write's result, not a second write.
+    let body = &s2.received()[0].body;
+    let last = body["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["tool_call_id"], "c1");
+    assert!(last["content"].as_str().unwrap().contains("\"ok\":true"));
+    assert_eq!(
+        std::fs::read_to_string(w2.project.root().join("plan.md")).unwrap(),
+        "# plan\n"
+    );
+
+    // Cancelled between steps: idle with ENGINE_ABORTED, then resumed.
+    let w3 = world();
+    let (_s3, m3) = model(vec![done("c1")]).await;
+    let settings = Settings::new(&m3);
+    settings.cancel.cancel();
+    let stopped = drive_task(new_task(&w3), def(), settings).await.unwrap();
     assert!(matches!(
-        report.end,
+        stopped.report.end,
         TaskEnd::Failed {
             code: "ENGINE_ABORTED",
             ..
         }
     ));
+    assert_eq!(stopped.run.phase, Phase::Idle);
+    let again = resume(&w3, &stopped.run.run_id, &m3).await;
+    assert_eq!(again.report.end, whole.report.end);
+}
+
+#[tokio::test]
+async fn a_verdict_logged_before_a_kill_is_not_asked_for_again() {
+    let w = world();
+    let (_s, m) = model(vec![done("c1")]).await;
+    let out = start(&w, &m).await;
+    // As if killed after the log got the verdict but before the phase did.
+    w.project
+        .update_run(&out.run.run_id, |r| r.phase = Phase::Running)
+        .unwrap();
+    let (server, silent) = model(Vec::new()).await;
+    let again = resume(&w, &out.run.run_id, &silent).await;
+    assert_eq!(again.report.end, out.report.end);
+    assert_eq!(again.report.model_calls, 0);
+    assert!(server.received().is_empty());
+    assert_eq!(again.run.phase, Phase::Completed);
+}
+
+#[tokio::test]
+async fn a_waiting_run_takes_an_answer_and_finishes() {
+    let w = world();
+    let (_s, m) = model(vec![Reply::text("Should I also export XLSX?")]).await;
+    let out = start(&w, &m).await;
+    assert!(
+        matches!(&out.report.end, TaskEnd::Waiting { question, .. } if question == "Should I also export XLSX?")
+    );
+    assert_eq!(out.run.phase, Phase::WaitingUser);
+    assert_eq!(
+        out.run.waiting_for.as_ref().unwrap()["question"],
+        "Should I also export XLSX?"
+    );
+    // Resume is not an answer, and an answer is for a waiting run only.
+    let (server, m2) = model(vec![done("c1")]).await;
+    let claimed = claim_task(
+        &w.project,
+        &out.run.run_id,
+        TaskContinuation::Answer("CSV only".into()),
+    )
+    .unwrap();
+    let answered = drive_task(claimed, def(), Settings::new(&m2))
+        .await
+        .unwrap();
+    assert!(matches!(answered.report.end, TaskEnd::Finished { .. }));
+    let last = server.received()[0].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["content"], "USER_INPUT\nCSV only");
+    let refused = claim_task(
+        &w.project,
+        &out.run.run_id,
+        TaskContinuation::Answer("again".into()),
+    );
+    assert!(matches!(refused, Err(e) if e.code() == "RUN_NOT_WAITING"));
+}
+
+#[tokio::test]
+async fn a_recorded_task_run_replays_offline_to_the_same_verdict() {
+    let w = world();
+    let (_s, m) = model(vec![
+        Reply::text("Which format?"),
+        write_file("c1"),
+        done("c2"),
+    ])
+    .await;
+    let recorder = Arc::new(Mutex::new(TraceRecorder::default()));
+    let mut settings = Settings::new(&m);
+    settings.record = Some(recorder.clone());
+    settings.inputs.push_back("CSV only".into());
+    let live = drive_task(new_task(&w), def(), settings).await.unwrap();
+    assert!(matches!(live.report.end, TaskEnd::Finished { .. }));
+    let bytes = recorder.lock().unwrap().to_bytes();
+    let trace = Trace::parse(std::str::from_utf8(&bytes).unwrap()).unwrap();
+
+    let offline = world();
+    let replay = ReplayModel::new(trace);
+    let mut settings = Settings::new(&replay);
+    settings.replay = Some(&replay);
+    let replayed = drive_task(new_task(&offline), def(), settings)
+        .await
+        .unwrap();
+    assert_eq!(replayed.report.end, live.report.end);
+    assert_eq!(replay.remaining(), 0);
+    assert_eq!(
+        std::fs::read_to_string(offline.project.root().join("plan.md")).unwrap(),
+        "# plan\n"
+    );
 }

@@ -10,6 +10,8 @@
 //! - [`tick`]: an execution step claimed, run as a task run, and its verdict recorded.
 //! - [`gate`]: a decision step judged by one model call on the gate's result files.
 //! - [`run`]: the loop of ticks, routing by the first pending step.
+//! - [`step_run`]: the link from a step to its task run, and the step runs' models (live, or
+//!   recorded traces).
 //! - [`infer`]: the build phase's inference (phase, position, modes, questions to ask).
 
 pub mod apply;
@@ -18,5 +20,6 @@ pub mod completion;
 pub mod gate;
 pub mod infer;
 pub mod run;
+pub mod step_run;
 pub mod tick;
 pub mod verdict;

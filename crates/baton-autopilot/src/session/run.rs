@@ -1,36 +1,81 @@
 //! The session loop: tick until the session completes, pauses, waits for a person or is
-//! stopped. Routing is code: the first pending step decides the tick — an execution step runs
-//! as a task run ([`super::tick`]), a quality or goal gate is judged by the model
+//! stopped. Routing is code: a step we still hold (after a kill, a stop or a question) is
+//! continued first; otherwise the first pending step decides the tick — an execution step runs
+//! as a store-backed task run ([`super::tick`]), a quality or goal gate is judged by the model
 //! ([`super::gate`]), `post-debug-escalate` pauses for a person, and the remaining structural
 //! gates settle by code. Two ticks in a row that find nothing to do stop with E010 (seed 003's
 //! empty-loop breaker); a session whose steps are all confirmed or skipped is completed.
 
 use super::apply::{form_of, pause_at_escalation};
 use super::gate::{self, GateEnd};
-use super::tick::{StepEnd, StepSettings, run_step};
+use super::step_run::{self, ModelSource, Models};
+use super::tick::{StepEnd, StepSettings, StepTick, answer_step, run_step};
 use crate::ralph::Context;
 use crate::ralph::discovery::{self, Pick};
 use crate::ralph::error::{RalphError, Result};
 use crate::ralph::store::{self, Change};
 use crate::ralph::verbs::decide::{self, DecideArgs, finished};
-use baton_engine::machine::WaitReason;
-use baton_engine::task_driver::TaskTools;
-use baton_llm::{ChatModel, ToolDef};
+use baton_engine::EngineEvent;
+use baton_engine::machine::{DEFAULT_MAX_TURNS, WaitReason};
+use baton_store::{Project, Store};
+use baton_tools::ToolsConfig;
 use serde_json::json;
+use std::path::Path;
 use tokio_util::sync::CancellationToken;
 
 /// Empty ticks in a row that stop the loop (E010).
 const EMPTY_TICK_LIMIT: usize = 2;
 
+/// How a session runs. Build it with [`RunSettings::new`] and change what differs.
 pub struct RunSettings<'a> {
+    /// Who claims the steps (ralph's claim owner). Use the same owner to continue a session
+    /// after a kill: a step claimed by another owner is not continued.
     pub owner: &'a str,
-    pub model: &'a dyn ChatModel,
-    pub tools: &'a mut dyn TaskTools,
-    pub tool_defs: Vec<ToolDef>,
+    /// The store the step runs are kept in (`baton runs` lists them as `task` runs).
+    pub store: &'a Store,
+    /// A live model, or a directory of traces recorded with `record` (offline replay).
+    pub model: ModelSource<'a>,
+    /// A directory (existing) where every step run and gate call records its trace.
+    pub record: Option<&'a Path>,
+    /// The tool policy of the step runs (`[tools.*]`, `[mcp]` of `baton.toml`).
+    pub tools: ToolsConfig,
+    /// Model calls per step run invocation.
     pub max_turns: usize,
     pub cancel: CancellationToken,
+    /// What the step runs do (model calls, tools, text), for progress on a terminal.
+    pub on_event: Option<&'a (dyn Fn(EngineEvent) + Send + Sync)>,
     /// Called after every tick (progress, tests).
     pub after_tick: Option<&'a mut (dyn FnMut(&Tick) + Send)>,
+}
+
+impl<'a> RunSettings<'a> {
+    /// File tools only, the default turn limit, no recording, nothing shown.
+    pub fn new(owner: &'a str, store: &'a Store, model: ModelSource<'a>) -> RunSettings<'a> {
+        RunSettings {
+            owner,
+            store,
+            model,
+            record: None,
+            tools: ToolsConfig::default(),
+            max_turns: DEFAULT_MAX_TURNS,
+            cancel: CancellationToken::new(),
+            on_event: None,
+            after_tick: None,
+        }
+    }
+
+    fn step<'s>(&'s self, project: &'s Project) -> StepSettings<'s> {
+        StepSettings {
+            owner: self.owner,
+            project,
+            model: self.model,
+            record: self.record,
+            tools: self.tools.clone(),
+            max_turns: self.max_turns,
+            cancel: self.cancel.clone(),
+            on_event: self.on_event,
+        }
+    }
 }
 
 /// What one tick did.
@@ -89,6 +134,12 @@ async fn tick(
         "running" => {}
         _ => return Ok(Err(SessionEnd::Paused)),
     }
+    let held = s
+        .active_index()
+        .is_some_and(|a| step_run::current_claim(&s, a, settings.owner).is_some());
+    if held {
+        return step(ctx, session, settings).await;
+    }
     let pending = s
         .all_steps()
         .find(|st| st.status() == "pending")
@@ -101,7 +152,26 @@ async fn tick(
     };
     if let Some(gate) = decision {
         if form_of(&gate).is_some() {
-            let t = gate::evaluate(ctx, session, settings.model, &settings.cancel).await?;
+            let retry = s.step(index).map_or(0, |st| st.retry_count());
+            let models = Models::open(
+                settings.model,
+                settings.record,
+                &step_run::gate_trace(index, retry),
+            )?;
+            let model = models.model(settings.model).ok_or_else(|| {
+                RalphError::usage("SESSION_TRACE_MISSING", "no model and no recorded trace")
+            })?;
+            let recording;
+            let model: &dyn baton_llm::ChatModel = match &models.recorder {
+                Some(rec) => {
+                    recording = baton_llm::RecordingModel::new(model, rec.clone());
+                    &recording
+                }
+                None => model,
+            };
+            let evaluated = gate::evaluate(ctx, session, model, &settings.cancel).await;
+            models.save()?;
+            let t = evaluated?;
             if t.end == GateEnd::Interrupted {
                 return Ok(Err(SessionEnd::Interrupted {
                     code: baton_engine::driver::ABORTED,
@@ -125,33 +195,62 @@ async fn tick(
         decide::run(ctx, session, &args)?;
         return Ok(Ok(Tick::Gate { index, gate }));
     }
-    let t = run_step(
-        ctx,
-        session,
-        StepSettings {
-            owner: settings.owner,
-            model: settings.model,
-            tools: &mut *settings.tools,
-            tool_defs: settings.tool_defs.clone(),
-            max_turns: settings.max_turns,
-            cancel: settings.cancel.clone(),
-        },
-    )
-    .await?;
+    step(ctx, session, settings).await
+}
+
+/// An execution tick: the step we hold, else the next one.
+async fn step(
+    ctx: &Context,
+    session: Option<&str>,
+    settings: &RunSettings<'_>,
+) -> Result<std::result::Result<Tick, SessionEnd>> {
+    let project = project_of(ctx, settings.store)?;
+    let t = run_step(ctx, session, settings.step(&project)).await?;
+    Ok(step_tick(t))
+}
+
+fn project_of(ctx: &Context, store: &Store) -> Result<Project> {
+    store
+        .project(&ctx.project)
+        .map_err(|e| RalphError::usage(e.code(), e.to_string()))
+}
+
+/// A step's tick, or how the loop ends when the step did not end.
+fn step_tick(t: StepTick) -> std::result::Result<Tick, SessionEnd> {
     match t.end {
-        StepEnd::Waiting { question, reason } => Ok(Err(SessionEnd::Waiting {
+        StepEnd::Waiting { question, reason } => Err(SessionEnd::Waiting {
             index: t.index,
             question,
             reason,
-        })),
-        StepEnd::Interrupted { code, message } => {
-            Ok(Err(SessionEnd::Interrupted { code, message }))
-        }
-        end => Ok(Ok(Tick::Step {
+        }),
+        StepEnd::Interrupted { code, message } => Err(SessionEnd::Interrupted { code, message }),
+        end => Ok(Tick::Step {
             index: t.index,
             end,
-        })),
+        }),
     }
+}
+
+/// Answers the question the step we hold waits on (`baton session answer`), then goes on
+/// ticking as [`run`] does. The step's run continues with `text` as the person's answer.
+pub async fn answer(
+    ctx: &Context,
+    session: Option<&str>,
+    text: &str,
+    mut settings: RunSettings<'_>,
+) -> Result<SessionReport> {
+    let project = project_of(ctx, settings.store)?;
+    let t = answer_step(ctx, session, text, settings.step(&project)).await?;
+    let t = match step_tick(t) {
+        Ok(t) => t,
+        Err(end) => return Ok(SessionReport { end, ticks: 1 }),
+    };
+    if let Some(f) = settings.after_tick.as_mut() {
+        f(&t);
+    }
+    let mut report = run(ctx, session, settings).await?;
+    report.ticks += 1;
+    Ok(report)
 }
 
 /// Ticks until the session ends or waits.

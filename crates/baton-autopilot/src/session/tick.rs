@@ -1,20 +1,35 @@
 //! One execution tick: claim the next step through ralph's `next` (the prompt exactly as
-//! `baton ralph next` prints it), run it as a task run that ends with `session.complete`, and
-//! record the verdict through ralph's `complete`.
+//! `baton ralph next` prints it), run it as a store-backed task run that ends with
+//! `session.complete`, and record the verdict through ralph's `complete`.
 //!
 //! What ends a step: an accepted `session.complete` (its verdict); a run that used its turns
 //! without one (NEEDS_RETRY the first time, BLOCKED after a retry). A run that waits for a
 //! person, was stopped, or lost its model keeps the step claimed: nothing was decided.
+//!
+//! A step still claimed by us (the process was killed or stopped, or a person is awaited)
+//! continues its linked run ([`super::step_run`]) instead of starting another: a run whose
+//! verdict is already logged has it applied without calling the model, a waiting run stays
+//! waiting until [`answer_step`], and a claim that never got a run is released and taken again.
 
 use super::apply::finish_step;
 use super::completion::{self, Completion};
+use super::step_run::{self, Link, ModelSource, Models};
 use crate::ralph::Context;
+use crate::ralph::discovery::{self, Pick};
 use crate::ralph::error::{RalphError, Result};
-use crate::ralph::verbs::next;
+use crate::ralph::session::Session;
+use crate::ralph::verbs::{control, next};
+use baton_engine::EngineEvent;
 use baton_engine::machine::WaitReason;
-use baton_engine::task::{MAX_TURNS_EXCEEDED, TaskMachine, TaskSpec};
-use baton_engine::task_driver::{TaskEnd, TaskReport, TaskTools, drive_task};
-use baton_llm::{ChatModel, Message, ToolDef};
+use baton_engine::runner::{RunnerError, Settings};
+use baton_engine::task::MAX_TURNS_EXCEEDED;
+use baton_engine::task_driver::{TaskEnd, TaskReport};
+use baton_engine::task_run::{self, ClaimedTask, TaskContinuation, TaskDef};
+use baton_llm::{Message, Usage};
+use baton_store::{NewTaskRun, Phase, Project};
+use baton_tools::ToolsConfig;
+use serde_json::Value;
+use std::path::Path;
 use tokio_util::sync::CancellationToken;
 
 /// Said once before the step's prompt: the prompt names ralph's completion commands, which a
@@ -26,13 +41,18 @@ evidence, DONE_WITH_CONCERNS with concerns, NEEDS_RETRY, or BLOCKED with a reaso
 
 /// How the model and tools run a step.
 pub struct StepSettings<'a> {
+    /// Who claims the step (ralph's claim owner); a step claimed by someone else is theirs.
     pub owner: &'a str,
-    pub model: &'a dyn ChatModel,
-    pub tools: &'a mut dyn TaskTools,
-    /// The host's tools as offered to the model.
-    pub tool_defs: Vec<ToolDef>,
+    /// The store project the step runs live in (the session's project).
+    pub project: &'a Project,
+    pub model: ModelSource<'a>,
+    /// A directory where each step run's trace is recorded.
+    pub record: Option<&'a Path>,
+    /// The tool policy of the step runs (`[tools.*]`, `[mcp]` of `baton.toml`).
+    pub tools: ToolsConfig,
     pub max_turns: usize,
     pub cancel: CancellationToken,
+    pub on_event: Option<&'a (dyn Fn(EngineEvent) + Send + Sync)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -44,48 +64,247 @@ pub enum StepEnd {
         question: String,
         reason: WaitReason,
     },
-    /// The step stays claimed: the run was stopped or its model failed (resume it).
+    /// The step stays claimed: the run was stopped or its model failed (continue it).
     Interrupted { code: &'static str, message: String },
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepTick {
     pub index: usize,
+    /// The step's task run (`baton runs show <id>`).
+    pub run_id: String,
     pub end: StepEnd,
+    /// What this invocation of the run did (nothing, when a logged end was applied).
     pub report: TaskReport,
 }
 
-/// Runs the next execution step of the session.
+fn engine_error(e: RunnerError) -> RalphError {
+    RalphError::usage(e.code(), e.to_string())
+}
+
+fn def() -> TaskDef {
+    TaskDef {
+        system: vec![Message::system(STEP_RULES)],
+        finish: completion::tool_def(),
+        validate: completion::validator(),
+    }
+}
+
+fn nothing_done(end: TaskEnd) -> TaskReport {
+    TaskReport {
+        end,
+        usage: Usage::default(),
+        model_calls: 0,
+        tool_calls: 0,
+    }
+}
+
+/// The step claimed by `owner` and still running, if any.
+fn ours(s: &Session, owner: &str) -> Option<usize> {
+    let a = s.active_index()?;
+    let running = s.step(a).is_some_and(|st| st.status() == "running");
+    (running && step_run::current_claim(s, a, owner).is_some()).then_some(a)
+}
+
+/// 1 for a step's first run, 2 for the run after its NEEDS_RETRY.
+fn attempt(s: &Session, index: usize) -> u32 {
+    let retried = s
+        .step(index)
+        .and_then(|st| st.get("retried"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if retried { 2 } else { 1 }
+}
+
+fn wait_reason(waiting: Option<&Value>) -> WaitReason {
+    match waiting
+        .and_then(|w| w.get("reason"))
+        .and_then(Value::as_str)
+    {
+        Some("ui_ask_user") => WaitReason::Widget,
+        Some("ENGINE_LOOP_DETECTED") => WaitReason::LoopDetected,
+        _ => WaitReason::Question,
+    }
+}
+
+/// Runs the next execution step of the session, or continues the one we hold.
 pub async fn run_step(
     ctx: &Context,
     session: Option<&str>,
     settings: StepSettings<'_>,
 ) -> Result<StepTick> {
+    let s = discovery::find(ctx, session, Pick::Active)?.into_session()?;
+    if let Some(index) = ours(&s, settings.owner) {
+        match step_run::read_link(&s, index, settings.owner) {
+            Some(link) => {
+                return continue_step(ctx, session, &s, index, link, None, settings).await;
+            }
+            // Killed between the claim and the run's creation: nothing ran; claim it again.
+            None => {
+                control::release(ctx, session, true, None)?;
+            }
+        }
+    }
     let claimed = next::run(ctx, session, Some(settings.owner), None)?;
     let index = claimed.json["index"]
         .as_u64()
         .map(|i| i as usize)
         .ok_or_else(|| RalphError::usage("NEXT_OUTPUT_INVALID", "next named no step index"))?;
-    let prompt = claimed.json["prompt"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let spec = TaskSpec {
-        system: vec![Message::system(STEP_RULES)],
+    let prompt = claimed.json["prompt"].as_str().unwrap_or_default();
+    let s = discovery::find(ctx, session, Pick::Active)?.into_session()?;
+    let (owner, claimed_at) = step_run::current_claim(&s, index, settings.owner)
+        .ok_or_else(|| RalphError::usage("CLAIM_LOST", "the step just claimed is not ours"))?;
+    let skill = s.step(index).map(|st| st.skill()).unwrap_or_default();
+    let agent = if skill.is_empty() { "lifecycle" } else { skill };
+    let task_ref = format!("{}/step-{index}-{agent}", s.id);
+    let task = task_run::create_task(
+        settings.project,
+        NewTaskRun {
+            task_ref: &task_ref,
+            agent_id: agent,
+        },
         prompt,
-        tools: settings.tool_defs,
-        finish: completion::tool_def(),
-        validate: completion::validator(),
-    };
-    let mut machine = TaskMachine::new(spec, settings.max_turns);
-    let report = drive_task(
-        &mut machine,
-        settings.model,
-        settings.tools,
-        &mut |_| None,
-        &settings.cancel,
     )
-    .await;
+    .map_err(engine_error)?;
+    let link = Link {
+        run_id: task.run().run_id.clone(),
+        owner,
+        claimed_at,
+    };
+    // Before the first model call: a kill from here on continues this run.
+    step_run::write_link(&s, index, &link)?;
+    let models = Models::open(
+        settings.model,
+        settings.record,
+        &step_run::step_trace(index, attempt(&s, index)),
+    )?;
+    drive(ctx, session, index, task, &models, &settings).await
+}
+
+/// Answers the question step run of the step we hold waits on, and ends the step as its run
+/// ends.
+pub async fn answer_step(
+    ctx: &Context,
+    session: Option<&str>,
+    text: &str,
+    settings: StepSettings<'_>,
+) -> Result<StepTick> {
+    let s = discovery::find(ctx, session, Pick::Active)?.into_session()?;
+    let Some((index, link)) = ours(&s, settings.owner)
+        .and_then(|i| step_run::read_link(&s, i, settings.owner).map(|l| (i, l)))
+    else {
+        return Err(RalphError::usage(
+            "SESSION_NOT_WAITING",
+            "no step of this session waits for an answer",
+        ));
+    };
+    continue_step(ctx, session, &s, index, link, Some(text), settings).await
+}
+
+/// Continues the linked run of step `index`: applies an end it already reached, reports a
+/// question it still waits on, or drives it on (with `answer`, when one is given).
+async fn continue_step(
+    ctx: &Context,
+    session: Option<&str>,
+    s: &Session,
+    index: usize,
+    link: Link,
+    answer: Option<&str>,
+    settings: StepSettings<'_>,
+) -> Result<StepTick> {
+    let run = settings
+        .project
+        .get_run(&link.run_id)
+        .map_err(|e| RalphError::usage(e.code(), e.to_string()))?;
+    let error_code = run
+        .waiting_for
+        .as_ref()
+        .and_then(|w| w.pointer("/error/code"))
+        .and_then(Value::as_str);
+    if run.phase == Phase::Failed && error_code == Some(MAX_TURNS_EXCEEDED) {
+        // The run ended without a verdict before the kill: that is what it becomes.
+        let end = TaskEnd::Failed {
+            code: MAX_TURNS_EXCEEDED,
+            message: "the run used its model calls".into(),
+        };
+        return apply(
+            ctx,
+            session,
+            index,
+            link.run_id,
+            nothing_done(end),
+            &settings,
+        );
+    }
+    if run.phase == Phase::WaitingUser && answer.is_none() {
+        let question = run
+            .waiting_for
+            .as_ref()
+            .and_then(|w| w.get("question"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let reason = wait_reason(run.waiting_for.as_ref());
+        let end = TaskEnd::Waiting { question, reason };
+        return apply(
+            ctx,
+            session,
+            index,
+            link.run_id,
+            nothing_done(end),
+            &settings,
+        );
+    }
+    let continuation = match answer {
+        Some(text) => TaskContinuation::Answer(text.to_string()),
+        None => TaskContinuation::Resume,
+    };
+    let task =
+        task_run::claim_task(settings.project, &link.run_id, continuation).map_err(engine_error)?;
+    let models = Models::open(
+        settings.model,
+        settings.record,
+        &step_run::step_trace(index, attempt(s, index)),
+    )?;
+    drive(ctx, session, index, task, &models, &settings).await
+}
+
+/// Drives the claimed run, saves its trace, and ends the step as the run ended.
+async fn drive(
+    ctx: &Context,
+    session: Option<&str>,
+    index: usize,
+    task: ClaimedTask,
+    models: &Models,
+    settings: &StepSettings<'_>,
+) -> Result<StepTick> {
+    let run_id = task.run().run_id.clone();
+    let model = models.model(settings.model).ok_or_else(|| {
+        RalphError::usage("SESSION_TRACE_MISSING", "no model and no recorded trace")
+    })?;
+    let mut engine = Settings::new(model);
+    engine.replay = models.replay.as_ref();
+    engine.record = models.recorder.clone();
+    engine.tools = settings.tools.clone();
+    engine.max_turns = settings.max_turns;
+    engine.cancel = settings.cancel.clone();
+    engine.on_event = settings.on_event;
+    let driven = task_run::drive_task(task, def(), engine).await;
+    // The trace is kept whatever happened: it is what a replay needs.
+    models.save()?;
+    let finished = driven.map_err(engine_error)?;
+    apply(ctx, session, index, run_id, finished.report, settings)
+}
+
+/// What the end of a step's run does to the session.
+fn apply(
+    ctx: &Context,
+    session: Option<&str>,
+    index: usize,
+    run_id: String,
+    report: TaskReport,
+    settings: &StepSettings<'_>,
+) -> Result<StepTick> {
     let owner = Some(settings.owner);
     let end = match &report.end {
         TaskEnd::Finished { verdict } => {
@@ -107,5 +326,10 @@ pub async fn run_step(
             reason: *reason,
         },
     };
-    Ok(StepTick { index, end, report })
+    Ok(StepTick {
+        index,
+        run_id,
+        end,
+        report,
+    })
 }

@@ -1,0 +1,201 @@
+//! What a workflow run's driver and a task run's driver both do against the store and the
+//! host, written once: audit lines, run phases, model calls, tool batches with large results
+//! offloaded, and the trace recorder.
+
+use crate::context::offload;
+use crate::driver::{ABORTED, EngineError, EngineEvent};
+use crate::machine::{ToolResult, WaitReason};
+use baton_llm::{CallOptions, ChatModel, ChatRequest, ChatResponse, LlmError, StreamEvent};
+use baton_llm::{ToolCall, TraceRecorder};
+use baton_store::Phase;
+use baton_store::Project;
+use baton_store::jsonl::JsonlWriter;
+use baton_tools::{CallContext, ToolHost};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+pub(crate) type OnEvent<'a> = Option<&'a (dyn Fn(EngineEvent) + Send + Sync)>;
+
+pub(crate) fn emit(on_event: OnEvent<'_>, e: EngineEvent) {
+    if let Some(f) = on_event {
+        f(e);
+    }
+}
+
+/// One `engine.*` line in the audit log. Best effort: a full disk must not turn a finished
+/// step into a failure; the run's state and conversation log are the records that count.
+pub(crate) fn audit(
+    log: Option<&mut JsonlWriter>,
+    run_id: &str,
+    node: Option<&str>,
+    kind: &str,
+    fields: Value,
+) {
+    let Some(log) = log else {
+        return;
+    };
+    let mut line = json!({
+        "ts": baton_store::time::now_rfc3339(),
+        "kind": kind,
+        "runId": run_id,
+        "nodeId": node,
+    });
+    if let (Some(obj), Value::Object(extra)) = (line.as_object_mut(), fields) {
+        obj.extend(extra);
+    }
+    let _ = log.append(&line, true);
+}
+
+pub(crate) fn set_phase(
+    project: &Project,
+    run_id: &str,
+    phase: Phase,
+    waiting_for: Option<Value>,
+    node: Option<&str>,
+) -> Result<(), EngineError> {
+    let node = node.map(str::to_owned);
+    project.update_run(run_id, |r| {
+        r.phase = phase;
+        r.waiting_for = waiting_for;
+        r.current_node_id = node;
+    })?;
+    Ok(())
+}
+
+/// The phase a failed invocation leaves: a stop asked for (Ctrl-C, SIGTERM) is no failure,
+/// the run is idle again, between two writes, and resumes from there.
+pub(crate) fn phase_after_failure(code: &str) -> Phase {
+    if code == ABORTED {
+        Phase::Idle
+    } else {
+        Phase::Failed
+    }
+}
+
+/// The reason a wait is recorded with (audit, index, trace).
+pub(crate) fn wait_reason(reason: WaitReason) -> &'static str {
+    match reason {
+        WaitReason::Question => "assistant_no_toolCalls_and_not_complete",
+        WaitReason::Widget => "ui_ask_user",
+        WaitReason::LoopDetected => "ENGINE_LOOP_DETECTED",
+    }
+}
+
+pub(crate) fn record(
+    recorder: &Option<Arc<Mutex<TraceRecorder>>>,
+    f: impl FnOnce(&mut TraceRecorder),
+) {
+    if let Some(r) = recorder
+        && let Ok(mut r) = r.lock()
+    {
+        f(&mut r);
+    }
+}
+
+/// Keeps a tool result over 50 KB out of the conversation: the whole result goes to
+/// `@state/logs/tool-results/`, the message keeps a preview and that path.
+pub(crate) fn offload(project: &Project, run_id: &str, call_id: &str, content: String) -> String {
+    if content.len() <= offload::OFFLOAD_BYTES {
+        return content;
+    }
+    let name = offload::file_name(call_id);
+    let dir = project.run_paths(run_id).state_dir.join(offload::DIR);
+    let saved = std::fs::create_dir_all(&dir)
+        .map_err(|e| e.to_string())
+        .and_then(|()| {
+            baton_store::durable::atomic_write(&dir.join(&name), content.as_bytes())
+                .map_err(|e| e.to_string())
+        });
+    let mount = format!("@state/{}/{name}", offload::DIR);
+    offload::replacement(&content, saved.is_ok().then_some(mount.as_str()))
+}
+
+/// One model call, its text streamed to `on_event`; a stop is `ENGINE_ABORTED`.
+pub(crate) async fn call_model(
+    model: &dyn ChatModel,
+    request: &ChatRequest,
+    cancel: &CancellationToken,
+    on_event: OnEvent<'_>,
+) -> Result<ChatResponse, (&'static str, String)> {
+    if cancel.is_cancelled() {
+        return Err((ABORTED, "the run was stopped".into()));
+    }
+    let on_text = |e: StreamEvent| {
+        if let (StreamEvent::TextDelta(t), Some(f)) = (e, on_event) {
+            f(EngineEvent::Text(t));
+        }
+    };
+    let options = CallOptions {
+        on_event: Some(&on_text),
+        cancel: Some(cancel),
+    };
+    match model.chat(request, options).await {
+        Ok(response) => Ok(response),
+        Err(LlmError::Cancelled) => Err((ABORTED, "the run was stopped".into())),
+        Err(e) => Err((e.code(), e.to_string())),
+    }
+}
+
+/// The `engine.turn` audit fields of one answer.
+pub(crate) fn turn_fields(turn: usize, agent: &str, response: &ChatResponse) -> Value {
+    json!({
+        "turn": turn,
+        "agentId": agent,
+        "toolCalls": response.message.tool_calls.len(),
+        "finishReason": response.finish_reason,
+        "usage": response.usage,
+    })
+}
+
+/// What a batch of host calls gave.
+pub(crate) struct Batch {
+    pub results: Vec<ToolResult>,
+    /// The question a `ui.ask_user` call asked.
+    pub question: Option<String>,
+}
+
+/// Runs `calls` in order through the host (each audited by it), offloads large results, and
+/// adds the raw results to the trace.
+pub(crate) fn run_tools(
+    host: &mut ToolHost,
+    calls: Vec<ToolCall>,
+    ctx: CallContext<'_>,
+    project: &Project,
+    run_id: &str,
+    recorder: &Option<Arc<Mutex<TraceRecorder>>>,
+    on_event: OnEvent<'_>,
+) -> Batch {
+    let mut results = Vec::with_capacity(calls.len());
+    let mut question = None;
+    let mut runs = Vec::with_capacity(calls.len());
+    for call in calls {
+        let outcome = host.execute(
+            baton_tools::ToolCall {
+                id: &call.id,
+                name: &call.name,
+                arguments: &call.arguments,
+            },
+            ctx,
+        );
+        let ok = outcome.result.get("ok").and_then(Value::as_bool) == Some(true);
+        emit(
+            on_event,
+            EngineEvent::ToolCall {
+                name: call.name.clone(),
+                ok,
+            },
+        );
+        if let Some(q) = outcome.question {
+            question = Some(q.message);
+        }
+        runs.push((call.id.clone(), outcome.result.clone()));
+        results.push(ToolResult {
+            content: offload(project, run_id, &call.id, outcome.result.to_string()),
+            ok,
+            call,
+        });
+    }
+    record(recorder, |r| r.record_tool_runs(runs));
+    Batch { results, question }
+}
