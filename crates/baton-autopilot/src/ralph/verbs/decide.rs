@@ -279,6 +279,9 @@ fn settle(
         None => 0,
     };
     consume(s, index, verdict);
+    if verdict == "proceed" && class == Class::Goal {
+        goals_done(s);
+    }
     if verdict == "proceed"
         && class == Class::Quality
         && let Some(Value::Array(passed)) = s.doc.get_mut("passed_gates")
@@ -307,6 +310,20 @@ fn consume(s: &mut Session, index: usize, verdict: &str) {
     s.set_step(index, "completed_at", json!(time::now_iso()));
     s.set_step(index, "verdict", json!(verdict));
     s.release();
+}
+
+/// A_APPLY_GOAL_DONE: every sub-goal done and confirmed, and the session's flag that lets it
+/// complete.
+fn goals_done(s: &mut Session) {
+    let now = time::now_iso();
+    if let Some(Value::Array(goals)) = s.doc.get_mut("task_decomposition") {
+        for goal in goals.iter_mut().filter_map(Value::as_object_mut) {
+            goal.insert("status".into(), json!("done"));
+            goal.insert("completion_confirmed".into(), json!(true));
+            goal.insert("completed_at".into(), json!(now));
+        }
+        s.set("task_decomposition_all_done", json!(true));
+    }
 }
 
 /// A_COMPLETE_SESSION's test: nothing left to run, every non-skipped step confirmed, and the
@@ -403,5 +420,46 @@ mod tests {
         assert_eq!((a.verdict, a.suggested), ("fix", Some("proceed")));
         assert_eq!(apply_guards("fix", 97, 0, 2, true).suggested, None);
         assert_eq!(apply_guards("proceed", 10, 5, 2, false).verdict, "proceed");
+    }
+
+    /// A_APPLY_GOAL_DONE: without it a decomposed session never completes (E010 at the end).
+    #[test]
+    fn a_met_goal_audit_marks_the_goals_done_and_completes_the_session() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ctx = Context {
+            project: tmp.path().to_path_buf(),
+            home: None,
+            maestro_home: None,
+            cli: "baton ralph".into(),
+            owner: "test".into(),
+            lock_timeout: std::time::Duration::from_secs(5),
+            bundled_commands: None,
+        };
+        let args = crate::ralph::verbs::new::NewArgs {
+            intent: "x".into(),
+            chain: "goal-audit".into(),
+            ..Default::default()
+        };
+        let out = crate::ralph::verbs::new::run(&ctx, &args).unwrap();
+        let path = std::path::PathBuf::from(out.json["path"].as_str().unwrap());
+        let read = || -> Value { serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap() };
+        let mut doc = read();
+        doc["task_decomposition"] = json!([{"id": "G1", "goal": "g", "boundary": "b",
+            "done_when": "d", "evidence": "verification.json", "lifecycle": ["verify"],
+            "status": "pending", "completion_confirmed": false, "completed_at": null}]);
+        doc["task_decomposition_all_done"] = json!(false);
+        std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+        let decide = DecideArgs {
+            index: "0".into(),
+            verdict: "proceed".into(),
+            confidence: "90".into(),
+            ..DecideArgs::default()
+        };
+        run(&ctx, None, &decide).unwrap();
+        let doc = read();
+        assert_eq!(doc["status"], "completed");
+        assert_eq!(doc["task_decomposition_all_done"], true);
+        assert_eq!(doc["task_decomposition"][0]["status"], "done");
+        assert_eq!(doc["task_decomposition"][0]["completion_confirmed"], true);
     }
 }
