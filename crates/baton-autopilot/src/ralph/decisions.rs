@@ -128,7 +128,11 @@ mod tests {
         )
         .unwrap();
         let r = read_last(dir.path(), 2).unwrap();
-        let ids: Vec<&str> = r.records.iter().map(|v| v["id"].as_str().unwrap()).collect();
+        let ids: Vec<&str> = r
+            .records
+            .iter()
+            .map(|v| v["id"].as_str().unwrap())
+            .collect();
         assert_eq!(ids, ["DEC-2", "DEC-3"]);
         assert_eq!(r.skipped, 3);
         assert!(r.truncated);
@@ -142,7 +146,10 @@ mod tests {
         std::fs::write(dir.path().join(FILE), line.repeat(n)).unwrap();
         let r = read_last(dir.path(), usize::MAX).unwrap();
         assert!(r.truncated);
-        assert_eq!(r.skipped, 0, "the partial first line of the window is dropped");
+        assert_eq!(
+            r.skipped, 0,
+            "the partial first line of the window is dropped"
+        );
         assert!(r.records.len() < n && r.records.len() >= n / 2 - 1);
     }
 }

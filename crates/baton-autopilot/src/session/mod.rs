@@ -13,12 +13,15 @@
 //! - [`step_run`]: the link from a step to its task run, and the step runs' models (live, or
 //!   recorded traces).
 //! - [`infer`]: the build phase's inference (phase, position, modes, questions to ask).
+//! - [`intervene`]: what a person decides when the loop pauses for them (retry, skip,
+//!   proceed, abort).
 
 pub mod apply;
 pub mod build;
 pub mod completion;
 pub mod gate;
 pub mod infer;
+pub mod intervene;
 pub mod run;
 pub mod step_run;
 pub mod tick;

@@ -1,0 +1,207 @@
+//! What a person decides when a session stops for them (seed 003's `ask_user` points after the
+//! build phase): a step that failed (BLOCKED, or NEEDS_RETRY twice) pauses the session and the
+//! person retries, skips or abandons it; the `post-debug-escalate` gate pauses it ("human
+//! intervention") and the person lets the chain go on or abandons it.
+//!
+//! [`why_paused`] reads why a session is paused; [`decide`] applies the choice through ralph's
+//! verbs (lock, revision, `decisions.ndjson`), leaving a running session that the loop can tick.
+
+use crate::ralph::Context;
+use crate::ralph::discovery::{self, Pick};
+use crate::ralph::error::{RalphError, Result};
+use crate::ralph::session::Session;
+use crate::ralph::store::{self, Change};
+use crate::ralph::verbs::{Output, control, decide};
+use serde_json::{Value, json};
+
+/// Why a paused session waits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pause {
+    /// Execution step `index` failed; `reason` is what the model (or the loop) said.
+    FailedStep {
+        index: usize,
+        label: String,
+        reason: Option<String>,
+    },
+    /// The `post-debug-escalate` gate at `index` waits for a person.
+    Escalation { index: usize },
+    /// Paused by a person (`baton ralph pause`), nothing to decide.
+    ByHand,
+}
+
+/// What a person can answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    /// Run the failed step again from scratch.
+    Retry,
+    /// Leave the failed step behind (skipped) and go on.
+    Skip,
+    /// Settle the escalation gate and go on with the chain.
+    Proceed,
+    /// Give the session up (status failed, `abandoned_at`).
+    Abort,
+}
+
+impl Choice {
+    pub fn parse(text: &str) -> Option<Choice> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "retry" => Some(Choice::Retry),
+            "skip" => Some(Choice::Skip),
+            "proceed" => Some(Choice::Proceed),
+            "abort" | "abandon" => Some(Choice::Abort),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Choice::Retry => "retry",
+            Choice::Skip => "skip",
+            Choice::Proceed => "proceed",
+            Choice::Abort => "abort",
+        }
+    }
+}
+
+impl Pause {
+    /// The choices that apply, with what each does.
+    pub fn choices(&self) -> &'static [(Choice, &'static str)] {
+        match self {
+            Pause::FailedStep { .. } => &[
+                (Choice::Retry, "run the step again"),
+                (Choice::Skip, "skip it and go on with the chain"),
+                (Choice::Abort, "give the session up"),
+            ],
+            Pause::Escalation { .. } => &[
+                (
+                    Choice::Proceed,
+                    "the problem is handled: settle the escalation and go on",
+                ),
+                (Choice::Abort, "give the session up"),
+            ],
+            Pause::ByHand => &[(Choice::Proceed, "resume the session")],
+        }
+    }
+}
+
+/// Why `s` is paused, or `None` when it is not paused.
+pub fn why_paused(s: &Session) -> Option<Pause> {
+    if s.status() != "paused" {
+        return None;
+    }
+    if let Some(step) = s.all_steps().find(|st| st.status() == "failed") {
+        let reason = step
+            .str("concerns")
+            .or_else(|| step.str("completion_status"))
+            .map(str::to_owned);
+        return Some(Pause::FailedStep {
+            index: step.index(),
+            label: step.label(),
+            reason,
+        });
+    }
+    let first_open = s
+        .all_steps()
+        .find(|st| !matches!(st.status(), "completed" | "skipped"));
+    if let Some(step) = first_open
+        && step.decision() == Some("post-debug-escalate")
+    {
+        return Some(Pause::Escalation {
+            index: step.index(),
+        });
+    }
+    Some(Pause::ByHand)
+}
+
+/// The failed step `index` goes back to pending with a fresh retry allowance (a person chose
+/// to try again; `retried` would otherwise turn its next empty run straight into BLOCKED).
+fn reopen(ctx: &Context, session: Option<&str>, index: usize) -> Result<()> {
+    store::transact(ctx, session, None, |s| {
+        match s.step(index).map(|st| st.status()) {
+            Some("failed") => {}
+            other => {
+                return Err(RalphError::StepState {
+                    index,
+                    status: format!("\"{}\"", other.unwrap_or("missing")),
+                    action: "retry it (only a failed step is retried)",
+                });
+            }
+        }
+        for (key, value) in [
+            ("status", json!("pending")),
+            ("retried", json!(false)),
+            ("completion_confirmed", json!(false)),
+            ("completion_status", Value::Null),
+            ("completed_at", Value::Null),
+        ] {
+            s.set_step(index, key, value);
+        }
+        Ok(Change::write(()))
+    })?;
+    Ok(())
+}
+
+/// Applies a person's `choice` to the paused session; afterwards the session is running (or,
+/// for [`Choice::Abort`], failed). A choice that does not fit the pause is refused with
+/// `CHOICE_NOT_APPLICABLE` and nothing is written.
+pub fn decide(ctx: &Context, session: Option<&str>, choice: Choice, note: &str) -> Result<Output> {
+    let s = discovery::find(ctx, session, Pick::Active)?.into_session()?;
+    let id = s.id.clone();
+    let session = Some(id.as_str());
+    let Some(pause) = why_paused(&s) else {
+        return Err(RalphError::usage(
+            "SESSION_NOT_PAUSED",
+            format!(
+                "session {id} is \"{}\": nothing waits for a decision",
+                s.status()
+            ),
+        ));
+    };
+    if !pause.choices().iter().any(|(c, _)| *c == choice) {
+        let allowed: Vec<&str> = pause.choices().iter().map(|(c, _)| c.as_str()).collect();
+        return Err(RalphError::usage(
+            "CHOICE_NOT_APPLICABLE",
+            format!(
+                "\"{}\" does not apply here; answer one of: {}",
+                choice.as_str(),
+                allowed.join(", ")
+            ),
+        ));
+    }
+    let note = (!note.trim().is_empty()).then_some(note.trim());
+    match (pause, choice) {
+        (_, Choice::Abort) => {
+            control::abandon(ctx, session, note.or(Some("aborted by a person")), None)
+        }
+        (Pause::FailedStep { index, .. }, Choice::Retry) => {
+            reopen(ctx, session, index)?;
+            control::resume(ctx, session, None)
+        }
+        (Pause::FailedStep { index, .. }, _) => {
+            control::skip(
+                ctx,
+                session,
+                &index.to_string(),
+                note.or(Some("skipped by a person")),
+                false,
+                None,
+            )?;
+            control::resume(ctx, session, None)
+        }
+        (Pause::Escalation { index }, _) => {
+            control::resume(ctx, session, None)?;
+            let args = decide::DecideArgs {
+                index: index.to_string(),
+                verdict: "proceed".into(),
+                confidence: "100".into(),
+                reason: Some(format!(
+                    "a person let the chain go on{}",
+                    note.map(|n| format!(": {n}")).unwrap_or_default()
+                )),
+                ..decide::DecideArgs::default()
+            };
+            decide::run(ctx, session, &args)
+        }
+        (Pause::ByHand, _) => control::resume(ctx, session, None),
+    }
+}
