@@ -15,6 +15,8 @@
 //! - [`infer`]: the build phase's inference (phase, position, modes, questions to ask).
 //! - [`intervene`]: what a person decides when the loop pauses for them (retry, skip,
 //!   proceed, abort).
+//! - [`build`]: the chain (seed 003's build rules) and the decomposition call.
+//! - [`start`]: `baton session start`: guard, inference, decomposition, chain, creation.
 
 pub mod apply;
 pub mod build;
@@ -23,6 +25,7 @@ pub mod gate;
 pub mod infer;
 pub mod intervene;
 pub mod run;
+pub mod start;
 pub mod step_run;
 pub mod tick;
 pub mod verdict;

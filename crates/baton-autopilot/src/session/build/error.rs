@@ -1,6 +1,7 @@
 //! Every way the build phase (`baton session start`) refuses, with a stable code and a hint.
 
 use crate::ralph::RalphError;
+use crate::session::infer::InferError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
@@ -21,6 +22,8 @@ pub enum BuildError {
     #[error("the plan was made for another project or intent; plan again")]
     PlanMismatch,
     #[error(transparent)]
+    Infer(#[from] InferError),
+    #[error(transparent)]
     Ralph(#[from] RalphError),
 }
 
@@ -36,6 +39,7 @@ impl BuildError {
             BuildError::DecompositionCall { .. } => "DECOMPOSITION_CALL_FAILED",
             BuildError::Interrupted => "INTERRUPTED",
             BuildError::PlanMismatch => "PLAN_MISMATCH",
+            BuildError::Infer(e) => e.code(),
             BuildError::Ralph(e) => e.code(),
         }
     }
@@ -66,6 +70,7 @@ impl BuildError {
             }
             BuildError::Interrupted => vec!["nothing was created".into()],
             BuildError::PlanMismatch => vec!["call plan again, then create".into()],
+            BuildError::Infer(e) => e.hint().into_iter().collect(),
             BuildError::Ralph(e) => e.hints("baton ralph"),
         }
     }
