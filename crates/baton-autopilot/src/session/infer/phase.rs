@@ -5,7 +5,7 @@ use super::error::{InferError, Result};
 use super::intent;
 use super::state_file::{ArtifactStatus, State, phase_number_str};
 use super::{Choice, Question, question};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Resolved {
@@ -136,13 +136,31 @@ fn resolve_implicit(intent_text: &str, state: &State, r: &mut Resolved) {
         Some(m) => vec![m],
         None => state.milestones.iter().collect(),
     };
+    // Computed once: a hostile registry must not make this quadratic.
+    let verified: BTreeSet<u64> = state
+        .artifacts
+        .iter()
+        .filter(|a| a.kind == "verify" && a.status == ArtifactStatus::Completed)
+        .filter_map(|a| a.phase)
+        .collect();
     for m in candidates {
-        let done_ms = is_done(m.status.as_deref());
-        for n in State::phases_of(m) {
-            if !done_ms && !phase_complete(state, m, n) {
-                r.phase = Some(n);
-                return;
-            }
+        if is_done(m.status.as_deref()) {
+            continue;
+        }
+        let statuses: BTreeMap<u64, &str> = m
+            .phases
+            .iter()
+            .filter_map(|p| Some((p.number, p.status.as_deref()?)))
+            .collect();
+        // A phase is complete when its entry says so, or, without a status, when a completed
+        // verify artifact exists for it (the registry is the only record of progress then).
+        let complete = |n: u64| match statuses.get(&n) {
+            Some(s) => is_done(Some(s)),
+            None => verified.contains(&n),
+        };
+        if let Some(n) = State::phases_of(m).into_iter().find(|n| !complete(*n)) {
+            r.phase = Some(n);
+            return;
         }
     }
     // Rule 6: still ambiguous.
@@ -156,22 +174,6 @@ fn resolve_implicit(intent_text: &str, state: &State, r: &mut Resolved) {
 
 fn is_done(status: Option<&str>) -> bool {
     matches!(status, Some("completed" | "complete" | "done"))
-}
-
-/// A phase is complete when its entry says so, or, without a status, when a completed verify
-/// artifact exists for it (a registry entry is the only record of progress then).
-fn phase_complete(state: &State, m: &super::state_file::Milestone, n: u64) -> bool {
-    match m
-        .phases
-        .iter()
-        .find(|p| p.number == n)
-        .and_then(|p| p.status.as_deref())
-    {
-        Some(s) => is_done(Some(s)),
-        None => state.artifacts.iter().any(|a| {
-            a.phase == Some(n) && a.kind == "verify" && a.status == ArtifactStatus::Completed
-        }),
-    }
 }
 
 /// Every phase number state.json knows, ascending.

@@ -18,6 +18,7 @@ use super::results::{self, Uat};
 use super::state_file::{Artifact, ArtifactStatus, State};
 use super::{Breadth, Failed, Position, intent};
 use crate::ralph::chain::STAGES;
+use std::collections::BTreeSet;
 use std::path::Path;
 
 /// Stages before any phase exists (S_PLANNING_MODE's guard list).
@@ -194,15 +195,26 @@ pub fn completed_stages(
     milestone: Option<&str>,
     unified: bool,
 ) -> Vec<&'static str> {
+    // The phases of this milestone, computed once (D-007 for artifacts without a milestone).
+    let index = state.phase_milestones();
+    let milestone_phases: BTreeSet<u64> = if unified {
+        state
+            .artifacts
+            .iter()
+            .filter_map(|a| a.phase)
+            .collect::<BTreeSet<u64>>()
+            .into_iter()
+            .filter(|n| index.get(n).copied().or(state.current_milestone.as_deref()) == milestone)
+            .collect()
+    } else {
+        BTreeSet::new()
+    };
     let in_scope = |a: &Artifact| {
         if unified {
             milestone.is_some()
                 && (a.milestone.as_deref() == milestone
                     || (a.milestone.is_none()
-                        && a.phase
-                            .and_then(|n| super::phase::milestone_of(state, n))
-                            .as_deref()
-                            == milestone))
+                        && a.phase.is_some_and(|n| milestone_phases.contains(&n))))
         } else {
             phase.is_some() && a.phase == phase
         }

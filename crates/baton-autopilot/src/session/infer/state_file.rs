@@ -88,6 +88,23 @@ impl State {
         self.milestones.iter().find(|m| m.id == id)
     }
 
+    /// phase number → the first milestone listing it (D-007 without the fallback), built once
+    /// so that lookups stay linear on a large registry.
+    pub fn phase_milestones(&self) -> BTreeMap<u64, &str> {
+        let mut index = BTreeMap::new();
+        for m in &self.milestones {
+            for n in m
+                .phases
+                .iter()
+                .map(|p| p.number)
+                .chain(m.phase_slugs.keys().copied())
+            {
+                index.entry(n).or_insert(m.id.as_str());
+            }
+        }
+        index
+    }
+
     /// Every phase number a milestone knows, from `phases` and `phase_slugs`.
     pub fn phases_of(m: &Milestone) -> Vec<u64> {
         let mut all: Vec<u64> = m.phases.iter().map(|p| p.number).collect();

@@ -258,3 +258,45 @@ fn unknown_fields_and_types_are_ignored() {
         crate::session::infer::Position::Stage("analyze")
     );
 }
+
+/// A large registry that is valid but shaped to make naive lookups quadratic: 20,000 phases
+/// without a status, each with a completed verify artifact (rule 4 checks them all), and
+/// milestone-less artifacts (unified mode's D-007 lookups). Linear work takes well under a
+/// second even unoptimised.
+#[test]
+fn a_large_registry_stays_fast() {
+    let n = 20_000u64;
+    let phases: Vec<u64> = (1..=n).collect();
+    let mut arts: Vec<serde_json::Value> = phases
+        .iter()
+        .map(|i| {
+            json!({"id": format!("V-{i}"), "type": "verify", "phase": i,
+                        "status": "completed", "created_at": "2026-01-01T00:00:00Z"})
+        })
+        .collect();
+    arts.push(json!({"id": "P-1", "type": "plan", "phase": n + 1, "status": "in_progress"}));
+    let state = json!({"current_milestone": "M1",
+        "milestones": [{"id": "M1", "phases": phases}, {"id": "M2", "phases": [n + 1, n + 2]}],
+        "artifacts": arts});
+    let p = Project::with_state(state);
+    let started = std::time::Instant::now();
+    let inf = p.infer_auto("keep going");
+    let took = started.elapsed();
+    assert_eq!(inf.phase, Some(n + 1), "rule 3: the in-progress artifact");
+    assert_eq!(inf.milestone.as_deref(), Some("M2"));
+    assert!(took < std::time::Duration::from_secs(3), "took {took:?}");
+    // Rule 4 over all of them: every phase of M1 verified, so none is incomplete → ask.
+    let mut state2: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(p.workflow().join("state.json")).unwrap())
+            .unwrap();
+    state2["artifacts"].as_array_mut().unwrap().pop();
+    state2["milestones"].as_array_mut().unwrap().pop();
+    let p = Project::with_state(state2);
+    let started = std::time::Instant::now();
+    let inf = p.infer_auto("keep going");
+    let took = started.elapsed();
+    assert_eq!(inf.questions.len(), 1);
+    assert_eq!(inf.questions[0].options.len(), 50, "options are capped");
+    assert!(took < std::time::Duration::from_secs(3), "took {took:?}");
+    eprintln!("large registry: {took:?}");
+}
