@@ -6,7 +6,7 @@
 
 use baton_autopilot::ralph::Context;
 use baton_autopilot::ralph::check::{self, Scope};
-use baton_autopilot::ralph::verbs::{self, new::NewArgs};
+use baton_autopilot::ralph::verbs::{self, insert::InsertArgs, new::NewArgs};
 use baton_autopilot::session::start::{StartOptions, StartOutcome, create, plan, start};
 use baton_llm::testing::{Reply, ScriptedServer};
 use baton_llm::{HttpChatModel, LlmConfig};
@@ -342,4 +342,54 @@ async fn an_empty_intent_is_refused() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), "INTENT_EMPTY");
+}
+
+#[tokio::test]
+async fn steps_inserted_later_get_their_goal_too() {
+    // Build rule 14: a fix loop inserted into a decomposed session takes rule 7's goal refs.
+    let w = world(Some(analysed()));
+    let (_server, model) = scripted(vec![Reply::text(&decomposition().to_string())]).await;
+    let out = start(
+        &w.ctx,
+        &opts(INTENT, true),
+        &model,
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let StartOutcome::Created(created) = out else {
+        panic!("expected a created session, got {out:?}");
+    };
+    let gate = created
+        .steps
+        .iter()
+        .position(|l| l.decision.as_deref() == Some("post-verify"))
+        .unwrap();
+    verbs::insert::run(
+        &w.ctx,
+        None,
+        &InsertArgs {
+            after: gate.to_string(),
+            template: "post-verify".into(),
+            gaps: vec!["refresh fails".into()],
+            ..InsertArgs::default()
+        },
+    )
+    .unwrap();
+    let doc = read(&created.path);
+    assert_checks(&w.ctx, &doc);
+    let inserted: Vec<(&str, &Value)> = doc["steps"].as_array().unwrap()[gate + 1..gate + 6]
+        .iter()
+        .map(|s| (s["stage"].as_str().unwrap(), &s["goal_ref"]))
+        .collect();
+    assert_eq!(
+        inserted,
+        [
+            ("debug", &Value::Null),
+            ("plan", &Value::Null),
+            ("execute", &json!("G1")),
+            ("verify", &json!("G1")),
+            ("verify", &Value::Null),
+        ]
+    );
 }

@@ -234,6 +234,30 @@ pub fn escalate_items(gaps: &[String]) -> Vec<Item> {
     ]
 }
 
+/// The number of a sub-goal id (`G7` → 7); ids that are not `G<n>` sort last.
+pub fn goal_number(id: &str) -> u64 {
+    id.strip_prefix('G')
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX)
+}
+
+/// Build rule 7 on a session's `task_decomposition`: the sub-goal whose `lifecycle` names
+/// `stage`, the smallest number first (`G2` before `G10`).
+pub fn goal_ref_in(goals: Option<&Value>, stage: &str) -> Option<String> {
+    goals?
+        .as_array()?
+        .iter()
+        .filter(|g| {
+            g.get("lifecycle")
+                .and_then(Value::as_array)
+                .is_some_and(|l| l.iter().any(|s| s.as_str() == Some(stage)))
+        })
+        .filter_map(|g| g.get("id").and_then(Value::as_str))
+        .min_by_key(|id| goal_number(id))
+        .map(str::to_owned)
+}
+
 /// `G2` of a gap written `G2: text`.
 fn goal_id(gap: &str) -> Option<String> {
     let (id, _) = gap.split_once(':')?;
@@ -343,13 +367,30 @@ pub fn platform_of(session: &Session) -> &'static str {
 }
 
 /// Inserts `items` after step `after`, resolving their command files first (nothing changes
-/// when one is missing), and renumbers. Returns how many steps were inserted.
+/// when one is missing), and renumbers. Build rule 14: the inserted steps get rules 7–13 too,
+/// so an execution step without a goal takes the sub-goal whose lifecycle names its stage.
+/// Returns how many steps were inserted.
 pub fn insert_after(
     ctx: &Context,
     session: &mut Session,
     after: usize,
     items: &[Item],
 ) -> Result<usize> {
+    let goals = session.doc.get("task_decomposition");
+    let items: Vec<Item> = items
+        .iter()
+        .cloned()
+        .map(|mut item| {
+            if let Item::Exec {
+                stage, goal_ref, ..
+            } = &mut item
+                && goal_ref.is_none()
+            {
+                *goal_ref = goal_ref_in(goals, stage);
+            }
+            item
+        })
+        .collect();
     let milestone = session.doc.get("milestone").cloned().unwrap_or(Value::Null);
     let milestone = if milestone.as_str() == Some("") {
         Value::Null
@@ -385,6 +426,22 @@ mod tests {
         let items = stage_items("review", PlanningMode::Unified, true).unwrap();
         assert_eq!(items[0], exec("quality-review", "--tier quick", "review"));
         assert!(stage_items("deploy", PlanningMode::Unified, false).is_none());
+    }
+
+    #[test]
+    fn goal_refs_take_the_smallest_number() {
+        let goals = json!([
+            {"id": "G10", "lifecycle": ["execute"]},
+            {"id": "G2", "lifecycle": ["execute", "verify"]},
+            {"id": "G3", "lifecycle": "verify"},
+        ]);
+        assert_eq!(goal_ref_in(Some(&goals), "execute").as_deref(), Some("G2"));
+        assert_eq!(goal_ref_in(Some(&goals), "verify").as_deref(), Some("G2"));
+        assert_eq!(goal_ref_in(Some(&goals), "plan"), None);
+        assert_eq!(goal_ref_in(None, "plan"), None);
+        assert_eq!(goal_number("G10"), 10);
+        assert_eq!(goal_number("G"), u64::MAX);
+        assert_eq!(goal_number("X1"), u64::MAX);
     }
 
     #[test]

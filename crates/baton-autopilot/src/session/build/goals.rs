@@ -39,12 +39,9 @@ pub struct Goal {
 }
 
 impl Goal {
-    /// `G7` → 7.
+    /// `G7` → 7, the order of build rule 7.
     pub fn number(&self) -> u64 {
-        self.id
-            .get(1..)
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(u64::MAX)
+        crate::ralph::chain::goal_number(&self.id)
     }
 }
 
