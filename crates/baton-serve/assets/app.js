@@ -1,0 +1,307 @@
+// baton serve: the little script of the pages. No framework, no build, no inline code (the
+// CSP forbids it). Every state-changing request carries the token from
+// <meta name="baton-token"> as a bearer header; the HttpOnly cookie alone is refused there.
+'use strict';
+
+(function () {
+  const tokenMeta = document.querySelector('meta[name="baton-token"]');
+  const token = tokenMeta ? tokenMeta.getAttribute('content') : '';
+
+  // POST JSON with the token; resolves to the parsed answer, rejects with a readable message.
+  async function post(url, body) {
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: {
+        'Content-Type': 'application/json',
+        'Authorization': 'Bearer ' + token,
+      },
+      body: JSON.stringify(body),
+      credentials: 'same-origin',
+    });
+    let data = null;
+    try { data = await res.json(); } catch (_) { /* not JSON */ }
+    if (!res.ok) {
+      const e = data && data.error;
+      let msg = e ? (e.code + ': ' + e.message) : ('HTTP ' + res.status);
+      if (e && e.hint) msg += ' (' + e.hint + ')';
+      throw new Error(msg);
+    }
+    return data || {};
+  }
+
+  function setStatus(el, text, isError) {
+    if (!el) return;
+    el.textContent = text;
+    el.classList.toggle('error', !!isError);
+  }
+
+  // ---- answering a run's question -----------------------------------------------------
+
+  // The submission of a widget form, from its fields and the button pressed.
+  function answerBody(form, submitter) {
+    const type = form.dataset.widgetType;
+    const widgetId = form.dataset.widgetId || '';
+    const widget = (value) => ({ widget: { widgetId: widgetId, type: type, value: value } });
+    switch (type) {
+      case 'confirmation':
+        return { confirm: !!(submitter && submitter.dataset.confirm === 'true') };
+      case 'selection': {
+        const values = Array.from(form.querySelectorAll('input[name="choice"]:checked')).map((i) => i.value);
+        return widget(values);
+      }
+      case 'form': {
+        const value = {};
+        form.querySelectorAll('[data-field]').forEach((el) => {
+          const name = el.dataset.field;
+          if (el.type === 'checkbox') {
+            value[name] = el.checked;
+          } else if (el.tagName === 'SELECT') {
+            try { value[name] = JSON.parse(el.value); } catch (_) { value[name] = el.value; }
+          } else if (el.dataset.type === 'number' || el.dataset.type === 'integer') {
+            if (el.value !== '') value[name] = Number(el.value);
+          } else if (el.value !== '') {
+            value[name] = el.value;
+          }
+        });
+        return widget(value);
+      }
+      case 'feedback': {
+        const value = {};
+        form.querySelectorAll('[data-field]').forEach((el) => { value[el.dataset.field] = el.value; });
+        return widget(value);
+      }
+      case 'action_selection':
+        return widget(submitter ? submitter.dataset.actionId : '');
+      case 'plan_review': {
+        const decision = submitter ? submitter.dataset.decision : 'approve';
+        const value = { decision: decision };
+        if (decision === 'request_changes') {
+          value.feedback = (form.querySelector('#plan-feedback') || {}).value || '';
+        }
+        return widget(value);
+      }
+      default:
+        return { text: (form.querySelector('#answer-text') || {}).value || '' };
+    }
+  }
+
+  async function submitAnswer(form, submitter) {
+    const status = form.querySelector('#answer-status');
+    const buttons = form.querySelectorAll('button');
+    buttons.forEach((b) => { b.disabled = true; });
+    setStatus(status, 'Sending…', false);
+    try {
+      await post(form.dataset.action, answerBody(form, submitter));
+      setStatus(status, 'Answered; the run continues.', false);
+      form.dataset.answered = 'true';
+      scheduleRefresh(0);
+    } catch (err) {
+      setStatus(status, err.message, true);
+      buttons.forEach((b) => { b.disabled = false; });
+    }
+  }
+
+  // ---- starting a run -------------------------------------------------------------------
+
+  async function submitStart(form) {
+    const status = form.querySelector('.status');
+    const button = form.querySelector('button[type="submit"]');
+    const body = {};
+    form.querySelectorAll('[data-field]').forEach((el) => {
+      if (el.value !== '') body[el.dataset.field] = el.value;
+    });
+    button.disabled = true;
+    setStatus(status, 'Starting…', false);
+    try {
+      const answer = await post(form.dataset.action, body);
+      const id = answer.runId || (answer.run && answer.run.runId);
+      if (!id) throw new Error('the server answered without a run id');
+      window.location.assign('/runs/' + encodeURIComponent(id));
+    } catch (err) {
+      setStatus(status, err.message, true);
+      button.disabled = false;
+    }
+  }
+
+  // ---- the epic board: answering a story's question ------------------------------------
+
+  async function submitEpicAnswer(form) {
+    const status = form.querySelector('.status');
+    const button = form.querySelector('button');
+    const text = form.querySelector('textarea').value;
+    button.disabled = true;
+    setStatus(status, 'Sending…', false);
+    try {
+      await post(form.dataset.action, {
+        project: form.dataset.project,
+        story: form.dataset.story,
+        question: form.dataset.question,
+        text: text,
+      });
+      setStatus(status, 'Answered; the autopilot continues.', false);
+      setTimeout(() => window.location.reload(), 1200);
+    } catch (err) {
+      setStatus(status, err.message, true);
+      button.disabled = false;
+    }
+  }
+
+  document.addEventListener('submit', (e) => {
+    const form = e.target;
+    if (form.id === 'answer-form') {
+      e.preventDefault();
+      submitAnswer(form, e.submitter);
+    } else if (form.classList.contains('start')) {
+      e.preventDefault();
+      submitStart(form);
+    } else if (form.classList.contains('epic-answer')) {
+      e.preventDefault();
+      submitEpicAnswer(form);
+    }
+  });
+
+  // ---- artifacts preview ----------------------------------------------------------------
+
+  document.addEventListener('click', async (e) => {
+    const button = e.target.closest('button.artifact');
+    if (!button) return;
+    const preview = document.getElementById('artifact-preview');
+    preview.hidden = false;
+    preview.textContent = 'Loading…';
+    try {
+      const res = await fetch(button.dataset.href, { credentials: 'same-origin' });
+      const text = await res.text();
+      if (!res.ok) {
+        let msg = 'HTTP ' + res.status;
+        try { const j = JSON.parse(text); msg = j.error.code + ': ' + j.error.message; } catch (_) { /* keep */ }
+        throw new Error(msg);
+      }
+      // textContent: the file is shown as text, never as markup.
+      preview.textContent = text.length > 200000 ? text.slice(0, 200000) + '\n…' : text;
+    } catch (err) {
+      preview.textContent = 'Cannot show it: ' + err.message;
+    }
+  });
+
+  // ---- the run page: live sections, timeline and usage ----------------------------------
+
+  const runEl = document.getElementById('run');
+  let refreshTimer = null;
+  let refreshing = false;
+  let refreshAgain = false;
+
+  function scheduleRefresh(delay) {
+    if (!runEl) return;
+    if (refreshTimer) return;
+    refreshTimer = setTimeout(() => { refreshTimer = null; refresh(); }, delay);
+  }
+
+  // Fetches this page again and swaps the live sections; a question being answered stays
+  // as it is unless the run now asks something else.
+  async function refresh() {
+    if (refreshing) { refreshAgain = true; return; }
+    refreshing = true;
+    try {
+      const res = await fetch(window.location.pathname, { credentials: 'same-origin' });
+      if (!res.ok) return;
+      const doc = new DOMParser().parseFromString(await res.text(), 'text/html');
+      document.querySelectorAll('[data-live][id]').forEach((old) => {
+        const fresh = doc.getElementById(old.id);
+        if (!fresh) return;
+        if (old.id === 'question-slot') {
+          const a = old.querySelector('#question');
+          const b = fresh.querySelector('#question');
+          const form = old.querySelector('#answer-form');
+          const answered = form && form.dataset.answered === 'true';
+          if (a && b && a.dataset.key === b.dataset.key && !answered) return;
+        }
+        if (old.isEqualNode(fresh)) return;
+        old.replaceWith(document.importNode(fresh, true));
+      });
+    } catch (_) {
+      // A failed refresh is retried with the next event.
+    } finally {
+      refreshing = false;
+      if (refreshAgain) { refreshAgain = false; scheduleRefresh(150); }
+    }
+  }
+
+  const usage = { turns: 0, tools: 0, prompt: 0, completion: 0, total: 0 };
+  function showUsage() {
+    for (const k of Object.keys(usage)) {
+      const el = document.getElementById('usage-' + k);
+      if (el) el.textContent = usage[k].toLocaleString();
+    }
+  }
+
+  // One audit line as a timeline row, the way `baton runs log` prints it.
+  function timelineRow(r) {
+    const li = document.createElement('li');
+    const t = document.createElement('span');
+    t.className = 't';
+    t.textContent = typeof r.ts === 'string' ? r.ts.slice(11, 19) : '';
+    const k = document.createElement('span');
+    k.className = 'k';
+    k.textContent = r.kind || '?';
+    const d = document.createElement('span');
+    d.className = 'd';
+    const parts = [];
+    if (r.toolName) parts.push(r.toolName);
+    if (r.input && typeof r.input.path === 'string') parts.push(r.input.path);
+    if (r.output && r.output.ok === true) parts.push('ok');
+    if (r.output && r.output.ok === false) {
+      parts.push((r.output.error && r.output.error.code) || 'error');
+      li.classList.add('fail');
+    }
+    if (typeof r.durationMs === 'number') parts.push(r.durationMs + 'ms');
+    if (r.nodeId) parts.push('[' + r.nodeId + ']');
+    if (r.code) { parts.push(r.code); li.classList.add('fail'); }
+    if (r.message) parts.push(String(r.message).slice(0, 300));
+    d.textContent = parts.join('  ');
+    li.append(t, k, d);
+    li.dataset.kind = r.kind || '';
+    return li;
+  }
+
+  const TIMELINE_ROWS = 1000;
+
+  function onAuditLine(text) {
+    let r;
+    try { r = JSON.parse(text); } catch (_) { return; }
+    if (r.kind === 'engine.turn') {
+      usage.turns += 1;
+      const u = r.usage || {};
+      usage.prompt += u.promptTokens || 0;
+      usage.completion += u.completionTokens || 0;
+      usage.total += u.totalTokens || 0;
+    } else if (r.kind === 'tool.exec') {
+      usage.tools += 1;
+    }
+    showUsage();
+    const list = document.getElementById('timeline');
+    if (list) {
+      const atBottom = list.scrollTop + list.clientHeight >= list.scrollHeight - 8;
+      list.append(timelineRow(r));
+      while (list.children.length > TIMELINE_ROWS) list.firstElementChild.remove();
+      if (atBottom) list.scrollTop = list.scrollHeight;
+    }
+    scheduleRefresh(250);
+  }
+
+  if (runEl && window.EventSource) {
+    const status = document.getElementById('timeline-status');
+    const source = new EventSource(runEl.dataset.events);
+    // `record`: one audit line (its id is the line number, so a reconnect resumes);
+    // `run`: the run's metadata changed; `reset`: the log was replaced, start over.
+    source.addEventListener('record', (e) => onAuditLine(e.data));
+    source.addEventListener('run', () => scheduleRefresh(0));
+    source.addEventListener('reset', () => {
+      const list = document.getElementById('timeline');
+      if (list) list.replaceChildren();
+      for (const k of Object.keys(usage)) usage[k] = 0;
+      showUsage();
+    });
+    source.onopen = () => setStatus(status, 'Live.', false);
+    source.onerror = () => setStatus(status, 'Reconnecting…', false);
+  }
+})();

@@ -1,0 +1,262 @@
+//! The epic board: `baton epic status` ([`Board`]) as columns of the sprint-status values, the
+//! phase in flight and review cycle per story, and each pending question with a form that
+//! answers it in place (`POST /api/epic/answer`).
+
+use super::html::{esc, push_esc, url_part};
+use super::runs_list::phase_badge;
+use baton_autopilot::epic::board::{Board, StoryRow};
+use baton_autopilot::epic::keys::STORY_STATUSES;
+use std::fmt::Write as _;
+
+/// The project picker shown above a board (or alone, when no project is chosen yet).
+pub fn project_form(out: &mut String, action: &str, project: &str, projects: &[String]) {
+    let _ = write!(
+        out,
+        "<form id=\"project-form\" class=\"filters\" method=\"get\" action=\"{action}\">\
+         <div class=\"field\"><label for=\"project-input\">Project</label>\
+         <input id=\"project-input\" name=\"project\" list=\"known-projects\" required value=\""
+    );
+    push_esc(out, project);
+    out.push_str("\"><datalist id=\"known-projects\">");
+    for p in projects {
+        out.push_str("<option value=\"");
+        push_esc(out, p);
+        out.push_str("\"></option>");
+    }
+    out.push_str("</datalist></div><div class=\"field\"><button type=\"submit\" id=\"project-open\">Open</button></div></form>");
+}
+
+/// The board of `project` (the path as the person typed it, sent back with answers).
+pub fn render(board: &Board, project: &str) -> String {
+    let mut out = String::with_capacity(8192);
+    out.push_str("<section id=\"epic-summary\" class=\"card\"><dl class=\"facts\">");
+    let mut fact = |label: &str, value: &str| {
+        out.push_str("<dt>");
+        out.push_str(label);
+        out.push_str("</dt><dd>");
+        push_esc(&mut out, value);
+        out.push_str("</dd>");
+    };
+    fact("Epic", board.epic_id.as_deref().unwrap_or("—"));
+    fact(
+        "Autopilot",
+        &format!(
+            "{}{}",
+            board.state.as_deref().unwrap_or("not started"),
+            if board.live { " (live)" } else { "" }
+        ),
+    );
+    fact(
+        "Current story",
+        board.current_story.as_deref().unwrap_or("—"),
+    );
+    fact(
+        "Last completed",
+        board.last_story_completed.as_deref().unwrap_or("—"),
+    );
+    fact("Artifacts", &board.implementation_artifacts);
+    out.push_str("</dl>");
+    if let Some(f) = &board.last_failure {
+        out.push_str("<p class=\"error\" id=\"epic-failure\" role=\"alert\">");
+        let _ = write!(
+            out,
+            "{} failed in {}: <code>{}</code> {}",
+            esc(&f.story_key),
+            esc(f.phase.as_str()),
+            esc(&f.code),
+            esc(&f.message)
+        );
+        out.push_str("</p>");
+    }
+    out.push_str("</section>");
+    if board.epics.is_empty() {
+        out.push_str("<p class=\"empty\" id=\"epic-empty\">The sprint status lists no epic.</p>");
+    }
+    for (e, epic) in board.epics.iter().enumerate() {
+        let _ = write!(
+            out,
+            "<section class=\"epic\" aria-labelledby=\"epic-{e}-title\"><div class=\"heading\"><h2 id=\"epic-{e}-title\">"
+        );
+        push_esc(&mut out, &epic.key);
+        out.push_str("</h2>");
+        phase_badge(&mut out, &epic.status);
+        let _ = write!(
+            out,
+            "</div><div class=\"board\" id=\"board-{e}\" data-testid=\"board-{e}\">"
+        );
+        let known = |s: &StoryRow| STORY_STATUSES.contains(&normalized(&s.status));
+        for status in STORY_STATUSES {
+            let stories: Vec<&StoryRow> = epic
+                .stories
+                .iter()
+                .filter(|s| normalized(&s.status) == status)
+                .collect();
+            column(&mut out, status, &stories, board, project);
+        }
+        let other: Vec<&StoryRow> = epic.stories.iter().filter(|s| !known(s)).collect();
+        if !other.is_empty() {
+            column(&mut out, "other", &other, board, project);
+        }
+        out.push_str("</div></section>");
+    }
+    out
+}
+
+/// BMAD's legacy story value (`drafted`) in the column it stands for.
+fn normalized(status: &str) -> &str {
+    if status == "drafted" {
+        "ready-for-dev"
+    } else {
+        status
+    }
+}
+
+fn column(out: &mut String, status: &str, stories: &[&StoryRow], board: &Board, project: &str) {
+    let _ = write!(
+        out,
+        "<div class=\"column\" data-status=\"{status}\"><h3><span>{status}</span><span>{}</span></h3>",
+        stories.len()
+    );
+    for s in stories {
+        let current = board.current_story.as_deref() == Some(s.key.as_str());
+        out.push_str("<article class=\"story");
+        if current {
+            out.push_str(" current");
+        }
+        out.push_str("\" data-story=\"");
+        push_esc(out, &s.key);
+        out.push_str("\"><div class=\"key\">");
+        push_esc(out, &s.key);
+        out.push_str("</div>");
+        if status == "other" {
+            out.push_str("<small>");
+            push_esc(out, &s.status);
+            out.push_str("</small>");
+        }
+        out.push_str("<div class=\"meta\">");
+        if let Some(p) = &s.phase {
+            phase_badge(out, p);
+        }
+        if let Some(c) = s.review_cycle.filter(|c| *c > 0) {
+            let _ = write!(out, "<span class=\"tag\">review cycle {c}</span>");
+        }
+        if let Some(r) = &s.review {
+            phase_badge(out, r);
+        }
+        if let Some(id) = &s.run_id {
+            out.push_str("<a class=\"mono\" href=\"/runs/");
+            out.push_str(&esc(&url_part(id)));
+            out.push_str("\">run ");
+            push_esc(out, id.get(..13).unwrap_or(id));
+            out.push_str("</a>");
+        }
+        out.push_str("</div>");
+        if let Some(p) = &s.problem {
+            out.push_str("<p class=\"warning\">");
+            push_esc(out, p);
+            out.push_str("</p>");
+        }
+        for q in &s.questions {
+            let form_id = format!("answer-{}-{}", url_part(&s.key), url_part(&q.id));
+            out.push_str("<form class=\"epic-answer\" id=\"");
+            push_esc(out, &form_id);
+            out.push_str("\" data-testid=\"");
+            push_esc(out, &form_id);
+            out.push_str("\" data-action=\"/api/epic/answer\" data-project=\"");
+            push_esc(out, project);
+            out.push_str("\" data-story=\"");
+            push_esc(out, &s.key);
+            out.push_str("\" data-question=\"");
+            push_esc(out, &q.id);
+            out.push_str("\"><p class=\"q\">");
+            push_esc(out, &q.question);
+            out.push_str("</p>");
+            if let Some(c) = &q.context {
+                out.push_str("<small>");
+                push_esc(out, c);
+                out.push_str("</small>");
+            }
+            out.push_str("<label for=\"");
+            push_esc(out, &form_id);
+            out.push_str("-text\">Answer</label><textarea id=\"");
+            push_esc(out, &form_id);
+            out.push_str("-text\" rows=\"2\" required></textarea><div class=\"actions\"><button type=\"submit\" class=\"primary\">Answer</button></div><p class=\"status\" role=\"status\" aria-live=\"polite\"></p></form>");
+        }
+        out.push_str("</article>");
+    }
+    out.push_str("</div>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_autopilot::epic::board::{EpicRow, PendingQuestion};
+
+    fn story(key: &str, status: &str) -> StoryRow {
+        StoryRow {
+            key: key.into(),
+            status: status.into(),
+            phase: None,
+            review_cycle: None,
+            run_id: None,
+            questions: Vec::new(),
+            review: None,
+            problem: None,
+        }
+    }
+
+    fn board() -> Board {
+        let mut current = story("1-2-<b>login</b>", "in-progress");
+        current.phase = Some("dev".into());
+        current.review_cycle = Some(2);
+        current.run_id = Some("0196abcd-ef01-7000".into());
+        current.questions = vec![PendingQuestion {
+            id: "q1".into(),
+            question: "Use \"OAuth\"? <script>".into(),
+            context: None,
+        }];
+        let mut odd = story("1-3-x", "blocked");
+        odd.review = Some("changes-requested".into());
+        Board {
+            implementation_artifacts: "_bmad-output/implementation-artifacts".into(),
+            epic_id: Some("epic-1".into()),
+            state: Some("running".into()),
+            live: true,
+            current_story: Some("1-2-<b>login</b>".into()),
+            last_story_completed: None,
+            last_failure: None,
+            epics: vec![EpicRow {
+                key: "epic-1".into(),
+                status: "in-progress".into(),
+                stories: vec![
+                    story("1-1-setup", "done"),
+                    current,
+                    odd,
+                    story("1-4-y", "drafted"),
+                ],
+            }],
+        }
+    }
+
+    #[test]
+    fn stories_sit_in_their_status_column_with_phase_cycle_and_questions() {
+        let html = render(&board(), "/p/\"x\"");
+        assert!(!html.contains("<script") && !html.contains("<b>"));
+        let col = |s: &str| html.find(&format!("data-status=\"{s}\"")).unwrap();
+        let story = |k: &str| html.find(&format!("data-story=\"{k}\"")).unwrap();
+        assert!(story("1-1-setup") > col("done"));
+        assert!(story("1-2-&lt;b&gt;login&lt;/b&gt;") > col("in-progress"));
+        assert!(story("1-2-&lt;b&gt;login&lt;/b&gt;") < col("review"));
+        assert!(story("1-4-y") > col("ready-for-dev") && story("1-4-y") < col("in-progress"));
+        assert!(story("1-3-x") > col("other"));
+        assert!(html.contains("review cycle 2"));
+        assert!(html.contains("phase-dev"));
+        assert!(html.contains("phase-changes-requested"));
+        assert!(html.contains("class=\"story current\""));
+        assert!(html.contains("href=\"/runs/0196abcd-ef01-7000\""));
+        assert!(html.contains("data-project=\"/p/&quot;x&quot;\""));
+        assert!(html.contains("data-question=\"q1\""));
+        assert!(html.contains("Use &quot;OAuth&quot;? &lt;script&gt;"));
+        assert!(html.contains("(live)"));
+    }
+}

@@ -1,0 +1,394 @@
+//! The page handlers: read through the library calls the CLI and the API use (on a blocking
+//! thread: they touch files), hand plain data to a render function, wrap it in the shell.
+
+use super::layout::{Nav, page};
+use super::{epic, run_page, runs_list, session, start};
+use crate::server::AppState;
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use baton_autopilot::ralph::{Context, decisions, discovery, verbs::session::summary_json};
+use baton_engine::inspect::{self, ListQuery};
+use baton_store::{RunKind, Store, driver_lock, jsonl};
+use serde_json::Value;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+/// Runs per page of the runs list.
+const PAGE_SIZE: usize = 50;
+/// The newest bytes of a conversation log a run page reads (the page shows the newest
+/// messages only; a long run's log can be large).
+const CONVERSATION_TAIL: u64 = 4 * 1024 * 1024;
+/// Decisions shown on a session page.
+const DECISIONS: usize = 50;
+/// Sessions listed for a project.
+const SESSIONS: usize = 100;
+
+/// A page answer: HTML with a status.
+struct PageOut {
+    status: StatusCode,
+    title: String,
+    nav: Nav,
+    body: String,
+}
+
+impl PageOut {
+    fn ok(title: impl Into<String>, nav: Nav, body: String) -> PageOut {
+        PageOut {
+            status: StatusCode::OK,
+            title: title.into(),
+            nav,
+            body,
+        }
+    }
+
+    fn error(
+        status: StatusCode,
+        nav: Nav,
+        code: &str,
+        message: &str,
+        hint: Option<&str>,
+    ) -> PageOut {
+        let mut body = String::from(
+            "<h1>Something is wrong</h1><div class=\"card\" id=\"page-error\" role=\"alert\"><p><code>",
+        );
+        super::html::push_esc(&mut body, code);
+        body.push_str("</code> ");
+        super::html::push_esc(&mut body, message);
+        body.push_str("</p>");
+        if let Some(h) = hint {
+            body.push_str("<p class=\"muted\">");
+            super::html::push_esc(&mut body, h);
+            body.push_str("</p>");
+        }
+        body.push_str("</div>");
+        PageOut {
+            status,
+            title: "Error".into(),
+            nav,
+            body,
+        }
+    }
+
+    fn into_response(self, state: &AppState) -> Response {
+        let html = page(&self.title, self.nav, state.token.as_str(), &self.body);
+        (self.status, Html(html)).into_response()
+    }
+}
+
+/// Runs `work` on a blocking thread; a panic there becomes an error page, not a dead server.
+async fn blocking(
+    state: &AppState,
+    nav: Nav,
+    work: impl FnOnce(&Store) -> PageOut + Send + 'static,
+) -> Response {
+    let store = state.store.clone();
+    match tokio::task::spawn_blocking(move || work(&store)).await {
+        Ok(out) => out.into_response(state),
+        Err(e) => PageOut::error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            nav,
+            "PAGE_FAILED",
+            &format!("the page could not be made: {e}"),
+            None,
+        )
+        .into_response(state),
+    }
+}
+
+fn non_empty(v: &Option<String>) -> Option<&str> {
+    v.as_deref().map(str::trim).filter(|s| !s.is_empty())
+}
+
+fn known_projects(store: &Store) -> Vec<String> {
+    store
+        .projects()
+        .map(|scan| {
+            scan.projects
+                .iter()
+                .map(|p| p.root().display().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct RunsQuery {
+    project: Option<String>,
+    phase: Option<String>,
+    workflow: Option<String>,
+    cursor: Option<String>,
+}
+
+pub async fn runs(State(state): State<AppState>, Query(q): Query<RunsQuery>) -> Response {
+    blocking(&state, Nav::Runs, move |store| {
+        let filters = runs_list::Filters {
+            project: non_empty(&q.project).unwrap_or("").to_string(),
+            phase: non_empty(&q.phase).unwrap_or("").to_string(),
+            workflow: non_empty(&q.workflow).unwrap_or("").to_string(),
+        };
+        let project = non_empty(&q.project).map(PathBuf::from);
+        let query = ListQuery {
+            project: project.as_deref(),
+            phase: non_empty(&q.phase),
+            workflow: non_empty(&q.workflow),
+            limit: PAGE_SIZE,
+            cursor: non_empty(&q.cursor),
+        };
+        let projects = known_projects(store);
+        let (listed, problem) = match inspect::list(store, &query) {
+            Ok(p) => (p, None),
+            Err(e) => (inspect::Page::default(), Some(format!("{}: {e}", e.code()))),
+        };
+        let mut warnings: Vec<String> = listed
+            .warnings
+            .iter()
+            .map(|w| format!("{}: {}", w.code, w.message))
+            .collect();
+        warnings.extend(problem);
+        let rows = listed
+            .rows
+            .iter()
+            .map(|(p, r)| runs_list::Row {
+                run: r,
+                project_root: p.root(),
+                interrupted: driver_lock::is_interrupted(p, r),
+            })
+            .collect();
+        let body = runs_list::render(&runs_list::View {
+            rows,
+            filters: &filters,
+            next_cursor: listed.next_cursor.as_deref(),
+            paged: non_empty(&q.cursor).is_some(),
+            projects: &projects,
+            warnings: &warnings,
+            now_secs: baton_store::time::now_secs(),
+        });
+        PageOut::ok("Runs", Nav::Runs, body)
+    })
+    .await
+}
+
+/// The newest [`CONVERSATION_TAIL`] bytes of a JSONL file, parsed; a window that starts
+/// mid-file loses its first (partial) line, never parses it.
+fn read_tail(path: &Path) -> Vec<Value> {
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(CONVERSATION_TAIL);
+    if file.seek(SeekFrom::Start(start)).is_err() {
+        return Vec::new();
+    }
+    let mut bytes = Vec::new();
+    if file
+        .take(CONVERSATION_TAIL)
+        .read_to_end(&mut bytes)
+        .is_err()
+    {
+        return Vec::new();
+    }
+    let from = if start > 0 {
+        bytes
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(bytes.len(), |i| i + 1)
+    } else {
+        0
+    };
+    jsonl::parse(&bytes[from..]).records
+}
+
+pub async fn run(State(state): State<AppState>, UrlPath(id): UrlPath<String>) -> Response {
+    blocking(&state, Nav::Runs, move |store| {
+        let view = match inspect::show(store, &id) {
+            Ok(v) => v,
+            Err(e) => {
+                let status = match e.code() {
+                    "RUN_NOT_FOUND" => StatusCode::NOT_FOUND,
+                    "RUN_ID_AMBIGUOUS" => StatusCode::BAD_REQUEST,
+                    _ => StatusCode::INTERNAL_SERVER_ERROR,
+                };
+                return PageOut::error(
+                    status,
+                    Nav::Runs,
+                    e.code(),
+                    &e.to_string(),
+                    e.hint().as_deref(),
+                );
+            }
+        };
+        let (project, run) = (&view.project, &view.run);
+        let package = (run.kind == RunKind::Workflow)
+            .then(|| project.pinned_package(store, run).ok())
+            .flatten();
+        let graph = package
+            .as_ref()
+            .and_then(|(p, _)| p.workflow(&run.workflow_ref))
+            .map(|w| &w.graph);
+        let conversation = read_tail(&project.run_paths(&run.run_id).conversation_log);
+        let artifacts: Vec<&str> = view
+            .state
+            .get("artifacts")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let progress = view.progress.as_array().map(Vec::as_slice).unwrap_or(&[]);
+        let body = run_page::render(&run_page::View {
+            run,
+            project_root: project.root(),
+            interrupted: driver_lock::is_interrupted(project, run),
+            graph,
+            progress,
+            artifacts: &artifacts,
+            conversation: &conversation,
+            note: view.note.as_deref(),
+        });
+        let title = format!("Run {}", run.run_id.get(..13).unwrap_or(&run.run_id));
+        PageOut::ok(title, Nav::Runs, body)
+    })
+    .await
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct StartQuery {
+    package: Option<String>,
+    workflow: Option<String>,
+    agent: Option<String>,
+    project: Option<String>,
+    model: Option<String>,
+    replay: Option<String>,
+}
+
+pub async fn start_page(State(state): State<AppState>, Query(q): Query<StartQuery>) -> Response {
+    blocking(&state, Nav::Start, move |store| {
+        let packages: Vec<start::Suggestion> = store
+            .packages()
+            .list()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| start::Suggestion {
+                label: format!("{} {}", p.name, p.version),
+                value: p.id,
+            })
+            .collect();
+        let projects = known_projects(store);
+        let text = |v: &Option<String>| non_empty(v).unwrap_or("").to_string();
+        let defaults = start::Defaults {
+            package: text(&q.package),
+            workflow: text(&q.workflow),
+            agent: text(&q.agent),
+            project: text(&q.project),
+            model: text(&q.model),
+            replay: text(&q.replay),
+        };
+        let body = start::render(&start::View {
+            packages: &packages,
+            projects: &projects,
+            defaults: &defaults,
+            demo: true,
+        });
+        PageOut::ok("Start a run", Nav::Start, body)
+    })
+    .await
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct ProjectQuery {
+    project: Option<String>,
+}
+
+pub async fn epic_board(State(state): State<AppState>, Query(q): Query<ProjectQuery>) -> Response {
+    blocking(&state, Nav::Epic, move |store| {
+        let projects = known_projects(store);
+        let project = non_empty(&q.project).unwrap_or("").to_string();
+        let mut body = String::from("<h1>Epic board</h1>");
+        epic::project_form(&mut body, "/epic", &project, &projects);
+        if project.is_empty() {
+            body.push_str("<p class=\"empty\">Choose a project to see its sprint.</p>");
+            return PageOut::ok("Epic board", Nav::Epic, body);
+        }
+        match baton_autopilot::epic::status(Path::new(&project), None) {
+            Ok(board) => body.push_str(&epic::render(&board, &project)),
+            Err(e) => {
+                body.push_str("<p class=\"error\" id=\"epic-error\" role=\"alert\"><code>");
+                super::html::push_esc(&mut body, e.code);
+                body.push_str("</code> ");
+                super::html::push_esc(&mut body, &e.message);
+                body.push_str("</p>");
+            }
+        }
+        PageOut::ok("Epic board", Nav::Epic, body)
+    })
+    .await
+}
+
+/// The sessions of `project`, newest first: their summaries, and the ones that cannot be read.
+fn session_summaries(project: &Path) -> (Vec<Value>, Vec<String>) {
+    let ctx = Context::from_env(project, "baton ralph");
+    let mut found = Vec::new();
+    let mut problems = Vec::new();
+    for (id, dir) in discovery::candidates(&ctx.sessions_root())
+        .into_iter()
+        .take(SESSIONS)
+    {
+        match discovery::load(&id, &dir).into_session() {
+            Ok(s) => found.push(summary_json(&s)),
+            Err(e) => problems.push(format!("{id}: {e}")),
+        }
+    }
+    (found, problems)
+}
+
+pub async fn sessions(State(state): State<AppState>, Query(q): Query<ProjectQuery>) -> Response {
+    blocking(&state, Nav::Sessions, move |store| {
+        let projects = known_projects(store);
+        let project = non_empty(&q.project).unwrap_or("").to_string();
+        let mut body = String::from("<h1>Lifecycle sessions</h1>");
+        epic::project_form(&mut body, "/sessions", &project, &projects);
+        if project.is_empty() {
+            body.push_str("<p class=\"empty\">Choose a project to see its sessions.</p>");
+        } else {
+            let (found, problems) = session_summaries(Path::new(&project));
+            body.push_str(&session::render_list(&project, &found, &problems));
+        }
+        PageOut::ok("Sessions", Nav::Sessions, body)
+    })
+    .await
+}
+
+pub async fn session_page(
+    State(state): State<AppState>,
+    UrlPath(id): UrlPath<String>,
+    Query(q): Query<ProjectQuery>,
+) -> Response {
+    blocking(&state, Nav::Sessions, move |_| {
+        let Some(project) = non_empty(&q.project) else {
+            return PageOut::error(
+                StatusCode::BAD_REQUEST,
+                Nav::Sessions,
+                "PROJECT_REQUIRED",
+                "a session page needs ?project=<directory>",
+                Some("open it from the sessions list"),
+            );
+        };
+        let ctx = Context::from_env(Path::new(project), "baton ralph");
+        let loaded = discovery::find(&ctx, Some(&id), discovery::Pick::Any)
+            .and_then(discovery::Loaded::into_session);
+        let s = match loaded {
+            Ok(s) => s,
+            Err(e) => {
+                let status = if e.code() == "SESSION_NOT_FOUND" {
+                    StatusCode::NOT_FOUND
+                } else {
+                    StatusCode::BAD_REQUEST
+                };
+                return PageOut::error(status, Nav::Sessions, e.code(), &e.to_string(), None);
+            }
+        };
+        let recent = decisions::read_last(&s.dir, DECISIONS).unwrap_or_default();
+        let body = session::render(&summary_json(&s), &recent.records, recent.truncated);
+        PageOut::ok(format!("Session {}", s.id), Nav::Sessions, body)
+    })
+    .await
+}

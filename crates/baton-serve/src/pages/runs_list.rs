@@ -1,0 +1,264 @@
+//! The runs page: a filter form, one table row per run (newest first), and a link to the
+//! next page (the listing's cursor).
+
+use super::html::{esc, push_esc, query, url_part};
+use baton_store::RunMetadata;
+use baton_store::time::{parse_rfc3339, short_age};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// One row: the run, where its project is, and whether it was left interrupted.
+pub struct Row<'a> {
+    pub run: &'a RunMetadata,
+    pub project_root: &'a Path,
+    pub interrupted: bool,
+}
+
+/// The filters of the form, as given (empty = any).
+#[derive(Debug, Default, Clone)]
+pub struct Filters {
+    pub project: String,
+    pub phase: String,
+    pub workflow: String,
+}
+
+pub struct View<'a> {
+    pub rows: Vec<Row<'a>>,
+    pub filters: &'a Filters,
+    /// The cursor of the next (older) page, when there is one.
+    pub next_cursor: Option<&'a str>,
+    /// Whether this page was reached with a cursor (then a link back to the newest).
+    pub paged: bool,
+    /// Known project roots, offered in the project filter.
+    pub projects: &'a [String],
+    /// Problems the listing reported (a damaged index, …), shown above the table.
+    pub warnings: &'a [String],
+    pub now_secs: u64,
+}
+
+const PHASES: [&str; 6] = [
+    "idle",
+    "running",
+    "waiting-user",
+    "completed",
+    "failed",
+    "interrupted",
+];
+
+/// A coloured badge for a phase or status word (`phase-<word>` in app.css, lower case).
+pub fn phase_badge(out: &mut String, phase: &str) {
+    out.push_str("<span class=\"phase phase-");
+    push_esc(out, &phase.to_ascii_lowercase());
+    out.push_str("\">");
+    push_esc(out, phase);
+    out.push_str("</span>");
+}
+
+fn filter_form(out: &mut String, view: &View) {
+    let f = view.filters;
+    out.push_str(
+        "<form id=\"runs-filter\" class=\"filters\" method=\"get\" action=\"/\" role=\"search\">\
+         <div class=\"field\"><label for=\"filter-project\">Project</label>\
+         <input id=\"filter-project\" name=\"project\" list=\"known-projects\" placeholder=\"any\" value=\"",
+    );
+    push_esc(out, &f.project);
+    out.push_str("\"><datalist id=\"known-projects\">");
+    for p in view.projects {
+        out.push_str("<option value=\"");
+        push_esc(out, p);
+        out.push_str("\"></option>");
+    }
+    out.push_str(
+        "</datalist></div><div class=\"field\"><label for=\"filter-phase\">Phase</label>\
+         <select id=\"filter-phase\" name=\"phase\"><option value=\"\">any</option>",
+    );
+    for p in PHASES {
+        let selected = if f.phase == p { " selected" } else { "" };
+        let _ = write!(out, "<option value=\"{p}\"{selected}>{p}</option>");
+    }
+    out.push_str(
+        "</select></div><div class=\"field\"><label for=\"filter-workflow\">Workflow</label>\
+         <input id=\"filter-workflow\" name=\"workflow\" placeholder=\"any\" value=\"",
+    );
+    push_esc(out, &f.workflow);
+    out.push_str(
+        "\"></div><div class=\"field\"><button type=\"submit\" id=\"filter-apply\">Filter</button></div></form>",
+    );
+}
+
+pub fn render(view: &View) -> String {
+    let mut out = String::with_capacity(4096 + view.rows.len() * 600);
+    out.push_str("<div class=\"heading\"><h1>Runs</h1><a class=\"button primary\" id=\"start-link\" href=\"/start\">Start a run</a></div>");
+    filter_form(&mut out, view);
+    for w in view.warnings {
+        out.push_str("<p class=\"warning\" role=\"alert\">");
+        push_esc(&mut out, w);
+        out.push_str("</p>");
+    }
+    if view.rows.is_empty() {
+        out.push_str("<p id=\"runs-empty\" class=\"empty\">No runs");
+        if view.filters.project.is_empty()
+            && view.filters.phase.is_empty()
+            && view.filters.workflow.is_empty()
+        {
+            out.push_str(" yet. <a href=\"/start\">Start one</a>.");
+        } else {
+            out.push_str(" match these filters.");
+        }
+        out.push_str("</p>");
+    } else {
+        out.push_str(
+            "<div class=\"table-wrap\"><table id=\"runs-table\" data-testid=\"runs-table\"><thead><tr>\
+             <th scope=\"col\">Run</th><th scope=\"col\">Phase</th><th scope=\"col\">Workflow</th>\
+             <th scope=\"col\">Node</th><th scope=\"col\">Agent</th><th scope=\"col\">Created</th>\
+             <th scope=\"col\">Project</th></tr></thead><tbody>",
+        );
+        for row in &view.rows {
+            let r = row.run;
+            let phase = if row.interrupted {
+                "interrupted"
+            } else {
+                r.phase.as_str()
+            };
+            out.push_str("<tr data-run-id=\"");
+            push_esc(&mut out, &r.run_id);
+            out.push_str("\"><td><a class=\"mono\" href=\"/runs/");
+            out.push_str(&esc(&url_part(&r.run_id)));
+            out.push_str("\">");
+            push_esc(&mut out, r.run_id.get(..13).unwrap_or(&r.run_id));
+            out.push_str("</a>");
+            if r.kind == baton_store::RunKind::Task {
+                out.push_str(" <span class=\"tag\">task</span>");
+            }
+            out.push_str("</td><td>");
+            phase_badge(&mut out, phase);
+            out.push_str("</td><td>");
+            push_esc(&mut out, &r.workflow_ref);
+            out.push_str("</td><td>");
+            push_esc(&mut out, r.current_node_id.as_deref().unwrap_or("—"));
+            out.push_str("</td><td>");
+            push_esc(&mut out, &r.active_agent_id);
+            out.push_str("</td><td><time datetime=\"");
+            push_esc(&mut out, &r.created_at);
+            out.push_str("\" title=\"");
+            push_esc(&mut out, &r.created_at);
+            out.push_str("\">");
+            let age = parse_rfc3339(&r.created_at)
+                .map(|t| format!("{} ago", short_age(view.now_secs.saturating_sub(t))))
+                .unwrap_or_else(|| r.created_at.clone());
+            push_esc(&mut out, &age);
+            out.push_str("</time></td><td class=\"path\">");
+            push_esc(&mut out, &row.project_root.display().to_string());
+            out.push_str("</td></tr>");
+        }
+        out.push_str("</tbody></table></div>");
+    }
+    let f = view.filters;
+    let base = [
+        ("project", f.project.as_str()),
+        ("phase", f.phase.as_str()),
+        ("workflow", f.workflow.as_str()),
+    ];
+    out.push_str("<nav class=\"pager\" aria-label=\"Pages\">");
+    if view.paged {
+        let _ = write!(
+            out,
+            "<a id=\"page-newest\" href=\"/{}\">← Newest</a>",
+            esc(&query(&base))
+        );
+    }
+    if let Some(cursor) = view.next_cursor {
+        let mut pairs = base.to_vec();
+        pairs.push(("cursor", cursor));
+        let _ = write!(
+            out,
+            "<a id=\"page-older\" data-testid=\"page-older\" href=\"/{}\">Older runs →</a>",
+            esc(&query(&pairs))
+        );
+    }
+    out.push_str("</nav>");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_store::Phase;
+
+    fn run(id: &str, workflow: &str, phase: Phase) -> RunMetadata {
+        serde_json::from_value(serde_json::json!({
+            "runId": id, "projectId": "p", "packageId": "pkg", "packageSha256": "00",
+            "workflowRef": workflow, "activeAgentId": "a<gent>", "phase": phase.as_str(),
+            "createdAt": "2026-11-22T10:00:00Z", "lastUpdatedAt": "2026-11-22T10:00:00Z",
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn rows_link_to_runs_and_hostile_names_are_escaped() {
+        let a = run(
+            "0196aaaa-bbbb-7ccc",
+            "<script>alert('w')</script>",
+            Phase::Running,
+        );
+        let b = run("id/../x?y", "wf", Phase::Completed);
+        let filters = Filters {
+            project: "\"><script>".into(),
+            phase: "completed".into(),
+            workflow: String::new(),
+        };
+        let root = Path::new("/home/<me>/proj");
+        let view = View {
+            rows: vec![
+                Row {
+                    run: &a,
+                    project_root: root,
+                    interrupted: true,
+                },
+                Row {
+                    run: &b,
+                    project_root: root,
+                    interrupted: false,
+                },
+            ],
+            filters: &filters,
+            next_cursor: Some("c&1"),
+            paged: false,
+            projects: &[],
+            warnings: &[],
+            now_secs: parse_rfc3339("2026-11-22T10:05:00Z").unwrap(),
+        };
+        let html = render(&view);
+        assert!(!html.contains("<script"));
+        assert!(html.contains("&lt;script&gt;alert(&#39;w&#39;)&lt;/script&gt;"));
+        assert!(html.contains("href=\"/runs/id%2F..%2Fx%3Fy\""));
+        assert!(html.contains("phase-interrupted\">interrupted<"));
+        assert!(html.contains("value=\"&quot;&gt;&lt;script&gt;\""));
+        assert!(html.contains("<option value=\"completed\" selected>"));
+        assert!(html.contains("5m ago") || html.contains("ago"));
+        assert!(html.contains("/home/&lt;me&gt;/proj"));
+        assert!(html.contains(
+            "href=\"/?project=%22%3E%3Cscript%3E&amp;phase=completed&amp;cursor=c%261\""
+        ));
+        assert!(!html.contains("page-newest"));
+    }
+
+    #[test]
+    fn an_empty_listing_says_so() {
+        let filters = Filters::default();
+        let view = View {
+            rows: vec![],
+            filters: &filters,
+            next_cursor: None,
+            paged: true,
+            projects: &["/p".to_string()],
+            warnings: &["index <damaged>".to_string()],
+            now_secs: 0,
+        };
+        let html = render(&view);
+        assert!(html.contains("id=\"runs-empty\""));
+        assert!(html.contains("id=\"page-newest\" href=\"/\""));
+        assert!(html.contains("index &lt;damaged&gt;"));
+        assert!(!html.contains("page-older"));
+    }
+}
