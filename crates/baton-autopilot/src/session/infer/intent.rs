@@ -179,7 +179,8 @@ pub fn stage_override(intent: &str) -> Option<&'static str> {
     {
         return Some("brainstorm");
     }
-    if has(&["blueprint", "spec", "specification"])
+    // Not a bare "spec": "fix the spec parser" is no request for a blueprint.
+    if has(&["blueprint", "specification"])
         || has_text(&["规格", "正式文档", "spec-generate", "7-phase"])
     {
         return Some("blueprint");

@@ -176,13 +176,21 @@ fn first_found<T>(
 }
 
 /// The artifact's directory inside `.workflow/` (checked after symlinks), `None` when it has
-/// no path or the directory is gone.
+/// no path or nothing is there. A path naming a file (`…/analysis.md`) means its folder.
 pub fn dir_of(workflow: &Path, state: &State, a: &Artifact) -> Result<Option<std::path::PathBuf>> {
     let Some(rel) = a.path.as_deref() else {
         return Ok(None);
     };
     let field = format!("artifacts[{}].path", a.order);
-    Ok(files::resolve_inside(workflow, rel, &state.path, &field)?.filter(|p| p.is_dir()))
+    Ok(
+        files::resolve_inside(workflow, rel, &state.path, &field)?.and_then(|p| {
+            if p.is_dir() {
+                Some(p)
+            } else {
+                p.parent().map(Path::to_path_buf)
+            }
+        }),
+    )
 }
 
 /// Build rule 2: the stages of this phase (of this milestone in unified mode) with a

@@ -314,6 +314,33 @@ fn verification_failed_is_verify_failed_with_gaps() {
 }
 
 #[test]
+fn an_artifact_path_naming_a_file_means_its_folder() {
+    let mut v = artifact(
+        "VRF-001",
+        "verify",
+        Some(1),
+        "completed",
+        "2026-01-03T10:00:00Z",
+    );
+    let folder = v["path"].as_str().unwrap().to_string();
+    v["path"] = json!(format!("{folder}/verification.json"));
+    let p = with_artifacts(two_phases(), vec![]);
+    let mut state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(p.workflow().join("state.json")).unwrap())
+            .unwrap();
+    state["artifacts"] = json!([v]);
+    p.write_json(".workflow/state.json", state);
+    p.write_json(
+        &format!(".workflow/{folder}/verification.json"),
+        json!({"passed": true}),
+    );
+    assert_eq!(
+        p.infer_auto("phase 1").position,
+        Position::Stage("business-test")
+    );
+}
+
+#[test]
 fn verification_passed_without_review_is_business_test() {
     let (p, v) = verified(vec![]);
     p.write_json(
