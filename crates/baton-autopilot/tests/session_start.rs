@@ -393,3 +393,30 @@ async fn steps_inserted_later_get_their_goal_too() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_missing_required_reading_is_refused_before_any_call() {
+    // The command file exists but a file it requires does not: `ralph check` would report
+    // E007 on the new session, so it is not created.
+    let w = world(Some(analysed()));
+    let workflows = w.ctx.home.clone().unwrap().join(".maestro/workflows");
+    std::fs::remove_file(workflows.join("verify.md")).unwrap();
+    let (server, model) = scripted(vec![Reply::text(&decomposition().to_string())]).await;
+    let e = start(
+        &w.ctx,
+        &opts(INTENT, true),
+        &model,
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code(), "E007");
+    assert!(e.to_string().contains("verify.md"), "{e}");
+    assert!(
+        e.hints()
+            .iter()
+            .any(|h| h.starts_with("nothing was created"))
+    );
+    assert!(server.received().is_empty());
+    assert!(!w.ctx.sessions_root().exists());
+}

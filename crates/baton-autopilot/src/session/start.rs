@@ -16,6 +16,7 @@ use super::build::{ChainLine, rules};
 use super::infer::{self, Inference, Options, QualityMode, Question};
 use crate::ralph::Context;
 use crate::ralph::chain::{self, PlanningMode};
+use crate::ralph::check::{self, Scope};
 use crate::ralph::verbs::new::{self, SessionFields};
 use baton_llm::{ChatModel, Usage};
 use serde_json::{Map, Value, json};
@@ -115,6 +116,23 @@ fn guard(ctx: &Context) -> Result<()> {
     new::refuse_if_active(ctx).map_err(BuildError::from_ralph)
 }
 
+/// Resolves the command files of `steps` (E006 for a missing skill) and refuses a chain that
+/// `ralph check` would reject (a command file whose required reading is missing is E007): a
+/// session is never created already broken.
+fn preflight(ctx: &Context, platform: &str, steps: &mut [Value]) -> Result<()> {
+    let missing = chain::resolve_commands(ctx, platform, steps);
+    if !missing.is_empty() {
+        return Err(BuildError::SkillsMissing(missing));
+    }
+    let mut doc = Map::new();
+    doc.insert("steps".into(), Value::Array(steps.to_vec()));
+    let findings = check::check(ctx, Some(&doc), &[], Scope::All);
+    if check::has_errors(&findings) {
+        return Err(BuildError::ChainInvalid(findings));
+    }
+    Ok(())
+}
+
 /// Everything up to the chain, nothing written: the questions still to ask, or the plan.
 pub async fn plan(
     ctx: &Context,
@@ -140,10 +158,7 @@ pub async fn plan(
     // Rule 9 before the model call: a missing skill costs no tokens. Sub-goals add no
     // command (the goal audit is a gate), so this chain needs the same skills as the final one.
     let mut bare = rules::build(&inference, &[])?;
-    let missing = chain::resolve_commands(ctx, &platform, &mut bare);
-    if !missing.is_empty() {
-        return Err(BuildError::SkillsMissing(missing));
-    }
+    preflight(ctx, &platform, &mut bare)?;
 
     let (decomposition, usage, model_calls) = if inference.decompose {
         let stages = rules::stages_of(&bare);
@@ -158,10 +173,7 @@ pub async fn plan(
     };
     let goals = decomposition.as_ref().map_or(&[][..], |d| &d.goals[..]);
     let mut steps = rules::build(&inference, goals)?;
-    let missing = chain::resolve_commands(ctx, &platform, &mut steps);
-    if !missing.is_empty() {
-        return Err(BuildError::SkillsMissing(missing));
-    }
+    preflight(ctx, &platform, &mut steps)?;
     Ok(StartOutcome::Planned(Box::new(Plan {
         project: ctx.project.clone(),
         intent: opts.intent.clone(),
@@ -176,13 +188,15 @@ pub async fn plan(
 }
 
 /// Writes the session of `plan` (A_CREATE_SESSION): the guard again (another session may have
-/// started meanwhile), command files resolved again (E006, nothing written, when one went
-/// missing), then status.json with the decomposition fields.
+/// started meanwhile), command files resolved and checked again (E006/E007, nothing written,
+/// when one went missing), then status.json with the decomposition fields.
 pub fn create(ctx: &Context, plan: Plan) -> Result<Created> {
     if plan.project != ctx.project {
         return Err(BuildError::PlanMismatch);
     }
     guard(ctx)?;
+    let mut steps = plan.steps.clone();
+    preflight(ctx, &plan.platform, &mut steps)?;
     let inf = &plan.inference;
     let extra = plan
         .decomposition
@@ -204,7 +218,7 @@ pub fn create(ctx: &Context, plan: Plan) -> Result<Created> {
         platform: plan.platform.clone(),
         extra,
     };
-    let session = new::create(ctx, &fields, plan.steps.clone()).map_err(BuildError::from_ralph)?;
+    let session = new::create(ctx, &fields, steps).map_err(BuildError::from_ralph)?;
     Ok(Created {
         session_id: session.id.clone(),
         path: session.status_path(),

@@ -1,6 +1,7 @@
 //! Every way the build phase (`baton session start`) refuses, with a stable code and a hint.
 
 use crate::ralph::RalphError;
+use crate::ralph::check::{Finding, Level};
 use crate::session::infer::InferError;
 
 #[derive(Debug, thiserror::Error)]
@@ -13,6 +14,8 @@ pub enum BuildError {
     PositionUnknown(String),
     #[error("command file(s) not found for: {}", .0.join(", "))]
     SkillsMissing(Vec<String>),
+    #[error("the chain would not pass `ralph check`: {}", first_error(.0))]
+    ChainInvalid(Vec<Finding>),
     #[error("the decomposition answer was rejected {attempts} times; last: {problem}")]
     DecompositionInvalid { attempts: u32, problem: String },
     #[error("the decomposition call failed ({code}): {message}")]
@@ -35,6 +38,10 @@ impl BuildError {
             BuildError::SessionActive(_) => "SESSION_ACTIVE",
             BuildError::PositionUnknown(_) => "POSITION_UNKNOWN",
             BuildError::SkillsMissing(_) => "E006",
+            BuildError::ChainInvalid(f) => f
+                .iter()
+                .find(|f| f.level == Level::E)
+                .map_or("CHAIN_INVALID", |f| f.code),
             BuildError::DecompositionInvalid { .. } => "DECOMPOSITION_INVALID",
             BuildError::DecompositionCall { .. } => "DECOMPOSITION_CALL_FAILED",
             BuildError::Interrupted => "INTERRUPTED",
@@ -61,6 +68,20 @@ impl BuildError {
                     .into(),
                 "`baton ralph skills` lists what is found".into(),
             ],
+            BuildError::ChainInvalid(findings) => {
+                let mut lines: Vec<String> = findings
+                    .iter()
+                    .filter(|f| f.level == Level::E)
+                    .take(10)
+                    .map(Finding::line)
+                    .collect();
+                lines.push(
+                    "nothing was created; install the files the command files require \
+                     (their <required_reading>)"
+                        .into(),
+                );
+                lines
+            }
             BuildError::DecompositionInvalid { .. } => vec![
                 "nothing was created; try again, or a more capable model, or a narrower intent"
                     .into(),
@@ -86,6 +107,13 @@ impl BuildError {
             other => BuildError::Ralph(other),
         }
     }
+}
+
+fn first_error(findings: &[Finding]) -> String {
+    findings
+        .iter()
+        .find(|f| f.level == Level::E)
+        .map_or_else(|| "unknown problem".into(), Finding::line)
 }
 
 pub type Result<T, E = BuildError> = std::result::Result<T, E>;
