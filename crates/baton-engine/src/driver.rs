@@ -4,7 +4,7 @@ use crate::composer::Intent;
 use crate::context::ContextEvent;
 use crate::machine::{Action, Input, Machine, StateSnapshot};
 use crate::run_io;
-use baton_llm::{CallOptions, ChatModel, LlmError, ToolDef, TraceRecorder, Usage};
+use baton_llm::{CallOptions, ChatModel, LlmError, TraceRecorder, Usage};
 use baton_package::Workflow;
 use baton_store::{Phase, Project, RunError, StateFile};
 use baton_tools::{CallContext, ToolHost};
@@ -210,47 +210,31 @@ impl<'a> Driver<'a> {
         })?;
         loop {
             action = match action {
-                Action::CallModel(mut request) => {
-                    // MCP tools come from the host, which starts the servers: the sans-IO
-                    // machine cannot list them.
-                    let policy = self.machine_policy(&self.machine.effective_agent());
-                    request
-                        .tools
-                        .extend(self.host.mcp_tools(&policy).into_iter().map(|t| ToolDef {
-                            name: t.name,
-                            description: t.description,
-                            parameters: t.parameters,
-                        }));
-                    if self.cancel.is_cancelled() {
-                        Action::Fail {
-                            code: ABORTED,
-                            message: "the run was stopped".into(),
-                        }
-                    } else {
-                        self.emit(EngineEvent::ModelCall {
-                            turn: report.model_calls + 1,
-                            node: self.machine.node().to_string(),
-                            agent: self.machine.effective_agent(),
-                        });
-                        match run_io::call_model(self.model, &request, &self.cancel, self.on_event)
-                            .await
-                        {
-                            Ok(response) => {
-                                report.model_calls += 1;
-                                let fields = run_io::turn_fields(
-                                    report.model_calls,
-                                    &self.machine.effective_agent(),
-                                    &response,
-                                );
-                                self.audit("engine.turn", fields);
-                                if let Some(u) = response.usage {
-                                    report.usage.add(u);
-                                    self.emit(EngineEvent::Usage(u));
-                                }
-                                self.step(Input::ModelAnswered(response))?
-                            }
-                            Err((code, message)) => Action::Fail { code, message },
-                        }
+                Action::CallModel(request) => {
+                    let agent = self.machine.effective_agent();
+                    let policy = self.machine_policy(&agent);
+                    let node = self.machine.node().to_string();
+                    let turn = run_io::Turn {
+                        run_id: &self.run_id,
+                        node: Some(&node),
+                        agent: &agent,
+                        audit: self.audit.as_mut(),
+                        on_event: self.on_event,
+                        calls: &mut report.model_calls,
+                        usage: &mut report.usage,
+                    };
+                    let answer = run_io::model_turn(
+                        self.model,
+                        request,
+                        self.host,
+                        &policy,
+                        &self.cancel,
+                        turn,
+                    )
+                    .await;
+                    match answer {
+                        Ok(response) => self.step(Input::ModelAnswered(response))?,
+                        Err((code, message)) => Action::Fail { code, message },
                     }
                 }
                 Action::Summarize(request) => {

@@ -6,7 +6,7 @@ use crate::context::offload;
 use crate::driver::{ABORTED, EngineError, EngineEvent};
 use crate::machine::{ToolResult, WaitReason};
 use baton_llm::{CallOptions, ChatModel, ChatRequest, ChatResponse, LlmError, StreamEvent};
-use baton_llm::{ToolCall, TraceRecorder};
+use baton_llm::{ToolCall, ToolDef, TraceRecorder, Usage};
 use baton_store::Phase;
 use baton_store::Project;
 use baton_store::jsonl::JsonlWriter;
@@ -137,15 +137,64 @@ pub(crate) async fn call_model(
     }
 }
 
-/// The `engine.turn` audit fields of one answer.
-pub(crate) fn turn_fields(turn: usize, agent: &str, response: &ChatResponse) -> Value {
-    json!({
-        "turn": turn,
-        "agentId": agent,
+/// Who asks the model in a turn, and where the turn is counted and audited.
+pub(crate) struct Turn<'a, 'w> {
+    pub run_id: &'a str,
+    /// The current node (`None` for a task run).
+    pub node: Option<&'a str>,
+    pub agent: &'a str,
+    pub audit: Option<&'w mut JsonlWriter>,
+    pub on_event: OnEvent<'a>,
+    /// Model calls of the invocation so far; one more when the model answers.
+    pub calls: &'w mut usize,
+    pub usage: &'w mut Usage,
+}
+
+/// One model turn: the MCP tools the policy allows added to the request, the stop checked,
+/// the call announced and made, then counted and audited (`engine.turn`, with usage).
+pub(crate) async fn model_turn(
+    model: &dyn ChatModel,
+    mut request: ChatRequest,
+    host: &ToolHost,
+    policy: &baton_tools::EffectivePolicy,
+    cancel: &CancellationToken,
+    turn: Turn<'_, '_>,
+) -> Result<ChatResponse, (&'static str, String)> {
+    // MCP tools come from the host, which starts the servers: a sans-IO machine cannot
+    // list them.
+    request
+        .tools
+        .extend(host.mcp_tools(policy).into_iter().map(|t| ToolDef {
+            name: t.name,
+            description: t.description,
+            parameters: t.parameters,
+        }));
+    if cancel.is_cancelled() {
+        return Err((ABORTED, "the run was stopped".into()));
+    }
+    emit(
+        turn.on_event,
+        EngineEvent::ModelCall {
+            turn: *turn.calls + 1,
+            node: turn.node.unwrap_or_default().to_string(),
+            agent: turn.agent.to_string(),
+        },
+    );
+    let response = call_model(model, &request, cancel, turn.on_event).await?;
+    *turn.calls += 1;
+    let fields = json!({
+        "turn": *turn.calls,
+        "agentId": turn.agent,
         "toolCalls": response.message.tool_calls.len(),
         "finishReason": response.finish_reason,
         "usage": response.usage,
-    })
+    });
+    audit(turn.audit, turn.run_id, turn.node, "engine.turn", fields);
+    if let Some(u) = response.usage {
+        turn.usage.add(u);
+        emit(turn.on_event, EngineEvent::Usage(u));
+    }
+    Ok(response)
 }
 
 /// What a batch of host calls gave.

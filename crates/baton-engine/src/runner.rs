@@ -551,21 +551,14 @@ async fn drive(claimed: &Claimed, mut settings: Settings<'_>) -> Result<Finished
     let mut answers = unattended_answers(std::mem::take(&mut settings.inputs), settings.replay);
     // Ids are made unique before the answer is recorded, so a trace pairs calls and results.
     let unique = UniqueCallIds::new(settings.model, call_ids);
-    let recording;
-    let model: &dyn ChatModel = match &settings.record {
-        Some(rec) => {
-            recording = RecordingModel::new(&unique, rec.clone());
-            &recording
-        }
-        None => &unique,
-    };
+    let model = recorded(&unique, settings.record.clone());
     let mut driver = Driver {
         machine,
         workflow,
         project,
         run_id: run.run_id.clone(),
         host: &mut host,
-        model,
+        model: &*model,
         recorder: settings.record.clone(),
         answers: &mut answers,
         ask: if has_person { Some(&mut ask) } else { None },
@@ -613,9 +606,50 @@ pub(crate) fn tool_runtime(settings: &Settings<'_>, project_root: &Path) -> Tool
 
 /// Where `--record` writes: next to nothing else, atomically.
 pub fn save_trace(path: &Path, recorder: &Arc<Mutex<TraceRecorder>>) -> Result<(), RunnerError> {
-    let bytes = recorder
+    save_trace_after(path, &[], recorder)
+}
+
+/// The dialogues a trace file already holds (recorded by an earlier invocation of the same
+/// run); none when it is missing or unreadable.
+pub fn earlier_dialogues(path: &Path) -> Vec<Value> {
+    std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|v| v.get("dialogues").and_then(Value::as_array).cloned())
+        .unwrap_or_default()
+}
+
+/// Writes `recorder`'s trace to `path` atomically, `earlier` dialogues first: a run recorded
+/// over several invocations keeps one trace.
+pub fn save_trace_after(
+    path: &Path,
+    earlier: &[Value],
+    recorder: &Arc<Mutex<TraceRecorder>>,
+) -> Result<(), RunnerError> {
+    let mut value = recorder
         .lock()
-        .map(|r| r.to_bytes())
+        .map(|r| r.to_value())
         .map_err(|_| RunnerError::Io("the trace recorder failed".into()))?;
+    if !earlier.is_empty()
+        && let Some(Value::Array(ours)) = value.get_mut("dialogues")
+    {
+        let mut all = earlier.to_vec();
+        all.append(ours);
+        *ours = all;
+    }
+    let mut bytes =
+        serde_json::to_vec_pretty(&value).map_err(|e| RunnerError::Io(e.to_string()))?;
+    bytes.push(b'\n');
     baton_store::durable::atomic_write(path, &bytes).map_err(|e| RunnerError::Io(e.to_string()))
+}
+
+/// `model`, recording every call it answers when `record` is set.
+pub fn recorded<'m>(
+    model: &'m dyn ChatModel,
+    record: Option<Arc<Mutex<TraceRecorder>>>,
+) -> Box<dyn ChatModel + 'm> {
+    match record {
+        Some(rec) => Box::new(RecordingModel::new(model, rec)),
+        None => Box::new(model),
+    }
 }

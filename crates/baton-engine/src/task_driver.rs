@@ -116,50 +116,28 @@ impl TaskDriver<'_> {
         };
         loop {
             action = match action {
-                TaskAction::CallModel(mut request) => {
-                    // MCP tools come from the host, which starts the servers.
-                    request
-                        .tools
-                        .extend(self.host.mcp_tools(&self.policy).into_iter().map(|t| {
-                            baton_llm::ToolDef {
-                                name: t.name,
-                                description: t.description,
-                                parameters: t.parameters,
-                            }
-                        }));
-                    if self.cancel.is_cancelled() {
-                        TaskAction::Fail {
-                            code: ABORTED,
-                            message: "the run was stopped".into(),
-                        }
-                    } else {
-                        run_io::emit(
-                            self.on_event,
-                            EngineEvent::ModelCall {
-                                turn: report.model_calls + 1,
-                                node: String::new(),
-                                agent: self.agent_id.clone(),
-                            },
-                        );
-                        match run_io::call_model(self.model, &request, &self.cancel, self.on_event)
-                            .await
-                        {
-                            Ok(response) => {
-                                report.model_calls += 1;
-                                let fields = run_io::turn_fields(
-                                    report.model_calls,
-                                    &self.agent_id,
-                                    &response,
-                                );
-                                self.audit("engine.turn", fields);
-                                if let Some(u) = response.usage {
-                                    report.usage.add(u);
-                                    run_io::emit(self.on_event, EngineEvent::Usage(u));
-                                }
-                                self.step(TaskInput::ModelAnswered(response))?
-                            }
-                            Err((code, message)) => TaskAction::Fail { code, message },
-                        }
+                TaskAction::CallModel(request) => {
+                    let turn = run_io::Turn {
+                        run_id: &self.run_id,
+                        node: None,
+                        agent: &self.agent_id,
+                        audit: self.audit.as_mut(),
+                        on_event: self.on_event,
+                        calls: &mut report.model_calls,
+                        usage: &mut report.usage,
+                    };
+                    let answer = run_io::model_turn(
+                        self.model,
+                        request,
+                        self.host,
+                        &self.policy,
+                        &self.cancel,
+                        turn,
+                    )
+                    .await;
+                    match answer {
+                        Ok(response) => self.step(TaskInput::ModelAnswered(response))?,
+                        Err((code, message)) => TaskAction::Fail { code, message },
                     }
                 }
                 TaskAction::RunTools(calls) => {

@@ -11,7 +11,7 @@ use crate::conversation::{self, ConversationLog};
 use crate::runner::{RunnerError, Settings};
 use crate::task::{TaskMachine, TaskSpec, Validate};
 use crate::task_driver::{TaskDriver, TaskReport, TaskStep};
-use baton_llm::{ChatModel, Message, RecordingModel, ToolDef};
+use baton_llm::{Message, ToolDef};
 use baton_store::driver_lock::{self, DriverLock};
 use baton_store::{NewTaskRun, Phase, Project, RunKind, RunMetadata};
 use baton_tools::{EffectivePolicy, ToolHost};
@@ -223,14 +223,7 @@ pub async fn drive_task(
         crate::runner::unattended_answers(std::mem::take(&mut settings.inputs), settings.replay);
     // Ids are made unique before the answer is recorded, so a trace pairs calls and results.
     let unique = UniqueCallIds::new(settings.model, restored.call_ids);
-    let recording;
-    let model: &dyn ChatModel = match &settings.record {
-        Some(rec) => {
-            recording = RecordingModel::new(&unique, rec.clone());
-            &recording
-        }
-        None => &unique,
-    };
+    let model = crate::runner::recorded(&unique, settings.record.clone());
     let mut driver = TaskDriver {
         machine,
         project: &project,
@@ -238,7 +231,7 @@ pub async fn drive_task(
         agent_id: run.active_agent_id.clone(),
         host: &mut host,
         policy,
-        model,
+        model: &*model,
         recorder: settings.record.clone(),
         answers: &mut answers,
         ask: match ask.as_mut() {

@@ -8,7 +8,7 @@ use super::phase::Phase;
 use baton_llm::{ChatModel, ReplayModel, Trace, TraceRecorder};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 /// Where phase runs get their answers.
@@ -108,7 +108,7 @@ impl<'a> Models<'a> {
             };
             let record_to = self.record.as_ref().map(|d| d.join(&name));
             let earlier = match &record_to {
-                Some(p) => earlier_dialogues(p),
+                Some(p) => baton_engine::runner::earlier_dialogues(p),
                 None => Vec::new(),
             };
             let recorder = record_to
@@ -138,37 +138,14 @@ impl<'a> Models<'a> {
     }
 }
 
-/// The dialogues of a trace an earlier process recorded for the same run, if any.
-fn earlier_dialogues(path: &Path) -> Vec<Value> {
-    std::fs::read(path)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        .and_then(|v| v.get("dialogues").and_then(Value::as_array).cloned())
-        .unwrap_or_default()
-}
-
 impl RunModel {
     /// Writes the run's trace: the earlier processes' dialogues, then this process's.
     pub fn save(&self) -> Result<()> {
         let (Some(path), Some(rec)) = (&self.record_to, &self.recorder) else {
             return Ok(());
         };
-        let mut value = rec
-            .lock()
-            .map(|r| r.to_value())
-            .map_err(|_| EpicError::failure("EPIC_IO_FAILED", "the trace recorder failed"))?;
-        if !self.earlier.is_empty()
-            && let Some(Value::Array(ours)) = value.get_mut("dialogues")
-        {
-            let mut all = self.earlier.clone();
-            all.append(ours);
-            *ours = all;
-        }
-        let mut bytes = serde_json::to_vec_pretty(&value)
-            .map_err(|e| EpicError::failure("EPIC_IO_FAILED", e.to_string()))?;
-        bytes.push(b'\n');
-        baton_store::durable::atomic_write(path, &bytes)?;
-        Ok(())
+        baton_engine::runner::save_trace_after(path, &self.earlier, rec)
+            .map_err(|e| EpicError::failure("EPIC_IO_FAILED", e.to_string()))
     }
 
     /// Records an answer given to the run outside the engine (it continues with it).

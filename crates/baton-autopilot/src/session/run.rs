@@ -161,15 +161,8 @@ async fn tick(
             let model = models.model(settings.model).ok_or_else(|| {
                 RalphError::usage("SESSION_TRACE_MISSING", "no model and no recorded trace")
             })?;
-            let recording;
-            let model: &dyn baton_llm::ChatModel = match &models.recorder {
-                Some(rec) => {
-                    recording = baton_llm::RecordingModel::new(model, rec.clone());
-                    &recording
-                }
-                None => model,
-            };
-            let evaluated = gate::evaluate(ctx, session, model, &settings.cancel).await;
+            let model = baton_engine::runner::recorded(model, models.recorder.clone());
+            let evaluated = gate::evaluate(ctx, session, &*model, &settings.cancel).await;
             models.save()?;
             let t = evaluated?;
             if t.end == GateEnd::Interrupted {

@@ -13,6 +13,7 @@
 
 use crate::ralph::error::{RalphError, Result};
 use crate::ralph::session::Session;
+use baton_engine::runner;
 use baton_llm::{ChatModel, ReplayModel, Trace, TraceRecorder};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -122,7 +123,7 @@ impl Models {
         let record_to = record.map(|d| d.join(name));
         let earlier = record_to
             .as_deref()
-            .map(earlier_dialogues)
+            .map(runner::earlier_dialogues)
             .unwrap_or_default();
         let recorder = record_to
             .as_ref()
@@ -149,30 +150,7 @@ impl Models {
         let (Some(path), Some(rec)) = (&self.record_to, &self.recorder) else {
             return Ok(());
         };
-        let mut value = rec
-            .lock()
-            .map(|r| r.to_value())
-            .map_err(|_| RalphError::usage("SESSION_RECORD_FAILED", "the trace recorder failed"))?;
-        if !self.earlier.is_empty()
-            && let Some(Value::Array(ours)) = value.get_mut("dialogues")
-        {
-            let mut all = self.earlier.clone();
-            all.append(ours);
-            *ours = all;
-        }
-        let mut bytes = serde_json::to_vec_pretty(&value)
-            .map_err(|e| RalphError::usage("SESSION_RECORD_FAILED", e.to_string()))?;
-        bytes.push(b'\n');
-        baton_store::durable::atomic_write(path, &bytes)?;
-        Ok(())
+        runner::save_trace_after(path, &self.earlier, rec)
+            .map_err(|e| RalphError::usage(e.code(), e.to_string()))
     }
-}
-
-/// The dialogues an earlier invocation recorded under the same name, if any.
-fn earlier_dialogues(path: &Path) -> Vec<Value> {
-    std::fs::read(path)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        .and_then(|v| v.get("dialogues").and_then(Value::as_array).cloned())
-        .unwrap_or_default()
 }

@@ -26,7 +26,7 @@ use baton_engine::task::MAX_TURNS_EXCEEDED;
 use baton_engine::task_driver::{TaskEnd, TaskReport};
 use baton_engine::task_run::{self, ClaimedTask, TaskContinuation, TaskDef};
 use baton_llm::{Message, Usage};
-use baton_store::{NewTaskRun, Phase, Project};
+use baton_store::{NewTaskRun, Phase, Project, RunMetadata};
 use baton_tools::ToolsConfig;
 use serde_json::Value;
 use std::path::Path;
@@ -173,12 +173,7 @@ pub async fn run_step(
     };
     // Before the first model call: a kill from here on continues this run.
     step_run::write_link(&s, index, &link)?;
-    let models = Models::open(
-        settings.model,
-        settings.record,
-        &step_run::step_trace(index, attempt(&s, index)),
-    )?;
-    drive(ctx, session, index, task, &models, &settings).await
+    drive(ctx, session, &s, index, task, &settings).await
 }
 
 /// Answers the question step run of the step we hold waits on, and ends the step as its run
@@ -216,36 +211,7 @@ async fn continue_step(
         .project
         .get_run(&link.run_id)
         .map_err(|e| RalphError::usage(e.code(), e.to_string()))?;
-    let error_code = run
-        .waiting_for
-        .as_ref()
-        .and_then(|w| w.pointer("/error/code"))
-        .and_then(Value::as_str);
-    if run.phase == Phase::Failed && error_code == Some(MAX_TURNS_EXCEEDED) {
-        // The run ended without a verdict before the kill: that is what it becomes.
-        let end = TaskEnd::Failed {
-            code: MAX_TURNS_EXCEEDED,
-            message: "the run used its model calls".into(),
-        };
-        return apply(
-            ctx,
-            session,
-            index,
-            link.run_id,
-            nothing_done(end),
-            &settings,
-        );
-    }
-    if run.phase == Phase::WaitingUser && answer.is_none() {
-        let question = run
-            .waiting_for
-            .as_ref()
-            .and_then(|w| w.get("question"))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let reason = wait_reason(run.waiting_for.as_ref());
-        let end = TaskEnd::Waiting { question, reason };
+    if let Some(end) = logged_end(&run, answer.is_some()) {
         return apply(
             ctx,
             session,
@@ -261,24 +227,48 @@ async fn continue_step(
     };
     let task =
         task_run::claim_task(settings.project, &link.run_id, continuation).map_err(engine_error)?;
-    let models = Models::open(
-        settings.model,
-        settings.record,
-        &step_run::step_trace(index, attempt(s, index)),
-    )?;
-    drive(ctx, session, index, task, &models, &settings).await
+    drive(ctx, session, s, index, task, &settings).await
+}
+
+/// An end the run already reached that needs no model: out of turns before the kill (what
+/// that becomes is decided without a model), or a question nobody has answered yet.
+fn logged_end(run: &RunMetadata, answering: bool) -> Option<TaskEnd> {
+    let waiting = run.waiting_for.as_ref();
+    let error_code = waiting
+        .and_then(|w| w.pointer("/error/code"))
+        .and_then(Value::as_str);
+    if run.phase == Phase::Failed && error_code == Some(MAX_TURNS_EXCEEDED) {
+        return Some(TaskEnd::Failed {
+            code: MAX_TURNS_EXCEEDED,
+            message: "the run used its model calls".into(),
+        });
+    }
+    if run.phase == Phase::WaitingUser && !answering {
+        let question = waiting
+            .and_then(|w| w.get("question"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        return Some(TaskEnd::Waiting {
+            question,
+            reason: wait_reason(waiting),
+        });
+    }
+    None
 }
 
 /// Drives the claimed run, saves its trace, and ends the step as the run ended.
 async fn drive(
     ctx: &Context,
     session: Option<&str>,
+    s: &Session,
     index: usize,
     task: ClaimedTask,
-    models: &Models,
     settings: &StepSettings<'_>,
 ) -> Result<StepTick> {
     let run_id = task.run().run_id.clone();
+    let trace = step_run::step_trace(index, attempt(s, index));
+    let models = Models::open(settings.model, settings.record, &trace)?;
     let model = models.model(settings.model).ok_or_else(|| {
         RalphError::usage("SESSION_TRACE_MISSING", "no model and no recorded trace")
     })?;
