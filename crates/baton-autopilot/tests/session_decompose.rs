@@ -83,6 +83,7 @@ async fn run(
         "add CSV export",
         &inference(),
         &stages,
+        &["src".to_string(), "tests".to_string()],
         &CancellationToken::new(),
     )
     .await;
@@ -109,6 +110,7 @@ async fn a_valid_answer_is_taken_in_one_tool_less_call() {
         "Phase: 1",
         "Milestone: M1",
         "Chain stages: plan, execute, verify",
+        "Project folders: src, tests",
         "on scope: src/export only",
         "on definition of done: tests green",
     ] {
@@ -216,8 +218,15 @@ async fn a_stopped_call_is_interrupted() {
         stop.cancel();
     });
     let stages: Vec<String> = STAGES.iter().map(|s| s.to_string()).collect();
-    let e = decompose(&model, "add CSV export", &inference(), &stages, &cancel)
-        .await
-        .unwrap_err();
+    let e = decompose(
+        &model,
+        "add CSV export",
+        &inference(),
+        &stages,
+        &[],
+        &cancel,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.code(), "INTERRUPTED");
 }

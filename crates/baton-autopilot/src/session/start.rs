@@ -166,7 +166,15 @@ pub async fn plan(
             decomposition,
             usage,
             attempts,
-        } = decompose::decompose(model, &opts.intent, &inference, &stages, cancel).await?;
+        } = decompose::decompose(
+            model,
+            &opts.intent,
+            &inference,
+            &stages,
+            &infer::position::top_folders(&ctx.project),
+            cancel,
+        )
+        .await?;
         (Some(decomposition), usage, attempts)
     } else {
         (None, Usage::default(), 0)

@@ -31,7 +31,7 @@ execution criteria cover backward compatibility, scope freeze, the test bar, fix
 of hiding problems, incremental commits, as far as they apply.";
 
 /// The facts the model decomposes from.
-fn user_message(intent: &str, inf: &Inference, stages: &[String]) -> String {
+fn user_message(intent: &str, inf: &Inference, stages: &[String], folders: &[String]) -> String {
     let mut m = format!("Intent: {intent}\n");
     let _ = writeln!(
         m,
@@ -47,6 +47,10 @@ fn user_message(intent: &str, inf: &Inference, stages: &[String]) -> String {
     let _ = writeln!(m, "Starting position: {}", inf.position.name());
     let _ = writeln!(m, "Intent breadth: {}", inf.breadth.as_str());
     let _ = writeln!(m, "Chain stages: {}", stages.join(", "));
+    if !folders.is_empty() {
+        // The model has no tools here: the project's top folders let it name a real scope.
+        let _ = writeln!(m, "Project folders: {}", folders.join(", "));
+    }
     let c = &inf.clarification;
     for (label, answer) in [
         ("scope", &c.scope),
@@ -76,11 +80,12 @@ pub async fn decompose(
     intent: &str,
     inf: &Inference,
     stages: &[String],
+    folders: &[String],
     cancel: &CancellationToken,
 ) -> Result<Decomposed> {
     let mut messages = vec![
         Message::system(RULES),
-        Message::user(user_message(intent, inf, stages)),
+        Message::user(user_message(intent, inf, stages, folders)),
     ];
     let mut usage = Usage::default();
     let mut problem = String::new();
