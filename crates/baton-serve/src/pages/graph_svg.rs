@@ -10,15 +10,15 @@ use baton_store::NodeStatus;
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 
-const NODE_W: usize = 190;
+const NODE_W: usize = 230;
 const NODE_H: usize = 46;
 const GAP_X: usize = 30;
-const GAP_Y: usize = 50;
+const GAP_Y: usize = 38;
 const MARGIN: usize = 16;
 /// Room on the right for the edges that loop back.
 const LOOP_ROOM: usize = 70;
 /// A title longer than this is cut on the node (the full text is in its tooltip).
-const TITLE_CHARS: usize = 24;
+const TITLE_CHARS: usize = 22;
 
 /// Where each node goes: its layer and its place in the layer.
 struct Layout {

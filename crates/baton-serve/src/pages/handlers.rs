@@ -267,9 +267,10 @@ pub async fn start_page(State(state): State<AppState>, Query(q): Query<StartQuer
             .list()
             .unwrap_or_default()
             .into_iter()
+            // The API takes a package directory: an installed package's is suggested.
             .map(|p| start::Suggestion {
                 label: format!("{} {}", p.name, p.version),
-                value: p.id,
+                value: p.path.display().to_string(),
             })
             .collect();
         let projects = known_projects(store);

@@ -26,6 +26,7 @@ pub fn page(title: &str, nav: Nav, token: &str, body: &str) -> String {
     out.push_str(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <link rel=\"icon\" href=\"data:,\">\
          <meta name=\"baton-token\" content=\"",
     );
     push_esc(&mut out, token);

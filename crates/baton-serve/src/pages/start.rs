@@ -10,7 +10,7 @@ pub struct Suggestion {
 }
 
 pub struct View<'a> {
-    /// Installed packages (`id` → `name version`).
+    /// Installed packages (their directory → `name version`).
     pub packages: &'a [Suggestion],
     /// Known project roots.
     pub projects: &'a [String],
@@ -35,7 +35,7 @@ const FIELDS: [(&str, &str, &str, &str); 6] = [
     (
         "package",
         "Package",
-        "An installed package id, or a package directory or .bmad file on this machine.",
+        "A package directory or .bmad file on this machine (installed packages are suggested).",
         "known-packages",
     ),
     (
