@@ -420,3 +420,64 @@ async fn a_missing_required_reading_is_refused_before_any_call() {
     assert!(server.received().is_empty());
     assert!(!w.ctx.sessions_root().exists());
 }
+
+#[tokio::test]
+async fn a_failed_verification_starts_with_its_fix_loop() {
+    // verify-failed has no row in the seed's build table: the chain opens with the post-verify
+    // fix loop fed with the gaps of verification.json, then the stages after verify.
+    let mut state = analysed();
+    let artifact = |id: &str, kind: &str, path: &str, at: &str| {
+        json!({"id": id, "type": kind, "milestone": "M1", "phase": 1, "scope": "phase",
+               "path": path, "status": "completed", "depends_on": [], "harvested": false,
+               "created_at": at, "completed_at": null})
+    };
+    state["artifacts"] = json!([
+        artifact(
+            "EXC-001",
+            "execute",
+            "scratch/exc-001",
+            "2026-11-02T10:00:00Z"
+        ),
+        artifact(
+            "VRF-001",
+            "verify",
+            "scratch/vrf-001",
+            "2026-11-03T10:00:00Z"
+        ),
+    ]);
+    let w = world(Some(state));
+    let dir = w.ctx.project.join(".workflow/scratch/vrf-001");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("verification.json"),
+        json!({"passed": false, "gaps": ["refresh returns 500"]}).to_string(),
+    )
+    .unwrap();
+    let (_server, model) = scripted(vec![Reply::text(&decomposition().to_string())]).await;
+    let out = start(
+        &w.ctx,
+        &opts(INTENT, true),
+        &model,
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let StartOutcome::Created(created) = out else {
+        panic!("expected a created session, got {out:?}");
+    };
+    let doc = read(&created.path);
+    assert_checks(&w.ctx, &doc);
+    assert_eq!(doc["lifecycle_position"], "verify-failed");
+    let lines: Vec<String> = created.steps.iter().map(|l| l.line()).collect();
+    assert_eq!(
+        lines[..6],
+        [
+            "0. quality-debug \"refresh returns 500\" [global]",
+            "1. maestro-plan --gaps {phase} [global]",
+            "2. maestro-execute {phase} [global] → G1",
+            "3. maestro-verify {phase} [global] → G1",
+            "4. ◆ post-verify",
+            "5. quality-review {phase} [global]",
+        ]
+    );
+}
