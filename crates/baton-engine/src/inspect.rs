@@ -2,8 +2,8 @@
 //! paging and filters, read from the runs index only), and one run's metadata, state, progress
 //! per node and completion.
 
-use baton_store::{Phase, Project, RunError, RunKind, RunMetadata, Store, StoreWarning};
 use baton_store::driver_lock;
+use baton_store::{Phase, Project, RunError, RunKind, RunMetadata, Store, StoreWarning};
 use serde_json::{Value, json};
 
 /// One run of `runs list --json`: its metadata, and `interrupted` when that is true.
@@ -216,8 +216,8 @@ pub fn list(store: &Store, query: &ListQuery<'_>) -> Result<Page, ListError> {
     let after = query.cursor.map(parse_cursor).transpose()?;
     let limit = query.limit.clamp(1, MAX_PAGE);
     // Without a filter or a cursor, the newest limit+1 say whether there is a next page.
-    let read_limit = (query.phase.is_none() && query.workflow.is_none() && after.is_none())
-        .then_some(limit + 1);
+    let read_limit =
+        (query.phase.is_none() && query.workflow.is_none() && after.is_none()).then_some(limit + 1);
     let (rows, warnings): (Vec<(Project, RunMetadata)>, Vec<StoreWarning>) = match query.project {
         Some(root) => {
             let project = store.project(root)?;
@@ -256,7 +256,8 @@ pub fn list(store: &Store, query: &ListQuery<'_>) -> Result<Page, ListError> {
     }
     let next_cursor = if kept.len() > limit {
         kept.truncate(limit);
-        kept.last().map(|(_, r)| format!("{}~{}", r.created_at, r.run_id))
+        kept.last()
+            .map(|(_, r)| format!("{}~{}", r.created_at, r.run_id))
     } else {
         None
     };

@@ -4,6 +4,7 @@
 //! Nothing here prints to a terminal.
 
 pub mod agent;
+pub mod bundled_demo;
 pub mod call_ids;
 pub mod composer;
 pub mod context;

@@ -182,6 +182,11 @@ async fn first_load(state: &AppState, request: Request, next: Next) -> Response 
         state.token.as_str()
     );
     let mut response = if request.uri().path().starts_with("/api/") {
+        // The handler sees the query without the token: it is not one of its parameters.
+        let mut request = request;
+        if let Ok(clean) = without_token(request.uri()).parse::<Uri>() {
+            *request.uri_mut() = clean;
+        }
         next.run(request).await
     } else {
         let clean = without_token(request.uri());

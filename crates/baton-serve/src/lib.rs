@@ -6,10 +6,12 @@
 //! - [`api`]: `/api/...`, the JSON shapes of the CLI's `--json`.
 //! - [`pages`]: the embedded HTML pages (server-rendered, a little JS, works offline).
 //! - [`server`]: binding, the router, and the state shared by handlers.
-//! - [`jobs`]: runs and epics driven in the background.
+//! - [`drive`]: starting and answering runs in the background (`baton run`/`answer`).
+//! - [`jobs`]: runs and epics driven in the background, and what the server remembers.
 
 pub mod api;
 pub mod auth;
+pub mod drive;
 pub mod jobs;
 pub mod pages;
 pub mod server;

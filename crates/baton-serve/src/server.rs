@@ -143,12 +143,10 @@ pub async fn bind_with_token(options: ServeOptions, token: Token) -> Result<Boun
             addr: wanted,
             source,
         })?;
-    let addr = listener
-        .local_addr()
-        .map_err(|source| ServeError::Bind {
-            addr: wanted,
-            source,
-        })?;
+    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
+        addr: wanted,
+        source,
+    })?;
     let state = AppState {
         store: options.store,
         token,

@@ -9,7 +9,7 @@
 
 pub mod audit;
 pub mod config;
-mod files;
+pub mod files;
 pub mod host;
 pub mod mcp;
 pub mod mounts;

@@ -42,6 +42,8 @@ pub enum Command {
     /// MCP servers of baton.toml: start them and list their tools.
     #[command(subcommand)]
     Mcp(crate::commands::mcp::McpCommand),
+    /// A local web page and JSON API to watch, start and answer runs, epics and sessions.
+    Serve(crate::commands::serve::ServeArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

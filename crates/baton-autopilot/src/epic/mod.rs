@@ -20,6 +20,7 @@ pub mod orchestrator;
 pub mod phase;
 pub mod phase_run;
 pub mod progress;
+pub mod report;
 pub mod review;
 pub mod run_state;
 pub mod specs;

@@ -3,6 +3,8 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use baton_engine::runner::RunnerError;
+use baton_store::RunError;
 use serde_json::json;
 
 #[derive(Debug, Clone)]
@@ -11,6 +13,8 @@ pub struct ApiError {
     pub code: &'static str,
     pub message: String,
     pub hint: Option<String>,
+    /// More for programs (the diagnostics of an invalid package).
+    pub details: Option<Box<serde_json::Value>>,
 }
 
 impl ApiError {
@@ -20,6 +24,7 @@ impl ApiError {
             code,
             message: message.into(),
             hint: None,
+            details: None,
         }
     }
 
@@ -48,7 +53,47 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {"code": self.code, "message": self.message, "hint": self.hint}});
+        let mut error = json!({"code": self.code, "message": self.message, "hint": self.hint});
+        if let Some(details) = self.details {
+            error["details"] = *details;
+        }
+        let body = json!({ "error": error });
         (self.status, Json(body)).into_response()
+    }
+}
+
+/// The status a store error answers with: an unknown run is 404, an ambiguous prefix 400, a
+/// store that cannot be read 500.
+impl From<&RunError> for ApiError {
+    fn from(e: &RunError) -> ApiError {
+        let status = match e {
+            RunError::RunNotFound { .. } => StatusCode::NOT_FOUND,
+            RunError::Store(_) | RunError::IndexInvalid { .. } | RunError::StateInit(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+            _ => StatusCode::BAD_REQUEST,
+        };
+        ApiError::new(status, e.code(), e.to_string()).maybe_hint(e.hint())
+    }
+}
+
+/// A run that is busy or cannot take the command is 409; a mistake in the request 400; a
+/// failure while doing it 500.
+impl From<&RunnerError> for ApiError {
+    fn from(e: &RunnerError) -> ApiError {
+        let status = match e {
+            RunnerError::Run(run) => return ApiError::from(run),
+            RunnerError::Busy(_) | RunnerError::Refused { .. } => StatusCode::CONFLICT,
+            RunnerError::InvalidPackage(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            _ if e.is_usage() => StatusCode::BAD_REQUEST,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let mut error = ApiError::new(status, e.code(), e.to_string()).maybe_hint(e.hint());
+        if let RunnerError::InvalidPackage(report) = e {
+            error.details = serde_json::to_value(report.diagnostics.errors().collect::<Vec<_>>())
+                .ok()
+                .map(Box::new);
+        }
+        error
     }
 }

@@ -13,106 +13,13 @@ use baton_store::Store;
 use std::fs;
 use std::path::Path;
 
-const PACKAGE: &[(&str, &[u8])] = &[
-    (
-        "agents.json",
-        include_bytes!("../../../../examples/packages/create-story-micro/agents.json"),
-    ),
-    (
-        "assets/story-template.md",
-        include_bytes!("../../../../examples/packages/create-story-micro/assets/story-template.md"),
-    ),
-    (
-        "bmad.json",
-        include_bytes!("../../../../examples/packages/create-story-micro/bmad.json"),
-    ),
-    (
-        "steps/end-99.md",
-        include_bytes!("../../../../examples/packages/create-story-micro/steps/end-99.md"),
-    ),
-    (
-        "steps/step-01-select-story.md",
-        include_bytes!(
-            "../../../../examples/packages/create-story-micro/steps/step-01-select-story.md"
-        ),
-    ),
-    (
-        "steps/step-02-discover-inputs.md",
-        include_bytes!(
-            "../../../../examples/packages/create-story-micro/steps/step-02-discover-inputs.md"
-        ),
-    ),
-    (
-        "steps/step-03-extract-context.md",
-        include_bytes!(
-            "../../../../examples/packages/create-story-micro/steps/step-03-extract-context.md"
-        ),
-    ),
-    (
-        "steps/step-04-generate-story.md",
-        include_bytes!(
-            "../../../../examples/packages/create-story-micro/steps/step-04-generate-story.md"
-        ),
-    ),
-    (
-        "steps/step-05-update-sprint-status.md",
-        include_bytes!(
-            "../../../../examples/packages/create-story-micro/steps/step-05-update-sprint-status.md"
-        ),
-    ),
-    (
-        "workflow.graph.json",
-        include_bytes!("../../../../examples/packages/create-story-micro/workflow.graph.json"),
-    ),
-    (
-        "workflow.md",
-        include_bytes!("../../../../examples/packages/create-story-micro/workflow.md"),
-    ),
-];
-
-const PROJECT: &[(&str, &[u8])] = &[
-    (
-        "README.md",
-        include_bytes!("../../../../examples/projects/taskboard/README.md"),
-    ),
-    (
-        "artifacts/PRD.md",
-        include_bytes!("../../../../examples/projects/taskboard/artifacts/PRD.md"),
-    ),
-    (
-        "artifacts/architecture.md",
-        include_bytes!("../../../../examples/projects/taskboard/artifacts/architecture.md"),
-    ),
-    (
-        "artifacts/epics.md",
-        include_bytes!("../../../../examples/projects/taskboard/artifacts/epics.md"),
-    ),
-    (
-        "artifacts/ux.md",
-        include_bytes!("../../../../examples/projects/taskboard/artifacts/ux.md"),
-    ),
-    (
-        "project-context.md",
-        include_bytes!("../../../../examples/projects/taskboard/project-context.md"),
-    ),
-];
-
-const TRACE: &str = include_str!("../../../../examples/traces/create-story-micro.trace.json");
+use baton_engine::bundled_demo::{PACKAGE, PROJECT, TRACE};
 
 /// Lists, one per line, the files `baton demo` wrote in its directory, so a second demo
 /// removes exactly those and nothing a person added.
 pub(super) const MARKER: &str = ".baton-demo";
 
-pub(super) fn write_files(root: &Path, files: &[(&str, &[u8])]) -> std::io::Result<()> {
-    for (rel, bytes) in files {
-        let path = root.join(rel);
-        if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent)?;
-        }
-        fs::write(path, bytes)?;
-    }
-    Ok(())
-}
+pub(super) use baton_engine::bundled_demo::write_files;
 
 /// Removes what an earlier demo wrote (the files its marker lists, then the directories they
 /// leave empty). Refuses a non-empty directory without a marker.

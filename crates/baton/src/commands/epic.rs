@@ -295,49 +295,9 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
     }
 }
 
-fn outcome_name(o: &EpicOutcome) -> &'static str {
-    match o {
-        EpicOutcome::Done { .. } => "done",
-        EpicOutcome::Waiting { .. } => "waiting",
-        EpicOutcome::Paused { .. } => "paused",
-        EpicOutcome::Stopped => "stopped",
-        EpicOutcome::Interrupted => "interrupted",
-        EpicOutcome::Planned { .. } => "planned",
-    }
-}
-
+/// The JSON of `baton epic … --json` (shared with `baton serve`).
 pub fn report_json(r: &EpicReport) -> Value {
-    let mut v = json!({
-        "epicId": r.epic_id,
-        "outcome": outcome_name(&r.outcome),
-        "storiesCompleted": r.stories_completed,
-        "phasesRun": r.phases_run,
-    });
-    match &r.outcome {
-        EpicOutcome::Done { epic_done } => v["epicDone"] = json!(epic_done),
-        EpicOutcome::Waiting { story, question } => {
-            v["question"] = json!({
-                "storyKey": story, "id": question.id, "question": question.question,
-                "context": question.context,
-            });
-        }
-        EpicOutcome::Paused { failure } => v["failure"] = json!(failure),
-        EpicOutcome::Planned { plan } => {
-            v["plan"] = plan
-                .iter()
-                .map(|p| json!({"storyKey": p.key, "status": p.status, "startsAt": p.phase.as_str()}))
-                .collect();
-            v["phases"] = r
-                .phases
-                .iter()
-                .map(|(phase, package, workflow)| {
-                    json!({"phase": phase.as_str(), "package": package, "workflow": workflow})
-                })
-                .collect();
-        }
-        EpicOutcome::Stopped | EpicOutcome::Interrupted => {}
-    }
-    v
+    epic::report::to_json(r)
 }
 
 pub fn exit_code(o: &EpicOutcome) -> u8 {

@@ -9,6 +9,7 @@ mod package;
 pub mod ralph;
 mod run;
 mod runs;
+pub mod serve;
 mod validate;
 
 use crate::cli::{Cli, Command};
@@ -33,6 +34,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Ralph(args) => ralph::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::Mcp(cmd) => mcp::run(cmd),
+        Command::Serve(args) => serve::run(args),
     }
 }
 

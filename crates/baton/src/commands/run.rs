@@ -8,11 +8,10 @@ use crate::progress::Progress;
 use crate::report;
 use crate::signals;
 use baton_engine::driver::ABORTED;
+use baton_engine::model_choice::{self, LoadedModel, ModelChoice};
 use baton_engine::runner::{self, AskFn, Continuation, Finished, RunnerError, Settings, StartRun};
 use baton_engine::{Budget, ContextPolicy, EngineEvent, Outcome};
-use baton_llm::{
-    ChatModel, HttpChatModel, LlmConfig, LlmOverrides, ReplayModel, Trace, TraceRecorder,
-};
+use baton_llm::{ChatModel, ReplayModel, TraceRecorder};
 use baton_store::Store;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
@@ -21,37 +20,21 @@ use std::sync::{Arc, Mutex};
 /// Exit code of a run that waits for the user.
 pub const WAITING: u8 = 10;
 
-pub(crate) enum Model {
-    Replay(ReplayModel),
-    /// With the model's context window from the configuration.
-    Http(HttpChatModel, u64),
-}
+/// The model of an invocation (built by `baton_engine::model_choice`, as `baton serve` does).
+pub(crate) struct Model(LoadedModel);
 
 impl Model {
     pub(crate) fn as_dyn(&self) -> &dyn ChatModel {
-        match self {
-            Model::Replay(m) => m,
-            Model::Http(m, _) => m,
-        }
+        self.0.as_dyn()
     }
 
     pub(crate) fn replay(&self) -> Option<&ReplayModel> {
-        match self {
-            Model::Replay(m) => Some(m),
-            Model::Http(..) => None,
-        }
+        self.0.replay()
     }
 
     /// `--context-tokens`, else the configured window of the model, else the default.
     pub(crate) fn budget(&self, args: &ModelArgs) -> Budget {
-        let configured = match self {
-            Model::Http(_, tokens) => Some(*tokens),
-            Model::Replay(_) => None,
-        };
-        args.context_tokens
-            .or(configured)
-            .and_then(|t| usize::try_from(t).ok())
-            .map_or_else(Budget::default, Budget::new)
+        self.0.budget(args.context_tokens)
     }
 }
 
@@ -60,26 +43,24 @@ pub(crate) fn load_model(
     store: &Store,
     project: Option<&Path>,
 ) -> Result<Model, Failure> {
-    if let Some(path) = &args.replay {
-        return match Trace::load(path) {
-            Ok(t) => Ok(Model::Replay(ReplayModel::new(t))),
-            Err(e) => Err(Failure::new(e.code(), e.to_string(), exit::INVALID)),
-        };
-    }
-    let env = |k: &str| std::env::var(k).ok();
-    let overrides = LlmOverrides {
-        model: args.model.clone(),
-        ..Default::default()
+    let choice = match &args.replay {
+        Some(path) => ModelChoice::Replay(path.clone()),
+        None => ModelChoice::Configured {
+            model: args.model.clone(),
+        },
     };
-    LlmConfig::load(Some(store.home()), project, &env, &overrides)
-        .and_then(|config| {
-            let tokens = config.context_tokens();
-            HttpChatModel::new(config).map(|m| Model::Http(m, tokens))
-        })
+    let env = |k: &str| std::env::var(k).ok();
+    model_choice::load_model(&choice, store.home(), project, &env)
+        .map(Model)
         .map_err(|e| {
-            Failure::new(e.code(), e.to_string(), exit::INVALID).hint(Some(
-                "pass --model (and set OPENAI_API_KEY / OPENAI_BASE_URL), or --replay TRACE to run offline".into(),
-            ))
+            let failure = Failure::new(e.code, e.message, exit::INVALID);
+            if e.configuration {
+                failure.hint(Some(
+                    "pass --model (and set OPENAI_API_KEY / OPENAI_BASE_URL), or --replay TRACE to run offline".into(),
+                ))
+            } else {
+                failure
+            }
         })
 }
 

@@ -1,6 +1,7 @@
 use crate::cli::RunsCommand;
 use crate::exit;
 use crate::failure::Failure;
+use baton_engine::inspect::{self, Listed, phase_text};
 use baton_store::time::{now_secs, parse_rfc3339, short_age};
 use baton_store::{Phase, Project, RunKind, RunMetadata, Store, StoreWarning};
 use baton_store::{driver_lock, jsonl};
@@ -41,16 +42,6 @@ pub fn run(cmd: RunsCommand) -> anyhow::Result<u8> {
 
 /// Runs the table shows unless told otherwise.
 const TABLE_LIMIT: usize = 50;
-
-/// One run of `runs list --json`: its metadata, and `interrupted` when that is true (as
-/// `run_json`, without building a JSON value per run).
-#[derive(serde::Serialize)]
-struct Listed<'a> {
-    #[serde(flatten)]
-    run: &'a RunMetadata,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    interrupted: bool,
-}
 
 fn warn(warnings: &[StoreWarning]) {
     for w in warnings {
@@ -194,48 +185,25 @@ fn reindex(store: &Store, project: Option<&Path>, as_json: bool) -> anyhow::Resu
     Ok(code)
 }
 
-/// The phase as people should read it: a `running` run that no process drives was interrupted.
-fn phase_text(project: &Project, run: &RunMetadata) -> &'static str {
-    if driver_lock::is_interrupted(project, run) {
-        "interrupted"
-    } else {
-        run.phase.as_str()
-    }
-}
-
-/// The run's metadata, plus `"interrupted": true` for an interrupted run.
-fn run_json(project: &Project, run: &RunMetadata) -> Value {
-    let mut v = json!(run);
-    if driver_lock::is_interrupted(project, run) {
-        v["interrupted"] = json!(true);
-    }
-    v
-}
-
 /// Enough of a UUID v7 to be unique in practice (the first 8 digits are the time).
 fn short_id(id: &str) -> &str {
     id.get(..13).unwrap_or(id)
 }
 
 fn show(store: &Store, query: &str, as_json: bool) -> anyhow::Result<u8> {
-    let (project, run) = store.find_run(query)?;
-    // A task run has no package, graph or state file: nothing to report beyond run.json.
-    let (frontmatter, progress, complete, note) = if run.kind == RunKind::Task {
-        (Value::Null, Value::Null, None, None)
-    } else {
-        workflow_view(store, &project, &run)?
-    };
+    let view = inspect::show(store, query)?;
     if as_json {
-        super::print_json(&json!({
-            "run": run_json(&project, &run),
-            "projectRoot": project.root(),
-            "state": frontmatter,
-            "progress": progress,
-            "complete": complete,
-            "note": note,
-        }))?;
+        super::print_json(&view.to_json())?;
         return Ok(exit::OK);
     }
+    let inspect::RunView {
+        project,
+        run,
+        state: frontmatter,
+        progress,
+        note,
+        ..
+    } = view;
     let mut out = std::io::stdout().lock();
     writeln!(out, "run       {}", run.run_id)?;
     writeln!(out, "project   {}", project.root().display())?;
@@ -330,51 +298,6 @@ fn show(store: &Store, query: &str, as_json: bool) -> anyhow::Result<u8> {
         writeln!(out, "\nnote: {note}")?;
     }
     Ok(exit::OK)
-}
-
-/// A workflow run's state frontmatter, progress per node, completion, and a note when one of
-/// them could not be read.
-fn workflow_view(
-    store: &Store,
-    project: &Project,
-    run: &RunMetadata,
-) -> anyhow::Result<(Value, Value, Option<bool>, Option<String>)> {
-    let state = project.state_file(&run.run_id).read();
-    let pinned = project.pinned_package(store, run);
-    Ok(match (&state, &pinned) {
-        (Ok(s), Ok((package, _))) => {
-            let graph = package.workflow(&run.workflow_ref).map(|w| &w.graph);
-            match graph {
-                Some(g) => (
-                    s.doc.to_value(),
-                    serde_json::to_value(s.doc.progress(g))?,
-                    Some(s.doc.is_complete(g)),
-                    None,
-                ),
-                None => (
-                    s.doc.to_value(),
-                    Value::Null,
-                    None,
-                    Some(format!(
-                        "workflow {} is not in the package",
-                        run.workflow_ref
-                    )),
-                ),
-            }
-        }
-        (Ok(s), Err(e)) => (
-            s.doc.to_value(),
-            Value::Null,
-            None,
-            Some(format!("progress unavailable: {e}")),
-        ),
-        (Err(e), _) => (
-            Value::Null,
-            Value::Null,
-            None,
-            Some(format!("state unreadable: {e}")),
-        ),
-    })
 }
 
 fn log(store: &Store, query: &str, as_json: bool, follow: bool) -> anyhow::Result<u8> {

@@ -1,0 +1,146 @@
+//! `/api/epic`: the board of `baton epic status --json`, and answering a story's question
+//! (`baton epic answer`), which resumes the epic in the background.
+
+use super::runs::rejected;
+use super::{ApiError, blocking};
+use crate::server::AppState;
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use baton_autopilot::epic::{self, Command, EpicError, EpicSettings, ModelSource};
+use baton_engine::model_choice::{self, ModelChoice};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoardParams {
+    pub project: PathBuf,
+    /// Only this epic (`epic-N` or `N`).
+    pub epic: Option<String>,
+}
+
+/// `GET /api/epic?project=…[&epic=…]` → the board of `baton epic status --json`, plus
+/// `invocation`: how the last answer this server drove ended (absent when none).
+pub async fn board(
+    State(state): State<AppState>,
+    params: Result<Query<BoardParams>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(params) = params.map_err(|e| {
+        ApiError::bad_request("QUERY_INVALID", e.body_text()).hint("GET /api/epic?project=<dir>")
+    })?;
+    blocking(move || {
+        let board =
+            epic::status(&params.project, params.epic.as_deref()).map_err(|e| epic_error(&e))?;
+        let mut json = serde_json::to_value(&board)
+            .map_err(|e| ApiError::internal("EPIC_BOARD_FAILED", e.to_string()))?;
+        if let Some(outcome) = state.jobs.outcome_of(&key(&params.project)) {
+            json["invocation"] = outcome;
+        }
+        Ok(Json(json))
+    })
+    .await
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AnswerBody {
+    pub project: PathBuf,
+    /// The story whose question is answered.
+    pub story: String,
+    pub text: String,
+    /// The question id (default: the first one waiting).
+    pub question: Option<String>,
+    /// Model name for the phases that follow.
+    pub model: Option<String>,
+    /// A directory of per-run traces to replay instead of a model.
+    pub replay: Option<PathBuf>,
+}
+
+/// `POST /api/epic/answer` → 202 `{accepted: true}`; the answer is recorded and the epic goes
+/// on in the background, as `baton epic answer` does.
+pub async fn answer(
+    State(state): State<AppState>,
+    body: Result<Json<AnswerBody>, JsonRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let Json(body) = body.map_err(rejected)?;
+    blocking(move || start_answer(&state, body)).await
+}
+
+fn start_answer(state: &AppState, body: AnswerBody) -> Result<(StatusCode, Json<Value>), ApiError> {
+    // Refused here, not in the background, when another orchestrator holds the project.
+    let board = epic::status(&body.project, None).map_err(|e| epic_error(&e))?;
+    if board.live {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "EPIC_BUSY",
+            "a `baton epic` process is running on this project",
+        )
+        .hint("answer when it pauses, or stop it with `baton epic stop`"));
+    }
+    let live = match &body.replay {
+        Some(_) => None,
+        None => {
+            let env = |k: &str| std::env::var(k).ok();
+            let choice = ModelChoice::Configured {
+                model: body.model.clone(),
+            };
+            let model = model_choice::load_model(&choice, state.store.home(), Some(&body.project), &env)
+                .map_err(|e| {
+                    ApiError::bad_request(e.code, e.message).hint(
+                        "pass model (and set OPENAI_API_KEY / OPENAI_BASE_URL where baton serve runs), or replay: a directory of traces",
+                    )
+                })?;
+            Some(model)
+        }
+    };
+    let store = state.store.clone();
+    let jobs = state.jobs.clone();
+    let cancel = state.shutdown.child_token();
+    let key = key(&body.project);
+    let project = body.project.clone();
+    state.jobs.spawn(move |runtime| {
+        let source = match (&live, &body.replay) {
+            (Some(m), _) => ModelSource::Live(m.as_dyn()),
+            (None, Some(dir)) => ModelSource::Replay(dir.clone()),
+            (None, None) => return,
+        };
+        let settings = EpicSettings {
+            source,
+            record: None,
+            ask: None,
+            on_event: None,
+            cancel,
+            dry_run: false,
+        };
+        let command = Command::Answer {
+            story: body.story,
+            question: body.question,
+            text: body.text,
+        };
+        let outcome = match runtime.block_on(epic::execute(&store, &project, command, settings)) {
+            Ok(report) => epic::report::to_json(&report),
+            Err(e) => json!({"error": {"code": e.code, "message": e.message, "hint": e.hint}}),
+        };
+        jobs.remember_outcome(&key, outcome);
+    });
+    Ok((StatusCode::ACCEPTED, Json(json!({"accepted": true}))))
+}
+
+/// Where the outcome of a project's epic answer is remembered.
+fn key(project: &Path) -> String {
+    let root = std::fs::canonicalize(project).unwrap_or_else(|_| project.to_path_buf());
+    format!("epic:{}", root.display())
+}
+
+fn epic_error(e: &EpicError) -> ApiError {
+    let status = if e.code == "PROJECT_NOT_FOUND" {
+        StatusCode::NOT_FOUND
+    } else if e.is_usage() {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
+    };
+    ApiError::new(status, e.code, e.message.clone()).maybe_hint(e.hint.clone())
+}

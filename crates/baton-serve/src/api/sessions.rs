@@ -1,0 +1,57 @@
+//! `GET /api/sessions?project=…`: the lifecycle sessions of a project (`.workflow/.maestro/`),
+//! newest first, each as `baton ralph session --json` reports it; a session whose
+//! `status.json` cannot be used is listed with its error instead of hiding the others.
+
+use super::{ApiError, blocking};
+use axum::Json;
+use axum::extract::Query;
+use axum::extract::rejection::QueryRejection;
+use baton_autopilot::ralph::verbs::session::summary_json;
+use baton_autopilot::ralph::{Context, discovery};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+
+/// Sessions listed at most.
+pub const MAX_SESSIONS: usize = 200;
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsParams {
+    pub project: PathBuf,
+}
+
+pub async fn list(
+    params: Result<Query<SessionsParams>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(params) = params.map_err(|e| {
+        ApiError::bad_request("QUERY_INVALID", e.body_text())
+            .hint("GET /api/sessions?project=<dir>")
+    })?;
+    blocking(move || {
+        if !params.project.is_dir() {
+            return Err(ApiError::not_found(
+                "PROJECT_NOT_FOUND",
+                format!("project {} is not a directory", params.project.display()),
+            ));
+        }
+        let ctx = Context::from_env(&params.project, "baton ralph");
+        let found = discovery::candidates(&ctx.sessions_root());
+        let more = found.len() > MAX_SESSIONS;
+        let sessions: Vec<Value> = found
+            .into_iter()
+            .take(MAX_SESSIONS)
+            .map(
+                |(id, dir)| match discovery::load(&id, &dir).into_session() {
+                    Ok(session) => summary_json(&session),
+                    Err(e) => json!({
+                        "ok": false,
+                        "session_id": id,
+                        "error": {"code": e.code(), "message": e.to_string()},
+                    }),
+                },
+            )
+            .collect();
+        Ok(Json(json!({"sessions": sessions, "more": more})))
+    })
+    .await
+}

@@ -1,0 +1,128 @@
+//! `baton serve`: the local web page and JSON API (`baton_serve`). Binds, prints the URL with
+//! its token on stdout's first line (or `{url, token, port}` with `--json`), and answers until
+//! Ctrl-C or SIGTERM; then background runs stop between steps and stay resumable.
+
+use crate::exit;
+use crate::failure::Failure;
+use baton_serve::{ServeError, ServeOptions};
+use baton_store::Store;
+use clap::Args;
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Port to listen on (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Address to listen on. Anything but a loopback address is reachable from other machines
+    /// (the token is still required).
+    #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
+    pub bind: IpAddr,
+    /// Open the page in the default browser.
+    #[arg(long)]
+    pub open: bool,
+    /// Print `{"url", "token", "port"}` as the first line instead of the URL.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn failure(e: &ServeError) -> Failure {
+    Failure::new(e.code(), e.to_string(), exit::FAILURE).hint(e.hint())
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
+    let store = Store::open_default()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let options = ServeOptions {
+        bind: args.bind,
+        port: args.port,
+        store,
+    };
+    let bound = match runtime.block_on(baton_serve::bind(options)) {
+        Ok(b) => b,
+        Err(e) => return Ok(failure(&e).report(args.json)),
+    };
+    let url = bound.url();
+    {
+        let mut out = std::io::stdout().lock();
+        if args.json {
+            let line = serde_json::json!({
+                "url": url,
+                "token": bound.token(),
+                "port": bound.addr().port(),
+            });
+            writeln!(out, "{line}")?;
+        } else {
+            writeln!(out, "{url}")?;
+        }
+        out.flush()?;
+    }
+    if !args.bind.is_loopback() {
+        eprintln!(
+            "warning: baton serve listens on {} — other machines can reach it; the token is still required, and traffic is not encrypted",
+            bound.addr()
+        );
+    }
+    if args.open {
+        open_browser(&url);
+    }
+    let stop = CancellationToken::new();
+    let _signals = watch_signals(&runtime, stop.clone());
+    let served = runtime.block_on(bound.serve(async move { stop.cancelled().await }));
+    match served {
+        Ok(()) => Ok(exit::OK),
+        Err(e) => Ok(failure(&e).report(args.json)),
+    }
+}
+
+/// The first Ctrl-C or SIGTERM stops the server (background runs stop between steps); a second
+/// one ends the process at once.
+fn watch_signals(
+    runtime: &tokio::runtime::Runtime,
+    stop: CancellationToken,
+) -> Option<tokio::task::JoinHandle<()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let _guard = runtime.enter();
+    let mut interrupt = signal(SignalKind::interrupt()).ok()?;
+    let mut terminate = signal(SignalKind::terminate()).ok()?;
+    Some(runtime.spawn(async move {
+        let mut seen = 0;
+        loop {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+            seen += 1;
+            if seen == 1 {
+                eprintln!("\nstopping: runs in progress stop after their current step…");
+                stop.cancel();
+            } else {
+                eprintln!("\nquit; `baton resume <RUN>` continues an interrupted run");
+                std::process::exit(i32::from(exit::STOPPED));
+            }
+        }
+    }))
+}
+
+/// Opens the URL with the desktop's opener; a missing opener is only a warning.
+fn open_browser(url: &str) {
+    let opener = if cfg!(target_os = "macos") {
+        "open"
+    } else {
+        "xdg-open"
+    };
+    let spawned = std::process::Command::new(opener)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    if let Err(e) = spawned {
+        eprintln!("warning: cannot start {opener} to open the page ({e}); open the URL above");
+    }
+}
