@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 pub enum DemoCommand {
     /// Run a two-story epic with the epic autopilot on a copy of the sample project, offline.
     Epic(DemoEpicArgs),
+    /// Run a lifecycle session (with one fix loop) on a copy of a small sample repo, offline.
+    Session(super::session_demo::DemoSessionArgs),
 }
 
 #[derive(Debug, Args)]
@@ -89,7 +91,10 @@ fn write_marker(dir: &Path) -> std::io::Result<()> {
 }
 
 pub fn run(command: DemoCommand) -> anyhow::Result<u8> {
-    let DemoCommand::Epic(args) = command;
+    let args = match command {
+        DemoCommand::Epic(args) => args,
+        DemoCommand::Session(args) => return super::session_demo::run(args),
+    };
     if let Err(f) = super::demo::clear_previous_demo(&args.dir, "baton demo epic") {
         return Ok(f.report(args.json));
     }

@@ -9,6 +9,7 @@ mod package;
 pub mod ralph;
 mod run;
 mod runs;
+mod session_demo;
 pub mod serve;
 mod validate;
 

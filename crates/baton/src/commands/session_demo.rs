@@ -1,0 +1,276 @@
+//! `baton demo session`: a lifecycle session on a copy of the csvsum sample, offline. The
+//! session is built from the intent (phase 1 of milestone M1, quick quality), then runs
+//! analyze → plan → execute → verify; the recorded model forgot a case, so the post-verify gate
+//! says `fix` and its fix loop (debug, plan --gaps, execute, verify) is inserted; the second
+//! verify passes, review passes, the goal audit finds the sub-goal met and the milestone
+//! completes. Everything is inside the binary: the project, the bundled lifecycle skills and
+//! one trace per model conversation (recorded against the played model of
+//! `crates/baton-autopilot/tests/support/session_player.rs`).
+
+use super::demo::{MARKER, clear_previous_demo, write_files};
+use crate::exit;
+use crate::failure::Failure;
+use baton_autopilot::ralph::Context;
+use baton_autopilot::ralph::discovery::{self, Pick};
+use baton_autopilot::ralph::session::Session;
+use baton_autopilot::session::infer::QualityMode;
+use baton_autopilot::session::run::{RunSettings, SessionEnd, Tick, run as run_session};
+use baton_autopilot::session::start::{self, StartOptions, StartOutcome};
+use baton_autopilot::session::step_run::ModelSource;
+use baton_autopilot::session::tick::StepEnd;
+use baton_llm::{ReplayModel, Trace};
+use baton_store::Store;
+use clap::Args;
+use serde_json::{Value, json};
+use std::fs;
+use std::path::{Path, PathBuf};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Args)]
+pub struct DemoSessionArgs {
+    /// Where to put the sample project.
+    #[arg(long, default_value = "baton-demo-session")]
+    pub dir: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What the session is asked (the recording was made with the same words).
+pub const INTENT: &str = "phase 1: add a --header flag that skips the first line";
+/// Who claims the steps: the recording's owner, so a demo interrupted and continued with
+/// `baton session continue` is the same session.
+const OWNER: &str = "baton-demo";
+/// The decomposition call's trace, beside the session's step and gate traces.
+const START_TRACE: &str = "start.trace.json";
+
+macro_rules! embed {
+    ($base:literal; $($rel:literal),* $(,)?) => {
+        &[$(($rel, include_bytes!(concat!($base, $rel)) as &[u8])),*]
+    };
+}
+
+const PROJECT: &[(&str, &[u8])] = embed!(
+    "../../../../examples/projects/csvsum/";
+    "README.md",
+    "csvsum.sh",
+    "test.sh",
+    ".workflow/project.md",
+    ".workflow/roadmap.md",
+    ".workflow/state.json",
+);
+
+const TRACES: &[(&str, &[u8])] = embed!(
+    "../../../../examples/traces/session-demo/";
+    "start.trace.json",
+    "step-0.1.trace.json",
+    "step-1.1.trace.json",
+    "step-2.1.trace.json",
+    "step-3.1.trace.json",
+    "gate-4.0.trace.json",
+    "step-5.1.trace.json",
+    "step-6.1.trace.json",
+    "step-7.1.trace.json",
+    "step-8.1.trace.json",
+    "gate-9.1.trace.json",
+    "step-10.1.trace.json",
+    "gate-11.0.trace.json",
+    "step-12.1.trace.json",
+    "gate-13.0.trace.json",
+    "step-14.1.trace.json",
+);
+
+fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            walk(root, &p, out);
+        } else if let Ok(rel) = p.strip_prefix(root) {
+            out.push(rel.to_string_lossy().into_owned());
+        }
+    }
+}
+
+/// Lists every file under the demo directory (the sample, what the session wrote, the session
+/// folder), so the next demo removes exactly those.
+fn write_marker(dir: &Path) -> std::io::Result<()> {
+    let mut files = Vec::new();
+    walk(dir, dir, &mut files);
+    files.push(MARKER.to_string());
+    files.sort();
+    files.dedup();
+    fs::write(dir.join(MARKER), files.join("\n") + "\n")
+}
+
+/// The session context of the demo: the copy, and only the bundled skills (a command of the
+/// same name in the user's `~/.claude/commands` would change the prompts the recording saw).
+fn context(dir: &Path, store: &Store) -> Result<Context, Failure> {
+    let mut ctx = Context::from_env(dir, "baton ralph");
+    ctx.home = None;
+    ctx.maestro_home = None;
+    ctx.owner = OWNER.into();
+    ctx.with_bundled_skills(store.home())
+        .map_err(|e| Failure::new(e.code(), e.to_string(), exit::FAILURE))
+}
+
+fn session(ctx: &Context) -> Option<Session> {
+    discovery::find(ctx, None, Pick::Any)
+        .and_then(|l| l.into_session())
+        .ok()
+}
+
+/// One line per tick, read back from status.json: what was recorded, not what was said.
+fn tick_line(s: Option<&Session>, t: &Tick) -> String {
+    let head = |index: usize| {
+        let total = s.map_or(0, Session::len);
+        let label = s
+            .and_then(|s| s.step(index))
+            .map(|st| match st.decision() {
+                Some(_) => st.label(),
+                None => format!("{} {}", st.label(), st.args()).trim().to_string(),
+            })
+            .unwrap_or_default();
+        format!("  [{index}/{total}] {label}")
+    };
+    match t {
+        Tick::Step { index, end } => match end {
+            StepEnd::Recorded(c) => format!("{} · {}", head(*index), c.status.as_str()),
+            StepEnd::Waiting { .. } => format!("{} · waits for an answer", head(*index)),
+            StepEnd::Interrupted { code, .. } => format!("{} · stopped ({code})", head(*index)),
+        },
+        Tick::Gate { index, .. } => {
+            let step = s.and_then(|s| s.step(*index));
+            let verdict = step.and_then(|st| st.str("verdict")).unwrap_or("settled");
+            let retry = step.map_or(0, |st| st.retry_count());
+            format!("{} → {verdict} (retry {retry})", head(*index))
+        }
+        Tick::Paused { index } => format!("{} → paused for a person", head(*index)),
+        Tick::Completed => "  session completed".into(),
+        Tick::Empty => "  nothing to run".into(),
+    }
+}
+
+/// The finished session for `--json`: its id, status, steps and decisions.
+fn summary(ctx: &Context, end: &SessionEnd) -> Value {
+    let s = session(ctx);
+    let steps: Vec<Value> = s
+        .as_ref()
+        .map(|s| {
+            s.all_steps()
+                .map(|st| {
+                    json!({
+                        "index": st.index(),
+                        "skill": st.skill(),
+                        "args": st.args(),
+                        "decision": st.decision(),
+                        "status": st.status(),
+                        "retry_count": st.retry_count(),
+                        "verdict": st.str("verdict"),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    json!({
+        "ok": *end == SessionEnd::Completed,
+        "session_id": s.as_ref().map(|s| s.id.clone()),
+        "status": s.as_ref().map(|s| s.status().to_string()),
+        "status_json": s.as_ref().map(|s| s.status_path().display().to_string()),
+        "steps": steps,
+    })
+}
+
+pub fn run(args: DemoSessionArgs) -> anyhow::Result<u8> {
+    let dir = &args.dir;
+    if let Err(f) = clear_previous_demo(dir, "baton demo session") {
+        return Ok(f.report(args.json));
+    }
+    write_files(dir, PROJECT)?;
+    write_marker(dir)?;
+    let traces = tempfile::tempdir()?;
+    write_files(traces.path(), TRACES)?;
+    let store = Store::open_default()?;
+    let ctx = match context(dir, &store) {
+        Ok(c) => c,
+        Err(f) => return Ok(f.report(args.json)),
+    };
+    if !args.json {
+        eprintln!(
+            "baton demo session: \"{INTENT}\" on the csvsum sample in {} (replaying recorded \
+             answers, offline)",
+            dir.display()
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(async {
+        let start_model = ReplayModel::new(Trace::parse(&String::from_utf8_lossy(
+            TRACES
+                .iter()
+                .find(|(n, _)| *n == START_TRACE)
+                .map_or(&[][..], |(_, b)| *b),
+        ))?);
+        let opts = StartOptions {
+            intent: INTENT.into(),
+            quality: Some(QualityMode::Quick),
+            auto: true,
+            ..StartOptions::default()
+        };
+        let cancel = CancellationToken::new();
+        match start::start(&ctx, &opts, &start_model, &cancel).await {
+            Ok(StartOutcome::Created(c)) => {
+                if !args.json {
+                    eprintln!("Session {} ({} steps):", c.session_id, c.steps.len());
+                }
+            }
+            Ok(other) => anyhow::bail!("the demo session was not created: {other:?}"),
+            Err(e) => anyhow::bail!("{}: {e}", e.code()),
+        }
+        let mut after = |t: &Tick| {
+            if !args.json {
+                eprintln!("{}", tick_line(session(&ctx).as_ref(), t));
+            }
+        };
+        let mut settings = RunSettings::new(OWNER, &store, ModelSource::Replay(traces.path()));
+        settings.cancel = cancel;
+        settings.after_tick = Some(&mut after);
+        run_session(&ctx, None, settings)
+            .await
+            .map_err(|e| anyhow::anyhow!("{}: {e}", e.code()))
+    });
+    write_marker(dir)?;
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            return Ok(Failure::new("DEMO_FAILED", e.to_string(), exit::FAILURE).report(args.json));
+        }
+    };
+    let code = match report.end {
+        SessionEnd::Completed => exit::OK,
+        _ => exit::FAILURE,
+    };
+    if args.json {
+        super::print_json(&summary(&ctx, &report.end))?;
+        return Ok(code);
+    }
+    if let Some(s) = session(&ctx) {
+        println!("\nSession {}: {}", s.id, s.status());
+        println!("  status.json: {}", s.status_path().display());
+        println!(
+            "  decisions:   {}",
+            s.dir.join("decisions.ndjson").display()
+        );
+    }
+    println!(
+        "The phase's files: {}",
+        dir.join(".workflow/scratch/P1").display()
+    );
+    println!(
+        "The board again: baton session status --project {}",
+        dir.display()
+    );
+    Ok(code)
+}
