@@ -186,12 +186,13 @@
   // ---- the run page: live sections, timeline and usage ----------------------------------
 
   const runEl = document.getElementById('run');
+  const liveEl = document.querySelector('[data-live]');
   let refreshTimer = null;
   let refreshing = false;
   let refreshAgain = false;
 
   function scheduleRefresh(delay) {
-    if (!runEl) return;
+    if (!liveEl) return;
     if (refreshTimer) return;
     refreshTimer = setTimeout(() => { refreshTimer = null; refresh(); }, delay);
   }
@@ -202,20 +203,22 @@
     if (refreshing) { refreshAgain = true; return; }
     refreshing = true;
     try {
-      const res = await fetch(window.location.pathname, { credentials: 'same-origin' });
+      const res = await fetch(window.location.pathname + window.location.search, { credentials: 'same-origin' });
       if (!res.ok) return;
       const doc = new DOMParser().parseFromString(await res.text(), 'text/html');
       document.querySelectorAll('[data-live][id]').forEach((old) => {
         const fresh = doc.getElementById(old.id);
         if (!fresh) return;
         if (old.id === 'question-slot') {
+          // The same ask (its key has the time the run began waiting) keeps its form, typed
+          // or answered; a new ask or none replaces it.
           const a = old.querySelector('#question');
           const b = fresh.querySelector('#question');
-          const form = old.querySelector('#answer-form');
-          const answered = form && form.dataset.answered === 'true';
-          if (a && b && a.dataset.key === b.dataset.key && !answered) return;
+          if (a && b && a.dataset.key === b.dataset.key) return;
         }
         if (old.isEqualNode(fresh)) return;
+        // A new question replaces the old form; elsewhere a form in use stays.
+        if (old.id !== 'question-slot' && busy(old)) return;
         old.replaceWith(document.importNode(fresh, true));
       });
     } catch (_) {
@@ -224,6 +227,20 @@
       refreshing = false;
       if (refreshAgain) { refreshAgain = false; scheduleRefresh(150); }
     }
+  }
+
+  // Whether a person is using a form inside `el` (focus, or text typed): then it stays.
+  function busy(el) {
+    if (el.contains(document.activeElement) && document.activeElement !== document.body) return true;
+    return Array.from(el.querySelectorAll('textarea, input')).some((f) =>
+      (f.type === 'checkbox' || f.type === 'radio') ? f.checked !== f.defaultChecked : f.value !== f.defaultValue);
+  }
+
+  // Pages of something that runs without a stream (a live epic, a running session) poll.
+  const poll = document.querySelector('[data-poll]');
+  if (poll) {
+    const every = Math.max(1000, Number(poll.dataset.poll) || 3000);
+    setInterval(() => scheduleRefresh(0), every);
   }
 
   const usage = { turns: 0, tools: 0, prompt: 0, completion: 0, total: 0 };

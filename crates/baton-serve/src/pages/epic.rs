@@ -29,7 +29,13 @@ pub fn project_form(out: &mut String, action: &str, project: &str, projects: &[S
 /// The board of `project` (the path as the person typed it, sent back with answers).
 pub fn render(board: &Board, project: &str) -> String {
     let mut out = String::with_capacity(8192);
-    out.push_str("<section id=\"epic-summary\" class=\"card\"><dl class=\"facts\">");
+    // While an orchestrator drives the project, app.js reloads the board every few seconds
+    // (keeping an answer being typed).
+    out.push_str("<div id=\"epic-board\" data-live");
+    if board.live {
+        out.push_str(" data-poll=\"3000\"");
+    }
+    out.push_str("><section id=\"epic-summary\" class=\"card\"><dl class=\"facts\">");
     let mut fact = |label: &str, value: &str| {
         out.push_str("<dt>");
         out.push_str(label);
@@ -99,6 +105,7 @@ pub fn render(board: &Board, project: &str) -> String {
         }
         out.push_str("</div></section>");
     }
+    out.push_str("</div>");
     out
 }
 
@@ -258,5 +265,6 @@ mod tests {
         assert!(html.contains("data-question=\"q1\""));
         assert!(html.contains("Use &quot;OAuth&quot;? &lt;script&gt;"));
         assert!(html.contains("(live)"));
+        assert!(html.starts_with("<div id=\"epic-board\" data-live data-poll=\"3000\">"));
     }
 }

@@ -74,7 +74,11 @@ pub fn render(view: &View) -> String {
     if r.phase == Phase::WaitingUser
         && let Some(w) = &r.waiting_for
     {
-        out.push_str(&widget::render(w, &format!("/api/runs/{id}/answer")));
+        out.push_str(&widget::render(
+            w,
+            &r.last_updated_at,
+            &format!("/api/runs/{id}/answer"),
+        ));
     } else if let Some(e) = r.waiting_for.as_ref().and_then(|w| w.get("error")) {
         out.push_str("<section class=\"card error\" id=\"run-error\" role=\"alert\"><h2>Failed</h2><p><code>");
         push_esc(

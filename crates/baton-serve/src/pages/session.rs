@@ -92,7 +92,12 @@ fn icon(step: &Value, active: Option<u64>) -> (&'static str, &'static str) {
 pub fn render(summary: &Value, decisions: &[Value], older_decisions: bool) -> String {
     let mut out = String::with_capacity(8192);
     let active = n(summary, "active_step_index");
-    out.push_str("<div class=\"heading\"><h1>Session <span class=\"mono\">");
+    // A running session is followed: app.js reloads this block every few seconds.
+    out.push_str("<div id=\"session\" data-live");
+    if s(summary, "status") == "running" {
+        out.push_str(" data-poll=\"3000\"");
+    }
+    out.push_str("><div class=\"heading\"><h1>Session <span class=\"mono\">");
     push_esc(&mut out, s(summary, "session_id"));
     out.push_str("</span></h1><div id=\"session-status\" data-testid=\"session-status\">");
     phase_badge(&mut out, s(summary, "status"));
@@ -202,7 +207,7 @@ pub fn render(summary: &Value, decisions: &[Value], older_decisions: bool) -> St
     }
     out.push_str("</dl></section>");
     goals_card(&mut out, summary.get("sub_goals"));
-    out.push_str("</div></div>");
+    out.push_str("</div></div></div>");
     out
 }
 
@@ -330,6 +335,7 @@ mod tests {
         assert!(html.find("goal-audit").unwrap() < html.find("quality-gate").unwrap());
         assert!(html.contains("close call") && html.contains("fine &lt;b&gt;"));
         assert!(html.contains("1/5 confirmed (2 completed)"));
+        assert!(html.starts_with("<div id=\"session\" data-live data-poll=\"3000\">"));
     }
 
     #[test]

@@ -37,8 +37,9 @@ fn widget_of(waiting: &Value) -> Option<&Value> {
     .then_some(w)
 }
 
-/// The `<section id="question">` of a run waiting on `waiting`, posting to `action`.
-pub fn render(waiting: &Value, action: &str) -> String {
+/// The `<section id="question">` of a run waiting on `waiting` since `asked_at` (the run's
+/// last update), posting to `action`.
+pub fn render(waiting: &Value, asked_at: &str, action: &str) -> String {
     let widget = widget_of(waiting);
     let kind = widget.map_or("text", |w| text(w, "type"));
     let message = widget
@@ -47,9 +48,10 @@ pub fn render(waiting: &Value, action: &str) -> String {
         .unwrap_or_else(|| text(waiting, "question"));
     let mut out = String::with_capacity(1024);
     out.push_str("<section id=\"question\" class=\"card question\" aria-labelledby=\"question-title\" data-key=\"");
-    // The key tells app.js whether a refreshed page shows a new question (then it swaps the
-    // form) or the same one (then it keeps what the person is typing).
-    push_esc(&mut out, &question_key(waiting));
+    // The key tells app.js whether a refreshed page shows a new ask (then it swaps the form)
+    // or the same one (then it keeps what the person typed, or the answer being sent). The
+    // same question asked again after an answer is a new ask: the run was updated between.
+    push_esc(&mut out, &question_key(waiting, asked_at));
     out.push_str("\"><h2 id=\"question-title\">The run asks</h2>");
     if text(waiting, "reason") == "ENGINE_LOOP_DETECTED" {
         out.push_str("<p class=\"note\">The same tool call failed three times in a row.</p>");
@@ -80,10 +82,10 @@ pub fn render(waiting: &Value, action: &str) -> String {
     out
 }
 
-/// Same question, same key: the node, the reason and the text.
-fn question_key(waiting: &Value) -> String {
+/// Same ask, same key: when it was asked, the node, the reason and the text.
+fn question_key(waiting: &Value, asked_at: &str) -> String {
     format!(
-        "{}|{}|{}",
+        "{asked_at}|{}|{}|{}",
         text(waiting, "nodeId"),
         text(waiting, "reason"),
         clip(text(waiting, "question"), 200)
@@ -276,13 +278,26 @@ mod tests {
 
     const ACTION: &str = "/api/runs/r1/answer";
 
+    fn render_at(waiting: &Value, action: &str) -> String {
+        render(waiting, "2026-11-22T10:00:00Z", action)
+    }
+
+    #[test]
+    fn the_key_changes_with_a_new_ask_of_the_same_question() {
+        let w = json!({"question": "q?", "nodeId": "n", "reason": "r"});
+        let first = render(&w, "2026-11-22T10:00:00Z", ACTION);
+        let again = render(&w, "2026-11-22T10:05:00Z", ACTION);
+        assert!(first.contains("data-key=\"2026-11-22T10:00:00Z|n|r|q?\""));
+        assert_ne!(first, again);
+    }
+
     fn waiting(widget: Value) -> Value {
         json!({"question": "q?", "nodeId": "n", "reason": "ui_ask_user", "widget": widget})
     }
 
     #[test]
     fn a_plain_question_is_free_text() {
-        let html = render(
+        let html = render_at(
             &json!({"question": "<script>alert(1)</script> \"which\"?", "nodeId": "n", "reason": "assistant_no_toolCalls_and_not_complete"}),
             ACTION,
         );
@@ -295,7 +310,7 @@ mod tests {
 
     #[test]
     fn confirmation_has_confirm_and_deny() {
-        let html = render(
+        let html = render_at(
             &waiting(json!({"type": "confirmation", "widgetId": "w1", "message": "Apply?"})),
             ACTION,
         );
@@ -308,14 +323,14 @@ mod tests {
     fn selection_single_and_multi() {
         let w = json!({"type": "selection", "widgetId": "s", "message": "m",
             "options": [{"value": "a\"><script>", "label": "<i>A</i>", "description": "d"}, {"value": "b", "label": "B"}]});
-        let html = render(&waiting(w.clone()), ACTION);
+        let html = render_at(&waiting(w.clone()), ACTION);
         assert_eq!(html.matches("type=\"radio\"").count(), 2);
         assert!(html.contains("value=\"a&quot;&gt;&lt;script&gt;\""));
         assert!(html.contains("&lt;i&gt;A&lt;/i&gt;"));
         let mut multi = w;
         multi["multi"] = json!(true);
         assert_eq!(
-            render(&waiting(multi), ACTION)
+            render_at(&waiting(multi), ACTION)
                 .matches("type=\"checkbox\"")
                 .count(),
             2
@@ -332,7 +347,7 @@ mod tests {
                 "size": {"enum": ["S", "M", 3]}
             },
             "required": ["name"]}});
-        let html = render(&waiting(w), ACTION);
+        let html = render_at(&waiting(w), ACTION);
         assert!(html.contains("type=\"text\" id=\"field-0\" data-testid=\"field-0\" data-field=\"name\" data-type=\"string\" required"));
         assert!(html.contains("type=\"number\" step=\"1\" id=\"field-1\""));
         assert!(html.contains("type=\"checkbox\" id=\"field-2\""));
@@ -342,21 +357,21 @@ mod tests {
 
     #[test]
     fn feedback_actions_and_plan_review() {
-        let fb = render(
+        let fb = render_at(
             &waiting(
                 json!({"type": "feedback", "message": "m", "items": [{"id": "i1", "content": "c<1>"}]}),
             ),
             ACTION,
         );
         assert!(fb.contains("data-field=\"i1\"") && fb.contains("c&lt;1&gt;"));
-        let act = render(
+        let act = render_at(
             &waiting(
                 json!({"type": "action_selection", "message": "m", "actions": [{"id": "go", "label": "Go", "description": "run 'it'"}]}),
             ),
             ACTION,
         );
         assert!(act.contains("data-action-id=\"go\" title=\"run &#39;it&#39;\">Go</button>"));
-        let plan = render(
+        let plan = render_at(
             &waiting(
                 json!({"type": "plan_review", "message": "m", "planContent": "# Plan </pre><script>"}),
             ),
@@ -370,7 +385,7 @@ mod tests {
 
     #[test]
     fn an_unknown_widget_falls_back_to_free_text() {
-        let html = render(&waiting(json!({"type": "hologram"})), ACTION);
+        let html = render_at(&waiting(json!({"type": "hologram"})), ACTION);
         assert!(html.contains("data-widget-type=\"text\""));
         assert!(html.contains(">q?<"));
     }
