@@ -174,10 +174,17 @@ impl Bound {
         self.state.token.as_str()
     }
 
-    /// The address to open: `http://host:port/?token=…` (`localhost` is not used: the bound
-    /// IP is what the `Host` check knows for sure).
+    /// The address to open: `http://ip:port/?token=…` (`localhost` is not used: the bound IP
+    /// is what the `Host` check knows for sure). For an unspecified bind (`0.0.0.0`, `::`),
+    /// the loopback address, which a browser on this machine can open.
     pub fn url(&self) -> String {
-        format!("http://{}/?token={}", self.addr, self.state.token.as_str())
+        let ip = match self.addr.ip() {
+            IpAddr::V4(v4) if v4.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(v6) if v6.is_unspecified() => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+            ip => ip,
+        };
+        let shown = SocketAddr::new(ip, self.addr.port());
+        format!("http://{shown}/?token={}", self.state.token.as_str())
     }
 
     pub fn state(&self) -> &AppState {
