@@ -2,6 +2,8 @@
 //! `{url, token, port}` with `--json`), the warning for a non-loopback bind, a port already in
 //! use, and SIGTERM stopping the server cleanly.
 
+// `common` re-exports helpers this file does not need.
+#[allow(unused_imports)]
 mod common;
 
 use common::{Baton, repo};
