@@ -274,3 +274,32 @@ pub fn run(args: DemoSessionArgs) -> anyhow::Result<u8> {
     );
     Ok(code)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listed(dir: &str) -> Vec<String> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(dir);
+        let mut files = Vec::new();
+        walk(&root, &root, &mut files);
+        files.sort();
+        files
+    }
+
+    fn names(files: &[(&str, &[u8])]) -> Vec<String> {
+        let mut names: Vec<String> = files.iter().map(|(n, _)| n.to_string()).collect();
+        names.sort();
+        names
+    }
+
+    /// A trace recorded again under another name, or a file added to the sample, is compiled
+    /// in too (the replay would miss it otherwise).
+    #[test]
+    fn the_embedded_files_are_the_directories() {
+        assert_eq!(names(TRACES), listed("examples/traces/session-demo"));
+        assert_eq!(names(PROJECT), listed("examples/projects/csvsum"));
+    }
+}
