@@ -481,3 +481,36 @@ async fn a_failed_verification_starts_with_its_fix_loop() {
         ]
     );
 }
+
+/// Figure: the build phase's own cost with no model call (a brainstorm chain, which skips the
+/// decomposition). Run with `--ignored --nocapture`, in release for a meaningful number.
+#[tokio::test]
+#[ignore]
+async fn figure_build_phase_overhead() {
+    let (_server, model) = scripted(Vec::new()).await;
+    let w = world(None);
+    let o = opts("a tool that tracks reading habits", true);
+    let n = 200;
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        let out = plan(&w.ctx, &o, &model, &CancellationToken::new())
+            .await
+            .unwrap();
+        assert!(matches!(out, StartOutcome::Planned(_)));
+    }
+    let per_plan = t.elapsed() / n;
+    let StartOutcome::Planned(p) = plan(&w.ctx, &o, &model, &CancellationToken::new())
+        .await
+        .unwrap()
+    else {
+        panic!("expected a plan");
+    };
+    let t = std::time::Instant::now();
+    let created = create(&w.ctx, *p).unwrap();
+    let per_create = t.elapsed();
+    eprintln!(
+        "FIGURE build phase without the model: plan {per_plan:?} (inference, {}-step chain, \
+         command resolution, check), create {per_create:?} (durable write)",
+        created.steps.len()
+    );
+}
