@@ -2,7 +2,7 @@
 
 use crate::composer::Intent;
 use crate::context::ContextEvent;
-use crate::machine::{Action, Input, Machine, StateSnapshot};
+use crate::machine::{Action, Input, Machine, StateSnapshot, WaitReason};
 use crate::run_io;
 use baton_llm::{CallOptions, ChatModel, LlmError, TraceRecorder, Usage};
 use baton_package::Workflow;
@@ -158,10 +158,19 @@ impl<'a> Driver<'a> {
         run_io::set_phase(self.project, &self.run_id, phase, waiting_for, Some(node))
     }
 
-    /// Makes the question durable: the audit line and the index say the run waits for it.
-    fn record_waiting(&mut self, question: &str, reason: &str) -> Result<(), EngineError> {
-        let waiting =
+    /// Makes the question durable: the audit line and the index say the run waits for it,
+    /// with the widget request when `ui.ask_user` asked it.
+    fn record_waiting(
+        &mut self,
+        question: &str,
+        reason: &str,
+        widget: Option<Value>,
+    ) -> Result<(), EngineError> {
+        let mut waiting =
             json!({"question": question, "nodeId": self.machine.node(), "reason": reason});
+        if let Some(w) = widget {
+            waiting["widget"] = w;
+        }
         self.audit(
             "engine.waiting",
             json!({"reason": reason, "message": question}),
@@ -208,6 +217,8 @@ impl<'a> Driver<'a> {
             state,
             user_input,
         })?;
+        // The widget request of the last `ui.ask_user` call, until the machine asks it.
+        let mut asked_widget: Option<Value> = None;
         loop {
             action = match action {
                 Action::CallModel(request) => {
@@ -268,7 +279,11 @@ impl<'a> Driver<'a> {
                     let node = self.machine.node().to_string();
                     let policy = self.machine_policy(&agent);
                     report.tool_calls += calls.len();
-                    let run_io::Batch { results, question } = run_io::run_tools(
+                    let run_io::Batch {
+                        results,
+                        question,
+                        widget,
+                    } = run_io::run_tools(
                         self.host,
                         calls,
                         CallContext {
@@ -291,6 +306,7 @@ impl<'a> Driver<'a> {
                         self.project
                             .update_run(&self.run_id, |r| r.current_node_id = Some(n))?;
                     }
+                    asked_widget = widget;
                     self.step(Input::ToolsExecuted {
                         results,
                         state,
@@ -298,6 +314,8 @@ impl<'a> Driver<'a> {
                     })?
                 }
                 Action::WaitForUser { question, reason } => {
+                    // Only a question the widget call asked is that widget.
+                    let widget = asked_widget.take().filter(|_| reason == WaitReason::Widget);
                     report.waits += 1;
                     let reason_text = run_io::wait_reason(reason);
                     self.record(|r| r.record_ui_after("waiting-user", reason_text));
@@ -308,7 +326,7 @@ impl<'a> Driver<'a> {
                             answer: a.clone(),
                         });
                     } else {
-                        self.record_waiting(&question, reason_text)?;
+                        self.record_waiting(&question, reason_text, widget)?;
                         if let Some(ask) = self.ask.as_mut() {
                             answer = ask(&question);
                             if answer.is_some() {

@@ -202,6 +202,9 @@ pub(crate) struct Batch {
     pub results: Vec<ToolResult>,
     /// The question a `ui.ask_user` call asked.
     pub question: Option<String>,
+    /// That call's validated widget request, so the question is recorded as the widget it
+    /// is (a page draws it; `waitingFor.widget`).
+    pub widget: Option<Value>,
 }
 
 /// Runs `calls` in order through the host (each audited by it), offloads large results, and
@@ -217,6 +220,7 @@ pub(crate) fn run_tools(
 ) -> Batch {
     let mut results = Vec::with_capacity(calls.len());
     let mut question = None;
+    let mut widget = None;
     let mut runs = Vec::with_capacity(calls.len());
     for call in calls {
         let outcome = host.execute(
@@ -237,6 +241,7 @@ pub(crate) fn run_tools(
         );
         if let Some(q) = outcome.question {
             question = Some(q.message);
+            widget = Some(q.widget);
         }
         runs.push((call.id.clone(), outcome.result.clone()));
         results.push(ToolResult {
@@ -246,5 +251,9 @@ pub(crate) fn run_tools(
         });
     }
     record(recorder, |r| r.record_tool_runs(runs));
-    Batch { results, question }
+    Batch {
+        results,
+        question,
+        widget,
+    }
 }

@@ -1,0 +1,94 @@
+//! A question asked with `ui.ask_user` is recorded as the widget it is: `waitingFor.widget`
+//! holds the validated request, so a page can draw the selection, form or confirmation. A
+//! question the model asks in plain text carries no widget.
+
+use baton_engine::runner::{self, Continuation, Settings, StartRun};
+use baton_llm::{ReplayModel, Trace};
+use baton_store::{Phase, Store};
+use baton_testkit::{copy_dir, demo_trace, repo};
+use serde_json::{Value, json};
+
+/// One scripted answer: `(tool calls as (id, name, arguments), text)`.
+type Answer<'a> = (Vec<(&'a str, &'a str, Value)>, &'a str);
+
+/// A trace from scripted answers.
+fn trace(answers: Vec<Answer>) -> Trace {
+    let dialogues: Vec<Value> = answers
+        .into_iter()
+        .enumerate()
+        .map(|(i, (calls, text))| {
+            let calls: Vec<Value> = calls
+                .into_iter()
+                .map(|(id, name, args)| json!({"id": id, "name": name, "arguments": args}))
+                .collect();
+            json!({"id": format!("C{:02}", i + 1), "response": {"assistant": {"content": text, "toolCalls": calls}}})
+        })
+        .collect();
+    Trace::from_value(
+        json!({"traceVersion": "crewagent.runtime.llm.trace.v1", "dialogues": dialogues}),
+    )
+    .unwrap()
+}
+
+/// A completed demo run, then one chat turn answered by `answers`; the run as it is after.
+async fn chat_after_completion(answers: Trace) -> baton_store::RunMetadata {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    copy_dir(&repo().join("examples/projects/taskboard"), &project);
+    let store = Store::new(tmp.path().join("home"));
+    let replay = ReplayModel::new(Trace::load(&demo_trace()).unwrap());
+    let mut settings = Settings::new(&replay);
+    settings.replay = Some(&replay);
+    let pkg = repo().join("examples/packages/create-story-micro");
+    let done = runner::start(&store, StartRun::new(&pkg, &project), settings)
+        .await
+        .unwrap();
+    assert_eq!(done.run.phase, Phase::Completed);
+    let scripted = ReplayModel::new(answers);
+    let finished = runner::continue_run(
+        &store,
+        &done.run.run_id,
+        Continuation::Chat("Anything else?".into()),
+        Settings::new(&scripted),
+    )
+    .await
+    .unwrap();
+    finished.run
+}
+
+#[tokio::test]
+async fn a_widget_question_is_recorded_with_its_widget() {
+    let ask = json!({"widgetId": "pick", "type": "selection", "message": "Which format?",
+                     "options": [{"value": "md", "label": "Markdown"}, {"value": "html", "label": "HTML"}]});
+    let run = chat_after_completion(trace(vec![(vec![("a1", "ui.ask_user", ask)], "")])).await;
+    assert_eq!(run.phase, Phase::WaitingUser);
+    let waiting = run.waiting_for.unwrap();
+    assert_eq!(waiting["question"], "Which format?");
+    assert_eq!(waiting["reason"], "ui_ask_user");
+    assert_eq!(waiting["widget"]["type"], "selection");
+    assert_eq!(waiting["widget"]["widgetId"], "pick");
+    assert_eq!(waiting["widget"]["options"][1]["value"], "html");
+}
+
+#[tokio::test]
+async fn a_plain_text_question_has_no_widget() {
+    // The demo's model asks which story in text; without the trace's recorded inputs the run
+    // waits for a person.
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    copy_dir(&repo().join("examples/projects/taskboard"), &project);
+    let store = Store::new(tmp.path().join("home"));
+    let replay = ReplayModel::new(Trace::load(&demo_trace()).unwrap());
+    let pkg = repo().join("examples/packages/create-story-micro");
+    let done = runner::start(
+        &store,
+        StartRun::new(&pkg, &project),
+        Settings::new(&replay),
+    )
+    .await
+    .unwrap();
+    assert_eq!(done.run.phase, Phase::WaitingUser);
+    let waiting = done.run.waiting_for.unwrap();
+    assert_eq!(waiting["reason"], "assistant_no_toolCalls_and_not_complete");
+    assert!(waiting.get("widget").is_none(), "{waiting}");
+}
