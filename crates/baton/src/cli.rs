@@ -37,6 +37,9 @@ pub enum Command {
     Agent(crate::commands::agent::AgentArgs),
     /// Lifecycle sessions: maestro's `ralph` CLI (.workflow/.maestro/*/status.json) with locks.
     Ralph(crate::commands::ralph::RalphArgs),
+    /// Lifecycle sessions run by baton: build the chain from an intent, then run its steps and
+    /// gates with a model.
+    Session(crate::commands::session::SessionArgs),
     /// Show which sandbox layers this kernel enforces for terminal.run, and the tool settings.
     Doctor(crate::commands::doctor::DoctorArgs),
     /// MCP servers of baton.toml: start them and list their tools.

@@ -9,8 +9,9 @@ mod package;
 pub mod ralph;
 mod run;
 mod runs;
-mod session_demo;
 pub mod serve;
+pub mod session;
+mod session_demo;
 mod validate;
 
 use crate::cli::{Cli, Command};
@@ -36,6 +37,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Doctor(args) => doctor::run(args),
         Command::Mcp(cmd) => mcp::run(cmd),
         Command::Serve(args) => serve::run(args),
+        Command::Session(args) => session::run(args),
     }
 }
 

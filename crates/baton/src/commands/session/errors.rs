@@ -1,0 +1,49 @@
+//! How the session library's refusals are reported: the ralph code and message, a hint that
+//! names `baton session` commands where one fits, and the CLI's exit codes (2 for what the
+//! caller asked wrong, 1 for what went wrong).
+
+use crate::exit;
+use crate::failure::Failure;
+use baton_autopilot::ralph::RalphError;
+
+/// How hints spell the part-1 verbs.
+pub const RALPH_CLI: &str = "baton ralph";
+
+pub fn failure(e: &RalphError) -> Failure {
+    use RalphError as E;
+    let code = match e {
+        E::NoSession
+        | E::NoActiveSession
+        | E::SessionNotFound(_)
+        | E::SessionIdInvalid(_)
+        | E::SessionActive(_)
+        | E::NotRunning { .. }
+        | E::NotActive { .. }
+        | E::Usage { .. }
+        | E::IndexOutOfRange { .. }
+        | E::SkillsMissing(_)
+        | E::NoCommandPath { .. }
+        | E::RequiredMissing { .. } => exit::INVALID,
+        _ => exit::FAILURE,
+    };
+    let hint = match e {
+        E::NoSession | E::NoActiveSession => {
+            Some("start one: baton session start \"<intent>\"".to_string())
+        }
+        E::SessionNotFound(_) => Some(
+            "`baton session status` shows the newest session; pass the folder name under \
+             .workflow/.maestro/ to --session"
+                .to_string(),
+        ),
+        E::SessionActive(id) => Some(format!(
+            "continue it: baton session continue --session {id} (or give it up: \
+             baton ralph abandon --session {id})"
+        )),
+        _ => {
+            let mut lines = e.details();
+            lines.extend(e.hints(RALPH_CLI));
+            (!lines.is_empty()).then(|| lines.join("; ").trim().to_string())
+        }
+    };
+    Failure::new(e.code(), e.to_string(), code).hint(hint)
+}

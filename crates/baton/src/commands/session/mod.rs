@@ -1,0 +1,157 @@
+//! `baton session …`: lifecycle sessions run by baton itself (seed 003). Parsing, prompts,
+//! progress and presentation only; the build phase and the loop live in
+//! `baton_autopilot::session`, the session files in `baton_autopilot::ralph`.
+//!
+//! Exit codes: 0 completed, 10 waiting for a person (a question, a step's question, a chain
+//! to confirm, a failed step or an escalation to decide), 1 failed or paused on an error, 2
+//! usage or bad input, 130 interrupted.
+
+mod drive;
+mod errors;
+mod progress;
+mod prompt;
+mod report;
+mod resume;
+mod setup;
+mod start;
+mod status;
+
+use baton_autopilot::ralph::Context;
+use clap::{Args, Subcommand, ValueEnum};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Args)]
+pub struct SessionArgs {
+    #[command(subcommand)]
+    pub command: SessionCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// Build a session from an intent (phase, position, sub-goals, chain), then run it.
+    Start(StartArgs),
+    /// Go on with a session: after a pause, a question, a kill or a failure.
+    Continue(ContinueArgs),
+    /// The board: every step with its state, the sub-goals and the latest decisions.
+    Status(StatusArgs),
+    /// Answer what the session waits on (a step's question; retry|skip|abort for a failed
+    /// step; proceed|abort for an escalation), then go on.
+    Answer(AnswerArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Quality {
+    Full,
+    Standard,
+    Quick,
+}
+
+/// The project and the session in it.
+#[derive(Debug, Args)]
+pub struct Target {
+    /// The project holding `.workflow/.maestro/` (default: the current directory).
+    #[arg(long, short = 'p', default_value = ".", value_name = "DIR")]
+    pub project: PathBuf,
+    /// Session folder name under .workflow/.maestro/ (default: the newest running or paused).
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+}
+
+/// Which model runs the steps and gates, and how the loop talks.
+#[derive(Debug, Args)]
+pub struct LoopArgs {
+    /// Model name (overrides BATON_MODEL and baton.toml).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The OpenAI-compatible endpoint (overrides OPENAI_BASE_URL and baton.toml).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Answer from the traces recorded in DIR (one per step run and gate call), offline.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["model", "base_url"])]
+    pub replay: Option<PathBuf>,
+    /// Record every step run's and gate call's conversation in DIR (created when missing).
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<PathBuf>,
+    /// Never prompt; stop with exit code 10 when a person must answer or decide.
+    #[arg(long)]
+    pub non_interactive: bool,
+    /// Print the outcome as JSON (no progress, no prompts).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// What the session should achieve, e.g. "add CSV export to the task list".
+    pub intent: String,
+    /// Create and run the chain without asking (auto mode: verdicts are applied as judged).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// How long the quality pipeline after verify is (default: chosen from the project).
+    #[arg(long, value_enum)]
+    pub quality: Option<Quality>,
+    /// The project (default: the current directory).
+    #[arg(long = "project", short = 'p', default_value = ".", value_name = "DIR")]
+    pub target_project: PathBuf,
+    /// The answer to a build-phase question, by its id (repeatable), e.g.
+    /// `--answer phase=2`.
+    #[arg(long = "answer", value_name = "ID=TEXT", value_parser = parse_answer)]
+    pub answers: Vec<(String, String)>,
+    #[command(flatten)]
+    pub run: LoopArgs,
+}
+
+/// `ID=TEXT`, split at the first `=`; neither side may be empty.
+fn parse_answer(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((id, answer)) if !id.trim().is_empty() && !answer.trim().is_empty() => {
+            Ok((id.trim().to_string(), answer.trim().to_string()))
+        }
+        _ => Err(format!("expected ID=TEXT, got {text:?}")),
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ContinueArgs {
+    #[command(flatten)]
+    pub target: Target,
+    #[command(flatten)]
+    pub run: LoopArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct AnswerArgs {
+    /// The answer: text for a step's question; `retry`, `skip` or `abort` for a failed step;
+    /// `proceed` or `abort` for an escalation (a note may follow the word).
+    pub text: String,
+    #[command(flatten)]
+    pub target: Target,
+    #[command(flatten)]
+    pub run: LoopArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// How many of the latest decisions to show.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub decisions: usize,
+    /// Print JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
+    match args.command {
+        SessionCommand::Start(a) => start::run(&a),
+        SessionCommand::Continue(a) => resume::continue_(&a),
+        SessionCommand::Status(a) => status::run(&a),
+        SessionCommand::Answer(a) => resume::answer(&a),
+    }
+}
+
+/// Where the session verbs work (`HOME` for global command files, as `baton ralph`).
+fn context(project: &Path) -> Context {
+    Context::from_env(project, errors::RALPH_CLI)
+}

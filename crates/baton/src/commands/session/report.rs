@@ -1,0 +1,228 @@
+//! How a `baton session` command ended: the exit code, the final text for a person, the JSON
+//! report for a script (`--json`).
+
+use super::status;
+use crate::exit;
+use baton_autopilot::ralph::decisions;
+use baton_autopilot::ralph::session::Session;
+use baton_autopilot::session::build::ChainLine;
+use baton_autopilot::session::infer::Question;
+use baton_autopilot::session::intervene::Pause;
+use serde_json::{Value, json};
+
+/// Exit code of a command that waits for a person.
+pub const WAITING: u8 = 10;
+
+/// Decisions shown with a final report.
+const DECISIONS: usize = 10;
+
+/// Why the loop stopped for a person.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Waiting {
+    /// A step's task run asked something.
+    Step { index: usize, question: String },
+    /// The session is paused on a failed step or an escalation.
+    Paused(Pause),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// `start` needs answers before it can build the chain.
+    Questions(Vec<Question>),
+    /// The chain waits for a yes (no terminal to ask, no `-y`): nothing was created.
+    Confirm(Vec<ChainLine>),
+    /// The person said no to the chain: nothing was created.
+    Cancelled(Vec<ChainLine>),
+    Completed,
+    Waiting(Waiting),
+    /// Paused on an error nobody is asked about (a failed step of an auto-mode session, a
+    /// session paused by hand that was not continued).
+    Paused(Pause),
+    /// The model or its connection failed; the step stays claimed, `continue` retries it.
+    Failed {
+        code: String,
+        message: String,
+    },
+    /// A person gave the session up at the terminal.
+    Abandoned,
+    /// Ctrl-C or SIGTERM.
+    Interrupted,
+}
+
+/// The end of a command, with what the session looks like now.
+pub struct Ended {
+    pub outcome: Outcome,
+    pub session: Option<Session>,
+    pub ticks: usize,
+}
+
+impl Outcome {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Questions(_) => "questions",
+            Outcome::Confirm(_) => "confirm",
+            Outcome::Cancelled(_) => "cancelled",
+            Outcome::Completed => "completed",
+            Outcome::Waiting(_) => "waiting",
+            Outcome::Paused(_) => "paused",
+            Outcome::Failed { .. } => "failed",
+            Outcome::Abandoned => "abandoned",
+            Outcome::Interrupted => "interrupted",
+        }
+    }
+
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Outcome::Completed | Outcome::Cancelled(_) => exit::OK,
+            Outcome::Questions(_) | Outcome::Confirm(_) | Outcome::Waiting(_) => WAITING,
+            Outcome::Paused(_) | Outcome::Failed { .. } | Outcome::Abandoned => exit::FAILURE,
+            Outcome::Interrupted => exit::STOPPED,
+        }
+    }
+}
+
+pub fn question_json(q: &Question) -> Value {
+    json!({
+        "id": q.id,
+        "text": q.text,
+        "options": q.options.iter().map(|c| json!({
+            "value": c.value, "label": c.label, "description": c.description,
+        })).collect::<Vec<_>>(),
+        "free_text": q.free_text,
+    })
+}
+
+fn pause_json(p: &Pause) -> Value {
+    let choices: Vec<&str> = p.choices().iter().map(|(c, _)| c.as_str()).collect();
+    match p {
+        Pause::FailedStep {
+            index,
+            label,
+            reason,
+        } => json!({
+            "kind": "failed-step", "index": index, "step": label, "reason": reason,
+            "choices": choices,
+        }),
+        Pause::Escalation { index } => {
+            json!({"kind": "escalation", "index": index, "choices": choices})
+        }
+        Pause::ByHand => json!({"kind": "paused", "choices": choices}),
+    }
+}
+
+pub fn to_json(e: &Ended) -> Value {
+    let mut v = json!({
+        "outcome": e.outcome.name(),
+        "session_id": e.session.as_ref().map(|s| s.id.clone()),
+        "ticks": e.ticks,
+    });
+    match &e.outcome {
+        Outcome::Questions(qs) => {
+            v["questions"] = qs.iter().map(question_json).collect();
+        }
+        Outcome::Confirm(chain) | Outcome::Cancelled(chain) => v["chain"] = json!(chain),
+        Outcome::Waiting(Waiting::Step { index, question }) => {
+            v["waiting"] = json!({"kind": "step-question", "index": index, "question": question});
+        }
+        Outcome::Waiting(Waiting::Paused(p)) | Outcome::Paused(p) => v["waiting"] = pause_json(p),
+        Outcome::Failed { code, message } => {
+            v["error"] = json!({"code": code, "message": message});
+        }
+        Outcome::Completed | Outcome::Interrupted | Outcome::Abandoned => {}
+    }
+    if let Some(s) = &e.session {
+        let recent = decisions::read_last(&s.dir, DECISIONS).unwrap_or_default();
+        v["session"] = status::json(s, &recent);
+    }
+    v
+}
+
+/// `--session ID` when the session is not the one commands pick by default anyway.
+fn session_flag(e: &Ended) -> String {
+    e.session
+        .as_ref()
+        .map(|s| format!(" --session {}", s.id))
+        .unwrap_or_default()
+}
+
+/// The final lines for a person: stdout for results, stderr for trouble.
+pub fn print_text(e: &Ended) {
+    let flag = session_flag(e);
+    match &e.outcome {
+        Outcome::Questions(qs) => {
+            println!("the session needs answers before its chain can be built:\n");
+            for q in qs {
+                println!("  {}: {}", q.id, q.text);
+                for c in &q.options {
+                    println!("      {} — {}", c.value, c.label);
+                }
+            }
+            let example = qs.first().map_or("ID", |q| q.id.as_str());
+            println!(
+                "\nanswer on the command line: baton session start \"<intent>\" --answer {example}=<answer> …"
+            );
+        }
+        Outcome::Confirm(chain) => {
+            println!("the session would run this chain:\n");
+            for line in chain {
+                println!("  {}", line.line());
+            }
+            println!(
+                "\nnothing was created; to create and run it without being asked, add -y: \
+                 baton session start \"<intent>\" -y"
+            );
+        }
+        Outcome::Cancelled(_) => println!("cancelled: nothing was created"),
+        Outcome::Completed => {
+            let id = e.session.as_ref().map_or("", |s| s.id.as_str());
+            println!("completed: session {id} ({} ticks)", e.ticks);
+        }
+        Outcome::Waiting(Waiting::Step { index, question }) => {
+            println!("step {index} asks:\n\n{question}\n");
+            println!("answer with: baton session answer{flag} \"<your answer>\"");
+        }
+        Outcome::Waiting(Waiting::Paused(p)) | Outcome::Paused(p) => {
+            let what = match p {
+                Pause::FailedStep {
+                    index,
+                    label,
+                    reason,
+                } => format!(
+                    "step {index} ({label}) failed{}",
+                    reason
+                        .as_deref()
+                        .map(|r| format!(": {r}"))
+                        .unwrap_or_default()
+                ),
+                Pause::Escalation { index } => format!(
+                    "the fix loop did not converge: escalation at step {index} waits for a person"
+                ),
+                Pause::ByHand => "the session is paused".to_string(),
+            };
+            let choices: Vec<&str> = p.choices().iter().map(|(c, _)| c.as_str()).collect();
+            eprintln!("paused: {what}");
+            eprintln!(
+                "  decide with: baton session answer{flag} {}",
+                choices.join("|")
+            );
+        }
+        Outcome::Failed { code, message } => {
+            eprintln!("error[{code}]: {message}");
+            eprintln!("  the step is kept; try again with: baton session continue{flag}");
+        }
+        Outcome::Abandoned => eprintln!("abandoned: the session is given up (status failed)"),
+        Outcome::Interrupted => {
+            eprintln!("stopped; continue with: baton session continue{flag}");
+        }
+    }
+}
+
+/// Prints the end of a command and returns its exit code.
+pub fn finish(e: &Ended, json: bool) -> anyhow::Result<u8> {
+    if json {
+        crate::commands::print_json(&to_json(e))?;
+    } else {
+        print_text(e);
+    }
+    Ok(e.outcome.exit_code())
+}

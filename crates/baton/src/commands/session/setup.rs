@@ -1,0 +1,158 @@
+//! What every driving `baton session` command needs before it ticks: the store, the session
+//! context (with the bundled skills as the last fallback), the tool settings, the model (live
+//! from the same configuration as `baton run`, or replayed from a trace directory), the record
+//! directory, and one driver per session.
+
+use super::LoopArgs;
+use crate::exit;
+use crate::failure::Failure;
+use baton_autopilot::ralph::Context;
+use baton_autopilot::ralph::claim;
+use baton_autopilot::session::step_run::ModelSource;
+use baton_engine::model_choice::{self, LoadedModel, ModelChoice};
+use baton_store::Store;
+use baton_store::driver_lock::{self, DriverLock, DriverLockError};
+use baton_tools::ToolsConfig;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+pub struct Setup {
+    pub store: Store,
+    pub ctx: Context,
+    pub tools: ToolsConfig,
+    /// `None` with `--replay`.
+    pub live: Option<LoadedModel>,
+    pub replay: Option<PathBuf>,
+    pub record: Option<PathBuf>,
+    /// Who claims the steps. The same in every process on this host, so a `continue` after a
+    /// kill picks up the step the killed process held (the session lock keeps two drivers
+    /// apart).
+    pub owner: String,
+    /// Questions may be asked at the terminal.
+    pub interactive: bool,
+    pub json: bool,
+}
+
+impl Setup {
+    pub fn source(&self) -> Option<ModelSource<'_>> {
+        match (&self.replay, &self.live) {
+            (Some(dir), _) => Some(ModelSource::Replay(dir)),
+            (None, Some(m)) => Some(ModelSource::Live(m.as_dyn())),
+            (None, None) => None,
+        }
+    }
+}
+
+fn invalid(code: &str, message: String, hint: &str) -> Failure {
+    Failure::new(code, message, exit::INVALID).hint(Some(hint.to_string()))
+}
+
+/// `--record DIR`: created when missing; must be a directory baton can write to.
+fn record_dir(dir: &Path) -> Result<PathBuf, Failure> {
+    let bad = |why: String| {
+        invalid(
+            "RECORD_PATH_INVALID",
+            format!(
+                "cannot record the session's traces in {}: {why}",
+                dir.display()
+            ),
+            "give --record a directory (it is created when missing)",
+        )
+    };
+    if dir.exists() && !dir.is_dir() {
+        return Err(bad("it is not a directory".into()));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| bad(e.to_string()))?;
+    let probe = baton_store::durable::temp_sibling(&dir.join("probe"));
+    std::fs::File::create(&probe).map_err(|e| bad(format!("not writable ({})", e.kind())))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(dir.to_path_buf())
+}
+
+/// Everything but the session; nothing is written except a missing `--record` directory and
+/// the bundled skills under the baton home.
+pub fn prepare(project: &Path, args: &LoopArgs) -> anyhow::Result<Result<Setup, Failure>> {
+    let store = Store::open_default()?;
+    Ok(prepare_in(store, project, args))
+}
+
+fn prepare_in(store: Store, project: &Path, args: &LoopArgs) -> Result<Setup, Failure> {
+    if !project.is_dir() {
+        return Err(invalid(
+            "PROJECT_NOT_FOUND",
+            format!("{} is not a directory", project.display()),
+            "pass the project directory with --project DIR",
+        ));
+    }
+    let ctx = super::context(project)
+        .with_bundled_skills(store.home())
+        .map_err(|e| super::errors::failure(&e))?;
+    let tools = ToolsConfig::load(Some(store.home()), Some(project))
+        .map_err(|e| Failure::new(e.code(), e.to_string(), exit::INVALID).hint(Some(e.hint())))?;
+    let record = args.record.as_deref().map(record_dir).transpose()?;
+    let live = match &args.replay {
+        Some(dir) if !dir.is_dir() => {
+            return Err(invalid(
+                "REPLAY_DIR_INVALID",
+                format!("{} is not a directory of recorded traces", dir.display()),
+                "pass the directory a session was recorded to with --record",
+            ));
+        }
+        Some(_) => None,
+        None => Some(live_model(args, &store, project)?),
+    };
+    Ok(Setup {
+        interactive: !args.non_interactive && !args.json && std::io::stdin().is_terminal(),
+        json: args.json,
+        owner: format!("baton-session@{}", claim::hostname()),
+        store,
+        ctx,
+        tools,
+        live,
+        replay: args.replay.clone(),
+        record,
+    })
+}
+
+/// The configured model (`baton.toml`, the store's `config.toml`, the environment), with
+/// `--model` and `--base-url` on top, built as `baton run` builds it.
+fn live_model(args: &LoopArgs, store: &Store, project: &Path) -> Result<LoadedModel, Failure> {
+    let base_url = args.base_url.clone();
+    // `--base-url` stands in for OPENAI_BASE_URL, which the configuration reads last.
+    let env = move |k: &str| match (k, &base_url) {
+        ("OPENAI_BASE_URL", Some(url)) => Some(url.clone()),
+        _ => std::env::var(k).ok(),
+    };
+    let choice = ModelChoice::Configured {
+        model: args.model.clone(),
+    };
+    model_choice::load_model(&choice, store.home(), Some(project), &env).map_err(|e| {
+        Failure::new(e.code, e.message, exit::INVALID).hint(Some(
+            "pass --model and --base-url (or set BATON_MODEL, OPENAI_BASE_URL and OPENAI_API_KEY), \
+             or --replay DIR to run offline"
+                .into(),
+        ))
+    })
+}
+
+/// One driver per session: an exclusive lock on `<session dir>/driver.lock`, dropped by the
+/// kernel when the process dies.
+pub fn lock_session(dir: &Path, id: &str, verb: &str) -> Result<DriverLock, Failure> {
+    driver_lock::acquire(dir, id, &format!("baton session {verb}")).map_err(|e| match e {
+        DriverLockError::Busy { holder, .. } => {
+            let by = holder
+                .map(|h| format!(" (pid {}, {}, since {})", h.pid, h.command, h.since))
+                .unwrap_or_default();
+            Failure::new(
+                "SESSION_BUSY",
+                format!("session {id} is driven by another process{by}"),
+                exit::FAILURE,
+            )
+            .hint(Some(
+                "wait for it to end, or stop it (Ctrl-C); `baton session status` shows where it is"
+                    .into(),
+            ))
+        }
+        other => Failure::new(other.code(), other.to_string(), exit::FAILURE).hint(other.hint()),
+    })
+}

@@ -1,0 +1,225 @@
+//! `baton session start "<intent>"`: the build phase (questions, the chain, confirmation), then
+//! the ticks.
+
+use super::drive::{self, load};
+use super::report::{self, Ended, Outcome};
+use super::setup::{self, Setup};
+use super::{StartArgs, errors, prompt};
+use crate::exit;
+use crate::failure::Failure;
+use crate::signals;
+use baton_autopilot::session::build::BuildError;
+use baton_autopilot::session::infer::QualityMode;
+use baton_autopilot::session::start::{self, Plan, StartOptions, StartOutcome};
+use baton_autopilot::session::step_run::Models;
+use baton_llm::{ChatModel, RecordingModel};
+use std::collections::BTreeMap;
+use tokio_util::sync::CancellationToken;
+
+/// The trace of the decomposition call in a `--record`/`--replay` directory.
+pub const DECOMPOSE_TRACE: &str = "start.trace.json";
+
+fn build_failure(e: &BuildError) -> Failure {
+    if let BuildError::Ralph(r) = e {
+        return errors::failure(r);
+    }
+    let code = match e {
+        BuildError::DecompositionInvalid { .. }
+        | BuildError::DecompositionCall { .. }
+        | BuildError::Interrupted => exit::FAILURE,
+        _ => exit::INVALID,
+    };
+    let hints = e.hints();
+    Failure::new(e.code(), e.to_string(), code).hint((!hints.is_empty()).then(|| hints.join("; ")))
+}
+
+/// The chain on stderr, as A_CREATE_SESSION shows it.
+fn show_chain(plan: &Plan) {
+    let inf = &plan.inference;
+    eprintln!(
+        "\nchain for \"{}\" · position {} · quality {}{}",
+        plan.intent,
+        inf.position.name(),
+        inf.quality.as_str(),
+        inf.phase
+            .map(|p| format!(" · phase {p}"))
+            .unwrap_or_default()
+    );
+    for line in plan.chain() {
+        eprintln!("  {}", line.line());
+    }
+    if let Some(d) = &plan.decomposition {
+        eprintln!("sub-goals:");
+        for g in &d.goals {
+            eprintln!("  {}: {}", g.id, g.goal);
+        }
+    }
+}
+
+/// The plan, with the decomposition's model call answered by the live model or its trace
+/// (and recorded with `--record`).
+async fn plan(
+    setup: &Setup,
+    opts: &StartOptions,
+    cancel: &CancellationToken,
+) -> Result<StartOutcome, Failure> {
+    let Some(source) = setup.source() else {
+        return Err(Failure::new(
+            "MODEL_MISSING",
+            "no model and no recorded traces",
+            exit::INVALID,
+        ));
+    };
+    let models = Models::open(source, setup.record.as_deref(), DECOMPOSE_TRACE);
+    // A replay without a decomposition trace is fine while no decomposition is needed; the
+    // build phase says so when it calls the model.
+    let models = match models {
+        Ok(m) => Some(m),
+        Err(e) if e.code() == "SESSION_TRACE_MISSING" => None,
+        Err(e) => return Err(errors::failure(&e)),
+    };
+    let missing = MissingTrace;
+    let model: &dyn ChatModel = match models.as_ref().and_then(|m| m.model(source)) {
+        Some(m) => m,
+        None => &missing,
+    };
+    let recording;
+    let model: &dyn ChatModel = match models.as_ref().and_then(|m| m.recorder.clone()) {
+        Some(rec) => {
+            recording = RecordingModel::new(model, rec);
+            &recording
+        }
+        None => model,
+    };
+    let outcome = start::plan(&setup.ctx, opts, model, cancel).await;
+    if let Some(m) = &models
+        && let Err(e) = m.save()
+    {
+        return Err(errors::failure(&e));
+    }
+    outcome.map_err(|e| build_failure(&e))
+}
+
+/// A model that has no answer: the replay directory holds no decomposition trace.
+struct MissingTrace;
+
+impl ChatModel for MissingTrace {
+    fn chat<'a>(
+        &'a self,
+        _request: &'a baton_llm::ChatRequest,
+        _options: baton_llm::CallOptions<'a>,
+    ) -> baton_llm::BoxFuture<'a, Result<baton_llm::ChatResponse, baton_llm::LlmError>> {
+        Box::pin(async {
+            Err(baton_llm::LlmError::Config(format!(
+                "the replay directory has no {DECOMPOSE_TRACE}"
+            )))
+        })
+    }
+
+    fn model_name(&self) -> &str {
+        "missing-trace"
+    }
+}
+
+enum Built {
+    Created(String),
+    Ended(Outcome),
+}
+
+/// Questions, chain, confirmation and creation.
+async fn build(
+    setup: &Setup,
+    args: &StartArgs,
+    cancel: &CancellationToken,
+) -> Result<Built, Failure> {
+    let mut opts = StartOptions {
+        intent: args.intent.clone(),
+        quality: args.quality.map(|q| match q {
+            super::Quality::Full => QualityMode::Full,
+            super::Quality::Standard => QualityMode::Standard,
+            super::Quality::Quick => QualityMode::Quick,
+        }),
+        auto: args.yes,
+        answers: args.answers.iter().cloned().collect::<BTreeMap<_, _>>(),
+        platform: None,
+    };
+    loop {
+        match plan(setup, &opts, cancel).await? {
+            StartOutcome::Questions(qs) => {
+                if !setup.interactive {
+                    return Ok(Built::Ended(Outcome::Questions(qs)));
+                }
+                for q in &qs {
+                    match prompt::ask(q) {
+                        Some(a) => {
+                            opts.answers.insert(q.id.clone(), a);
+                        }
+                        None => return Ok(Built::Ended(Outcome::Questions(qs))),
+                    }
+                }
+            }
+            StartOutcome::Planned(p) => {
+                if !setup.json {
+                    show_chain(&p);
+                }
+                if !opts.auto {
+                    if !setup.interactive {
+                        return Ok(Built::Ended(Outcome::Confirm(p.chain())));
+                    }
+                    let choice = prompt::choose(
+                        "Create this session and run it?",
+                        &[
+                            ("proceed", "create it and run the steps"),
+                            ("cancel", "create nothing"),
+                        ],
+                    );
+                    if choice != Some("proceed") {
+                        return Ok(Built::Ended(Outcome::Cancelled(p.chain())));
+                    }
+                }
+                let created = start::create(&setup.ctx, *p).map_err(|e| build_failure(&e))?;
+                return Ok(Built::Created(created.session_id));
+            }
+            StartOutcome::Created(c) => return Ok(Built::Created(c.session_id)),
+        }
+    }
+}
+
+pub fn run(args: &StartArgs) -> anyhow::Result<u8> {
+    let json = args.run.json;
+    let setup = match setup::prepare(&args.target_project, &args.run)? {
+        Ok(s) => s,
+        Err(f) => return Ok(f.report(json)),
+    };
+    let runtime = drive::runtime()?;
+    let cancel = CancellationToken::new();
+    let _signals = signals::watch(&runtime, cancel.clone());
+    let ended = runtime.block_on(async {
+        let id = match build(&setup, args, &cancel).await? {
+            Built::Created(id) => id,
+            Built::Ended(outcome) => {
+                return Ok(Ended {
+                    outcome,
+                    session: None,
+                    ticks: 0,
+                });
+            }
+        };
+        if !setup.json {
+            eprintln!("created session {id}");
+        }
+        let Some(s) = load(&setup, &id) else {
+            return Err(Failure::new(
+                "SESSION_UNREADABLE",
+                format!("session {id} cannot be read after it was created"),
+                exit::FAILURE,
+            ));
+        };
+        let _lock = setup::lock_session(&s.dir, &id, "start")?;
+        drive::ticks(&setup, &id, None, cancel.clone()).await
+    });
+    match ended {
+        Ok(e) => report::finish(&e, json),
+        Err(f) => Ok(f.report(json)),
+    }
+}

@@ -1,0 +1,88 @@
+//! `baton session status`: ralph's board (the seed's icons, sub-goals) and read model, plus the
+//! latest decisions from `decisions.ndjson`.
+
+use super::StatusArgs;
+use super::errors::failure;
+use crate::exit;
+use baton_autopilot::ralph::decisions::{self, Recent};
+use baton_autopilot::ralph::discovery::{self, Pick};
+use baton_autopilot::ralph::session::Session;
+use baton_autopilot::ralph::verbs::{session::summary_json, status::board};
+use serde_json::Value;
+
+pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
+    let ctx = super::context(&args.target.project);
+    let loaded = discovery::find(&ctx, args.target.session.as_deref(), Pick::Any)
+        .and_then(|l| l.into_session())
+        .and_then(|s| decisions::read_last(&s.dir, args.decisions).map(|d| (s, d)));
+    let (s, recent) = match loaded {
+        Ok(x) => x,
+        Err(e) => return Ok(failure(&e).report(args.json)),
+    };
+    if args.json {
+        super::super::print_json(&json(&s, &recent))?;
+    } else {
+        print!("{}", text(&s, &recent));
+    }
+    Ok(exit::OK)
+}
+
+/// ralph's read model with the decisions added.
+pub fn json(s: &Session, recent: &Recent) -> Value {
+    let mut v = summary_json(s);
+    v["decisions"] = Value::from(recent.records.clone());
+    v["decisions_truncated"] = Value::from(recent.truncated);
+    v["decisions_skipped_lines"] = Value::from(recent.skipped);
+    v
+}
+
+pub fn text(s: &Session, recent: &Recent) -> String {
+    let mut out = board(s);
+    if recent.records.is_empty() && recent.skipped == 0 {
+        return out;
+    }
+    let older = if recent.truncated { ", latest" } else { "" };
+    out.push_str(&format!("\nDecisions ({}{older})\n", recent.records.len()));
+    for d in &recent.records {
+        out.push_str(&format!("  {}\n", decision_line(d)));
+    }
+    if recent.skipped > 0 {
+        out.push_str(&format!(
+            "  ({} damaged line(s) in decisions.ndjson not shown)\n",
+            recent.skipped
+        ));
+    }
+    out
+}
+
+/// `[4] post-verify → fix · confidence 80 (asked proceed) — reason`
+pub fn decision_line(d: &Value) -> String {
+    let s = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or("?");
+    let mut line = String::new();
+    if let Some(i) = d.get("step_index").and_then(Value::as_u64) {
+        line.push_str(&format!("[{i}] "));
+    }
+    line.push_str(&format!("{} → {}", s("node_id"), s("verdict")));
+    if let Some(c) = d.get("confidence_score").and_then(Value::as_u64) {
+        line.push_str(&format!(" · confidence {c}"));
+    }
+    if let Some(asked) = d.get("requested_verdict").and_then(Value::as_str)
+        && Some(asked) != d.get("verdict").and_then(Value::as_str)
+    {
+        line.push_str(&format!(" (asked {asked})"));
+    }
+    if let Some(summary) = d.get("summary").and_then(Value::as_str)
+        && !summary.is_empty()
+    {
+        // One line per decision: a reason is shown up to its first line break.
+        let first: String = summary
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(160)
+            .collect();
+        line.push_str(&format!(" — {first}"));
+    }
+    line
+}

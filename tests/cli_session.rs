@@ -1,0 +1,385 @@
+//! `baton session` through the real binary: the board and its JSON, usage errors with their
+//! codes and exit status.
+
+mod ralph_support;
+
+use ralph_support::{Fx, Out};
+use serde_json::{Value, json};
+use std::process::{Command, Stdio};
+
+fn session_cmd(fx: &Fx, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_baton"));
+    cmd.arg("session")
+        .args(args)
+        .current_dir(&fx.project)
+        .env("HOME", &fx.home)
+        .env("BATON_HOME", fx.tmp.path().join("baton-home"))
+        .env_remove("MAESTRO_HOME")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("BATON_MODEL")
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn out(cmd: &mut Command) -> Out {
+    let o = cmd.output().expect("baton runs");
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+fn session(fx: &Fx, args: &[&str]) -> Out {
+    out(&mut session_cmd(fx, args))
+}
+
+#[test]
+fn status_shows_the_board_sub_goals_and_latest_decisions() {
+    let fx = Fx::new();
+    let id = fx.created("plan,verify,milestone-complete");
+    let mut doc = fx.get(&id);
+    doc["task_decomposition"] = json!([
+        {"id": "G1", "goal": "export rows", "status": "done", "done_when": "a test passes",
+         "evidence": "src/export.rs", "completion_confirmed": true},
+        {"id": "G2", "goal": "header row", "status": "pending", "done_when": "a header",
+         "evidence": "src/header.rs"}
+    ]);
+    fx.put(&id, &doc);
+    let decision = json!({
+        "id": "DEC-1-4", "node_id": "post-verify", "type": "quality-gate", "verdict": "fix",
+        "requested_verdict": "proceed", "confidence_score": 55, "step_index": 2,
+        "summary": "the header row is missing\nsecond line"
+    });
+    std::fs::write(
+        fx.dir(&id).join("decisions.ndjson"),
+        format!("{decision}\n{{torn"),
+    )
+    .unwrap();
+
+    let text = session(&fx, &["status"]);
+    text.code(0);
+    assert!(
+        text.stdout.contains(&format!("Session:  {id}")),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout.contains("◆ post-verify [decision]"),
+        "{}",
+        text.stdout
+    );
+    assert!(text.stdout.contains("Sub-goals (1/2)"), "{}", text.stdout);
+    assert!(
+        text.stdout.contains(
+            "[2] post-verify → fix · confidence 55 (asked proceed) — the header row is missing\n"
+        ),
+        "{}",
+        text.stdout
+    );
+    assert!(text.stdout.contains("1 damaged line"), "{}", text.stdout);
+
+    let json = session(&fx, &["status", "--session", &id, "--json"]);
+    json.code(0);
+    let v = json.json();
+    assert_eq!(v["session_id"], id.as_str());
+    assert_eq!(v["status"], "running");
+    let steps = v["steps"].as_array().unwrap();
+    assert_eq!(
+        v["progress"],
+        json!({"completed": 0, "confirmed": 0, "total": steps.len()})
+    );
+    assert_eq!(steps[1]["kind"], "exec");
+    assert_eq!(steps[2]["decision"], "post-verify");
+    assert_eq!(v["sub_goals"][1]["id"], "G2");
+    assert_eq!(v["decisions"][0]["id"], "DEC-1-4");
+    assert_eq!(v["decisions_skipped_lines"], 1);
+    assert_eq!(v["decisions_truncated"], false);
+}
+
+#[test]
+fn status_usage_errors_have_codes_and_exit_2() {
+    let fx = Fx::new();
+    let none = session(&fx, &["status", "--json"]);
+    none.code(2);
+    assert_eq!(none.json()["error"]["code"], "SESSION_NOT_FOUND");
+    assert!(
+        none.json()["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("baton session start"),
+        "{}",
+        none.stdout
+    );
+    fx.created("plan");
+    let unknown = session(&fx, &["status", "--session", "ralph-nope"]);
+    unknown.code(2);
+    assert!(
+        unknown
+            .stderr
+            .starts_with("error[SESSION_NOT_FOUND]: session not found: ralph-nope"),
+        "{}",
+        unknown.stderr
+    );
+    let bad = session(&fx, &["status", "--session", "../x", "--json"]);
+    bad.code(2);
+    assert_eq!(bad.json()["error"]["code"], "SESSION_ID_INVALID");
+    let v: Value = bad.json();
+    assert!(v["error"]["message"].as_str().unwrap().contains("../x"));
+}
+
+mod session_player;
+use session_player::{Player, Scenario};
+
+const INTENT: &str = "add a header row to the csvsum output";
+const VERIFICATION: &str = ".workflow/scratch/verification.json";
+
+/// A copy of the csvsum sample with a passing verification file the verify steps cite, and a
+/// HOME without command files (the bundled lifecycle skills are used).
+fn csvsum() -> Fx {
+    let fx = Fx::bare();
+    std::fs::remove_dir_all(&fx.project).unwrap();
+    baton_testkit::copy_dir(
+        &baton_testkit::repo().join("examples/projects/csvsum"),
+        &fx.project,
+    );
+    fx.file(VERIFICATION, r#"{"status":"passed","gaps":[]}"#);
+    fx
+}
+
+fn played(fx: &Fx, player: &Player, args: &[&str]) -> Out {
+    let mut cmd = session_cmd(fx, args);
+    cmd.env("OPENAI_BASE_URL", player.base_url())
+        .env("BATON_MODEL", "played")
+        .env("OPENAI_API_KEY", "sk-test");
+    out(&mut cmd)
+}
+
+fn scenario() -> Scenario {
+    Scenario {
+        evidence: vec![("maestro-verify".into(), VERIFICATION.into())],
+        ..Scenario::default()
+    }
+}
+
+#[test]
+fn start_y_runs_a_session_to_completed() {
+    let fx = csvsum();
+    let player = Player::start(scenario());
+    let run = played(&fx, &player, &["start", INTENT, "-y", "--json"]);
+    run.code(0);
+    let v = run.json();
+    assert_eq!(v["outcome"], "completed", "{v:#}");
+    assert_eq!(v["session"]["status"], "completed");
+    let steps = v["session"]["steps"].as_array().unwrap();
+    assert!(
+        steps
+            .iter()
+            .all(|s| s["status"] == "completed" && s["completion_confirmed"] == true),
+        "{v:#}"
+    );
+    assert_eq!(
+        player
+            .served()
+            .iter()
+            .filter(|(k, _)| k == "decompose")
+            .count(),
+        1
+    );
+    assert!(player.step_calls("maestro-verify") >= 1);
+    assert!(!v["session"]["decisions"].as_array().unwrap().is_empty());
+    let check = fx.ralph(&["check", "--json"]);
+    check.code(0);
+}
+
+#[test]
+fn a_steps_question_exits_10_and_answer_continues_the_step() {
+    let fx = csvsum();
+    let player = Player::start(Scenario {
+        questions: vec![(
+            "maestro-plan".into(),
+            "Should the header row be optional?".into(),
+        )],
+        ..scenario()
+    });
+    let run = played(&fx, &player, &["start", INTENT, "-y", "--json"]);
+    run.code(10);
+    let v = run.json();
+    assert_eq!(v["outcome"], "waiting", "{v:#}");
+    assert_eq!(v["waiting"]["kind"], "step-question");
+    assert_eq!(v["waiting"]["index"], 1);
+    assert_eq!(
+        v["waiting"]["question"],
+        "Should the header row be optional?"
+    );
+    assert_eq!(v["session"]["status"], "running");
+    let plan_calls = player.step_calls("maestro-plan");
+
+    // The text form names the command that answers.
+    let text = played(&fx, &player, &["continue"]);
+    text.code(10);
+    assert!(
+        text.stdout.contains("answer with: baton session answer"),
+        "{}",
+        text.stdout
+    );
+
+    // A new intent while this session waits is refused.
+    let again = played(&fx, &player, &["start", "another intent", "-y", "--json"]);
+    again.code(2);
+    assert_eq!(again.json()["error"]["code"], "SESSION_ACTIVE");
+    assert!(
+        again.json()["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("baton session continue"),
+        "{}",
+        again.stdout
+    );
+
+    let answered = played(&fx, &player, &["answer", "no, always on", "--json"]);
+    answered.code(0);
+    assert_eq!(answered.json()["outcome"], "completed");
+    // The waiting run was continued with the answer, not started again: one more call, the
+    // one that sees the answer (`continue` above reported the question without a call).
+    assert_eq!(player.step_calls("maestro-plan"), plan_calls + 1);
+    fx.ralph(&["check", "--json"]).code(0);
+
+    let nothing = played(&fx, &player, &["answer", "hello", "--json"]);
+    nothing.code(2);
+    assert_eq!(nothing.json()["error"]["code"], "SESSION_NOT_FOUND");
+}
+
+#[test]
+fn a_build_question_without_a_terminal_exits_10_and_answer_flags_go_on() {
+    let fx = csvsum();
+    let player = Player::start(scenario());
+    let intent = "rewrite the csvsum output format";
+    let mut args: Vec<String> = vec!["start".into(), intent.into(), "-y".into(), "--json".into()];
+    let mut rounds = 0;
+    let v = loop {
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let run = played(&fx, &player, &argv);
+        let v = run.json();
+        if run.code != 10 {
+            run.code(0);
+            break v;
+        }
+        rounds += 1;
+        assert!(rounds <= 5, "questions never end: {v:#}");
+        assert_eq!(v["outcome"], "questions", "{v:#}");
+        assert!(
+            !fx.sessions().exists(),
+            "nothing is created while questions remain"
+        );
+        for q in v["questions"].as_array().unwrap() {
+            let id = q["id"].as_str().unwrap();
+            let answer = q["options"][0]["value"].as_str().unwrap_or("keep it small");
+            args.push(format!("--answer={id}={answer}"));
+        }
+    };
+    assert!(rounds >= 1, "a broad intent is clarified even with -y");
+    assert_eq!(v["outcome"], "completed", "{v:#}");
+}
+
+#[test]
+fn without_y_and_without_a_terminal_the_chain_waits_for_a_yes() {
+    let fx = csvsum();
+    let player = Player::start(scenario());
+    let run = played(&fx, &player, &["start", INTENT, "--json"]);
+    run.code(10);
+    let v = run.json();
+    assert_eq!(v["outcome"], "confirm");
+    assert!(v["chain"].as_array().unwrap().len() > 3, "{v:#}");
+    assert!(!fx.sessions().exists(), "nothing was created");
+    let text = played(&fx, &player, &["start", INTENT]);
+    text.code(10);
+    assert!(text.stdout.contains("add -y"), "{}", text.stdout);
+    assert!(text.stdout.contains("◆ post-verify"), "{}", text.stdout);
+}
+
+#[test]
+fn a_blocked_step_pauses_and_answer_retries_or_skips_it() {
+    let fx = csvsum();
+    let player = Player::start(Scenario {
+        blocked: vec![("quality-review".into(), "the reviewer is away".into())],
+        ..scenario()
+    });
+    let run = played(&fx, &player, &["start", INTENT, "-y", "--json"]);
+    // An auto-mode session pauses on a failed step without asking: exit 1.
+    run.code(1);
+    let v = run.json();
+    assert_eq!(v["outcome"], "paused", "{v:#}");
+    assert_eq!(v["waiting"]["kind"], "failed-step");
+    assert_eq!(v["waiting"]["reason"], "the reviewer is away");
+    assert_eq!(v["waiting"]["choices"], json!(["retry", "skip", "abort"]));
+    let index = v["waiting"]["index"].as_u64().unwrap() as usize;
+    assert_eq!(player.step_calls("quality-review"), 1);
+
+    let bad = played(&fx, &player, &["answer", "proceed", "--json"]);
+    bad.code(2);
+    assert_eq!(bad.json()["error"]["code"], "CHOICE_NOT_APPLICABLE");
+    let unknown = played(&fx, &player, &["answer", "later"]);
+    unknown.code(2);
+    assert!(
+        unknown.stderr.contains("CHOICE_INVALID"),
+        "{}",
+        unknown.stderr
+    );
+
+    let retried = played(&fx, &player, &["answer", "retry", "--json"]);
+    retried.code(1);
+    assert_eq!(player.step_calls("quality-review"), 2, "the step ran again");
+
+    let skipped = played(
+        &fx,
+        &player,
+        &["answer", "skip", "reviewed by hand", "--json"],
+    );
+    // `answer` takes one TEXT; the note is part of it.
+    skipped.code(2);
+    let skipped = played(&fx, &player, &["answer", "skip reviewed by hand", "--json"]);
+    skipped.code(0);
+    let v = skipped.json();
+    assert_eq!(v["outcome"], "completed", "{v:#}");
+    assert_eq!(v["session"]["steps"][index]["status"], "skipped");
+    fx.ralph(&["check", "--json"]).code(0);
+}
+
+#[test]
+fn continue_usage_errors_have_codes() {
+    let fx = csvsum();
+    let player = Player::start(scenario());
+    let none = played(&fx, &player, &["continue", "--json"]);
+    none.code(2);
+    assert_eq!(none.json()["error"]["code"], "SESSION_NOT_FOUND");
+    let unknown = played(&fx, &player, &["continue", "--session", "ralph-nope"]);
+    unknown.code(2);
+    assert!(
+        unknown.stderr.contains("SESSION_NOT_FOUND"),
+        "{}",
+        unknown.stderr
+    );
+    let no_model = session(&fx, &["continue", "--json"]);
+    no_model.code(2);
+    let bad_answer = played(
+        &fx,
+        &player,
+        &["start", INTENT, "--answer", "phase", "--json"],
+    );
+    bad_answer.code(2);
+    assert_eq!(bad_answer.json()["error"]["code"], "USAGE");
+    let missing = played(
+        &fx,
+        &player,
+        &["start", INTENT, "-y", "--replay", "/nonexistent/dir"],
+    );
+    missing.code(2);
+    assert!(
+        missing.stderr.contains("REPLAY_DIR_INVALID") || missing.stderr.contains("error"),
+        "{}",
+        missing.stderr
+    );
+    assert!(!fx.sessions().exists(), "nothing was created");
+}
