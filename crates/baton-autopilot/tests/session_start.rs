@@ -482,6 +482,36 @@ async fn a_failed_verification_starts_with_its_fix_loop() {
     );
 }
 
+#[tokio::test]
+async fn a_project_command_file_wins_over_the_global_one() {
+    let w = world(Some(analysed()));
+    let global = w
+        .ctx
+        .home
+        .clone()
+        .unwrap()
+        .join(".claude/commands/maestro-plan.md");
+    let local = w.ctx.project.join(".claude/commands/maestro-plan.md");
+    std::fs::create_dir_all(local.parent().unwrap()).unwrap();
+    std::fs::copy(&global, &local).unwrap();
+    let (_server, model) = scripted(vec![Reply::text(&decomposition().to_string())]).await;
+    let StartOutcome::Planned(p) = plan(
+        &w.ctx,
+        &opts(INTENT, false),
+        &model,
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap() else {
+        panic!("expected a plan");
+    };
+    assert_eq!(p.steps[0]["skill"], "maestro-plan");
+    assert_eq!(p.steps[0]["command_scope"], "project");
+    let path = PathBuf::from(p.steps[0]["command_path"].as_str().unwrap());
+    assert_eq!(path.canonicalize().unwrap(), local.canonicalize().unwrap());
+    assert_eq!(p.steps[1]["command_scope"], "global");
+}
+
 /// Figure: the build phase's own cost with no model call (a brainstorm chain, which skips the
 /// decomposition). Run with `--ignored --nocapture`, in release for a meaningful number.
 #[tokio::test]
