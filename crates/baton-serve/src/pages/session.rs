@@ -126,7 +126,7 @@ pub fn render(summary: &Value, decisions: &[Value], older_decisions: bool) -> St
             n(step, "index").unwrap_or(0),
         );
         if s(step, "kind") == "decision" {
-            out.push_str("◆ ");
+            // The ◆ is the step's icon.
             push_esc(&mut out, s(step, "decision"));
             let _ = write!(
                 out,
