@@ -352,6 +352,43 @@ async fn a_claim_that_never_got_a_run_is_taken_again() {
 }
 
 #[tokio::test]
+async fn a_run_created_but_never_linked_is_used_not_left_behind() {
+    let t = world();
+    let project = t.project();
+    // Killed between the run's creation and its link.
+    let claimed = next::run(&t.w.ctx, None, Some(OWNER), None).unwrap();
+    let doc = t.doc();
+    let session = doc["session_id"].as_str().unwrap();
+    let skill = doc["steps"][0]["skill"].as_str().unwrap();
+    let orphan = create_task(
+        &project,
+        NewTaskRun {
+            task_ref: &format!("{session}/step-0-{skill}"),
+            agent_id: skill,
+        },
+        claimed.json["prompt"].as_str().unwrap(),
+    )
+    .unwrap()
+    .run()
+    .run_id
+    .clone();
+    let (server, m) = model(vec![done("c1")]).await;
+    let tick = t.tick(&m, 10).await;
+    assert_eq!(tick.run_id, orphan, "the orphan run was linked and used");
+    assert!(matches!(&tick.end, StepEnd::Recorded(c) if c.status == Status::Done));
+    assert_eq!(project.list_runs().unwrap().len(), 1, "no second run");
+    let first = &server.received()[0].body;
+    let prompt = first["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "user")
+        .unwrap()["content"]
+        .clone();
+    assert_eq!(prompt, claimed.json["prompt"]);
+}
+
+#[tokio::test]
 async fn a_recorded_session_replays_offline_to_the_same_status() {
     let chain = "plan,verify,milestone-complete";
     let verdict = Reply::text(

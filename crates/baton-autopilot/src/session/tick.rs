@@ -20,13 +20,14 @@ use crate::ralph::error::{RalphError, Result};
 use crate::ralph::session::Session;
 use crate::ralph::verbs::{control, next};
 use baton_engine::EngineEvent;
+use baton_engine::conversation;
 use baton_engine::machine::WaitReason;
 use baton_engine::runner::{RunnerError, Settings};
 use baton_engine::task::MAX_TURNS_EXCEEDED;
 use baton_engine::task_driver::{TaskEnd, TaskReport};
 use baton_engine::task_run::{self, ClaimedTask, TaskContinuation, TaskDef};
 use baton_llm::{Message, Usage};
-use baton_store::{NewTaskRun, Phase, Project, RunMetadata};
+use baton_store::{NewTaskRun, Phase, Project, RunKind, RunMetadata};
 use baton_tools::ToolsConfig;
 use serde_json::Value;
 use std::path::Path;
@@ -106,6 +107,43 @@ fn ours(s: &Session, owner: &str) -> Option<usize> {
     (running && step_run::current_claim(s, a, owner).is_some()).then_some(a)
 }
 
+/// The step run's task (`<session>/step-<index>-<skill>`) and agent (the skill).
+fn task_name(s: &Session, index: usize) -> (String, String) {
+    let skill = s.step(index).map(|st| st.skill()).unwrap_or_default();
+    let agent = if skill.is_empty() { "lifecycle" } else { skill };
+    (format!("{}/step-{index}-{agent}", s.id), agent.to_string())
+}
+
+/// A run created for step `index` that never ran and has no link (the process was killed
+/// between its creation and its link): idle, with only the prompt in its log. It is linked to
+/// the current claim and used, instead of leaving it behind and creating another.
+fn adopt_orphan(s: &Session, index: usize, owner: &str, project: &Project) -> Result<Option<Link>> {
+    let Some((owner, claimed_at)) = step_run::current_claim(s, index, owner) else {
+        return Ok(None);
+    };
+    let (task_ref, _) = task_name(s, index);
+    let runs = project
+        .list_runs()
+        .map_err(|e| RalphError::usage(e.code(), e.to_string()))?;
+    let never_ran = runs.iter().rev().find(|r| {
+        r.kind == RunKind::Task
+            && r.workflow_ref == task_ref
+            && r.phase == Phase::Idle
+            && conversation::restore(&project.run_paths(&r.run_id).conversation_log)
+                .is_ok_and(|c| c.history.len() == 1 && c.complete_turns == 0)
+    });
+    let Some(run) = never_ran else {
+        return Ok(None);
+    };
+    let link = Link {
+        run_id: run.run_id.clone(),
+        owner,
+        claimed_at,
+    };
+    step_run::write_link(s, index, &link)?;
+    Ok(Some(link))
+}
+
 /// 1 for a step's first run, 2 for the run after its NEEDS_RETRY.
 fn attempt(s: &Session, index: usize) -> u32 {
     let retried = s
@@ -139,10 +177,16 @@ pub async fn run_step(
             Some(link) => {
                 return continue_step(ctx, session, &s, index, link, None, settings).await;
             }
-            // Killed between the claim and the run's creation: nothing ran; claim it again.
-            None => {
-                control::release(ctx, session, true, None)?;
-            }
+            None => match adopt_orphan(&s, index, settings.owner, settings.project)? {
+                // Killed between the run's creation and its link: the run never ran.
+                Some(link) => {
+                    return continue_step(ctx, session, &s, index, link, None, settings).await;
+                }
+                // Killed before the run existed: nothing ran; claim the step again.
+                None => {
+                    control::release(ctx, session, true, None)?;
+                }
+            },
         }
     }
     let claimed = next::run(ctx, session, Some(settings.owner), None)?;
@@ -154,14 +198,12 @@ pub async fn run_step(
     let s = discovery::find(ctx, session, Pick::Active)?.into_session()?;
     let (owner, claimed_at) = step_run::current_claim(&s, index, settings.owner)
         .ok_or_else(|| RalphError::usage("CLAIM_LOST", "the step just claimed is not ours"))?;
-    let skill = s.step(index).map(|st| st.skill()).unwrap_or_default();
-    let agent = if skill.is_empty() { "lifecycle" } else { skill };
-    let task_ref = format!("{}/step-{index}-{agent}", s.id);
+    let (task_ref, agent) = task_name(&s, index);
     let task = task_run::create_task(
         settings.project,
         NewTaskRun {
             task_ref: &task_ref,
-            agent_id: agent,
+            agent_id: &agent,
         },
         prompt,
     )
