@@ -383,3 +383,209 @@ fn continue_usage_errors_have_codes() {
     );
     assert!(!fx.sessions().exists(), "nothing was created");
 }
+
+fn verdict(gate: &str, retry: u64, status: &str, score: u8) -> (String, u64, String, u8) {
+    (gate.into(), retry, status.into(), score)
+}
+
+#[test]
+fn a_fix_loop_then_an_escalation_waits_for_a_person_and_proceed_goes_on() {
+    let fx = csvsum();
+    let player = Player::start(Scenario {
+        verdicts: vec![
+            verdict("post-verify", 0, "fix", 80),
+            verdict("post-verify", 1, "escalate", 80),
+        ],
+        ..scenario()
+    });
+    let run = played(&fx, &player, &["start", INTENT, "-y"]);
+    run.code(10);
+    // One line per tick: the gate's recorded verdict, the inserted loop's steps.
+    assert!(
+        run.stderr.contains("◆ post-verify → fix (retry 0)"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("◆ post-verify → escalate (retry 1)"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("◆ post-debug-escalate → paused for a person"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("decide with: baton session answer --session"),
+        "{}",
+        run.stderr
+    );
+    let board = session(&fx, &["status", "--json"]).json();
+    assert_eq!(board["status"], "paused");
+    let decisions: Vec<&str> = board["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(decisions, ["fix", "escalate", "escalate"]);
+
+    // `continue` has nothing to do without a person's word.
+    let waiting = played(&fx, &player, &["continue", "--json"]);
+    waiting.code(10);
+    assert_eq!(waiting.json()["waiting"]["kind"], "escalation");
+    assert_eq!(
+        waiting.json()["waiting"]["choices"],
+        json!(["proceed", "abort"])
+    );
+
+    let go = played(
+        &fx,
+        &player,
+        &["answer", "proceed the header is fixed", "--json"],
+    );
+    go.code(0);
+    let v = go.json();
+    assert_eq!(v["outcome"], "completed", "{v:#}");
+    let last_escalation = v["session"]["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|d| d["node_id"] == "post-debug-escalate")
+        .unwrap()
+        .clone();
+    assert_eq!(last_escalation["verdict"], "proceed");
+    assert!(
+        last_escalation["summary"]
+            .as_str()
+            .unwrap()
+            .ends_with("the header is fixed")
+    );
+    fx.ralph(&["check", "--json"]).code(0);
+}
+
+/// Starts `baton session …` in the background against the player.
+fn spawn(fx: &Fx, player: &Player, args: &[&str]) -> std::process::Child {
+    let mut cmd = session_cmd(fx, args);
+    cmd.env("OPENAI_BASE_URL", player.base_url())
+        .env("BATON_MODEL", "played")
+        .env("OPENAI_API_KEY", "sk-test")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.spawn().expect("baton starts")
+}
+
+fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !ready() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn ctrl_c_exits_130_a_second_driver_is_refused_and_continue_finishes() {
+    let fx = csvsum();
+    let player = Player::start(Scenario {
+        slow_skill: Some("maestro-execute".into()),
+        delay: std::time::Duration::from_millis(1500),
+        ..scenario()
+    });
+    let child = spawn(&fx, &player, &["start", INTENT, "-y", "--json"]);
+    wait_for("the execute step", || {
+        player.step_calls("maestro-execute") > 0
+    });
+
+    let busy = played(&fx, &player, &["continue", "--json"]);
+    busy.code(1);
+    assert_eq!(busy.json()["error"]["code"], "SESSION_BUSY");
+    assert!(
+        busy.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("baton session start"),
+        "{}",
+        busy.stdout
+    );
+
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["outcome"], "interrupted");
+
+    let done = played(&fx, &player, &["continue", "--json"]);
+    done.code(0);
+    assert_eq!(done.json()["outcome"], "completed");
+    fx.ralph(&["check", "--json"]).code(0);
+}
+
+#[test]
+fn a_recorded_session_replays_offline() {
+    let fx = csvsum();
+    let traces = fx.tmp.path().join("traces");
+    let player = Player::start(scenario());
+    let live = played(
+        &fx,
+        &player,
+        &[
+            "start",
+            INTENT,
+            "-y",
+            "--json",
+            "--record",
+            traces.to_str().unwrap(),
+        ],
+    );
+    live.code(0);
+    let served = player.served().len();
+    assert!(traces.join(START_TRACE).is_file());
+
+    let again = csvsum();
+    let replayed = session(
+        &again,
+        &[
+            "start",
+            INTENT,
+            "-y",
+            "--json",
+            "--replay",
+            traces.to_str().unwrap(),
+        ],
+    );
+    replayed.code(0);
+    assert_eq!(replayed.json()["outcome"], "completed");
+    assert_eq!(player.served().len(), served, "the replay asked no model");
+    let steps = |o: &Out| -> Vec<(String, String)> {
+        o.json()["session"]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["skill"].as_str().unwrap().to_string(),
+                    s["status"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(steps(&live), steps(&replayed));
+}
+
+const START_TRACE: &str = "start.trace.json";

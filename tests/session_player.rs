@@ -27,6 +27,10 @@ pub struct Scenario {
     pub evidence: Vec<(String, String)>,
     /// `(skill, reason)`: the step ends BLOCKED with that reason.
     pub blocked: Vec<(String, String)>,
+    /// How long each answer to a step of `slow_skill` takes (a slow model, for tests that act
+    /// while a step runs).
+    pub delay: std::time::Duration,
+    pub slow_skill: Option<String>,
 }
 
 struct Shared {
@@ -212,6 +216,9 @@ fn play(shared: &Shared, body: &Value) -> Value {
     if system.contains("one step of a lifecycle session") {
         let skill = field(user, "skill=").unwrap_or("?").to_string();
         served(shared, "step", &skill);
+        if shared.scenario.slow_skill.as_deref() == Some(skill.as_str()) {
+            std::thread::sleep(shared.scenario.delay);
+        }
         if let Some((_, reason)) = shared.scenario.blocked.iter().find(|(s, _)| *s == skill) {
             return call_reply(
                 shared,
