@@ -8,6 +8,11 @@
 //! completed. The timeline follows the audit log live (SSE): lines appended to the log show up
 //! in the page, and the time they take is printed (docs/BENCHMARKS.md).
 //!
+//! And what another site can do from the same browser: a page on another port (another
+//! origin, the same site, so the `SameSite=Strict` cookie goes along) posts to the API with
+//! `fetch` and with a plain form, and a name that resolves to 127.0.0.1 (DNS rebinding) opens
+//! the server with its token: all refused, no run started.
+//!
 //! Screenshots go to `target/tmp/serve_browser/` (test artifacts). The one in the README is
 //! `docs/img/serve-run.png`, copied from `run-completed.png` by hand when the pages change.
 //!
@@ -29,6 +34,8 @@ const STEP: Duration = Duration::from_secs(30);
 struct Serve {
     child: Child,
     url: String,
+    token: String,
+    port: u16,
 }
 
 impl Drop for Serve {
@@ -67,11 +74,16 @@ fn start_serve(home: &Path, tmp: &Path) -> Serve {
     let printed: Value = serde_json::from_str(&line)
         .unwrap_or_else(|e| panic!("baton serve --json printed {line:?}: {e}"));
     let url = printed["url"].as_str().unwrap().to_string();
-    let port = printed["port"].as_u64().unwrap();
-    let token = printed["token"].as_str().unwrap();
-    assert!(url.contains(token), "the URL carries the token: {url}");
+    let port = u16::try_from(printed["port"].as_u64().unwrap()).unwrap();
+    let token = printed["token"].as_str().unwrap().to_string();
+    assert!(url.contains(&token), "the URL carries the token: {url}");
     assert!(url.contains(&format!("127.0.0.1:{port}")), "{url}");
-    Serve { child, url }
+    Serve {
+        child,
+        url,
+        token,
+        port,
+    }
 }
 
 /// Where this test's screenshots go.
@@ -316,4 +328,173 @@ fn audit_lines_reach_the_page(browser: &mut Browser, home: &Path, run_id: &str) 
     );
     // Generous bound for a loaded CI machine; the figure itself is in docs/BENCHMARKS.md.
     assert!(median < 1000.0, "median {median} ms");
+}
+
+/// Serves `html` at every path from 127.0.0.1 on a port of its own: another origin (the port
+/// differs) but the same site (ports do not count), so a `SameSite=Strict` cookie still goes
+/// along with its requests. Returns its URL.
+fn serve_foreign_page(html: String) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                if line == "\r\n" {
+                    break;
+                }
+                line.clear();
+            }
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{html}",
+                html.len()
+            );
+        }
+    });
+    format!("http://127.0.0.1:{port}/")
+}
+
+/// Run directories (`run.json`) under the store.
+fn runs_in(home: &Path) -> usize {
+    fn walk(dir: &Path, found: &mut usize) {
+        for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, found);
+            } else if path.file_name().is_some_and(|n| n == "run.json") {
+                *found += 1;
+            }
+        }
+    }
+    let mut found = 0;
+    walk(home, &mut found);
+    found
+}
+
+#[test]
+fn another_site_and_a_rebound_name_get_nothing_from_the_browser() {
+    let Some(chromium) = chromium_or_skip("serve_browser_security") else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let serve = start_serve(home.path(), tmp.path());
+    let base = format!("http://127.0.0.1:{}", serve.port);
+    // `rebound.test` resolves to loopback, as a DNS-rebinding attacker's name would.
+    let mut browser = Browser::launch_with(
+        &chromium,
+        &["--host-resolver-rules=MAP rebound.test 127.0.0.1"],
+    )
+    .unwrap();
+
+    // A person opens the page: the cookie is set, and the page's script cannot read it.
+    browser.navigate(&serve.url).unwrap();
+    wait(
+        &mut browser,
+        "the runs page",
+        "!!document.getElementById('runs-table') || !!document.getElementById('runs-empty')",
+    );
+    let cookie = browser.eval("document.cookie").unwrap();
+    assert!(
+        !cookie.as_str().unwrap_or("").contains(&serve.token),
+        "the cookie is HttpOnly: {cookie}"
+    );
+    assert!(
+        !browser
+            .eval("location.search")
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .contains("token"),
+        "the token leaves the address bar"
+    );
+
+    // Another page on the same machine tries to start a run with the person's cookie.
+    let foreign =
+        serve_foreign_page("<!doctype html><title>elsewhere</title><p>elsewhere</p>".into());
+    browser.navigate(&foreign).unwrap();
+    let target = format!("{base}/api/runs");
+    let attempt = browser
+        .eval(&format!(
+            "fetch({t}, {{method: 'POST', mode: 'no-cors', credentials: 'include', \
+               headers: {{'Content-Type': 'text/plain'}}, body: JSON.stringify({{replay: 'demo'}})}}) \
+             .then(r => r.type, e => 'failed: ' + e)",
+            t = serde_json::to_string(&target).unwrap()
+        ))
+        .unwrap();
+    // The request goes out; the browser hides the answer (or, the answer carrying
+    // `Cross-Origin-Resource-Policy: same-origin`, fails the fetch). What matters is on the
+    // server's side: no run is started (checked below).
+    let attempt = attempt.as_str().unwrap();
+    assert!(
+        attempt == "opaque" || attempt.starts_with("failed"),
+        "{attempt}"
+    );
+    let read = browser
+        .eval(&format!(
+            "fetch({t}, {{credentials: 'include'}}).then(r => r.text()).then(t => 'read: ' + t, e => 'blocked: ' + e)",
+            t = serde_json::to_string(&target).unwrap()
+        ))
+        .unwrap();
+    assert!(
+        read.as_str().unwrap().starts_with("blocked"),
+        "another origin cannot read the runs: {read}"
+    );
+    // A plain form post (no script needed, the classic CSRF) lands on the server's refusal.
+    browser
+        .eval(&format!(
+            "const f = document.createElement('form'); f.method = 'POST'; f.action = {t}; \
+             f.enctype = 'text/plain'; const i = document.createElement('input'); \
+             i.name = '{{\"replay\":\"demo\",\"x\":\"'; i.value = '\"}}'; f.append(i); \
+             document.body.append(f); f.submit(); true",
+            t = serde_json::to_string(&target).unwrap()
+        ))
+        .unwrap();
+    browser.wait_event("Page.loadEventFired", STEP).unwrap();
+    let answer = wait(
+        &mut browser,
+        "the form post's answer",
+        "document.body && document.body.textContent",
+    );
+    eprintln!("a cross-site form post gets: {answer}");
+    assert!(
+        answer.as_str().unwrap().contains("ORIGIN_REFUSED"),
+        "refused: {answer}"
+    );
+
+    // A name that resolves to 127.0.0.1 is not this server, even with the token.
+    browser
+        .navigate(&format!(
+            "http://rebound.test:{}/?token={}",
+            serve.port, serve.token
+        ))
+        .unwrap();
+    let rebound = wait(
+        &mut browser,
+        "the rebound page",
+        "document.body && document.body.textContent",
+    );
+    assert!(
+        browser.eval("document.getElementById('main') === null && !document.querySelector('meta[name=\"baton-token\"]')").unwrap() == true,
+        "no page for a foreign Host: {rebound}"
+    );
+    eprintln!("a rebound name gets: {rebound}");
+    assert!(
+        rebound.as_str().unwrap().contains("HOST_REFUSED"),
+        "{rebound}"
+    );
+    assert!(!rebound.as_str().unwrap().contains(&serve.token));
+
+    // Nothing was started, and the person's page still works.
+    assert_eq!(runs_in(home.path()), 0);
+    browser.navigate(&format!("{base}/")).unwrap();
+    wait(
+        &mut browser,
+        "the runs page again",
+        "!!document.getElementById('runs-empty')",
+    );
 }

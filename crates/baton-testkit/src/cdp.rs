@@ -115,6 +115,12 @@ pub struct Browser {
 impl Browser {
     /// Launches `chromium` headless with a fresh profile and attaches to its first page.
     pub fn launch(chromium: &Path) -> Result<Browser, CdpError> {
+        Browser::launch_with(chromium, &[])
+    }
+
+    /// [`Browser::launch`] with more command-line switches, e.g.
+    /// `--host-resolver-rules=MAP rebound.test 127.0.0.1` to point a name at loopback.
+    pub fn launch_with(chromium: &Path, extra: &[&str]) -> Result<Browser, CdpError> {
         let profile = tempfile::Builder::new()
             .prefix("baton-chromium-")
             .tempdir()?;
@@ -141,6 +147,7 @@ impl Browser {
                 "--remote-debugging-port=0",
                 &format!("--window-size={width},{height}"),
             ])
+            .args(extra)
             .arg(format!("--user-data-dir={}", profile.path().display()))
             .arg("about:blank")
             .stdin(Stdio::null())
