@@ -155,3 +155,33 @@ async fn evidence_outside_the_project_is_not_read() {
     assert!(!user.contains("TOP SECRET"));
     assert!(user.contains("MISSING"), "{user}");
 }
+
+#[test]
+fn a_goal_audit_sees_the_evidence_its_sub_goals_name() {
+    use baton_autopilot::ralph::discovery::{self, Pick};
+    use baton_autopilot::session::gate::prompt;
+    use baton_autopilot::session::verdict::Form;
+    let w = world();
+    std::fs::write(
+        w.ctx.project.join(".workflow/scratch/verification.json"),
+        r#"{"status":"passed","checks":["header row summed"]}"#,
+    )
+    .unwrap();
+    let gate = w.reach_post_verify(".workflow/scratch/verification.json");
+    let mut doc = w.doc();
+    doc["task_decomposition"] = serde_json::json!([
+        {"id": "G1", "goal": "sum with a header", "evidence": "verification.json|review.json"},
+        {"id": "G2", "goal": "escape hatch", "evidence": "../../etc/passwd"}
+    ]);
+    std::fs::write(&w.status, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    let s = discovery::find(&w.ctx, None, Pick::Active)
+        .unwrap()
+        .into_session()
+        .unwrap();
+    let text = prompt(&w.ctx, &s, gate, "post-goal-audit", Form::GoalAudit);
+    assert!(text.contains("header row summed"), "{text}");
+    assert!(text.contains("## evidence review.json\nMISSING"), "{text}");
+    // A sub-goal names a file, never a path the audit would read.
+    assert!(!text.contains("root:"), "{text}");
+    assert!(text.contains("## evidence passwd\nMISSING"), "{text}");
+}

@@ -99,6 +99,63 @@ fn read_bounded(path: &Path) -> Option<String> {
     Some(text)
 }
 
+/// Most bytes of evidence a goal audit shows, all sub-goals together.
+const MAX_GOAL_EVIDENCE: usize = 4 * MAX_FILE;
+
+/// The evidence files the sub-goals name (`evidence: "verification.json|review.json"`), as
+/// cited by earlier steps: an audit that only saw the decomposition would judge the goals
+/// from their own wording. Each file once, newest citation, inside the project, bounded.
+fn goal_evidence(ctx: &Context, s: &Session, paths: &[String], out: &mut String) {
+    let goals = s.doc.get("task_decomposition").and_then(Value::as_array);
+    let mut wanted: Vec<String> = Vec::new();
+    for goal in goals.into_iter().flatten() {
+        let names = goal.get("evidence").and_then(Value::as_str).unwrap_or("");
+        for name in names.split(['|', ',']).map(str::trim) {
+            // Only a file name is matched: a sub-goal cannot point the audit at any path.
+            let name = Path::new(name)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned());
+            if let Some(name) = name.filter(|n| !wanted.contains(n)) {
+                wanted.push(name);
+            }
+        }
+    }
+    let mut shown = 0usize;
+    for name in wanted {
+        let found = paths.iter().find(|p| {
+            Path::new(p.as_str())
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy() == name)
+        });
+        let Some(path) = found else {
+            let _ = write!(
+                out,
+                "\n## evidence {name}\nMISSING: no earlier step cited it\n"
+            );
+            continue;
+        };
+        if shown >= MAX_GOAL_EVIDENCE {
+            let _ = write!(
+                out,
+                "\n## evidence {name} ({path})\n[not shown: evidence limit reached]\n"
+            );
+            continue;
+        }
+        match inside(&ctx.project, path).and_then(|f| read_bounded(&f)) {
+            Some(body) => {
+                shown += body.len();
+                let _ = write!(out, "\n## evidence {name} ({path})\n{body}\n");
+            }
+            None => {
+                let _ = write!(
+                    out,
+                    "\n## evidence {name} ({path})\nMISSING: not readable inside the project\n"
+                );
+            }
+        }
+    }
+}
+
 /// The user message of a gate's call.
 pub fn prompt(ctx: &Context, s: &Session, index: usize, gate: &str, form: Form) -> String {
     let mut out = format!(
@@ -130,6 +187,9 @@ pub fn prompt(ctx: &Context, s: &Session, index: usize, gate: &str, form: Form) 
         }
     }
     let paths = cited(s, index);
+    if form == Form::GoalAudit {
+        goal_evidence(ctx, s, &paths, &mut out);
+    }
     for wanted in inputs(gate) {
         let found = paths.iter().find(|p| {
             Path::new(p.as_str())
