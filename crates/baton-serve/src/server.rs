@@ -29,7 +29,13 @@ pub struct AppState {
     pub jobs: Jobs,
     /// How often an SSE stream looks for new lines in the file it follows.
     pub poll: Duration,
+    /// Event streams open at once, at most ([`MAX_STREAMS`]): each holds a task and a
+    /// bounded queue, so the server's memory stays bounded however many tabs are open.
+    pub streams: Arc<tokio::sync::Semaphore>,
 }
+
+/// Event streams (SSE) open at once, at most; one more is refused with 503.
+pub const MAX_STREAMS: usize = 256;
 
 /// The `Host` header values accepted: the bound address and port, `localhost` for a loopback
 /// or unspecified bind, and any IP literal for an unspecified bind. A DNS name other than
@@ -157,6 +163,7 @@ pub async fn bind_with_token(options: ServeOptions, token: Token) -> Result<Boun
         shutdown: CancellationToken::new(),
         jobs: Jobs::default(),
         poll: Duration::from_millis(50),
+        streams: Arc::new(tokio::sync::Semaphore::new(MAX_STREAMS)),
     };
     Ok(Bound {
         listener,

@@ -242,6 +242,20 @@ fn wait_for_phase(server: &Server, id: &str, phase: &str) -> Value {
     }
 }
 
+/// Waits until the server's job for the run has ended (its outcome is remembered): nothing
+/// writes the run's files any more.
+fn wait_for_invocation(server: &Server, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let v = server.get(&format!("/api/runs/{id}")).json();
+        if !v["invocation"].is_null() {
+            return v["invocation"].clone();
+        }
+        assert!(Instant::now() < deadline, "no invocation outcome: {v:#}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Starts the bundled demo; `answer_from_trace` false leaves its question to a person.
 fn start_demo(server: &Server, project: &Path, answer_from_trace: bool) -> String {
     let started = server.post(
@@ -404,15 +418,7 @@ fn the_demo_starts_in_the_background_completes_and_is_listed() {
             .all(|n| n["status"] == "completed")
     );
     // The invocation the server drove, as `baton run --json` reports it.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let invocation = loop {
-        let v = server.get(&format!("/api/runs/{id}")).json();
-        if !v["invocation"].is_null() {
-            break v["invocation"].clone();
-        }
-        assert!(Instant::now() < deadline, "no invocation outcome: {v:#}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let invocation = wait_for_invocation(&server, &id);
     assert_eq!(invocation["phase"], "completed", "{invocation:#}");
     assert!(!invocation["artifacts"].as_array().unwrap().is_empty());
     // The same JSON as `runs show --json` (a prefix finds it too).
@@ -702,6 +708,8 @@ fn events_deliver_every_audit_line_new_ones_and_resume_after_last_event_id() {
     let project = sample_project(dir.path());
     let id = start_demo(&server, &project, true);
     wait_for_phase(&server, &id, "completed");
+    // The job may still write its last lines after the phase: wait for its end.
+    wait_for_invocation(&server, &id);
     let (p, run) = server.store().find_run(&id).unwrap();
     let log = p.run_paths(&run.run_id).execution_log;
     let lines = std::fs::read_to_string(&log).unwrap().lines().count() as u64;
@@ -930,4 +938,23 @@ fn sessions_are_listed_and_a_damaged_one_does_not_hide_the_others() {
     );
     // The server state is shared with the pages: the same token.
     assert_eq!(server.state.token.as_str(), server.token);
+}
+
+#[test]
+fn event_streams_are_capped() {
+    let server = Server::start();
+    let all = u32::try_from(baton_serve::server::MAX_STREAMS).unwrap();
+    let taken = server
+        .state
+        .streams
+        .clone()
+        .try_acquire_many_owned(all)
+        .unwrap();
+    let refused = server.get("/api/runs/0000nothing/events");
+    assert_eq!(
+        (refused.status, refused.code().as_str()),
+        (503, "SSE_LIMIT")
+    );
+    drop(taken);
+    assert_eq!(server.get("/api/runs/0000nothing/events").status, 404);
 }

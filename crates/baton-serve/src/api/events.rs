@@ -6,12 +6,13 @@
 //!
 //! Bounded: a line is at most [`MAX_LINE`] bytes (a longer one becomes a `damaged` event),
 //! a read takes at most [`CHUNK`] bytes, and at most [`QUEUE`] events wait for a slow client.
-//! The stream ends when the client goes, when the server stops, or when the file shrinks.
+//! The stream ends when the client goes, when the server stops, or when the file shrinks. At
+//! most `MAX_STREAMS` streams are open at once (`SSE_LIMIT`, 503).
 
 use super::{ApiError, blocking};
-use crate::server::AppState;
+use crate::server::{AppState, MAX_STREAMS};
 use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use baton_engine::inspect;
 use baton_store::Project;
@@ -64,6 +65,14 @@ pub async fn events(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(0);
+    let permit = state.streams.clone().try_acquire_owned().map_err(|_| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "SSE_LIMIT",
+            format!("{MAX_STREAMS} event streams are open already"),
+        )
+        .hint("close other tabs of this server, then reload")
+    })?;
     let store = state.store.clone();
     let (project, run_id) = blocking(move || {
         let (project, run) = store.find_run(&id).map_err(|e| ApiError::from(&e))?;
@@ -87,6 +96,8 @@ pub async fn events(
     };
     let shutdown = state.shutdown.clone();
     tokio::spawn(async move {
+        // Held while the stream lives.
+        let _permit = permit;
         tokio::select! {
             () = follower.run() => {}
             () = shutdown.cancelled() => {}
