@@ -258,7 +258,50 @@ fn a_person_starts_the_demo_answers_its_question_and_sees_it_complete() {
             .is_file()
     );
 
+    // The story file, previewed in the page through the run's mounts.
+    let story = browser
+        .eval(
+            "Array.from(document.querySelectorAll('button.artifact'))\
+             .findIndex(b => b.textContent.includes('stories/1-2-user-authentication.md'))",
+        )
+        .unwrap();
+    let story = story.as_i64().unwrap();
+    assert!(story >= 0, "the story is listed among the artifacts");
+    browser.click(&format!("#artifact-{story}")).unwrap();
+    let preview = wait(
+        &mut browser,
+        "the artifact preview",
+        "(t => t && t !== 'Loading…' && t)(document.getElementById('artifact-preview').textContent)",
+    );
+    let on_disk =
+        fs::read_to_string(Path::new(root).join("artifacts/stories/1-2-user-authentication.md"))
+            .unwrap();
+    assert_eq!(preview.as_str().unwrap(), on_disk);
+
     audit_lines_reach_the_page(&mut browser, home.path(), &run_id);
+
+    // The runs page lists the run, completed, and its row leads back to it.
+    browser.click("#nav-runs").unwrap();
+    let phase = wait(
+        &mut browser,
+        "the run in the runs list",
+        &format!(
+            "(b => b && b.textContent)\
+             (document.querySelector('tr[data-run-id=\"{run_id}\"] .phase'))"
+        ),
+    );
+    assert_eq!(phase, "completed");
+    browser.save_screenshot(&shots().join("runs.png")).unwrap();
+    browser
+        .click(&format!("tr[data-run-id=\"{run_id}\"] a"))
+        .unwrap();
+    wait(
+        &mut browser,
+        "the run page from the list",
+        &format!(
+            "location.pathname === '/runs/{run_id}' && !!document.getElementById('graph-svg')"
+        ),
+    );
 
     // Nothing the page did was refused by its CSP or threw.
     let log = browser.log_text();
