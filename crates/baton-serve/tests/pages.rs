@@ -466,7 +466,7 @@ fn a_lifecycle_session_shows_its_steps_sub_goals_and_decisions() {
     assert_no_inline_code(&page);
     assert!(!page.contains("<img"));
     assert!(page.contains("data-testid=\"steps\""));
-    assert!(page.matches("<li class=").count() >= 3);
+    assert!(page.matches("<li data-index=").count() >= 3);
     assert!(page.contains("data-testid=\"decisions\""));
     assert!(page.contains("fine &lt;img src=x onerror=alert(2)&gt;"));
     assert!(page.contains("phase-proceed\">PROCEED<"));

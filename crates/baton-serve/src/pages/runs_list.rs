@@ -90,6 +90,13 @@ pub fn render(view: &View) -> String {
     let mut out = String::with_capacity(4096 + view.rows.len() * 600);
     out.push_str("<div class=\"heading\"><h1>Runs</h1><a class=\"button primary\" id=\"start-link\" href=\"/start\">Start a run</a></div>");
     filter_form(&mut out, view);
+    // The newest page follows new runs and phase changes (app.js reloads this block); an
+    // older page stays still.
+    out.push_str("<div id=\"runs-list\" data-live");
+    if !view.paged {
+        out.push_str(" data-poll=\"5000\"");
+    }
+    out.push('>');
     for w in view.warnings {
         out.push_str("<p class=\"warning\" role=\"alert\">");
         push_esc(&mut out, w);
@@ -176,7 +183,7 @@ pub fn render(view: &View) -> String {
             esc(&query(&pairs))
         );
     }
-    out.push_str("</nav>");
+    out.push_str("</nav></div>");
     out
 }
 
@@ -241,6 +248,7 @@ mod tests {
             "href=\"/?project=%22%3E%3Cscript%3E&amp;phase=completed&amp;cursor=c%261\""
         ));
         assert!(!html.contains("page-newest"));
+        assert!(html.contains("<div id=\"runs-list\" data-live data-poll=\"5000\">"));
     }
 
     #[test]
@@ -260,5 +268,6 @@ mod tests {
         assert!(html.contains("id=\"page-newest\" href=\"/\""));
         assert!(html.contains("index &lt;damaged&gt;"));
         assert!(!html.contains("page-older"));
+        assert!(html.contains("<div id=\"runs-list\" data-live>"));
     }
 }

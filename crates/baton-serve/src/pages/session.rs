@@ -114,8 +114,8 @@ pub fn render(summary: &Value, decisions: &[Value], older_decisions: bool) -> St
         let is_active = active.is_some() && n(step, "index") == active;
         let _ = write!(
             out,
-            "<li class=\"{}\" data-index=\"{}\" data-status=\"{}\"{}><span class=\"icon {class}\" aria-hidden=\"true\">{mark}</span><span class=\"n\">{}</span><span>",
-            if is_active { "active" } else { "" },
+            "<li{} data-index=\"{}\" data-status=\"{}\"{}><span class=\"icon {class}\" aria-hidden=\"true\">{mark}</span><span class=\"n\">{}</span><span>",
+            if is_active { " class=\"active\"" } else { "" },
             n(step, "index").unwrap_or(0),
             esc(s(step, "status")),
             if is_active {
