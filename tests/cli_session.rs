@@ -589,3 +589,172 @@ fn a_recorded_session_replays_offline() {
 }
 
 const START_TRACE: &str = "start.trace.json";
+
+/// A terminal for one test (its own tmux server), skipped when tmux is not installed.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn cmd(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn screen(&self) -> String {
+        let out = self.cmd(&["capture-pane", "-p", "-J", "-S", "-300", "-t", "s"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn wait_for(&self, what: &str) -> String {
+        let mut screen = String::new();
+        wait_for(what, || {
+            screen = self.screen();
+            screen.contains(what)
+        });
+        screen
+    }
+
+    fn type_line(&self, text: &str) {
+        assert!(
+            self.cmd(&["send-keys", "-t", "s", "-l", text])
+                .status
+                .success()
+        );
+        assert!(
+            self.cmd(&["send-keys", "-t", "s", "Enter"])
+                .status
+                .success()
+        );
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        // Only the server of this test's own socket.
+        let _ = self.cmd(&["kill-server"]);
+    }
+}
+
+#[test]
+fn on_a_terminal_the_chain_a_steps_question_and_a_failed_step_are_asked() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("tmux is not installed; skipping the terminal test");
+        return;
+    }
+    let fx = csvsum();
+    let player = Player::start(Scenario {
+        questions: vec![(
+            "maestro-plan".into(),
+            "Should the header be optional?".into(),
+        )],
+        blocked: vec![("quality-review".into(), "the reviewer is away".into())],
+        ..scenario()
+    });
+    let tmux = Tmux {
+        socket: format!("baton-session-{}", std::process::id()),
+    };
+    let script = format!(
+        "cd {project} && env HOME={home} BATON_HOME={baton_home} OPENAI_BASE_URL={url} \
+         BATON_MODEL=played OPENAI_API_KEY=sk-test {bin} session start '{INTENT}'; \
+         echo SESSION-ENDED $?; sleep 30",
+        project = fx.project.display(),
+        home = fx.home.display(),
+        baton_home = fx.tmp.path().join("baton-home").display(),
+        url = player.base_url(),
+        bin = env!("CARGO_BIN_EXE_baton"),
+    );
+    let started = tmux.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "s",
+        "-x",
+        "200",
+        "-y",
+        "60",
+        &script,
+    ]);
+    assert!(started.status.success(), "{started:?}");
+
+    let screen = tmux.wait_for("Create this session and run it?");
+    assert!(screen.contains("◆ post-verify"), "{screen}");
+    tmux.type_line("1");
+    tmux.wait_for("Should the header be optional?");
+    tmux.type_line("yes, behind a flag");
+    let screen = tmux.wait_for("failed: the reviewer is away. What now?");
+    assert!(screen.contains("maestro-plan {phase} · DONE"), "{screen}");
+    tmux.type_line("skip");
+    let screen = tmux.wait_for("SESSION-ENDED");
+    assert!(screen.contains("SESSION-ENDED 0"), "{screen}");
+    assert!(screen.contains("completed: session"), "{screen}");
+    let board = session(&fx, &["status", "--json"]).json();
+    assert_eq!(board["status"], "completed");
+    let skipped: Vec<&str> = board["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["status"] == "skipped")
+        .map(|s| s["skill"].as_str().unwrap())
+        .collect();
+    assert_eq!(skipped, ["quality-review"]);
+}
+
+#[test]
+fn on_a_terminal_the_build_questions_are_asked_even_with_y() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("tmux is not installed; skipping the terminal test");
+        return;
+    }
+    let fx = csvsum();
+    let player = Player::start(scenario());
+    let tmux = Tmux {
+        socket: format!("baton-session-q-{}", std::process::id()),
+    };
+    let script = format!(
+        "cd {project} && env HOME={home} BATON_HOME={baton_home} OPENAI_BASE_URL={url} \
+         BATON_MODEL=played OPENAI_API_KEY=sk-test {bin} session start \
+         'rewrite the csvsum output format' -y; echo SESSION-ENDED $?; sleep 30",
+        project = fx.project.display(),
+        home = fx.home.display(),
+        baton_home = fx.tmp.path().join("baton-home").display(),
+        url = player.base_url(),
+        bin = env!("CARGO_BIN_EXE_baton"),
+    );
+    let started = tmux.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "s",
+        "-x",
+        "200",
+        "-y",
+        "60",
+        &script,
+    ]);
+    assert!(started.status.success(), "{started:?}");
+    let screen = tmux.wait_for("Which folders, files or layers are in scope");
+    assert!(screen.contains("  1) "), "{screen}");
+    let mut answered = 0;
+    let screen = loop {
+        let screen = tmux.screen();
+        if screen.contains("SESSION-ENDED") {
+            break screen;
+        }
+        if screen.trim_end().ends_with('>') {
+            answered += 1;
+            assert!(answered <= 6, "questions never end:\n{screen}");
+            tmux.type_line("1");
+            // Give the answer time to be read before looking for the next prompt.
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(answered >= 1, "{screen}");
+    assert!(screen.contains("SESSION-ENDED 0"), "{screen}");
+    assert!(screen.contains("completed: session"), "{screen}");
+}
