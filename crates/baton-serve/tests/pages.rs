@@ -471,3 +471,48 @@ fn a_lifecycle_session_shows_its_steps_sub_goals_and_decisions() {
     assert!(page.contains("fine &lt;img src=x onerror=alert(2)&gt;"));
     assert!(page.contains("phase-proceed\">PROCEED<"));
 }
+
+#[test]
+fn a_widget_question_of_a_real_run_is_drawn_as_that_widget() {
+    use baton_engine::runner::{self, Settings, StartRun};
+    use baton_llm::{ReplayModel, Trace};
+    let server = Server::start("widget");
+    let project = server.tmp.0.join("taskboard");
+    copy_dir(&repo().join("examples/projects/taskboard"), &project);
+    let ask = json!({"widgetId": "fmt", "type": "form", "message": "Details <please>",
+        "schema": {"properties": {"title": {"type": "string", "title": "Title"},
+                                  "points": {"type": "integer"},
+                                  "size": {"enum": ["S", "M"]}},
+                   "required": ["title"]}});
+    let trace = Trace::from_value(json!({
+        "traceVersion": "crewagent.runtime.llm.trace.v1",
+        "dialogues": [{"id": "C01", "response": {"assistant": {"content": "",
+            "toolCalls": [{"id": "a1", "name": "ui.ask_user", "arguments": ask}]}}}]
+    }))
+    .unwrap();
+    let model = ReplayModel::new(trace);
+    let pkg = repo().join("examples/packages/create-story-micro");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let done = rt
+        .block_on(runner::start(
+            &server.store,
+            StartRun::new(&pkg, &project),
+            Settings::new(&model),
+        ))
+        .unwrap();
+    assert_eq!(done.run.phase, Phase::WaitingUser);
+    let (status, body) = server.page(&format!("/runs/{}", done.run.run_id));
+    assert_eq!(status, 200);
+    assert_no_inline_code(&body);
+    assert!(
+        body.contains("data-widget-type=\"form\" data-widget-id=\"fmt\""),
+        "{body}"
+    );
+    assert!(body.contains("Details &lt;please&gt;"));
+    assert!(body.contains("data-field=\"title\" data-type=\"string\" required"));
+    assert!(body.contains("data-field=\"points\" data-type=\"integer\""));
+    assert!(body.contains("<option value=\"&quot;S&quot;\">S</option>"));
+}
