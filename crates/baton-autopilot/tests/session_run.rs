@@ -104,6 +104,13 @@ async fn a_session_with_one_fix_loop_runs_to_completed() {
     let report = run(&ctx, None, settings).await.unwrap();
     assert_eq!(report.end, SessionEnd::Completed, "{ticks:#?}");
     assert_eq!(server.remaining(), 0, "every scripted answer was used");
+    // What the model was asked, steps and gates, is counted once each.
+    assert_eq!(report.spent.model_calls, 9);
+    assert_eq!(
+        report.spent.usage.total_tokens,
+        7 * 29 + 2 * 18,
+        "7 steps, 2 verdicts"
+    );
     let doc = status_doc(&ctx, &status);
     assert_eq!(doc["status"], "completed");
     let gates: Vec<(String, u64, String)> = doc["steps"]

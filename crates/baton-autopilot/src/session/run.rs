@@ -17,6 +17,7 @@ use crate::ralph::store::{self, Change};
 use crate::ralph::verbs::decide::{self, DecideArgs, finished};
 use baton_engine::EngineEvent;
 use baton_engine::machine::{DEFAULT_MAX_TURNS, WaitReason};
+use baton_llm::Usage;
 use baton_store::{Project, Store};
 use baton_tools::ToolsConfig;
 use serde_json::json;
@@ -107,6 +108,22 @@ pub enum SessionEnd {
 pub struct SessionReport {
     pub end: SessionEnd,
     pub ticks: usize,
+    /// What this invocation asked of the model (step runs and gates).
+    pub spent: Spent,
+}
+
+/// Model calls and tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Spent {
+    pub model_calls: usize,
+    pub usage: Usage,
+}
+
+impl Spent {
+    fn add(&mut self, model_calls: usize, usage: Usage) {
+        self.model_calls += model_calls;
+        self.usage.add(usage);
+    }
 }
 
 /// Marks a session whose steps are all done as completed (the verbs only do it when a gate's
@@ -127,6 +144,7 @@ async fn tick(
     ctx: &Context,
     session: Option<&str>,
     settings: &mut RunSettings<'_>,
+    spent: &mut Spent,
 ) -> Result<std::result::Result<Tick, SessionEnd>> {
     let s = discovery::find(ctx, session, Pick::Any)?.into_session()?;
     match s.status() {
@@ -138,7 +156,7 @@ async fn tick(
         .active_index()
         .is_some_and(|a| step_run::current_claim(&s, a, settings.owner).is_some());
     if held {
-        return step(ctx, session, settings).await;
+        return step(ctx, session, settings, spent).await;
     }
     let pending = s
         .all_steps()
@@ -165,6 +183,7 @@ async fn tick(
             let evaluated = gate::evaluate(ctx, session, &*model, &settings.cancel).await;
             models.save()?;
             let t = evaluated?;
+            spent.add(1, t.usage);
             if t.end == GateEnd::Interrupted {
                 return Ok(Err(SessionEnd::Interrupted {
                     code: baton_engine::driver::ABORTED,
@@ -188,7 +207,7 @@ async fn tick(
         decide::run(ctx, session, &args)?;
         return Ok(Ok(Tick::Gate { index, gate }));
     }
-    step(ctx, session, settings).await
+    step(ctx, session, settings, spent).await
 }
 
 /// An execution tick: the step we hold, else the next one.
@@ -196,9 +215,11 @@ async fn step(
     ctx: &Context,
     session: Option<&str>,
     settings: &RunSettings<'_>,
+    spent: &mut Spent,
 ) -> Result<std::result::Result<Tick, SessionEnd>> {
     let project = project_of(ctx, settings.store)?;
     let t = run_step(ctx, session, settings.step(&project)).await?;
+    spent.add(t.report.model_calls, t.report.usage);
     Ok(step_tick(t))
 }
 
@@ -234,15 +255,24 @@ pub async fn answer(
 ) -> Result<SessionReport> {
     let project = project_of(ctx, settings.store)?;
     let t = answer_step(ctx, session, text, settings.step(&project)).await?;
+    let mut spent = Spent::default();
+    spent.add(t.report.model_calls, t.report.usage);
     let t = match step_tick(t) {
         Ok(t) => t,
-        Err(end) => return Ok(SessionReport { end, ticks: 1 }),
+        Err(end) => {
+            return Ok(SessionReport {
+                end,
+                ticks: 1,
+                spent,
+            });
+        }
     };
     if let Some(f) = settings.after_tick.as_mut() {
         f(&t);
     }
     let mut report = run(ctx, session, settings).await?;
     report.ticks += 1;
+    report.spent.add(spent.model_calls, spent.usage);
     Ok(report)
 }
 
@@ -254,6 +284,7 @@ pub async fn run(
 ) -> Result<SessionReport> {
     let mut ticks = 0;
     let mut empty = 0;
+    let mut spent = Spent::default();
     loop {
         if settings.cancel.is_cancelled() {
             return Ok(SessionReport {
@@ -262,11 +293,12 @@ pub async fn run(
                     message: "the session was stopped".into(),
                 },
                 ticks,
+                spent,
             });
         }
-        let t = match tick(ctx, session, &mut settings).await? {
+        let t = match tick(ctx, session, &mut settings, &mut spent).await? {
             Ok(t) => t,
-            Err(end) => return Ok(SessionReport { end, ticks }),
+            Err(end) => return Ok(SessionReport { end, ticks, spent }),
         };
         ticks += 1;
         if let Some(f) = settings.after_tick.as_mut() {
