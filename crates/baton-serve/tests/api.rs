@@ -752,6 +752,23 @@ fn events_deliver_every_audit_line_new_ones_and_resume_after_last_event_id() {
     );
     let e = events.next_named("damaged");
     assert_eq!(e.id, Some(lines + 3));
+    // A line over the limit is reported, not sent, and the next one still arrives.
+    let long = format!(
+        "{{\"kind\":\"{}\"}}\n",
+        "x".repeat(baton_serve::api::MAX_LINE + 10)
+    );
+    append(&log, &long);
+    append(&log, "{\"kind\":\"test.after-long\"}\n");
+    let e = events.next_named("damaged");
+    assert_eq!(e.id, Some(lines + 4));
+    assert!(e.data.contains("over"), "{}", e.data);
+    assert!(e.data.len() < 200);
+    let e = events.next_named("record");
+    assert_eq!(e.id, Some(lines + 5));
+    assert_eq!(
+        serde_json::from_str::<Value>(&e.data).unwrap()["kind"],
+        "test.after-long"
+    );
 
     // Reconnecting with Last-Event-ID starts after it.
     let mut resumed = Events::open(&server, &path, Some(lines));
