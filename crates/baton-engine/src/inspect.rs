@@ -284,3 +284,42 @@ fn parse_cursor(text: &str) -> Result<(String, String), ListError> {
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(phase: Option<&'static str>, cursor: Option<&'static str>) -> ListQuery<'static> {
+        ListQuery {
+            phase,
+            cursor,
+            limit: 10,
+            ..ListQuery::default()
+        }
+    }
+
+    #[test]
+    fn an_empty_store_lists_nothing_and_bad_queries_are_refused_before_reading() {
+        let home = tempfile::tempdir().unwrap();
+        let store = Store::new(home.path());
+        let page = list(&store, &query(None, None)).unwrap();
+        assert!(page.rows.is_empty());
+        assert_eq!(
+            page.to_json(),
+            json!({"runs": [], "nextCursor": null, "warnings": []})
+        );
+        for phase in ["waiting-user", "interrupted", "idle"] {
+            assert!(list(&store, &query(Some(phase), None)).is_ok(), "{phase}");
+        }
+        for (phase, cursor) in [
+            (Some("waiting_user"), None),
+            (Some("done"), None),
+            (None, Some("no-tilde")),
+            (None, Some("~id")),
+            (None, Some("2026-01-01T00:00:00Z~")),
+        ] {
+            let e = list(&store, &query(phase, cursor)).unwrap_err();
+            assert_eq!(e.code(), "QUERY_INVALID", "{phase:?} {cursor:?}");
+        }
+    }
+}
