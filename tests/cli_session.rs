@@ -758,3 +758,26 @@ fn on_a_terminal_the_build_questions_are_asked_even_with_y() {
     assert!(screen.contains("SESSION-ENDED 0"), "{screen}");
     assert!(screen.contains("completed: session"), "{screen}");
 }
+
+#[test]
+fn an_abandoned_session_is_not_continued() {
+    let fx = csvsum();
+    let player = Player::start(Scenario {
+        questions: vec![("maestro-analyze".into(), "Which column?".into())],
+        ..scenario()
+    });
+    let run = played(&fx, &player, &["start", INTENT, "-y", "--json"]);
+    run.code(10);
+    let id = run.json()["session_id"].as_str().unwrap().to_string();
+    fx.ralph(&["abandon", "--session", &id]).code(0);
+    for verb in [
+        &["continue", "--session", &id][..],
+        &["answer", "x", "--session", &id],
+    ] {
+        let mut args = verb.to_vec();
+        args.push("--json");
+        let o = played(&fx, &player, &args);
+        o.code(2);
+        assert_eq!(o.json()["error"]["code"], "SESSION_NOT_ACTIVE", "{verb:?}");
+    }
+}

@@ -47,7 +47,15 @@ pub fn settle_pause(
     s: &Session,
 ) -> Result<Option<Outcome>, Failure> {
     let Some(pause) = intervene::why_paused(s) else {
-        return Ok(None);
+        return Ok(match s.status() {
+            // Resumed meanwhile (`baton ralph resume`): tick on.
+            "running" => None,
+            "failed" => Some(Outcome::Abandoned),
+            other => Some(Outcome::Failed {
+                code: "SESSION_NOT_ACTIVE".into(),
+                message: format!("session {} is \"{other}\"", s.id),
+            }),
+        });
     };
     if !asks_about(s, &pause) {
         return Ok(Some(Outcome::Paused(pause)));

@@ -6,6 +6,15 @@ use crate::exit;
 use crate::failure::Failure;
 use baton_autopilot::ralph::RalphError;
 
+/// Codes of `RalphError::Usage` that mean the caller asked for something that does not apply.
+const CALLER_MISTAKES: &[&str] = &[
+    "SESSION_NOT_WAITING",
+    "SESSION_NOT_PAUSED",
+    "CHOICE_NOT_APPLICABLE",
+    "SESSION_TRACE_MISSING",
+    "INDEX_INVALID",
+];
+
 /// How hints spell the part-1 verbs.
 pub const RALPH_CLI: &str = "baton ralph";
 
@@ -19,11 +28,12 @@ pub fn failure(e: &RalphError) -> Failure {
         | E::SessionActive(_)
         | E::NotRunning { .. }
         | E::NotActive { .. }
-        | E::Usage { .. }
         | E::IndexOutOfRange { .. }
         | E::SkillsMissing(_)
         | E::NoCommandPath { .. }
         | E::RequiredMissing { .. } => exit::INVALID,
+        E::Usage { code, .. } if CALLER_MISTAKES.contains(code) => exit::INVALID,
+        // The loop's own refusals (E010's empty ticks, a damaged link…) are failures.
         _ => exit::FAILURE,
     };
     let hint = match e {

@@ -85,6 +85,17 @@ fn drive(target: &Target, args: &LoopArgs, verb: &str, said: Said) -> anyhow::Re
         Err(f) => return Ok(f.report(json)),
     };
     let id = s.id.clone();
+    if !matches!(s.status(), "running" | "paused" | "completed") {
+        let f = Failure::new(
+            "SESSION_NOT_ACTIVE",
+            format!("session {id} is \"{}\": it was given up", s.status()),
+            exit::INVALID,
+        )
+        .hint(Some(
+            "start a new one: baton session start \"<intent>\"".into(),
+        ));
+        return Ok(f.report(json));
+    }
     let runtime = drive::runtime()?;
     let cancel = CancellationToken::new();
     let _signals = signals::watch(&runtime, cancel.clone());
