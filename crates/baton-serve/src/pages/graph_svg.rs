@@ -175,8 +175,8 @@ pub fn render(graph: &Graph, status: &HashMap<&str, NodeStatus>) -> String {
         "<svg id=\"graph-svg\" data-testid=\"graph\" class=\"graph\" xmlns=\"http://www.w3.org/2000/svg\" \
          viewBox=\"0 0 {width} {height}\" width=\"{width}\" height=\"{height}\" role=\"img\" \
          aria-labelledby=\"graph-title\"><title id=\"graph-title\">Workflow graph</title>\
-         <defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"7\" \
-         markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" \
+         <defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerUnits=\"userSpaceOnUse\" markerWidth=\"9\" \
+         markerHeight=\"9\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" \
          class=\"arrow\"/></marker></defs>"
     );
     for (e, edge) in graph.edges().iter().enumerate() {
