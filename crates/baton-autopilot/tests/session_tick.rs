@@ -389,6 +389,44 @@ async fn a_run_created_but_never_linked_is_used_not_left_behind() {
 }
 
 #[tokio::test]
+async fn a_step_recorded_across_a_kill_replays_every_call() {
+    let t = world();
+    let traces = t.w.tmp.path().join("traces");
+    std::fs::create_dir_all(&traces).unwrap();
+    let project = t.project();
+    let write = Reply::tool_calls(&[(
+        "c1",
+        "fs_write",
+        r#"{"path":"@project/plan.md","content":"plan"}"#,
+    )]);
+    let (_s1, m1) = model(vec![write, done("c2").delayed(Duration::from_secs(30))]).await;
+    let mut settings = t.settings(&project, ModelSource::Live(&m1), 10);
+    settings.record = Some(&traces);
+    // Dropped during the second call, as a kill would: the first call is in the trace.
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(1500),
+        run_step(&t.w.ctx, None, settings),
+    )
+    .await;
+    assert!(dropped.is_err());
+    let (_s2, m2) = model(vec![done("c2")]).await;
+    let mut settings = t.settings(&project, ModelSource::Live(&m2), 10);
+    settings.record = Some(&traces);
+    run_step(&t.w.ctx, None, settings).await.unwrap();
+
+    let offline = world();
+    let project = offline.project();
+    let settings = offline.settings(&project, ModelSource::Replay(&traces), 10);
+    let tick = run_step(&offline.w.ctx, None, settings).await.unwrap();
+    assert!(matches!(&tick.end, StepEnd::Recorded(c) if c.status == Status::Done));
+    assert_eq!(tick.report.model_calls, 2, "both recorded calls replayed");
+    assert_eq!(
+        std::fs::read_to_string(offline.w.ctx.project.join("plan.md")).unwrap(),
+        "plan"
+    );
+}
+
+#[tokio::test]
 async fn a_recorded_session_replays_offline_to_the_same_status() {
     let chain = "plan,verify,milestone-complete";
     let verdict = Reply::text(

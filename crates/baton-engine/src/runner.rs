@@ -104,6 +104,8 @@ pub struct Settings<'a> {
     pub tools: ToolsConfig,
     /// The context budget (`None`: requests are never compressed nor refused for size).
     pub budget: Option<crate::context::Budget>,
+    /// With `record`: called after each recorded model call (see [`Checkpoint`]).
+    pub checkpoint: Option<Checkpoint<'a>>,
 }
 
 impl<'a> Settings<'a> {
@@ -121,6 +123,7 @@ impl<'a> Settings<'a> {
             cancel: CancellationToken::new(),
             tools: ToolsConfig::default(),
             budget: Some(crate::context::Budget::default()),
+            checkpoint: None,
         }
     }
 }
@@ -551,7 +554,7 @@ async fn drive(claimed: &Claimed, mut settings: Settings<'_>) -> Result<Finished
     let mut answers = unattended_answers(std::mem::take(&mut settings.inputs), settings.replay);
     // Ids are made unique before the answer is recorded, so a trace pairs calls and results.
     let unique = UniqueCallIds::new(settings.model, call_ids);
-    let model = recorded(&unique, settings.record.clone());
+    let model = recorded(&unique, settings.record.clone(), settings.checkpoint);
     let mut driver = Driver {
         machine,
         workflow,
@@ -643,13 +646,45 @@ pub fn save_trace_after(
     baton_store::durable::atomic_write(path, &bytes).map_err(|e| RunnerError::Io(e.to_string()))
 }
 
-/// `model`, recording every call it answers when `record` is set.
+/// Called after each recorded model call, before its answer is logged (a caller saving the
+/// trace there keeps it a superset of the conversation log, whenever the process dies).
+pub type Checkpoint<'a> = &'a (dyn Fn() + Send + Sync);
+
+/// `model`, recording every call it answers when `record` is set, then calling `checkpoint`.
 pub fn recorded<'m>(
     model: &'m dyn ChatModel,
     record: Option<Arc<Mutex<TraceRecorder>>>,
+    checkpoint: Option<Checkpoint<'m>>,
 ) -> Box<dyn ChatModel + 'm> {
-    match record {
-        Some(rec) => Box::new(RecordingModel::new(model, rec)),
-        None => Box::new(model),
+    match (record, checkpoint) {
+        (Some(rec), Some(after)) => Box::new(Checkpointed {
+            inner: RecordingModel::new(model, rec),
+            after,
+        }),
+        (Some(rec), None) => Box::new(RecordingModel::new(model, rec)),
+        (None, _) => Box::new(model),
+    }
+}
+
+struct Checkpointed<'m> {
+    inner: RecordingModel<&'m dyn ChatModel>,
+    after: Checkpoint<'m>,
+}
+
+impl ChatModel for Checkpointed<'_> {
+    fn chat<'a>(
+        &'a self,
+        request: &'a baton_llm::ChatRequest,
+        options: baton_llm::CallOptions<'a>,
+    ) -> baton_llm::BoxFuture<'a, Result<baton_llm::ChatResponse, baton_llm::LlmError>> {
+        Box::pin(async move {
+            let response = self.inner.chat(request, options).await?;
+            (self.after)();
+            Ok(response)
+        })
+    }
+
+    fn model_name(&self) -> &str {
+        self.inner.model_name()
     }
 }

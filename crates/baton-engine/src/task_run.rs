@@ -223,7 +223,7 @@ pub async fn drive_task(
         crate::runner::unattended_answers(std::mem::take(&mut settings.inputs), settings.replay);
     // Ids are made unique before the answer is recorded, so a trace pairs calls and results.
     let unique = UniqueCallIds::new(settings.model, restored.call_ids);
-    let model = crate::runner::recorded(&unique, settings.record.clone());
+    let model = crate::runner::recorded(&unique, settings.record.clone(), settings.checkpoint);
     let mut driver = TaskDriver {
         machine,
         project: &project,

@@ -179,7 +179,12 @@ async fn tick(
             let model = models.model(settings.model).ok_or_else(|| {
                 RalphError::usage("SESSION_TRACE_MISSING", "no model and no recorded trace")
             })?;
-            let model = baton_engine::runner::recorded(model, models.recorder.clone());
+            // Saved before the verdict is applied: a kill never leaves a decision whose
+            // answer the trace lacks.
+            let save = || {
+                let _ = models.save();
+            };
+            let model = baton_engine::runner::recorded(model, models.recorder.clone(), Some(&save));
             let evaluated = gate::evaluate(ctx, session, &*model, &settings.cancel).await;
             models.save()?;
             let t = evaluated?;

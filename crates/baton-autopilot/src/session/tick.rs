@@ -321,6 +321,11 @@ async fn drive(
     engine.max_turns = settings.max_turns;
     engine.cancel = settings.cancel.clone();
     engine.on_event = settings.on_event;
+    // Saved after every model call too: a kill never leaves a log the trace lacks.
+    let save = || {
+        let _ = models.save();
+    };
+    engine.checkpoint = Some(&save);
     let driven = task_run::drive_task(task, def(), engine).await;
     // The trace is kept whatever happened: it is what a replay needs.
     models.save()?;
