@@ -7,68 +7,11 @@ mod common;
 
 use baton_llm::Trace;
 use baton_llm::testing::{Reply, ScriptedServer};
-use common::{Baton, example};
-use std::process::Command;
-use std::time::{Duration, Instant};
-
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn cmd(&self, args: &[&str]) -> std::process::Output {
-        Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .unwrap()
-    }
-
-    fn screen(&self) -> String {
-        let out = self.cmd(&["capture-pane", "-p", "-J", "-S", "-200", "-t", "agent"]);
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn wait_for(&self, what: &str) -> String {
-        let start = Instant::now();
-        loop {
-            let screen = self.screen();
-            if screen.contains(what) {
-                return screen;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "waited for {what:?}; the screen shows:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn type_line(&self, text: &str) {
-        assert!(
-            self.cmd(&["send-keys", "-t", "agent", "-l", text])
-                .status
-                .success()
-        );
-        assert!(
-            self.cmd(&["send-keys", "-t", "agent", "Enter"])
-                .status
-                .success()
-        );
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        // Only the server of this test's own socket.
-        let _ = self.cmd(&["kill-server"]);
-    }
-}
+use common::{Baton, Tmux, example, tmux_missing};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interactive_session_in_tmux() {
-    if Command::new("tmux").arg("-V").output().is_err() {
+    if tmux_missing() {
         eprintln!("tmux is not installed; skipping the interactive session test");
         return;
     }
@@ -81,6 +24,7 @@ async fn an_interactive_session_in_tmux() {
         .unwrap();
     let tmux = Tmux {
         socket: format!("baton-agent-{}", std::process::id()),
+        target: "agent".into(),
     };
     let script = format!(
         "cd {cwd} && env BATON_HOME={home} OPENAI_BASE_URL={url} BATON_MODEL=scripted OPENAI_API_KEY=sk-test {bin} agent {pkg} --agent sm -p {project}; echo SESSION-ENDED $?; sleep 30",
@@ -91,18 +35,7 @@ async fn an_interactive_session_in_tmux() {
         pkg = example("create-story-micro").display(),
         project = project.display(),
     );
-    let started = tmux.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "agent",
-        "-x",
-        "160",
-        "-y",
-        "50",
-        &script,
-    ]);
-    assert!(started.status.success(), "{started:?}");
+    tmux.run(160, 50, &script);
 
     let screen = tmux.wait_for("sm> ");
     assert!(screen.contains("Bob — Scrum Master"), "{screen}");

@@ -1,8 +1,11 @@
 //! `baton session` through the real binary: the board and its JSON, usage errors with their
 //! codes and exit status.
 
+#[allow(unused_imports)]
+mod common;
 mod ralph_support;
 
+use common::{Tmux, tmux_missing};
 use ralph_support::{Fx, Out};
 use serde_json::{Value, json};
 use std::process::{Command, Stdio};
@@ -590,59 +593,30 @@ fn a_recorded_session_replays_offline() {
 
 const START_TRACE: &str = "start.trace.json";
 
-/// A terminal for one test (its own tmux server), skipped when tmux is not installed.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn cmd(&self, args: &[&str]) -> std::process::Output {
-        Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .unwrap()
-    }
-
-    fn screen(&self) -> String {
-        let out = self.cmd(&["capture-pane", "-p", "-J", "-S", "-300", "-t", "s"]);
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn wait_for(&self, what: &str) -> String {
-        let mut screen = String::new();
-        wait_for(what, || {
-            screen = self.screen();
-            screen.contains(what)
-        });
-        screen
-    }
-
-    fn type_line(&self, text: &str) {
-        assert!(
-            self.cmd(&["send-keys", "-t", "s", "-l", text])
-                .status
-                .success()
-        );
-        assert!(
-            self.cmd(&["send-keys", "-t", "s", "Enter"])
-                .status
-                .success()
-        );
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        // Only the server of this test's own socket.
-        let _ = self.cmd(&["kill-server"]);
-    }
+/// `baton session <args>` running in a terminal of its own (tmux) against the player; the
+/// window shows `SESSION-ENDED <exit code>` when it ends.
+fn terminal(fx: &Fx, player: &Player, name: &str, args: &str) -> Tmux {
+    let tmux = Tmux {
+        socket: format!("baton-session-{name}-{}", std::process::id()),
+        target: "s".into(),
+    };
+    let script = format!(
+        "cd {project} && env HOME={home} BATON_HOME={baton_home} OPENAI_BASE_URL={url} \
+         BATON_MODEL=played OPENAI_API_KEY=sk-test {bin} session {args}; \
+         echo SESSION-ENDED $?; sleep 30",
+        project = fx.project.display(),
+        home = fx.home.display(),
+        baton_home = fx.tmp.path().join("baton-home").display(),
+        url = player.base_url(),
+        bin = env!("CARGO_BIN_EXE_baton"),
+    );
+    tmux.run(200, 60, &script);
+    tmux
 }
 
 #[test]
 fn on_a_terminal_the_chain_a_steps_question_and_a_failed_step_are_asked() {
-    if Command::new("tmux").arg("-V").output().is_err() {
+    if tmux_missing() {
         eprintln!("tmux is not installed; skipping the terminal test");
         return;
     }
@@ -655,31 +629,7 @@ fn on_a_terminal_the_chain_a_steps_question_and_a_failed_step_are_asked() {
         blocked: vec![("quality-review".into(), "the reviewer is away".into())],
         ..scenario()
     });
-    let tmux = Tmux {
-        socket: format!("baton-session-{}", std::process::id()),
-    };
-    let script = format!(
-        "cd {project} && env HOME={home} BATON_HOME={baton_home} OPENAI_BASE_URL={url} \
-         BATON_MODEL=played OPENAI_API_KEY=sk-test {bin} session start '{INTENT}'; \
-         echo SESSION-ENDED $?; sleep 30",
-        project = fx.project.display(),
-        home = fx.home.display(),
-        baton_home = fx.tmp.path().join("baton-home").display(),
-        url = player.base_url(),
-        bin = env!("CARGO_BIN_EXE_baton"),
-    );
-    let started = tmux.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "s",
-        "-x",
-        "200",
-        "-y",
-        "60",
-        &script,
-    ]);
-    assert!(started.status.success(), "{started:?}");
+    let tmux = terminal(&fx, &player, "chain", &format!("start '{INTENT}'"));
 
     let screen = tmux.wait_for("Create this session and run it?");
     assert!(screen.contains("◆ post-verify"), "{screen}");
@@ -706,37 +656,18 @@ fn on_a_terminal_the_chain_a_steps_question_and_a_failed_step_are_asked() {
 
 #[test]
 fn on_a_terminal_the_build_questions_are_asked_even_with_y() {
-    if Command::new("tmux").arg("-V").output().is_err() {
+    if tmux_missing() {
         eprintln!("tmux is not installed; skipping the terminal test");
         return;
     }
     let fx = csvsum();
     let player = Player::start(scenario());
-    let tmux = Tmux {
-        socket: format!("baton-session-q-{}", std::process::id()),
-    };
-    let script = format!(
-        "cd {project} && env HOME={home} BATON_HOME={baton_home} OPENAI_BASE_URL={url} \
-         BATON_MODEL=played OPENAI_API_KEY=sk-test {bin} session start \
-         'rewrite the csvsum output format' -y; echo SESSION-ENDED $?; sleep 30",
-        project = fx.project.display(),
-        home = fx.home.display(),
-        baton_home = fx.tmp.path().join("baton-home").display(),
-        url = player.base_url(),
-        bin = env!("CARGO_BIN_EXE_baton"),
+    let tmux = terminal(
+        &fx,
+        &player,
+        "questions",
+        "start 'rewrite the csvsum output format' -y",
     );
-    let started = tmux.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "s",
-        "-x",
-        "200",
-        "-y",
-        "60",
-        &script,
-    ]);
-    assert!(started.status.success(), "{started:?}");
     let screen = tmux.wait_for("Which folders, files or layers are in scope");
     assert!(screen.contains("  1) "), "{screen}");
     let mut answered = 0;

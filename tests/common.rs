@@ -81,3 +81,84 @@ pub fn trace_until_question(dir: &Path) -> std::path::PathBuf {
     std::fs::write(&path, serde_json::to_vec(&trace).unwrap()).unwrap();
     path
 }
+
+/// A terminal for one test: its own tmux server (socket), one window named `target`. Tests
+/// skip, saying so, when [`tmux_missing`].
+pub struct Tmux {
+    pub socket: String,
+    pub target: String,
+}
+
+/// Whether tmux is absent (the terminal tests are then skipped).
+pub fn tmux_missing() -> bool {
+    Command::new("tmux").arg("-V").output().is_err()
+}
+
+impl Tmux {
+    pub fn cmd(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Runs `script` in a new detached window of `width` x `height`.
+    pub fn run(&self, width: u16, height: u16, script: &str) {
+        let (w, h) = (width.to_string(), height.to_string());
+        let started = self.cmd(&[
+            "new-session",
+            "-d",
+            "-s",
+            &self.target,
+            "-x",
+            &w,
+            "-y",
+            &h,
+            script,
+        ]);
+        assert!(started.status.success(), "{started:?}");
+    }
+
+    pub fn screen(&self) -> String {
+        let out = self.cmd(&["capture-pane", "-p", "-J", "-S", "-300", "-t", &self.target]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits (30 s at most) until the screen shows `what`; returns the screen.
+    pub fn wait_for(&self, what: &str) -> String {
+        let start = std::time::Instant::now();
+        loop {
+            let screen = self.screen();
+            if screen.contains(what) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(30),
+                "waited for {what:?}; the screen shows:\n{screen}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
+    pub fn type_line(&self, text: &str) {
+        assert!(
+            self.cmd(&["send-keys", "-t", &self.target, "-l", text])
+                .status
+                .success()
+        );
+        assert!(
+            self.cmd(&["send-keys", "-t", &self.target, "Enter"])
+                .status
+                .success()
+        );
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        // Only the server of this test's own socket.
+        let _ = self.cmd(&["kill-server"]);
+    }
+}

@@ -1,8 +1,9 @@
 //! Helpers shared by baton's tests: where the repository and its examples are, copying a
-//! directory, the reference conversation beside the repository, and a headless-browser driver
-//! ([`cdp`]).
+//! directory, the reference conversation beside the repository, a headless-browser driver
+//! ([`cdp`]), and a loopback JSON server for played models ([`json_server`]).
 
 pub mod cdp;
+pub mod json_server;
 
 use std::fs;
 use std::path::{Path, PathBuf};
