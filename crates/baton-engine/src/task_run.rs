@@ -199,6 +199,17 @@ pub async fn drive_task(
     };
     let mut machine = TaskMachine::new(spec, settings.max_turns);
     let restored = conversation::restore(&paths.conversation_log).map_err(io)?;
+    if restored.history.is_empty() {
+        // Created but killed before its prompt was logged: there is nothing to continue.
+        return Err(refused(
+            "TASK_PROMPT_MISSING",
+            format!(
+                "task run {} has no prompt in its conversation log: it never started",
+                run.run_id
+            ),
+            "start a new task run for the same task",
+        ));
+    }
     if continuation != TaskContinuation::Start
         && let Some(r) = settings.replay
     {

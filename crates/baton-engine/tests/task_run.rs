@@ -330,3 +330,24 @@ async fn a_recorded_task_run_replays_offline_to_the_same_verdict() {
         "# plan\n"
     );
 }
+
+#[tokio::test]
+async fn a_run_without_its_prompt_is_refused_not_sent_an_empty_one() {
+    let w = world();
+    // Created, then killed before the prompt reached the log.
+    let run = w
+        .project
+        .create_task_run(NewTaskRun {
+            task_ref: "session-1/step-0-plan",
+            agent_id: "lifecycle",
+        })
+        .unwrap();
+    let (server, m) = model(vec![done("c1")]).await;
+    let claimed = claim_task(&w.project, &run.run_id, TaskContinuation::Resume).unwrap();
+    let err = drive_task(claimed, def(), Settings::new(&m))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.code(), "TASK_PROMPT_MISSING");
+    assert!(server.received().is_empty());
+}
