@@ -13,10 +13,16 @@
 //! `fetch` and with a plain form, and a name that resolves to 127.0.0.1 (DNS rebinding) opens
 //! the server with its token: all refused, no run started.
 //!
+//! The epic board: an epic autopilot (the played model of the autopilot tests on loopback)
+//! waits on a question; the person answers it on the board and sees the stories move to done.
+//!
 //! Screenshots go to `target/tmp/serve_browser/` (test artifacts). The one in the README is
 //! `docs/img/serve-run.png`, copied from `run-completed.png` by hand when the pages change.
 //!
 //! Skips (saying so) without Chromium unless BATON_REQUIRE_BROWSER is set (CI sets it).
+
+#[path = "../crates/baton-autopilot/tests/support/player.rs"]
+mod player;
 
 use baton_testkit::cdp::{Browser, chromium_or_skip};
 use serde_json::Value;
@@ -45,16 +51,27 @@ impl Drop for Serve {
     }
 }
 
-/// Starts `baton serve --json`; the demo's project copy goes under `tmp` (TMPDIR).
+/// Starts `baton serve --json` with no model configured; the demo's project copy goes under
+/// `tmp` (TMPDIR).
 fn start_serve(home: &Path, tmp: &Path) -> Serve {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
+    start_serve_with(home, tmp, &[])
+}
+
+/// [`start_serve`] with more environment (e.g. the model the server's runs use).
+fn start_serve_with(home: &Path, tmp: &Path, env: &[(&str, String)]) -> Serve {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_baton"));
+    command
         .args(["serve", "--port", "0", "--json"])
         .current_dir(baton_testkit::repo())
         .env("BATON_HOME", home)
         .env("TMPDIR", tmp)
         .env_remove("OPENAI_API_KEY")
         .env_remove("BATON_MODEL")
-        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_BASE_URL");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -539,5 +556,168 @@ fn another_site_and_a_rebound_name_get_nothing_from_the_browser() {
         &mut browser,
         "the runs page again",
         "!!document.getElementById('runs-empty')",
+    );
+}
+
+/// The epic board: an epic autopilot waits on a question (asked by the played model in the
+/// first story's validate phase); the person answers it in place on the board, and the board
+/// follows the loop in the background until every story of the epic is done.
+#[test]
+fn the_epic_board_answers_a_pending_question_in_place() {
+    let Some(chromium) = chromium_or_skip("serve_browser_epic") else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    baton_testkit::copy_dir(
+        &baton_testkit::repo().join("examples/projects/taskboard-epic"),
+        &project,
+    );
+    let p = project.to_str().unwrap();
+    let played = player::Player::start(
+        &project,
+        player::Scenario {
+            questions: vec![(
+                "2-1-create-board".into(),
+                "validate".into(),
+                1,
+                "Kanban or list?".into(),
+            )],
+            // Slow enough that the board can be seen moving, fast enough for CI.
+            delay: Duration::from_millis(20),
+            ..Default::default()
+        },
+    );
+    let model = [
+        ("OPENAI_BASE_URL", played.base_url()),
+        ("BATON_MODEL", "played".to_string()),
+        ("OPENAI_API_KEY", "sk-test".to_string()),
+    ];
+    let waiting = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["epic", "run", "2", "-p", p, "--json"])
+        .env("BATON_HOME", home.path())
+        .envs(model.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        waiting.status.code(),
+        Some(10),
+        "the epic waits on the question: {}",
+        String::from_utf8_lossy(&waiting.stderr)
+    );
+
+    let serve = start_serve_with(home.path(), tmp.path(), &model);
+    let mut browser = Browser::launch(&chromium).unwrap();
+    browser.navigate(&serve.url).unwrap();
+    browser.click("#nav-epic").unwrap();
+    wait(
+        &mut browser,
+        "the epic page",
+        "!!document.getElementById('project-input')",
+    );
+    browser.type_into("#project-input", p).unwrap();
+    browser.click("#project-open").unwrap();
+
+    let form = "#answer-2-1-create-board-q1";
+    wait(
+        &mut browser,
+        "the pending question on the board",
+        &format!("!!document.querySelector('{form}')"),
+    );
+    let question = browser
+        .eval(&format!("document.querySelector('{form} .q').textContent"))
+        .unwrap();
+    assert_eq!(question, "Kanban or list?");
+    let column = browser
+        .eval(
+            "document.querySelector('.story[data-story=\"2-1-create-board\"]')\
+             .closest('.column').dataset.status",
+        )
+        .unwrap();
+    assert_ne!(column, "done", "the story is not done before the answer");
+    browser.eval("window.scrollTo(0, 0)").unwrap();
+    browser
+        .save_screenshot(&shots().join("epic-question.png"))
+        .unwrap();
+
+    browser
+        .type_into(&format!("{form}-text"), "Kanban")
+        .unwrap();
+    browser.click(&format!("{form} button")).unwrap();
+    // The page reloads after the answer and then follows the loop: every distinct board it
+    // shows is kept until both stories are done.
+    let columns = "Array.from(document.querySelectorAll('.column[data-status]')) \
+        .map(c => c.dataset.status + ': ' + Array.from(c.querySelectorAll('.story')) \
+          .map(x => x.dataset.story).join(' ')).join(' | ')";
+    let mut seen: Vec<String> = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        // A reload in progress has no board for a moment: not a state.
+        if let Ok(Value::String(board)) = browser.eval(columns)
+            && !board.is_empty()
+            && seen.last() != Some(&board)
+        {
+            seen.push(board);
+        }
+        let last = seen.last().map_or("", String::as_str);
+        if last.contains("done: 2-1-create-board 2-2-move-task")
+            || last.contains("done: 2-2-move-task 2-1-create-board")
+        {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = browser.save_screenshot(&shots().join("epic-failure.png"));
+            panic!(
+                "the epic is not done on the board: {seen:#?}\n{}",
+                browser.log_text()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("boards seen after the answer ({}):", seen.len());
+    for board in &seen {
+        eprintln!("  {board}");
+    }
+    assert!(seen.len() >= 2, "the board changed: {seen:?}");
+    assert!(
+        browser
+            .eval("document.querySelectorAll('form.epic-answer').length === 0")
+            .unwrap()
+            == true,
+        "no question left on the board"
+    );
+    browser.eval("window.scrollTo(0, 0)").unwrap();
+    browser
+        .save_screenshot(&shots().join("epic-done.png"))
+        .unwrap();
+
+    // The loop went on from the phase that asked (the played model asks until the answer is
+    // in its conversation) to the last story's review.
+    let state: Value = serde_json::from_slice(
+        &fs::read(project.join("_bmad-output/implementation-artifacts/.run-epic-state.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let steps: Vec<(String, String)> = state["lastSteps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["storyKey"].as_str().unwrap_or("").to_string(),
+                s["phase"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        steps.contains(&("2-1-create-board".into(), "validate".into())),
+        "{state:#}"
+    );
+    assert_eq!(
+        steps.last(),
+        Some(&("2-2-move-task".into(), "code-review".into())),
+        "{state:#}"
     );
 }
