@@ -712,3 +712,23 @@ fn an_abandoned_session_is_not_continued() {
         assert_eq!(o.json()["error"]["code"], "SESSION_NOT_ACTIVE", "{verb:?}");
     }
 }
+
+#[test]
+fn ctrl_c_at_a_session_prompt_names_the_session_commands() {
+    if tmux_missing() {
+        eprintln!("tmux is not installed; skipping the terminal test");
+        return;
+    }
+    let fx = csvsum();
+    let player = Player::start(scenario());
+    let tmux = terminal(&fx, &player, "ctrl-c", &format!("start '{INTENT}'"));
+    tmux.wait_for("Create this session and run it?");
+    assert!(tmux.cmd(&["send-keys", "-t", "s", "C-c"]).status.success());
+    let screen = tmux.wait_for("SESSION-ENDED");
+    assert!(screen.contains("SESSION-ENDED 130"), "{screen}");
+    assert!(
+        screen.contains("`baton session continue` goes on"),
+        "{screen}"
+    );
+    assert!(!screen.contains("baton answer <RUN>"), "{screen}");
+}

@@ -32,9 +32,32 @@ impl Drop for AtPrompt {
     }
 }
 
+/// What the watcher tells a person when it ends the process: at a prompt, and at the second
+/// signal.
+#[derive(Debug, Clone, Copy)]
+pub struct Hints {
+    pub at_prompt: &'static str,
+    pub quit: &'static str,
+}
+
+/// The hints of a run (`baton run`, `resume`, `answer`).
+pub const RUN_HINTS: Hints = Hints {
+    at_prompt: "stopped; the question is saved: `baton runs list` shows the run waiting, `baton answer <RUN> <TEXT>` continues it",
+    quit: "quit; `baton resume <RUN>` continues the run",
+};
+
 /// Watches for SIGINT and SIGTERM on the runtime's worker until the returned task is dropped
 /// with the runtime.
 pub fn watch(runtime: &Runtime, cancel: CancellationToken) -> Option<JoinHandle<()>> {
+    watch_with(runtime, cancel, RUN_HINTS)
+}
+
+/// [`watch`], saying `hints` instead of a run's.
+pub fn watch_with(
+    runtime: &Runtime,
+    cancel: CancellationToken,
+    hints: Hints,
+) -> Option<JoinHandle<()>> {
     use tokio::signal::unix::{SignalKind, signal};
     let _guard = runtime.enter();
     // Registering fails only without signal support; the run then goes on unwatched.
@@ -49,9 +72,7 @@ pub fn watch(runtime: &Runtime, cancel: CancellationToken) -> Option<JoinHandle<
             }
             seen += 1;
             if AT_PROMPT.load(Ordering::SeqCst) {
-                eprintln!(
-                    "\nstopped; the question is saved: `baton runs list` shows the run waiting, `baton answer <RUN> <TEXT>` continues it"
-                );
+                eprintln!("\n{}", hints.at_prompt);
                 std::process::exit(SIGNALLED);
             }
             if seen == 1 {
@@ -60,7 +81,7 @@ pub fn watch(runtime: &Runtime, cancel: CancellationToken) -> Option<JoinHandle<
                 );
                 cancel.cancel();
             } else {
-                eprintln!("\nquit; `baton resume <RUN>` continues the run");
+                eprintln!("\n{}", hints.quit);
                 std::process::exit(SIGNALLED);
             }
         }

@@ -151,6 +151,13 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
     }
 }
 
+/// What Ctrl-C says during a session command.
+const SIGNAL_HINTS: crate::signals::Hints = crate::signals::Hints {
+    at_prompt: "stopped; nothing is lost: `baton session status` shows where the session stands, \
+                `baton session continue` goes on",
+    quit: "quit; `baton session continue` goes on (a step in flight is continued from its log)",
+};
+
 /// Where the session verbs work (`HOME` for global command files, as `baton ralph`).
 fn context(project: &Path) -> Context {
     Context::from_env(project, errors::RALPH_CLI)

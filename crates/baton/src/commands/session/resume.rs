@@ -98,7 +98,7 @@ fn drive(target: &Target, args: &LoopArgs, verb: &str, said: Said) -> anyhow::Re
     }
     let runtime = drive::runtime()?;
     let cancel = CancellationToken::new();
-    let _signals = signals::watch(&runtime, cancel.clone());
+    let _signals = signals::watch_with(&runtime, cancel.clone(), super::SIGNAL_HINTS);
     let result = runtime.block_on(async {
         let mut answer = None;
         if s.status() == "paused" {

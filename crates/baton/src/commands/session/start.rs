@@ -193,7 +193,7 @@ pub fn run(args: &StartArgs) -> anyhow::Result<u8> {
     };
     let runtime = drive::runtime()?;
     let cancel = CancellationToken::new();
-    let _signals = signals::watch(&runtime, cancel.clone());
+    let _signals = signals::watch_with(&runtime, cancel.clone(), super::SIGNAL_HINTS);
     let ended = runtime.block_on(async {
         let id = match build(&setup, args, &cancel).await? {
             Built::Created(id) => id,
