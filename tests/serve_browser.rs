@@ -16,6 +16,9 @@
 //! The epic board: an epic autopilot (the played model of the autopilot tests on loopback)
 //! waits on a question; the person answers it on the board and sees the stories move to done.
 //!
+//! A lifecycle session (`baton demo session`): the project's sessions list leads to its page,
+//! whose steps and decisions match its files.
+//!
 //! Screenshots go to `target/tmp/serve_browser/` (test artifacts). The one in the README is
 //! `docs/img/serve-run.png`, copied from `run-completed.png` by hand when the pages change.
 //!
@@ -720,4 +723,89 @@ fn the_epic_board_answers_a_pending_question_in_place() {
         Some(&("2-2-move-task".into(), "code-review".into())),
         "{state:#}"
     );
+}
+
+/// A lifecycle session (the offline `baton demo session`: one fix loop) in the browser: the
+/// project's sessions list leads to the session, whose steps, icons and decisions are those of
+/// its `status.json` and `decisions.ndjson`.
+#[test]
+fn a_lifecycle_session_shows_its_steps_and_decisions() {
+    let Some(chromium) = chromium_or_skip("serve_browser_session") else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("csvsum");
+    let demo = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["demo", "session", "--json", "--dir"])
+        .arg(&project)
+        .env("BATON_HOME", home.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        demo.status.success(),
+        "{}",
+        String::from_utf8_lossy(&demo.stderr)
+    );
+    let session: Value = serde_json::from_slice(&demo.stdout).unwrap();
+    let id = session["session_id"].as_str().unwrap();
+    let status: Value =
+        serde_json::from_slice(&fs::read(session["status_json"].as_str().unwrap()).unwrap())
+            .unwrap();
+    let steps = status["steps"].as_array().unwrap();
+
+    let serve = start_serve(home.path(), tmp.path());
+    let mut browser = Browser::launch(&chromium).unwrap();
+    browser.navigate(&serve.url).unwrap();
+    browser.click("#nav-sessions").unwrap();
+    wait(
+        &mut browser,
+        "the sessions page",
+        "!!document.getElementById('project-input')",
+    );
+    browser
+        .type_into("#project-input", project.to_str().unwrap())
+        .unwrap();
+    browser.click("#project-open").unwrap();
+    let row = format!("tr[data-session-id=\"{id}\"]");
+    wait(
+        &mut browser,
+        "the session in the list",
+        &format!("!!document.querySelector('{row}')"),
+    );
+    browser.click(&format!("{row} a")).unwrap();
+    let shown = wait(
+        &mut browser,
+        "the session's steps",
+        "document.querySelectorAll('#steps li[data-index]').length > 0 && \
+         Array.from(document.querySelectorAll('#steps li[data-index]')) \
+           .map(li => [Number(li.dataset.index), li.dataset.status])",
+    );
+    let shown: Vec<(u64, String)> = serde_json::from_value(shown).unwrap();
+    let expected: Vec<(u64, String)> = steps
+        .iter()
+        .map(|s| {
+            (
+                s["index"].as_u64().unwrap(),
+                s["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(shown, expected);
+    let badge = browser
+        .eval("document.getElementById('session-status').textContent")
+        .unwrap();
+    assert!(badge.as_str().unwrap().contains("completed"), "{badge}");
+    let decisions = browser
+        .eval("document.querySelectorAll('#decisions li').length")
+        .unwrap();
+    assert!(
+        decisions.as_u64().unwrap() > 0,
+        "the decisions log is shown"
+    );
+    browser.eval("window.scrollTo(0, 0)").unwrap();
+    browser
+        .save_screenshot(&shots().join("session.png"))
+        .unwrap();
 }
