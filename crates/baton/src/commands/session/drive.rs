@@ -5,7 +5,7 @@
 use super::progress::TickLines;
 use super::report::{Ended, Outcome, Waiting};
 use super::setup::Setup;
-use super::{errors, prompt};
+use super::{errors, prompt, text};
 use crate::failure::Failure;
 use crate::progress::Progress;
 use baton_autopilot::ralph::discovery::{self, Pick};
@@ -69,10 +69,11 @@ pub fn settle_pause(
             label,
             reason,
         } => format!(
-            "step {index} ({label}) failed{}. What now?",
+            "step {index} ({}) failed{}. What now?",
+            text::line(label, 200),
             reason
                 .as_deref()
-                .map(|r| format!(": {r}"))
+                .map(|r| format!(": {}", text::line(r, 300)))
                 .unwrap_or_default()
         ),
         Pause::Escalation { index } => {
@@ -149,8 +150,12 @@ pub async fn ticks(
                 index, question, ..
             } => {
                 if setup.interactive
-                    && let Some(answer) =
-                        bar.suspend(|| prompt::text(&format!("step {index} asks:\n\n{question}")))
+                    && let Some(answer) = bar.suspend(|| {
+                        prompt::text(&format!(
+                            "step {index} asks:\n\n{}",
+                            text::block(&question, 8000)
+                        ))
+                    })
                 {
                     next = Next::Answer(answer);
                     continue;

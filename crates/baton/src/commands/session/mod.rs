@@ -15,6 +15,7 @@ mod resume;
 mod setup;
 mod start;
 mod status;
+mod text;
 
 use baton_autopilot::ralph::Context;
 use clap::{Args, Subcommand, ValueEnum};

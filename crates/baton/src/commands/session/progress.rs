@@ -3,6 +3,7 @@
 //! the tick, so the line shows what was recorded, not what the model said.
 
 use super::setup::Setup;
+use super::text;
 use baton_autopilot::ralph::discovery::{self, Pick};
 use baton_autopilot::ralph::session::Session;
 use baton_autopilot::session::run::Tick;
@@ -59,7 +60,7 @@ pub fn line(s: Option<&Session>, t: &Tick) -> String {
                 }
             })
             .unwrap_or_default();
-        format!("[{index}/{total}] {label}")
+        format!("[{index}/{total}] {}", text::line(&label, 120))
     };
     match t {
         Tick::Step { index, end } => {

@@ -1,7 +1,7 @@
 //! How a `baton session` command ended: the exit code, the final text for a person, the JSON
 //! report for a script (`--json`).
 
-use super::status;
+use super::{status, text};
 use crate::exit;
 use baton_autopilot::ralph::decisions;
 use baton_autopilot::ralph::session::Session;
@@ -152,9 +152,13 @@ pub fn print_text(e: &Ended) {
         Outcome::Questions(qs) => {
             println!("the session needs answers before its chain can be built:\n");
             for q in qs {
-                println!("  {}: {}", q.id, q.text);
+                println!("  {}: {}", q.id, text::line(&q.text, 300));
                 for c in &q.options {
-                    println!("      {} — {}", c.value, c.label);
+                    println!(
+                        "      {} — {}",
+                        text::line(&c.value, 100),
+                        text::line(&c.label, 200)
+                    );
                 }
             }
             let example = qs.first().map_or("ID", |q| q.id.as_str());
@@ -165,7 +169,7 @@ pub fn print_text(e: &Ended) {
         Outcome::Confirm(chain) => {
             println!("the session would run this chain:\n");
             for line in chain {
-                println!("  {}", line.line());
+                println!("  {}", text::line(&line.line(), 200));
             }
             println!(
                 "\nnothing was created; to create and run it without being asked, add -y: \
@@ -178,7 +182,7 @@ pub fn print_text(e: &Ended) {
             println!("completed: session {id} ({} ticks)", e.ticks);
         }
         Outcome::Waiting(Waiting::Step { index, question }) => {
-            println!("step {index} asks:\n\n{question}\n");
+            println!("step {index} asks:\n\n{}\n", text::block(question, 8000));
             println!("answer with: baton session answer{flag} \"<your answer>\"");
         }
         Outcome::Waiting(Waiting::Paused(p)) | Outcome::Paused(p) => {
@@ -188,10 +192,11 @@ pub fn print_text(e: &Ended) {
                     label,
                     reason,
                 } => format!(
-                    "step {index} ({label}) failed{}",
+                    "step {index} ({}) failed{}",
+                    text::line(label, 200),
                     reason
                         .as_deref()
-                        .map(|r| format!(": {r}"))
+                        .map(|r| format!(": {}", text::line(r, 300)))
                         .unwrap_or_default()
                 ),
                 Pause::Escalation { index } => format!(

@@ -4,7 +4,7 @@
 use super::drive::{self, load};
 use super::report::{self, Ended, Outcome};
 use super::setup::{self, Setup};
-use super::{StartArgs, errors, prompt};
+use super::{StartArgs, errors, prompt, text};
 use crate::exit;
 use crate::failure::Failure;
 use crate::signals;
@@ -38,7 +38,7 @@ fn show_chain(plan: &Plan) {
     let inf = &plan.inference;
     eprintln!(
         "\nchain for \"{}\" · position {} · quality {}{}",
-        plan.intent,
+        text::line(&plan.intent, 200),
         inf.position.name(),
         inf.quality.as_str(),
         inf.phase
@@ -46,12 +46,12 @@ fn show_chain(plan: &Plan) {
             .unwrap_or_default()
     );
     for line in plan.chain() {
-        eprintln!("  {}", line.line());
+        eprintln!("  {}", text::line(&line.line(), 200));
     }
     if let Some(d) = &plan.decomposition {
         eprintln!("sub-goals:");
         for g in &d.goals {
-            eprintln!("  {}: {}", g.id, g.goal);
+            eprintln!("  {}: {}", text::line(&g.id, 20), text::line(&g.goal, 200));
         }
     }
 }

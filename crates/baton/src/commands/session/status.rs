@@ -3,6 +3,7 @@
 
 use super::StatusArgs;
 use super::errors::failure;
+use super::text;
 use crate::exit;
 use baton_autopilot::ralph::decisions::{self, Recent};
 use baton_autopilot::ralph::discovery::{self, Pick};
@@ -62,26 +63,24 @@ pub fn decision_line(d: &Value) -> String {
     if let Some(i) = d.get("step_index").and_then(Value::as_u64) {
         line.push_str(&format!("[{i}] "));
     }
-    line.push_str(&format!("{} → {}", s("node_id"), s("verdict")));
+    line.push_str(&format!(
+        "{} → {}",
+        text::line(s("node_id"), 40),
+        text::line(s("verdict"), 20)
+    ));
     if let Some(c) = d.get("confidence_score").and_then(Value::as_u64) {
         line.push_str(&format!(" · confidence {c}"));
     }
     if let Some(asked) = d.get("requested_verdict").and_then(Value::as_str)
         && Some(asked) != d.get("verdict").and_then(Value::as_str)
     {
-        line.push_str(&format!(" (asked {asked})"));
+        line.push_str(&format!(" (asked {})", text::line(asked, 20)));
     }
     if let Some(summary) = d.get("summary").and_then(Value::as_str)
         && !summary.is_empty()
     {
         // One line per decision: a reason is shown up to its first line break.
-        let first: String = summary
-            .lines()
-            .next()
-            .unwrap_or("")
-            .chars()
-            .take(160)
-            .collect();
+        let first = text::line(summary.lines().next().unwrap_or(""), 160);
         line.push_str(&format!(" — {first}"));
     }
     line

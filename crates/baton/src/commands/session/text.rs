@@ -1,0 +1,43 @@
+//! Text that came from a model or a file, made safe to print on a terminal: control
+//! characters (an escape sequence could rewrite the screen) are dropped and length is bounded.
+
+/// One line: line breaks become spaces, other control characters are dropped, and at most
+/// `max` characters are kept (`…` marks a cut).
+pub fn line(text: &str, max: usize) -> String {
+    let flat = text.replace(['\n', '\r', '\t'], " ");
+    bounded(flat.chars().filter(|c| !c.is_control()), max)
+}
+
+/// A block: line breaks and tabs are kept, other control characters dropped, at most `max`
+/// characters.
+pub fn block(text: &str, max: usize) -> String {
+    bounded(
+        text.chars()
+            .filter(|c| matches!(c, '\n' | '\t') || !c.is_control()),
+        max,
+    )
+}
+
+fn bounded(chars: impl Iterator<Item = char>, max: usize) -> String {
+    let mut out = String::new();
+    for (i, c) in chars.enumerate() {
+        if i == max {
+            out.push('…');
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_are_dropped_and_length_is_bounded() {
+        assert_eq!(line("a\u{1b}[2Jb\nc", 10), "a[2Jb c");
+        assert_eq!(line("abcdef", 3), "abc…");
+        assert_eq!(block("a\n\u{7}b\tc", 10), "a\nb\tc");
+    }
+}
