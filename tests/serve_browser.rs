@@ -19,14 +19,19 @@
 //! A lifecycle session (`baton demo session`): the project's sessions list leads to its page,
 //! whose steps and decisions match its files.
 //!
+//! A run started from the start form with a live model (the demo's answers from a scripted
+//! server on loopback, each 250 ms late): each node is seen turning completed, in order.
+//!
 //! Screenshots go to `target/tmp/serve_browser/` (test artifacts). The one in the README is
-//! `docs/img/serve-run.png`, copied from `run-completed.png` by hand when the pages change.
+//! `docs/img/serve-run.png`, copied from `live-model-running.png` by hand when the pages
+//! change.
 //!
 //! Skips (saying so) without Chromium unless BATON_REQUIRE_BROWSER is set (CI sets it).
 
 #[path = "../crates/baton-autopilot/tests/support/player.rs"]
 mod player;
 
+use baton_llm::testing::{Reply, ScriptedServer};
 use baton_testkit::cdp::{Browser, chromium_or_skip};
 use serde_json::Value;
 use std::fs;
@@ -807,5 +812,132 @@ fn a_lifecycle_session_shows_its_steps_and_decisions() {
     browser.eval("window.scrollTo(0, 0)").unwrap();
     browser
         .save_screenshot(&shots().join("session.png"))
+        .unwrap();
+}
+
+/// A run started from the start form with a live model (the demo's recorded answers served by
+/// a scripted OpenAI-compatible server on loopback, each a quarter of a second late): the page
+/// shows each node turn completed, one after another, without a reload.
+#[test]
+fn a_run_started_from_the_form_shows_each_node_turn_completed() {
+    let Some(chromium) = chromium_or_skip("serve_browser_live_model") else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = baton_testkit::sample_project(tmp.path());
+    let trace = baton_llm::Trace::load(&baton_testkit::demo_trace()).unwrap();
+    let replies = Reply::from_trace(&trace)
+        .into_iter()
+        .map(|r| r.delayed(Duration::from_millis(250)))
+        .collect();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let model = runtime.block_on(ScriptedServer::start(replies)).unwrap();
+    let serve = start_serve_with(
+        home.path(),
+        tmp.path(),
+        &[
+            ("OPENAI_BASE_URL", model.base_url()),
+            ("BATON_MODEL", "scripted".to_string()),
+            ("OPENAI_API_KEY", "sk-test".to_string()),
+        ],
+    );
+    let mut browser = Browser::launch(&chromium).unwrap();
+    browser.navigate(&serve.url).unwrap();
+    browser.click("#start-link").unwrap();
+    wait(
+        &mut browser,
+        "the start form",
+        "!!document.getElementById('start-form')",
+    );
+    let package = baton_testkit::example("create-story-micro");
+    browser
+        .type_into("#start-package", package.to_str().unwrap())
+        .unwrap();
+    browser
+        .type_into("#start-project", project.to_str().unwrap())
+        .unwrap();
+    browser.type_into("#start-model", "scripted").unwrap();
+    browser.click("#start-submit").unwrap();
+    wait(
+        &mut browser,
+        "the run's question",
+        "location.pathname.startsWith('/runs/') && !!document.getElementById('answer-text')",
+    );
+    browser
+        .eval(&format!(
+            "window.__states = []; const snap = () => {{ \
+               const s = JSON.stringify({NODE_STATES}); \
+               if (window.__states[window.__states.length - 1] !== s) window.__states.push(s); }}; \
+             snap(); new MutationObserver(snap).observe(document.body, \
+               {{childList: true, subtree: true, attributes: true}}); true"
+        ))
+        .unwrap();
+    browser
+        .type_into("#answer-text", "1-2-user-authentication")
+        .unwrap();
+    browser.click("#answer-submit").unwrap();
+    // Mid-run: some nodes completed, one current, the rest pending.
+    wait(
+        &mut browser,
+        "the third node to be current",
+        &format!("{NODE_STATES}[2][1] === 'current'"),
+    );
+    browser.eval("window.scrollTo(0, 0)").unwrap();
+    browser
+        .save_screenshot(&shots().join("live-model-running.png"))
+        .unwrap();
+    wait(
+        &mut browser,
+        "the run to complete",
+        &format!(
+            "document.getElementById('run-phase').dataset.phase === 'completed' && \
+             {NODE_STATES}.every(([_, s]) => s === 'completed')"
+        ),
+    );
+    let seen: Vec<String> =
+        serde_json::from_value(browser.eval("window.__states").unwrap()).unwrap();
+    let seen: Vec<Vec<(String, String)>> = seen
+        .iter()
+        .map(|s| serde_json::from_str(s).unwrap())
+        .collect();
+    eprintln!("graph states seen after the answer ({}):", seen.len());
+    for states in &seen {
+        let line: Vec<&str> = states
+            .iter()
+            .map(|(_, s)| match s.as_str() {
+                "completed" => "✓",
+                "current" => "▸",
+                _ => "·",
+            })
+            .collect();
+        eprintln!("  {}", line.join(" "));
+    }
+    // Nodes turn completed in order and never go back; at most one is current.
+    let done =
+        |states: &Vec<(String, String)>| states.iter().filter(|(_, s)| s == "completed").count();
+    for pair in seen.windows(2) {
+        assert!(done(&pair[0]) <= done(&pair[1]), "{seen:?}");
+    }
+    for states in &seen {
+        let n = done(states);
+        assert!(
+            states[..n].iter().all(|(_, s)| s == "completed"),
+            "completed nodes come first: {states:?}"
+        );
+        assert!(
+            states.iter().filter(|(_, s)| s == "current").count() <= 1,
+            "{states:?}"
+        );
+    }
+    let steps_seen: std::collections::BTreeSet<usize> = seen.iter().map(done).collect();
+    assert!(
+        steps_seen.len() >= 4,
+        "the graph was seen at several steps of the run, not only before and after: {steps_seen:?}"
+    );
+    assert_eq!(model.remaining(), 0, "every recorded answer was asked for");
+    browser.eval("window.scrollTo(0, 0)").unwrap();
+    browser
+        .save_screenshot(&shots().join("live-model-completed.png"))
         .unwrap();
 }
