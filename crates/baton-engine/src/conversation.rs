@@ -81,7 +81,7 @@ impl ConversationLog {
     ) -> Result<(), StoreError> {
         let new: Vec<&Message> = history.iter().skip(self.logged).collect();
         if reset || compaction.is_some() || !new.is_empty() {
-            let mut record = json!({"kind": "messages", "reset": reset, "messages": new});
+            let mut record = messages_record(&new, reset);
             if let Some(c) = compaction {
                 record["compaction"] = c;
             }
@@ -90,6 +90,19 @@ impl ConversationLog {
         self.logged = history.len();
         Ok(())
     }
+}
+
+fn messages_record(messages: &[&Message], reset: bool) -> Value {
+    json!({"kind": "messages", "reset": reset, "messages": messages})
+}
+
+/// A new log holding `messages` as its first record (a task run's prompt, written with the
+/// run's directory).
+pub fn first_log(messages: &[Message]) -> Vec<u8> {
+    let refs: Vec<&Message> = messages.iter().collect();
+    let mut line = messages_record(&refs, false).to_string().into_bytes();
+    line.push(b'\n');
+    line
 }
 
 /// What a previous invocation left.

@@ -73,13 +73,12 @@ pub fn create_task(
     new: NewTaskRun<'_>,
     prompt: &str,
 ) -> Result<ClaimedTask, RunnerError> {
-    let run = project.create_task_run(new)?;
+    // The prompt is in the log the run is created with, so the run never exists without it
+    // and is continuable from its log alone whenever it is killed.
+    let first = conversation::first_log(&[Message::user(prompt)]);
+    let run = project.create_task_run_with_log(new, &first)?;
     let paths = project.run_paths(&run.run_id);
     let lock = driver_lock::acquire(&paths.dir, &run.run_id, COMMAND)?;
-    // The prompt is logged before any model call, so the run is continuable from its log
-    // alone whenever it is killed.
-    let mut log = ConversationLog::open_plain(&paths.conversation_log, 0).map_err(io)?;
-    log.sync_history(&[Message::user(prompt)]).map_err(io)?;
     Ok(ClaimedTask {
         project: project.clone(),
         run,

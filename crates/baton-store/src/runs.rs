@@ -407,23 +407,26 @@ impl Project {
 
         let artifacts = self.root().join("artifacts");
         fs::create_dir_all(&artifacts).map_err(StoreError::io("create", &artifacts))?;
-        self.place_new_run(&meta, Some(&state_text))?;
+        self.place_new_run(&meta, Some(&state_text), None)?;
         Ok(meta)
     }
 
     /// Builds a new run's directory in `staging/`, renames it into `runs/` and records it in
     /// the index; on failure nothing of it is left. `state_text: None` writes no state file
     /// (a task run has no workflow state).
+    /// `first_log`: the conversation log the run starts with (a task run's prompt), so the run
+    /// never exists without it.
     pub(crate) fn place_new_run(
         &self,
         meta: &RunMetadata,
         state_text: Option<&str>,
+        first_log: Option<&[u8]>,
     ) -> Result<(), RunError> {
         let run_id = &meta.run_id;
         let staging_root = self.staging_dir();
         fs::create_dir_all(&staging_root).map_err(StoreError::io("create", &staging_root))?;
         let staging = temp_sibling(&staging_root.join(run_id));
-        if let Err(e) = write_run_dir(&staging, state_text, meta) {
+        if let Err(e) = write_run_dir(&staging, state_text, first_log, meta) {
             let _ = fs::remove_dir_all(&staging);
             return Err(e);
         }
@@ -547,7 +550,12 @@ fn initial_state(
 
 /// Writes every file of a new run, then makes them durable. The fsyncs run in parallel: each
 /// costs a device flush (about 4 ms on the reference machine), and they are independent.
-fn write_run_dir(dir: &Path, state_text: Option<&str>, meta: &RunMetadata) -> Result<(), RunError> {
+fn write_run_dir(
+    dir: &Path,
+    state_text: Option<&str>,
+    first_log: Option<&[u8]>,
+    meta: &RunMetadata,
+) -> Result<(), RunError> {
     let paths = RunPaths::new(dir.to_path_buf());
     let logs = paths
         .execution_log
@@ -561,11 +569,18 @@ fn write_run_dir(dir: &Path, state_text: Option<&str>, meta: &RunMetadata) -> Re
             .map_err(StoreError::io("write", &paths.state_file))?;
     }
     File::create(&paths.execution_log).map_err(StoreError::io("create", &paths.execution_log))?;
+    if let Some(bytes) = first_log {
+        fs::write(&paths.conversation_log, bytes)
+            .map_err(StoreError::io("write", &paths.conversation_log))?;
+    }
     let run_json = paths.metadata_file();
     fs::write(&run_json, encode(meta, &run_json)?).map_err(StoreError::io("write", &run_json))?;
     let mut durable: Vec<&Path> = vec![&run_json, &logs, &paths.state_dir, &paths.dir];
     if state_text.is_some() {
         durable.push(&paths.state_file);
+    }
+    if first_log.is_some() {
+        durable.push(&paths.conversation_log);
     }
     sync_paths(&durable)?;
     Ok(())

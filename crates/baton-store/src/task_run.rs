@@ -24,6 +24,24 @@ pub struct NewTaskRun<'a> {
 impl Project {
     /// Creates a task run in phase `idle`, with no current node and no state file.
     pub fn create_task_run(&self, new: NewTaskRun<'_>) -> Result<RunMetadata, RunError> {
+        self.place_task_run(new, None)
+    }
+
+    /// [`Project::create_task_run`] with the conversation log the run starts with (its
+    /// prompt), written in the same staging directory: the run appears with it or not at all.
+    pub fn create_task_run_with_log(
+        &self,
+        new: NewTaskRun<'_>,
+        first_log: &[u8],
+    ) -> Result<RunMetadata, RunError> {
+        self.place_task_run(new, Some(first_log))
+    }
+
+    fn place_task_run(
+        &self,
+        new: NewTaskRun<'_>,
+        first_log: Option<&[u8]>,
+    ) -> Result<RunMetadata, RunError> {
         check_name("taskRef", new.task_ref)?;
         check_name("agentId", new.agent_id)?;
         self.clean_staging(STALE_AFTER, Some(PENDING_AFTER))?;
@@ -44,7 +62,7 @@ impl Project {
             current_node_id: None,
             waiting_for: None,
         };
-        self.place_new_run(&meta, None)?;
+        self.place_new_run(&meta, None, first_log)?;
         Ok(meta)
     }
 }

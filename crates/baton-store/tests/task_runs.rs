@@ -78,3 +78,16 @@ fn bad_names_are_refused_and_nothing_is_created() {
     }
     assert!(p.runs(None).unwrap().runs.is_empty());
 }
+
+#[test]
+fn a_task_run_can_start_with_its_conversation_log() {
+    let (_tmp, p) = project();
+    let first = b"{\"kind\":\"messages\",\"reset\":false,\"messages\":[]}\n";
+    let run = p.create_task_run_with_log(NEW, first).unwrap();
+    let paths = p.run_paths(&run.run_id);
+    assert_eq!(fs::read(&paths.conversation_log).unwrap(), first);
+    assert_eq!(p.get_run(&run.run_id).unwrap().kind, RunKind::Task);
+    // Without one, there is no log until the engine writes it.
+    let bare = p.create_task_run(NEW).unwrap();
+    assert!(!p.run_paths(&bare.run_id).conversation_log.exists());
+}
