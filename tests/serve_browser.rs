@@ -20,7 +20,7 @@
 //! whose steps and decisions match its files.
 //!
 //! A run started from the start form with a live model (the demo's answers from a scripted
-//! server on loopback, each 250 ms late): each node is seen turning completed, in order.
+//! server on loopback, each 400 ms late): each node is seen turning completed, in order.
 //!
 //! Screenshots go to `target/tmp/serve_browser/` (test artifacts). The one in the README is
 //! `docs/img/serve-run.png`, copied from `live-model-running.png` by hand when the pages
@@ -816,7 +816,7 @@ fn a_lifecycle_session_shows_its_steps_and_decisions() {
 }
 
 /// A run started from the start form with a live model (the demo's recorded answers served by
-/// a scripted OpenAI-compatible server on loopback, each a quarter of a second late): the page
+/// a scripted OpenAI-compatible server on loopback, each 400 ms late): the page
 /// shows each node turn completed, one after another, without a reload.
 #[test]
 fn a_run_started_from_the_form_shows_each_node_turn_completed() {
@@ -829,7 +829,7 @@ fn a_run_started_from_the_form_shows_each_node_turn_completed() {
     let trace = baton_llm::Trace::load(&baton_testkit::demo_trace()).unwrap();
     let replies = Reply::from_trace(&trace)
         .into_iter()
-        .map(|r| r.delayed(Duration::from_millis(250)))
+        .map(|r| r.delayed(Duration::from_millis(400)))
         .collect();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let model = runtime.block_on(ScriptedServer::start(replies)).unwrap();
