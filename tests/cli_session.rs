@@ -364,6 +364,9 @@ fn continue_usage_errors_have_codes() {
         "{}",
         unknown.stderr
     );
+    let empty = played(&fx, &player, &["start", "  ", "-y", "--json"]);
+    empty.code(2);
+    assert_eq!(empty.json()["error"]["code"], "INTENT_EMPTY");
     let no_model = session(&fx, &["continue", "--json"]);
     no_model.code(2);
     let bad_answer = played(
