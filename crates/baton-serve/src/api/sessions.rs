@@ -6,8 +6,8 @@ use super::{ApiError, blocking};
 use axum::Json;
 use axum::extract::Query;
 use axum::extract::rejection::QueryRejection;
-use baton_autopilot::ralph::verbs::session::summary_json;
-use baton_autopilot::ralph::{Context, discovery};
+use baton_autopilot::ralph::Context;
+use baton_autopilot::ralph::verbs::session;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
@@ -35,21 +35,19 @@ pub async fn list(
             ));
         }
         let ctx = Context::from_env(&params.project, "baton ralph");
-        let found = discovery::candidates(&ctx.sessions_root());
-        let more = found.len() > MAX_SESSIONS;
-        let sessions: Vec<Value> = found
+        let listing = session::list(&ctx, MAX_SESSIONS);
+        let more = listing.more;
+        let sessions: Vec<Value> = listing
+            .sessions
             .into_iter()
-            .take(MAX_SESSIONS)
-            .map(
-                |(id, dir)| match discovery::load(&id, &dir).into_session() {
-                    Ok(session) => summary_json(&session),
-                    Err(e) => json!({
-                        "ok": false,
-                        "session_id": id,
-                        "error": {"code": e.code(), "message": e.to_string()},
-                    }),
-                },
-            )
+            .map(|(id, summary)| match summary {
+                Ok(summary) => summary,
+                Err(e) => json!({
+                    "ok": false,
+                    "session_id": id,
+                    "error": {"code": e.code(), "message": e.to_string()},
+                }),
+            })
             .collect();
         Ok(Json(json!({"sessions": sessions, "more": more})))
     })

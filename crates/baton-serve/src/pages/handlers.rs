@@ -7,7 +7,8 @@ use crate::server::AppState;
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
-use baton_autopilot::ralph::{Context, decisions, discovery, verbs::session::summary_json};
+use baton_autopilot::ralph::verbs::session::{self as ralph_session, summary_json};
+use baton_autopilot::ralph::{Context, decisions, discovery};
 use baton_engine::inspect::{self, ListQuery};
 use baton_store::{RunKind, Store, driver_lock, jsonl};
 use serde_json::Value;
@@ -329,12 +330,9 @@ fn session_summaries(project: &Path) -> (Vec<Value>, Vec<String>) {
     let ctx = Context::from_env(project, "baton ralph");
     let mut found = Vec::new();
     let mut problems = Vec::new();
-    for (id, dir) in discovery::candidates(&ctx.sessions_root())
-        .into_iter()
-        .take(SESSIONS)
-    {
-        match discovery::load(&id, &dir).into_session() {
-            Ok(s) => found.push(summary_json(&s)),
+    for (id, summary) in ralph_session::list(&ctx, SESSIONS).sessions {
+        match summary {
+            Ok(summary) => found.push(summary),
             Err(e) => problems.push(format!("{id}: {e}")),
         }
     }

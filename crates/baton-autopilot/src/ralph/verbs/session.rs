@@ -118,6 +118,34 @@ pub fn goals(s: &Session) -> Vec<Goal> {
         .unwrap_or_default()
 }
 
+/// A project's sessions as a list shows them (the web API and the sessions page).
+#[derive(Debug)]
+pub struct Listing {
+    /// Newest first: each session's read model ([`summary_json`]), or why its status.json
+    /// cannot be used — a damaged session is listed with its error, never hidden.
+    pub sessions: Vec<(String, Result<Value>)>,
+    /// More sessions exist than were listed.
+    pub more: bool,
+}
+
+/// The newest `max` sessions of `ctx`'s project (a folder without a status.json is listed as
+/// unusable: it is a session folder a crash or a person left).
+pub fn list(ctx: &Context, max: usize) -> Listing {
+    let found = discovery::candidates(&ctx.sessions_root());
+    let more = found.len() > max;
+    let sessions = found
+        .into_iter()
+        .take(max)
+        .map(|(id, dir)| {
+            let summary = discovery::load(&id, &dir)
+                .into_session()
+                .map(|s| summary_json(&s));
+            (id, summary)
+        })
+        .collect();
+    Listing { sessions, more }
+}
+
 /// The stable read model of a session (`session --json`, `status --json`).
 pub fn summary_json(s: &Session) -> Value {
     let d = &s.doc;
@@ -168,4 +196,61 @@ pub fn summary_json(s: &Session) -> Value {
         "sub_goals": d.get("task_decomposition").cloned().unwrap_or(Value::Null),
         "path": s.status_path(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ralph::verbs::new::{self, NewArgs};
+
+    fn ctx(project: &std::path::Path) -> Context {
+        Context {
+            project: project.to_path_buf(),
+            home: None,
+            maestro_home: None,
+            cli: "baton ralph".into(),
+            owner: "test".into(),
+            lock_timeout: std::time::Duration::from_secs(5),
+            bundled_commands: None,
+        }
+    }
+
+    #[test]
+    fn a_listing_keeps_damaged_sessions_with_their_error_and_says_when_it_is_cut() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ctx = ctx(tmp.path());
+        assert!(list(&ctx, 10).sessions.is_empty());
+        let args = NewArgs {
+            intent: "x".into(),
+            chain: "goal-audit".into(),
+            ..Default::default()
+        };
+        let good = new::run(&ctx, &args).unwrap().json["session_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let bad = ctx.sessions_root().join("ralph-damaged");
+        std::fs::create_dir_all(&bad).unwrap();
+        std::fs::write(bad.join("status.json"), "{not json").unwrap();
+        std::fs::create_dir_all(ctx.sessions_root().join("unrelated")).unwrap();
+
+        let all = list(&ctx, 10);
+        assert!(!all.more);
+        assert_eq!(all.sessions.len(), 2, "{all:?}");
+        for (id, summary) in &all.sessions {
+            match summary {
+                Ok(v) => {
+                    assert_eq!(id, &good);
+                    assert_eq!(v["session_id"], good.as_str());
+                }
+                Err(e) => {
+                    assert_eq!(id, "ralph-damaged");
+                    assert_eq!(e.code(), "E010");
+                }
+            }
+        }
+        let cut = list(&ctx, 1);
+        assert!(cut.more);
+        assert_eq!(cut.sessions.len(), 1);
+    }
 }
