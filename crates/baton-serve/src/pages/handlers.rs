@@ -10,7 +10,7 @@ use axum::response::{Html, IntoResponse, Response};
 use baton_autopilot::ralph::verbs::session::{self as ralph_session, summary_json};
 use baton_autopilot::ralph::{Context, decisions, discovery};
 use baton_engine::inspect::{self, ListQuery};
-use baton_store::{RunKind, Store, driver_lock, jsonl};
+use baton_store::{Store, driver_lock, jsonl};
 use serde_json::Value;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -220,13 +220,6 @@ pub async fn run(State(state): State<AppState>, UrlPath(id): UrlPath<String>) ->
             }
         };
         let (project, run) = (&view.project, &view.run);
-        let package = (run.kind == RunKind::Workflow)
-            .then(|| project.pinned_package(store, run).ok())
-            .flatten();
-        let graph = package
-            .as_ref()
-            .and_then(|(p, _)| p.workflow(&run.workflow_ref))
-            .map(|w| &w.graph);
         let conversation = read_tail(&project.run_paths(&run.run_id).conversation_log);
         let artifacts: Vec<&str> = view
             .state
@@ -239,7 +232,7 @@ pub async fn run(State(state): State<AppState>, UrlPath(id): UrlPath<String>) ->
             run,
             project_root: project.root(),
             interrupted: driver_lock::is_interrupted(project, run),
-            graph,
+            graph: view.graph.as_ref(),
             progress,
             artifacts: &artifacts,
             conversation: &conversation,
