@@ -4,7 +4,9 @@
 
 use baton_package::graph::Graph;
 use baton_store::driver_lock;
-use baton_store::{Phase, Project, RunError, RunKind, RunMetadata, Store, StoreWarning};
+use baton_store::{
+    Phase, Project, RunError, RunKind, RunMetadata, Store, StoreListing, StoreWarning,
+};
 use serde_json::{Value, json};
 
 /// One run of `runs list --json`: its metadata, and `interrupted` when that is true.
@@ -202,9 +204,14 @@ const PHASES: [&str; 6] = [
     "interrupted",
 ];
 
-/// A page of runs, read from the runs index only (never every run directory). The first
-/// unfiltered page reads the index's newest records alone; a filter or a cursor reads the
-/// whole index once.
+/// The first read of a filtered or cursor page takes this many pages' worth of the newest runs;
+/// each next read takes this many times more (so a page costs a few reads at most).
+const WINDOW_GROWTH: usize = 4;
+
+/// A page of runs, read from the runs index only (never every run directory), newest first:
+/// the index's newest records are read, filtered, and read again further back only while the
+/// page is not full, so a common filter or an early cursor never parses the whole index (at
+/// 10,000 runs it is 4 MB). A filter nothing matches still reads every record once at the end.
 pub fn list(store: &Store, query: &ListQuery<'_>) -> Result<Page, ListError> {
     if let Some(phase) = query.phase
         && !PHASES.contains(&phase)
@@ -216,28 +223,79 @@ pub fn list(store: &Store, query: &ListQuery<'_>) -> Result<Page, ListError> {
     }
     let after = query.cursor.map(parse_cursor).transpose()?;
     let limit = query.limit.clamp(1, MAX_PAGE);
-    // Without a filter or a cursor, the newest limit+1 say whether there is a next page.
-    let read_limit =
-        (query.phase.is_none() && query.workflow.is_none() && after.is_none()).then_some(limit + 1);
-    let (rows, warnings): (Vec<(Project, RunMetadata)>, Vec<StoreWarning>) = match query.project {
-        Some(root) => {
-            let project = store.project(root)?;
-            let found = project.runs(read_limit)?;
-            let rows = found
-                .runs
-                .into_iter()
-                .map(|r| (project.clone(), r))
-                .collect();
-            (rows, found.warnings)
-        }
-        None => {
-            let all = store.runs(read_limit)?;
-            (all.rows, all.warnings)
-        }
+    let filtered = query.phase.is_some() || query.workflow.is_some() || after.is_some();
+    // The newest limit+1 say whether there is a next page; a filter will drop some.
+    let mut window = if filtered {
+        (limit + 1).saturating_mul(WINDOW_GROWTH)
+    } else {
+        limit + 1
     };
+    let project = query.project.map(|root| store.project(root)).transpose()?;
+    let mut warnings: Vec<StoreWarning> = Vec::new();
+    loop {
+        let StoreListing {
+            rows,
+            more,
+            warnings: found,
+        } = newest(store, project.as_ref(), window)?;
+        // A repair made by one read is reported once, whatever the next reads say.
+        for w in found {
+            if !warnings.contains(&w) {
+                warnings.push(w);
+            }
+        }
+        let mut kept = select(rows, query, after.as_ref(), limit);
+        if kept.len() > limit || !more {
+            let next_cursor = if kept.len() > limit {
+                kept.truncate(limit);
+                kept.last()
+                    .map(|(_, r)| format!("{}~{}", r.created_at, r.run_id))
+            } else {
+                None
+            };
+            return Ok(Page {
+                rows: kept,
+                next_cursor,
+                warnings,
+            });
+        }
+        window = window.saturating_mul(WINDOW_GROWTH);
+    }
+}
+
+/// The newest `window` runs of one project or of all, and whether older ones were left out.
+fn newest(
+    store: &Store,
+    project: Option<&Project>,
+    window: usize,
+) -> Result<StoreListing, RunError> {
+    match project {
+        Some(project) => {
+            let found = project.runs(Some(window))?;
+            Ok(StoreListing {
+                rows: found
+                    .runs
+                    .into_iter()
+                    .map(|r| (project.clone(), r))
+                    .collect(),
+                more: found.more,
+                warnings: found.warnings,
+            })
+        }
+        None => store.runs(Some(window)),
+    }
+}
+
+/// The runs of `rows` (newest first) the query keeps, up to `limit + 1` of them.
+fn select(
+    rows: Vec<(Project, RunMetadata)>,
+    query: &ListQuery<'_>,
+    after: Option<&(String, String)>,
+    limit: usize,
+) -> Vec<(Project, RunMetadata)> {
     let mut kept = Vec::with_capacity(limit + 1);
     for (project, run) in rows {
-        if let Some((at, id)) = &after
+        if let Some((at, id)) = after
             && (run.created_at.as_str(), run.run_id.as_str()) >= (at.as_str(), id.as_str())
         {
             continue;
@@ -255,18 +313,7 @@ pub fn list(store: &Store, query: &ListQuery<'_>) -> Result<Page, ListError> {
             break;
         }
     }
-    let next_cursor = if kept.len() > limit {
-        kept.truncate(limit);
-        kept.last()
-            .map(|(_, r)| format!("{}~{}", r.created_at, r.run_id))
-    } else {
-        None
-    };
-    Ok(Page {
-        rows: kept,
-        next_cursor,
-        warnings,
-    })
+    kept
 }
 
 fn phase_of(project: &Project, run: &RunMetadata) -> &'static str {
@@ -355,5 +402,218 @@ mod tests {
             let e = list(&store, &query(phase, cursor)).unwrap_err();
             assert_eq!(e.code(), "QUERY_INVALID", "{phase:?} {cursor:?}");
         }
+    }
+
+    /// `count` runs in one project, a second apart (oldest first), phase `phase(i)`, with the
+    /// index written whole into `runsIndex.json` (one record per line, oldest first).
+    fn project_with_runs(
+        store: &Store,
+        root: &std::path::Path,
+        count: usize,
+        start_ms: u64,
+        phase: impl Fn(usize) -> Phase,
+    ) -> Vec<RunMetadata> {
+        std::fs::create_dir_all(root).unwrap();
+        let project = store.project(root).unwrap();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/packages/create-story-micro");
+        let package = baton_package::Package::load(&dir).unwrap();
+        let installed = store.packages().install(&package, "test").unwrap().package;
+        let template = project
+            .create_run(baton_store::NewRun {
+                package: &package,
+                installed: &installed,
+                workflow_ref: None,
+                agent_id: "sm",
+            })
+            .unwrap();
+        std::fs::remove_dir_all(project.run_paths(&template.run_id).dir).unwrap();
+        let runs: Vec<RunMetadata> = (0..count)
+            .map(|i| {
+                let ms = start_ms + i as u64 * 1000;
+                let id = uuid::Builder::from_unix_timestamp_millis(ms, &[i as u8; 10])
+                    .into_uuid()
+                    .to_string();
+                let created = baton_store::time::rfc3339(ms / 1000);
+                RunMetadata {
+                    run_id: id,
+                    created_at: created.clone(),
+                    last_updated_at: created,
+                    phase: phase(i),
+                    ..template.clone()
+                }
+            })
+            .collect();
+        for run in &runs {
+            let paths = project.run_paths(&run.run_id);
+            std::fs::create_dir_all(&paths.dir).unwrap();
+            std::fs::write(paths.metadata_file(), serde_json::to_vec(run).unwrap()).unwrap();
+        }
+        project.reindex().unwrap();
+        runs
+    }
+
+    fn ids(page: &Page) -> Vec<String> {
+        page.rows.iter().map(|(_, r)| r.run_id.clone()).collect()
+    }
+
+    /// Every page of `query`, following `nextCursor`.
+    fn all_pages(store: &Store, query: &ListQuery<'_>) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let q = ListQuery {
+                cursor: cursor.as_deref(),
+                ..query.clone()
+            };
+            let page = list(store, &q).unwrap();
+            assert!(page.rows.len() <= query.limit);
+            out.extend(ids(&page));
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
+                None => return out,
+            }
+        }
+    }
+
+    /// A filtered page and a cursor page near the top are served from the index's newest
+    /// records: a damaged old record (which a whole read would find, and repair with a
+    /// warning) is not even parsed.
+    #[test]
+    fn filtered_and_cursor_pages_read_only_the_newest_records_they_need() {
+        let home = tempfile::tempdir().unwrap();
+        let store = Store::new(home.path());
+        let root = tempfile::tempdir().unwrap();
+        let waiting = |i: usize| {
+            if i.is_multiple_of(3) {
+                Phase::WaitingUser
+            } else {
+                Phase::Completed
+            }
+        };
+        let runs = project_with_runs(&store, root.path(), 200, 1_700_000_000_000, waiting);
+        let project = store.project(root.path()).unwrap();
+        let index = project.dir.join("runsIndex.json");
+        let text = std::fs::read_to_string(&index).unwrap();
+        let mut lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 202, "[, 200 records, ]");
+        lines[1] = "{\"runId\": 1},";
+        std::fs::write(&index, lines.join("\n") + "\n").unwrap();
+
+        let newest_waiting: Vec<String> = runs
+            .iter()
+            .rev()
+            .filter(|r| r.phase == Phase::WaitingUser)
+            .map(|r| r.run_id.clone())
+            .collect();
+        let first = list(
+            &store,
+            &ListQuery {
+                project: Some(root.path()),
+                phase: Some("waiting-user"),
+                limit: 10,
+                ..ListQuery::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(ids(&first), newest_waiting[..10]);
+        assert!(first.warnings.is_empty(), "{:?}", first.warnings);
+        let second = list(
+            &store,
+            &ListQuery {
+                phase: Some("waiting-user"),
+                cursor: first.next_cursor.as_deref(),
+                limit: 10,
+                ..ListQuery::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(ids(&second), newest_waiting[10..20]);
+        assert!(second.warnings.is_empty(), "{:?}", second.warnings);
+        let unfiltered_second = list(
+            &store,
+            &ListQuery {
+                project: Some(root.path()),
+                cursor: first.next_cursor.as_deref(),
+                limit: 10,
+                ..ListQuery::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(unfiltered_second.rows.len(), 10);
+        assert!(unfiltered_second.warnings.is_empty());
+        assert_eq!(
+            std::fs::read_to_string(&index).unwrap(),
+            lines.join("\n") + "\n",
+            "the index was left as it was"
+        );
+    }
+
+    /// Pages read further back only as far as they need, and together they are exactly what a
+    /// whole read filters: a phase only the oldest runs have, every run page by page, and the
+    /// same across all projects.
+    #[test]
+    fn pages_read_back_as_far_as_needed_and_miss_nothing() {
+        let home = tempfile::tempdir().unwrap();
+        let store = Store::new(home.path());
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let failed_oldest = |i: usize| {
+            if i < 3 {
+                Phase::Failed
+            } else {
+                Phase::Completed
+            }
+        };
+        let mut runs = project_with_runs(&store, a.path(), 150, 1_700_000_000_000, failed_oldest);
+        runs.extend(project_with_runs(
+            &store,
+            b.path(),
+            40,
+            1_700_000_000_500,
+            |i| {
+                if i % 10 == 0 {
+                    Phase::Failed
+                } else {
+                    Phase::Idle
+                }
+            },
+        ));
+        // Newest first, as listed (both projects' runs share one clock).
+        runs.sort_by(|x, y| (&y.created_at, &y.run_id).cmp(&(&x.created_at, &x.run_id)));
+        let expect = |root: Option<&std::path::Path>, phase: Option<Phase>| -> Vec<String> {
+            runs.iter()
+                .filter(|r| phase.is_none_or(|p| r.phase == p))
+                .filter(|r| {
+                    root.is_none_or(|root| r.project_id == store.project(root).unwrap().id())
+                })
+                .map(|r| r.run_id.clone())
+                .collect()
+        };
+        for (root, phase, limit) in [
+            (Some(a.path()), Some(Phase::Failed), 1),
+            (Some(a.path()), Some(Phase::Failed), 2),
+            (Some(a.path()), None, 7),
+            (Some(a.path()), Some(Phase::Completed), 40),
+            (Some(b.path()), Some(Phase::Failed), 1),
+            (None, Some(Phase::Failed), 2),
+            (None, Some(Phase::Idle), 3),
+            (None, None, 500),
+            (None, None, 11),
+        ] {
+            let query = ListQuery {
+                project: root,
+                phase: phase.map(|p| p.as_str()),
+                limit,
+                ..ListQuery::default()
+            };
+            let got = all_pages(&store, &query);
+            assert_eq!(got, expect(root, phase), "{root:?} {phase:?} {limit}");
+        }
+        let none = ListQuery {
+            workflow: Some("nothing"),
+            limit: 5,
+            ..ListQuery::default()
+        };
+        assert!(all_pages(&store, &none).is_empty());
     }
 }
