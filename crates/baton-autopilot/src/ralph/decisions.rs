@@ -1,7 +1,8 @@
 //! `decisions.ndjson`: one line per settled gate, appended by the binary (in maestro the model
 //! writes it by hand, or forgets to). The line is written and fsynced before status.json, so a
-//! crash between the two leaves a logged decision whose `revision` is ahead of the file: a
-//! reader can tell it was not applied.
+//! crash between the two leaves a logged decision whose `revision` is ahead of the file. That
+//! gate is still undecided, so it is decided again; [`drop_unapplied`] removes the stale line
+//! first, and the log keeps one line per applied decision.
 
 use super::error::{RalphError, Result};
 use serde_json::Value;
@@ -35,6 +36,75 @@ pub fn append(session_dir: &Path, record: &Value) -> Result<()> {
         baton_store::durable::sync_dir(session_dir)?;
     }
     Ok(())
+}
+
+/// Most bytes of the log's end [`drop_unapplied`] looks at: the records it drops are the last
+/// few lines.
+const UNAPPLIED_WINDOW: u64 = 1024 * 1024;
+
+/// Removes the records at the end of the log that decide gate `index` (named `gate`) at retry
+/// `retry`, and a torn last line. The caller is deciding that gate now, under the session lock,
+/// so these were appended by a decide whose status.json write never happened (a crash between
+/// the two): keeping them would log the gate twice. Returns how many lines were removed.
+pub fn drop_unapplied(session_dir: &Path, index: usize, gate: &str, retry: u64) -> Result<usize> {
+    let path = session_dir.join(FILE);
+    let mut file = match OpenOptions::new().read(true).write(true).open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(RalphError::io("open", &path)(e)),
+    };
+    let read = |file: &mut File| -> std::io::Result<(u64, Vec<u8>)> {
+        let len = file.metadata()?.len();
+        let start = len.saturating_sub(UNAPPLIED_WINDOW);
+        file.seek(SeekFrom::Start(start))?;
+        let mut bytes = Vec::new();
+        file.take(UNAPPLIED_WINDOW).read_to_end(&mut bytes)?;
+        Ok((start, bytes))
+    };
+    let (start, tail) = read(&mut file).map_err(RalphError::io("read", &path))?;
+    let names_gate = |line: &[u8]| {
+        serde_json::from_slice::<Value>(line).is_ok_and(|r| {
+            r.get("step_index").and_then(Value::as_u64) == Some(index as u64)
+                && r.get("node_id").and_then(Value::as_str) == Some(gate)
+                && r.get("retry_count").and_then(Value::as_u64) == Some(retry)
+        })
+    };
+    // `keep`: where what stays ends, within `tail`.
+    let mut keep = tail.len();
+    let mut dropped = 0;
+    match tail.iter().rposition(|b| *b == b'\n') {
+        // A torn last line: its append never finished, so nothing applied it.
+        Some(nl) if nl + 1 < tail.len() => {
+            keep = nl + 1;
+            dropped += 1;
+        }
+        Some(_) => {}
+        None if start == 0 && !tail.is_empty() => {
+            keep = 0;
+            dropped += 1;
+        }
+        None => return Ok(0),
+    }
+    while keep > 0 {
+        let body_end = keep - 1;
+        let line_start = match tail[..body_end].iter().rposition(|b| *b == b'\n') {
+            Some(nl) => nl + 1,
+            None if start == 0 => 0,
+            // The window's first line may start before the window: never judged.
+            None => break,
+        };
+        if !names_gate(&tail[line_start..body_end]) {
+            break;
+        }
+        keep = line_start;
+        dropped += 1;
+    }
+    if dropped > 0 {
+        file.set_len(start + keep as u64)
+            .and_then(|()| file.sync_data())
+            .map_err(RalphError::io("truncate", &path))?;
+    }
+    Ok(dropped)
 }
 
 /// Most bytes read from the end of the file by [`read_last`]: the newest records are what a
@@ -116,6 +186,35 @@ mod tests {
         let text = std::fs::read_to_string(dir.path().join(FILE)).unwrap();
         let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
         assert_eq!(last["id"], "DEC-2");
+    }
+
+    #[test]
+    fn drop_unapplied_removes_only_the_trailing_records_of_the_gate_decided_now() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(drop_unapplied(dir.path(), 4, "post-verify", 0).unwrap(), 0);
+        let gate = |id: &str, index: u64, retry: u64| {
+            json!({"id": id, "step_index": index, "node_id": "post-verify", "retry_count": retry})
+                .to_string()
+        };
+        let applied = format!("{}\n{}\n", gate("DEC-1", 4, 0), gate("DEC-2", 9, 1));
+        // Two crashes between the append and the status write, the second one mid-append.
+        let log = format!(
+            "{applied}{}\n{}\n{{\"id\":\"DE",
+            gate("DEC-3", 9, 2),
+            gate("DEC-4", 9, 2)
+        );
+        std::fs::write(dir.path().join(FILE), log).unwrap();
+        assert_eq!(drop_unapplied(dir.path(), 9, "post-verify", 2).unwrap(), 3);
+        let text = std::fs::read_to_string(dir.path().join(FILE)).unwrap();
+        assert_eq!(text, applied);
+        // Another gate, or the same gate at another retry, is not touched.
+        assert_eq!(drop_unapplied(dir.path(), 9, "post-verify", 2).unwrap(), 0);
+        assert_eq!(drop_unapplied(dir.path(), 9, "post-review", 1).unwrap(), 0);
+        assert_eq!(drop_unapplied(dir.path(), 4, "post-verify", 0).unwrap(), 0);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(FILE)).unwrap(),
+            applied
+        );
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! the seed's literal protocol would also put the gate itself back to pending *before* the fix
 //! steps, so it would be evaluated again before any fix ran, and duplicated.
 //!
-//! Every settled gate appends a line to `decisions.ndjson` (before status.json is written).
+//! Every settled gate appends a line to `decisions.ndjson` (before status.json is written);
+//! a line a crash left for the same gate, never applied, is removed first.
 
 use crate::ralph::Context;
 use crate::ralph::chain::{self, Item};
@@ -196,6 +197,8 @@ pub fn run(ctx: &Context, session: Option<&str>, args: &DecideArgs) -> Result<Ou
         if args.dry_run {
             return Ok(Change::keep(decided));
         }
+        // A line a crash left for this very gate was never applied: it is replaced.
+        decisions::drop_unapplied(&s.dir, index, &decided.gate, retry)?;
         decisions::append(&s.dir, &decided.record)?;
         Ok(Change::write(decided))
     })?;
@@ -420,6 +423,52 @@ mod tests {
         assert_eq!((a.verdict, a.suggested), ("fix", Some("proceed")));
         assert_eq!(apply_guards("fix", 97, 0, 2, true).suggested, None);
         assert_eq!(apply_guards("proceed", 10, 5, 2, false).verdict, "proceed");
+    }
+
+    /// A decide killed between its log line and its status.json write left the gate pending
+    /// and a line behind; deciding the gate again replaces that line instead of adding one.
+    #[test]
+    fn a_gate_decided_again_after_a_crash_is_logged_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ctx = Context {
+            project: tmp.path().to_path_buf(),
+            home: None,
+            maestro_home: None,
+            cli: "baton ralph".into(),
+            owner: "test".into(),
+            lock_timeout: std::time::Duration::from_secs(5),
+            bundled_commands: None,
+        };
+        let args = crate::ralph::verbs::new::NewArgs {
+            intent: "x".into(),
+            chain: "goal-audit".into(),
+            ..Default::default()
+        };
+        let out = crate::ralph::verbs::new::run(&ctx, &args).unwrap();
+        let path = std::path::PathBuf::from(out.json["path"].as_str().unwrap());
+        let doc: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let gate = doc["steps"][0]["decision"].as_str().unwrap().to_string();
+        let log = path.with_file_name(decisions::FILE);
+        let earlier = json!({"id": "DEC-1-0", "step_index": 7, "node_id": gate, "retry_count": 0});
+        let stale = json!({"id": "DEC-2-1", "step_index": 0, "node_id": gate, "retry_count": 0,
+            "verdict": "fix"});
+        std::fs::write(&log, format!("{earlier}\n{stale}\n")).unwrap();
+        let decide = DecideArgs {
+            index: "0".into(),
+            verdict: "proceed".into(),
+            confidence: "90".into(),
+            ..DecideArgs::default()
+        };
+        run(&ctx, None, &decide).unwrap();
+        let lines: Vec<Value> = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert_eq!(lines[0], earlier);
+        assert_eq!(lines[1]["step_index"], 0);
+        assert_eq!(lines[1]["verdict"], "proceed");
     }
 
     /// A_APPLY_GOAL_DONE: without it a decomposed session never completes (E010 at the end).
