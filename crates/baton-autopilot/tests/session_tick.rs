@@ -388,6 +388,56 @@ async fn a_run_created_but_never_linked_is_used_not_left_behind() {
     assert_eq!(prompt, claimed.json["prompt"]);
 }
 
+/// The runs index lags behind the run directories when the kill fell between the run's
+/// directory and its index entry: the orphan is found by its directory all the same.
+#[tokio::test]
+async fn a_run_created_but_killed_before_its_index_entry_is_used_not_left_behind() {
+    let t = world();
+    let project = t.project();
+    let claimed = next::run(&t.w.ctx, None, Some(OWNER), None).unwrap();
+    let doc = t.doc();
+    let session = doc["session_id"].as_str().unwrap();
+    let skill = doc["steps"][0]["skill"].as_str().unwrap();
+    let orphan = create_task(
+        &project,
+        NewTaskRun {
+            task_ref: &format!("{session}/step-0-{skill}"),
+            agent_id: skill,
+        },
+        claimed.json["prompt"].as_str().unwrap(),
+    )
+    .unwrap()
+    .run()
+    .run_id
+    .clone();
+    // The index as the kill left it: without the run's entry.
+    let runs_dir = project
+        .run_paths(&orphan)
+        .dir
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let journal = runs_dir.parent().unwrap().join("runsIndex.journal.jsonl");
+    let kept: String = std::fs::read_to_string(&journal)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.contains(&orphan))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&journal, kept).unwrap();
+    assert!(project.list_runs().unwrap().is_empty(), "the index lost it");
+    let (_server, m) = model(vec![done("c1")]).await;
+    let tick = t.tick(&m, 10).await;
+    assert_eq!(tick.run_id, orphan, "the orphan run was linked and used");
+    assert!(matches!(&tick.end, StepEnd::Recorded(c) if c.status == Status::Done));
+    let dirs = std::fs::read_dir(&runs_dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .count();
+    assert_eq!(dirs, 1, "no second run");
+}
+
 #[tokio::test]
 async fn a_step_recorded_across_a_kill_replays_every_call() {
     let t = world();

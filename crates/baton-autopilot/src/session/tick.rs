@@ -122,16 +122,31 @@ fn adopt_orphan(s: &Session, index: usize, owner: &str, project: &Project) -> Re
         return Ok(None);
     };
     let (task_ref, _) = task_name(s, index);
-    let runs = project
-        .list_runs()
-        .map_err(|e| RalphError::usage(e.code(), e.to_string()))?;
-    let never_ran = runs.iter().rev().find(|r| {
-        r.kind == RunKind::Task
-            && r.workflow_ref == task_ref
-            && r.phase == Phase::Idle
-            && conversation::restore(&project.run_paths(&r.run_id).conversation_log)
-                .is_ok_and(|c| c.history.len() == 1 && c.complete_turns == 0)
-    });
+    // The run directories, not the index: a kill between a run's directory and its index
+    // entry leaves a run only its directory knows.
+    let probe = project.run_paths("probe").dir;
+    let Some(runs_dir) = probe.parent() else {
+        return Ok(None);
+    };
+    let entries = match std::fs::read_dir(runs_dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(RalphError::io("list", runs_dir)(e)),
+    };
+    // The newest such run (ids sort by creation time): the one made for the latest claim.
+    let never_ran = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|id| !id.starts_with('.'))
+        .filter_map(|id| project.get_run(&id).ok().filter(|r| r.run_id == id))
+        .filter(|r| {
+            r.kind == RunKind::Task
+                && r.workflow_ref == task_ref
+                && r.phase == Phase::Idle
+                && conversation::restore(&project.run_paths(&r.run_id).conversation_log)
+                    .is_ok_and(|c| c.history.len() == 1 && c.complete_turns == 0)
+        })
+        .max_by(|a, b| a.run_id.cmp(&b.run_id));
     let Some(run) = never_ran else {
         return Ok(None);
     };
