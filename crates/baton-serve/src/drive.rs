@@ -7,6 +7,7 @@
 //! from the start: a second driver (`baton resume` in a terminal) gets `RUN_BUSY`.
 
 use crate::api::ApiError;
+use crate::demo;
 use crate::server::AppState;
 use baton_engine::bundled_demo;
 use baton_engine::model_choice::{self, LoadedModel, ModelChoice};
@@ -102,7 +103,7 @@ pub fn start(state: &AppState, body: StartBody) -> Result<Value, ApiError> {
     let store = &state.store;
     let demo = body.replay.as_deref() == Some("demo");
     let (package, project, _package_dir) = if demo {
-        demo_files(body.project.as_deref())?
+        demo_files(store, body.project.as_deref())?
     } else {
         let package = body.package.clone().ok_or_else(|| {
             ApiError::bad_request("START_INVALID", "package is required")
@@ -148,7 +149,23 @@ pub fn start(state: &AppState, body: StartBody) -> Result<Value, ApiError> {
     if let RunModel::Replay { model, .. } = &model {
         state.jobs.remember_replay(&run_id, model.clone());
     }
+    if demo {
+        // Before the run goes on: a server restarted while it waits must know it for a demo.
+        demo::remember(store, &run_id).map_err(|e| {
+            ApiError::internal(
+                "DEMO_FILES_FAILED",
+                format!("cannot record demo run {run_id}: {e}"),
+            )
+        })?;
+    }
     spawn(state, claimed, model, tools, body.inputs);
+    if demo {
+        let store = store.clone();
+        // Best effort, off the request: what fails now is tried again at the next demo.
+        state.jobs.spawn(move |_| {
+            let _ = demo::prune(&store, demo::KEEP_COMPLETED, demo::ORPHAN_AFTER);
+        });
+    }
     Ok(json!({"runId": run_id, "projectRoot": root, "phase": "running"}))
 }
 
@@ -162,7 +179,19 @@ pub fn answer(state: &AppState, query: &str, body: AnswerBody) -> Result<Value, 
     let run_id = claimed.run().run_id.clone();
     let root = claimed.project_root().to_path_buf();
     let tools = load_tools(store, &root)?;
-    let remembered = state.jobs.replay_of(&run_id);
+    let remembered = match state.jobs.replay_of(&run_id) {
+        Some(replay) => Some(replay),
+        // A demo run this server did not start (or forgot): its recording, rebuilt.
+        None if body.replay.is_none() && body.model.is_none() => {
+            let project = store.project(&root).map_err(|e| ApiError::from(&e))?;
+            demo::restore_replay(store, &project, &run_id)?.map(|replay| {
+                let replay = Arc::new(replay);
+                state.jobs.remember_replay(&run_id, replay.clone());
+                replay
+            })
+        }
+        None => None,
+    };
     let model = match (&body.replay, &body.model, remembered) {
         (Some(path), _, _) => load(store, &ModelChoice::Replay(path.clone()), &root, true)?,
         (None, None, Some(replay)) => {
@@ -259,9 +288,10 @@ fn spawn(
 }
 
 /// The demo's package (a fresh directory, removed when the run is created: the store keeps
-/// its own copy) and project (a fresh copy of the sample project in the temporary
-/// directory's `baton-serve-demo/`, unless a project is given).
+/// its own copy) and project (a fresh copy of the sample project in the store's
+/// `demo-projects/`, unless a project is given).
 fn demo_files(
+    store: &Store,
     project: Option<&Path>,
 ) -> Result<(PathBuf, PathBuf, Option<tempfile::TempDir>), ApiError> {
     let io = |what: &str, e: std::io::Error| {
@@ -275,18 +305,7 @@ fn demo_files(
         .map_err(|e| io("package", e))?;
     let project = match project {
         Some(p) => p.to_path_buf(),
-        None => {
-            // Not under the store: a project may not live inside baton's own files.
-            let parent = std::env::temp_dir().join("baton-serve-demo");
-            std::fs::create_dir_all(&parent).map_err(|e| io("project", e))?;
-            let dir = tempfile::Builder::new()
-                .prefix("taskboard-")
-                .tempdir_in(&parent)
-                .map_err(|e| io("project", e))?
-                .keep();
-            bundled_demo::write_files(&dir, bundled_demo::PROJECT).map_err(|e| io("project", e))?;
-            dir
-        }
+        None => demo::new_copy(store).map_err(|e| io("project", e))?,
     };
     Ok((package_dir.path().to_path_buf(), project, Some(package_dir)))
 }

@@ -8,9 +8,11 @@
 //! - [`server`]: binding, the router, and the state shared by handlers.
 //! - [`drive`]: starting and answering runs in the background (`baton run`/`answer`).
 //! - [`jobs`]: runs and epics driven in the background, and what the server remembers.
+//! - [`demo`]: the demo runs' copies of the sample project and their records.
 
 pub mod api;
 pub mod auth;
+pub mod demo;
 pub mod drive;
 pub mod jobs;
 pub mod pages;

@@ -24,7 +24,11 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
-        let home = tempfile::tempdir().unwrap();
+        Server::start_in(tempfile::tempdir().unwrap())
+    }
+
+    /// A server on the store at `home` (another server may have used it before).
+    fn start_in(home: tempfile::TempDir) -> Server {
         let store = Store::new(home.path());
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -974,4 +978,41 @@ fn event_streams_are_capped() {
     );
     drop(taken);
     assert_eq!(server.get("/api/runs/0000nothing/events").status, 404);
+}
+
+// ---------------------------------------------------------------- demo runs across restarts
+
+/// A demo without a project runs on a copy in the store's `demo-projects/`; left waiting when
+/// its server stops, it is answered by the next server on the same store, which rebuilds the
+/// bundled recording where the run stood, and it completes.
+#[test]
+fn a_demo_left_waiting_is_answered_by_the_next_server_on_the_same_store() {
+    let mut first = Server::start();
+    let started = first.post("/api/runs", &json!({"replay": "demo"}));
+    assert_eq!(started.status, 202, "{}", started.text());
+    let v = started.json();
+    let id = v["runId"].as_str().unwrap().to_string();
+    let root = PathBuf::from(v["projectRoot"].as_str().unwrap());
+    let copies = std::fs::canonicalize(first.home.path().join("demo-projects")).unwrap();
+    assert_eq!(root.parent(), Some(copies.as_path()), "{}", root.display());
+    assert!(root.join("artifacts/PRD.md").is_file());
+    wait_for_phase(&first, &id, "waiting-user");
+    wait_for_invocation(&first, &id);
+    first.stop();
+
+    let home = std::mem::replace(&mut first.home, tempfile::tempdir().unwrap());
+    let second = Server::start_in(home);
+    let answered = second.post(
+        &format!("/api/runs/{id}/answer"),
+        &json!({"text": "1-2-user-authentication"}),
+    );
+    assert_eq!(answered.status, 202, "{}", answered.text());
+    let outcome = wait_for_invocation(&second, &id);
+    assert_eq!(outcome["phase"], "completed", "{outcome:#}");
+    let done = wait_for_phase(&second, &id, "completed");
+    assert_eq!(done["complete"], true, "{done:#}");
+    assert!(
+        root.join("artifacts/stories/1-2-user-authentication.md")
+            .is_file()
+    );
 }

@@ -7,6 +7,7 @@
 //! $BATON_HOME/projects/<projectId>/runs/<runId>/run.json
 //! $BATON_HOME/projects/<projectId>/runs/<runId>/state/workflow.md
 //! $BATON_HOME/projects/<projectId>/runs/<runId>/state/logs/{execution,conversation}.jsonl
+//! $BATON_HOME/demo-projects/<copy>/                         (baton serve's demo projects)
 //! ```
 
 use crate::durable::atomic_write;
@@ -19,6 +20,8 @@ use baton_package::digest::sha256_hex;
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::path::{Path, PathBuf};
+
+const DEMO_PROJECTS: &str = "demo-projects";
 
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -67,6 +70,12 @@ impl Store {
         self.home.join("projects")
     }
 
+    /// Where `baton serve` keeps the demo's copies of the sample project, one directory per
+    /// copy: the only projects allowed inside the store (a copy's mount is the copy alone).
+    pub fn demo_projects_dir(&self) -> PathBuf {
+        self.home.join(DEMO_PROJECTS)
+    }
+
     /// Registers `root` (idempotent) and returns its project.
     pub fn project(&self, root: &Path) -> Result<Project, RunError> {
         let real = fs::canonicalize(root).map_err(|e| RunError::ProjectRootInvalid {
@@ -79,9 +88,11 @@ impl Store {
                 reason: "not a directory".into(),
             });
         }
-        if real.starts_with(&self.home)
-            || fs::canonicalize(&self.home).is_ok_and(|h| real.starts_with(h))
-        {
+        let inside = |home: &Path| {
+            // A copy directly in `demo-projects/` holds nothing of the store but itself.
+            real.starts_with(home) && real.parent() != Some(&home.join(DEMO_PROJECTS))
+        };
+        if inside(&self.home) || fs::canonicalize(&self.home).is_ok_and(|h| inside(&h)) {
             return Err(RunError::ProjectRootInvalid {
                 path: root.to_path_buf(),
                 reason: "the project cannot be inside baton's own store".into(),
@@ -247,5 +258,36 @@ fn read_record(dir: &Path) -> Result<Option<ProjectRecord>, RunError> {
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(StoreError::io("read", &path)(e).into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Nothing of the store can be a project, except a copy directly in `demo-projects/` (and
+    /// not a link from there back into the store).
+    #[test]
+    fn only_a_demo_copy_may_be_a_project_inside_the_store() {
+        let home = tempfile::tempdir().unwrap();
+        let store = Store::new(home.path());
+        let demo = store.demo_projects_dir();
+        for dir in ["projects/x", "demo-projects/copy/sub", "packages"] {
+            fs::create_dir_all(home.path().join(dir)).unwrap();
+        }
+        std::os::unix::fs::symlink(home.path().join("projects"), demo.join("link")).unwrap();
+        for refused in [
+            home.path().to_path_buf(),
+            home.path().join("projects/x"),
+            home.path().join("packages"),
+            demo.clone(),
+            demo.join("copy/sub"),
+            demo.join("link"),
+        ] {
+            let e = store.project(&refused).unwrap_err();
+            assert_eq!(e.code(), "PROJECT_ROOT_INVALID", "{}", refused.display());
+        }
+        let copy = store.project(&demo.join("copy")).unwrap();
+        assert_eq!(copy.root(), fs::canonicalize(demo.join("copy")).unwrap());
     }
 }
