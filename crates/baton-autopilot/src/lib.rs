@@ -6,5 +6,6 @@
 //! ralph verbs.
 
 pub mod epic;
+mod json_kind;
 pub mod ralph;
 pub mod session;

@@ -2,6 +2,7 @@
 //! that name the field (a JSON pointer), and durable writes.
 
 use super::error::{EpicError, Result};
+use crate::json_kind::json_kind;
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -88,23 +89,12 @@ impl<'a> Fields<'a> {
         )
     }
 
-    fn kind(v: &Value) -> &'static str {
-        match v {
-            Value::Null => "null",
-            Value::Bool(_) => "a boolean",
-            Value::Number(_) => "a number",
-            Value::String(_) => "a string",
-            Value::Array(_) => "an array",
-            Value::Object(_) => "an object",
-        }
-    }
-
     /// A required string.
     pub fn string(&self, key: &str) -> Result<&'a str> {
         match self.map.get(key) {
             Some(Value::String(s)) => Ok(s),
             Some(other) => {
-                Err(self.err(key, format!("must be a string, not {}", Self::kind(other))))
+                Err(self.err(key, format!("must be a string, not {}", json_kind(other))))
             }
             None => Err(self.err(key, "is required")),
         }
@@ -117,7 +107,7 @@ impl<'a> Fields<'a> {
             Some(Value::String(s)) => Ok(Some(s)),
             Some(other) => Err(self.err(
                 key,
-                format!("must be a string or null, not {}", Self::kind(other)),
+                format!("must be a string or null, not {}", json_kind(other)),
             )),
         }
     }
@@ -157,7 +147,7 @@ impl<'a> Fields<'a> {
             None | Some(Value::Null) if !required => Ok(Vec::new()),
             None => Err(self.err(key, "is required")),
             Some(other) => {
-                Err(self.err(key, format!("must be an array, not {}", Self::kind(other))))
+                Err(self.err(key, format!("must be an array, not {}", json_kind(other))))
             }
         }
     }
@@ -173,7 +163,7 @@ impl<'a> Fields<'a> {
                 code: self.code,
             })),
             Some(other) => {
-                Err(self.err(key, format!("must be an object, not {}", Self::kind(other))))
+                Err(self.err(key, format!("must be an object, not {}", json_kind(other))))
             }
         }
     }
@@ -191,7 +181,7 @@ impl<'a> Fields<'a> {
                 self.code,
                 self.file,
                 Some(&at),
-                format!("must be an object, not {}", Self::kind(other)),
+                format!("must be an object, not {}", json_kind(other)),
             )),
         }
     }
@@ -203,7 +193,7 @@ impl<'a> Fields<'a> {
                 self.code,
                 self.file,
                 Some(at),
-                format!("must be a string, not {}", Self::kind(value)),
+                format!("must be a string, not {}", json_kind(value)),
             )
         })
     }

@@ -5,6 +5,7 @@
 //! Only the fields ralph reads or writes are typed; every other field is left alone and kept in
 //! place when the file is written back.
 
+use crate::json_kind::json_kind;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -78,7 +79,10 @@ pub fn validate(doc: &Value) -> Vec<SchemaIssue> {
         issues.push(SchemaIssue::new(
             "$",
             None,
-            format!("status.json must hold a JSON object, found {}", kind(doc)),
+            format!(
+                "status.json must hold a JSON object, found {}",
+                json_kind(doc)
+            ),
         ));
         return issues;
     };
@@ -327,21 +331,10 @@ fn one_of(v: Option<&Value>, allowed: &[&str]) -> bool {
     }
 }
 
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// A short rendering of a bad value for a message.
 fn show(v: &Value) -> String {
     match v {
-        Value::Array(_) | Value::Object(_) => kind(v).to_string(),
+        Value::Array(_) | Value::Object(_) => json_kind(v).to_string(),
         other => {
             let text = other.to_string();
             if text.chars().count() > 60 {

@@ -3,6 +3,7 @@
 //! is located (`task_decomposition[2].lifecycle[0]`), sizes and counts are bounded, and unknown
 //! fields are refused, so what reaches status.json is exactly the schema's shape.
 
+use crate::json_kind::json_kind;
 use crate::ralph::chain::STAGES;
 use serde_json::{Map, Value, json};
 use std::fmt;
@@ -178,7 +179,7 @@ impl Validator {
         optional: &[&str],
     ) -> Option<&'v Map<String, Value>> {
         let Some(m) = v.as_object() else {
-            self.push(at, format!("must be an object, found {}", kind(v)));
+            self.push(at, format!("must be an object, found {}", json_kind(v)));
             return None;
         };
         for key in required {
@@ -209,7 +210,7 @@ impl Validator {
                 s.clone()
             }
             Some(other) => {
-                self.push(at, format!("must be a string, found {}", kind(other)));
+                self.push(at, format!("must be a string, found {}", json_kind(other)));
                 String::new()
             }
             // Reported by `object`.
@@ -224,7 +225,7 @@ impl Validator {
         let Some(items) = v.as_array() else {
             self.push(
                 at,
-                format!("must be an array of strings, found {}", kind(v)),
+                format!("must be an array of strings, found {}", json_kind(v)),
             );
             return Vec::new();
         };
@@ -296,7 +297,7 @@ impl Validator {
         let Some(items) = v.as_array() else {
             self.push(
                 at,
-                format!("must be an array of sub-goals, found {}", kind(v)),
+                format!("must be an array of sub-goals, found {}", json_kind(v)),
             );
             return Vec::new();
         };
@@ -402,17 +403,6 @@ impl Validator {
             }
         }
         seen
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

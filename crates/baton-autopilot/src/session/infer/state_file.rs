@@ -6,6 +6,7 @@
 
 use super::error::{InferError, Result};
 use super::files::{self, MAX_STATE_BYTES};
+use crate::json_kind::json_kind;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -127,9 +128,12 @@ pub fn read(workflow: &Path) -> Result<Option<State>> {
 /// Validates a parsed state.json; `path` only locates errors.
 pub fn parse(path: &Path, doc: &Value) -> Result<State> {
     let at = Loc { path };
-    let root = doc
-        .as_object()
-        .ok_or_else(|| at.err("(root)", format!("expected an object, got {}", kind(doc))))?;
+    let root = doc.as_object().ok_or_else(|| {
+        at.err(
+            "(root)",
+            format!("expected an object, got {}", json_kind(doc)),
+        )
+    })?;
     let current_milestone = at.opt_str(root, "current_milestone", "current_milestone")?;
     let milestones = match at.opt_array(root, "milestones", "milestones")? {
         None => Vec::new(),
@@ -199,7 +203,10 @@ fn slugs(at: &Loc, loc: &str, v: Option<&Value>) -> Result<BTreeMap<u64, String>
                     other => {
                         return Err(at.err(
                             &here,
-                            format!("expected a slug or a phase number, got {}", kind(other)),
+                            format!(
+                                "expected a slug or a phase number, got {}",
+                                json_kind(other)
+                            ),
                         ));
                     }
                 }
@@ -208,16 +215,16 @@ fn slugs(at: &Loc, loc: &str, v: Option<&Value>) -> Result<BTreeMap<u64, String>
         Some(Value::Array(items)) => {
             for (i, v) in items.iter().enumerate() {
                 let here = format!("{loc}[{i}]");
-                let s = v
-                    .as_str()
-                    .ok_or_else(|| at.err(&here, format!("expected a string, got {}", kind(v))))?;
+                let s = v.as_str().ok_or_else(|| {
+                    at.err(&here, format!("expected a string, got {}", json_kind(v)))
+                })?;
                 let (n, slug) = numbered(s)
                     .ok_or_else(|| at.err(&here, "expected \"<number>\" or \"<number>-<slug>\""))?;
                 out.insert(n, slug.unwrap_or_default());
             }
         }
         Some(other) => {
-            return Err(at.err(loc, format!("expected an object, got {}", kind(other))));
+            return Err(at.err(loc, format!("expected an object, got {}", json_kind(other))));
         }
     }
     Ok(out)
@@ -267,7 +274,10 @@ fn phase_entry(at: &Loc, loc: &str, v: &Value) -> Result<PhaseEntry> {
         }
         other => Err(at.err(
             loc,
-            format!("expected a phase number or object, got {}", kind(other)),
+            format!(
+                "expected a phase number or object, got {}",
+                json_kind(other)
+            ),
         )),
     }
 }
@@ -354,17 +364,6 @@ fn number(at: &Loc, loc: &str, v: &Value) -> Result<u64> {
     })
 }
 
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// A value for an error message, cut short.
 fn short(v: &Value) -> String {
     let s = v.to_string();
@@ -387,14 +386,14 @@ impl Loc<'_> {
 
     fn object<'v>(&self, loc: &str, v: &'v Value) -> Result<&'v Map<String, Value>> {
         v.as_object()
-            .ok_or_else(|| self.err(loc, format!("expected an object, got {}", kind(v))))
+            .ok_or_else(|| self.err(loc, format!("expected an object, got {}", json_kind(v))))
     }
 
     fn opt_str(&self, obj: &Map<String, Value>, key: &str, loc: &str) -> Result<Option<String>> {
         match obj.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(v) => Err(self.err(loc, format!("expected a string, got {}", kind(v)))),
+            Some(v) => Err(self.err(loc, format!("expected a string, got {}", json_kind(v)))),
         }
     }
 
@@ -411,7 +410,7 @@ impl Loc<'_> {
                 format!("{} entries, over the limit of {MAX_ENTRIES}", a.len()),
             )),
             Some(Value::Array(a)) => Ok(Some(a)),
-            Some(v) => Err(self.err(loc, format!("expected an array, got {}", kind(v)))),
+            Some(v) => Err(self.err(loc, format!("expected an array, got {}", json_kind(v)))),
         }
     }
 }
