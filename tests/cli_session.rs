@@ -764,3 +764,26 @@ fn what_a_model_wrote_is_printed_without_control_characters() {
     json.code(1);
     assert_eq!(json.json()["waiting"]["reason"], reason.as_str());
 }
+
+#[test]
+fn a_step_that_never_completes_is_retried_once_then_blocked() {
+    let fx = csvsum();
+    let player = Player::start(Scenario {
+        busy: vec!["maestro-plan".into()],
+        ..scenario()
+    });
+    let run = played(
+        &fx,
+        &player,
+        &["start", INTENT, "-y", "--max-turns", "2", "--json"],
+    );
+    run.code(1);
+    let v = run.json();
+    assert_eq!(v["waiting"]["kind"], "failed-step", "{v:#}");
+    assert_eq!(v["waiting"]["index"], 1);
+    assert_eq!(v["session"]["steps"][1]["completion_status"], "BLOCKED");
+    // Two turns per invocation, two invocations (NEEDS_RETRY, then BLOCKED).
+    assert_eq!(player.step_calls("maestro-plan"), 4);
+    let bad = played(&fx, &player, &["continue", "--max-turns", "0"]);
+    bad.code(2);
+}

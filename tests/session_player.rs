@@ -30,6 +30,8 @@ pub struct Scenario {
     /// while a step runs).
     pub delay: std::time::Duration,
     pub slow_skill: Option<String>,
+    /// Skills whose steps only ever read a file: they never call `session_complete`.
+    pub busy: Vec<String>,
 }
 
 struct Shared {
@@ -159,6 +161,9 @@ fn play(shared: &Shared, body: &Value) -> Value {
         served(shared, "step", &skill);
         if shared.scenario.slow_skill.as_deref() == Some(skill.as_str()) {
             std::thread::sleep(shared.scenario.delay);
+        }
+        if shared.scenario.busy.contains(&skill) {
+            return call_reply(shared, "fs_read", json!({"path": "README.md"}));
         }
         if let Some((_, reason)) = shared.scenario.blocked.iter().find(|(s, _)| *s == skill) {
             return call_reply(

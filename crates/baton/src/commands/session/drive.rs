@@ -128,6 +128,9 @@ pub async fn ticks(
         settings.record = setup.record.as_deref();
         settings.tools = setup.tools.clone();
         settings.cancel = cancel.clone();
+        if let Some(n) = setup.max_turns {
+            settings.max_turns = n;
+        }
         if !setup.json {
             settings.on_event = Some(&on_event);
         }

@@ -73,6 +73,10 @@ pub struct LoopArgs {
     /// Record every step run's and gate call's conversation in DIR (created when missing).
     #[arg(long, value_name = "DIR")]
     pub record: Option<PathBuf>,
+    /// Model calls a step's run may make in one invocation before it counts as ended without
+    /// `session.complete` (NEEDS_RETRY, then BLOCKED).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub max_turns: Option<u16>,
     /// Never prompt; stop with exit code 10 when a person must answer or decide.
     #[arg(long)]
     pub non_interactive: bool,

@@ -24,6 +24,8 @@ pub struct Setup {
     pub live: Option<LoadedModel>,
     pub replay: Option<PathBuf>,
     pub record: Option<PathBuf>,
+    /// `--max-turns`, else the engine's default.
+    pub max_turns: Option<usize>,
     /// Who claims the steps. The same in every process on this host, so a `continue` after a
     /// kill picks up the step the killed process held (the session lock keeps two drivers
     /// apart).
@@ -111,6 +113,7 @@ fn prepare_in(store: Store, project: &Path, args: &LoopArgs) -> Result<Setup, Fa
         live,
         replay: args.replay.clone(),
         record,
+        max_turns: args.max_turns.map(usize::from),
     })
 }
 
