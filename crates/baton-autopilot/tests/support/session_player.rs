@@ -11,7 +11,8 @@
 //!
 //! It keeps no memory between requests: each answer is computed from the request and the
 //! project's files (execute writes the fixed tool once a `debug.md` exists), so a killed and
-//! continued session gets the same answers as one that ran straight through.
+//! continued session gets the same answers as one that ran straight through; a turn whose
+//! calls a kill interrupted is played again.
 #![allow(dead_code)]
 
 use serde_json::{Value, json};
@@ -175,7 +176,7 @@ fn play(shared: &Shared, body: &Value) -> Value {
             .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
             .map(str::to_owned)
             .collect();
-        let turn = messages.iter().filter(|m| m["role"] == "assistant").count();
+        let turn = turns_done(&messages);
         let step = Step {
             project: &shared.project,
             skill: &skill,
@@ -191,6 +192,25 @@ fn play(shared: &Shared, body: &Value) -> Value {
     }
     shared.served.lock().unwrap().push("other".into());
     text_reply("I can only play the steps and gates of a lifecycle session.")
+}
+
+/// The assistant turns of a step whose calls all ran. A turn the run was stopped in (a kill:
+/// its unfinished calls are answered `E_INTERRUPTED` on resume) is done again, as the result
+/// asks a model to.
+pub fn turns_done(messages: &[Value]) -> usize {
+    let interrupted = |m: &Value| {
+        m["tool_calls"].as_array().into_iter().flatten().any(|c| {
+            messages.iter().any(|r| {
+                r["role"] == "tool"
+                    && r["tool_call_id"] == c["id"]
+                    && content(r).contains("E_INTERRUPTED")
+            })
+        })
+    };
+    messages
+        .iter()
+        .filter(|m| m["role"] == "assistant" && !interrupted(m))
+        .count()
 }
 
 /// The session's boundary contract and its one sub-goal.
