@@ -529,3 +529,20 @@ fn steps(status: &Path) -> Vec<(String, String, String)> {
         })
         .collect()
 }
+
+#[tokio::test]
+async fn a_steps_phase_placeholder_is_filled_from_the_session_before_it_is_claimed() {
+    let t = world();
+    let mut doc = t.doc();
+    assert_eq!(doc["steps"][0]["args"], "{phase}");
+    doc["phase"] = serde_json::json!("2");
+    std::fs::write(&t.w.status, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    let (server, model) = model(vec![done("c1")]).await;
+    t.tick(&model, 10).await;
+    let doc = t.doc();
+    assert_eq!(doc["steps"][0]["args"], "2");
+    // The next step keeps its placeholder until it is the one claimed.
+    assert_eq!(doc["steps"][1]["args"], "{phase}");
+    let first = serde_json::to_string(&server.received()[0].body).unwrap();
+    assert!(first.contains(r#"args=\"2\""#), "{first}");
+}

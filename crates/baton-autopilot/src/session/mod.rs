@@ -7,6 +7,7 @@
 //! - [`verdict`]: the strict grammar of a gate's `---VERDICT--- … ---END---` block; an answer
 //!   that does not parse becomes `fix` (E004).
 //! - [`apply`]: the end of a tick, applied through ralph's `complete` and `decide`.
+//! - [`args`]: a step's `{phase}`-style placeholders filled from status.json before it is claimed.
 //! - [`tick`]: an execution step claimed, run as a task run, and its verdict recorded.
 //! - [`gate`]: a decision step judged by one model call on the gate's result files.
 //! - [`run`]: the loop of ticks, routing by the first pending step.
@@ -19,6 +20,7 @@
 //! - [`start`]: `baton session start`: guard, inference, decomposition, chain, creation.
 
 pub mod apply;
+pub mod args;
 pub mod build;
 pub mod completion;
 pub mod gate;

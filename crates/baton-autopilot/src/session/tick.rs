@@ -204,6 +204,7 @@ pub async fn run_step(
             },
         }
     }
+    super::args::resolve_next(ctx, session)?;
     let claimed = next::run(ctx, session, Some(settings.owner), None)?;
     let index = claimed.json["index"]
         .as_u64()
