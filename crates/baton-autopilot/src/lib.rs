@@ -5,6 +5,7 @@
 //! lifecycle sessions, [`session`], turns the model's step verdicts and gate answers into
 //! ralph verbs.
 
+mod bundle;
 pub mod epic;
 mod json_kind;
 pub mod ralph;
