@@ -86,10 +86,11 @@ pub fn settle_pause(
         .iter()
         .map(|(c, what)| (c.as_str(), *what))
         .collect();
-    let Some(key) = bar.suspend(|| prompt::choose(&title, &choices)) else {
+    let picked = bar.suspend(|| prompt::choose(&title, &choices));
+    // No answer (end of input): the pause stays for `baton session answer`.
+    let Some(choice) = picked.and_then(Choice::parse) else {
         return Ok(Some(Outcome::Waiting(Waiting::Paused(pause))));
     };
-    let choice = Choice::parse(key).unwrap_or(Choice::Abort);
     intervene::decide(&setup.ctx, Some(&s.id), choice, "").map_err(|e| errors::failure(&e))?;
     if choice == Choice::Abort {
         return Ok(Some(Outcome::Abandoned));
