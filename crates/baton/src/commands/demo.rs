@@ -61,6 +61,41 @@ pub(super) fn clear_previous_demo(dir: &Path, command: &str) -> Result<(), Failu
     Ok(())
 }
 
+/// `&[(path, include_bytes!(base + path)), …]`: a demo's files inside the binary (`base` is
+/// relative to the calling file).
+macro_rules! embed {
+    ($base:literal; $($rel:literal),* $(,)?) => {
+        &[$(($rel, include_bytes!(concat!($base, $rel)) as &[u8])),*]
+    };
+}
+pub(super) use embed;
+
+/// Every file below `dir`, relative to `root`.
+pub(super) fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            walk(root, &p, out);
+        } else if let Ok(rel) = p.strip_prefix(root) {
+            out.push(rel.to_string_lossy().into_owned());
+        }
+    }
+}
+
+/// Lists every file under the demo directory (the sample, and all a session or an epic
+/// wrote), so the next demo removes exactly those.
+pub(super) fn mark_all_files(dir: &Path) -> std::io::Result<()> {
+    let mut files = Vec::new();
+    walk(dir, dir, &mut files);
+    files.push(MARKER.to_string());
+    files.sort();
+    files.dedup();
+    fs::write(dir.join(MARKER), files.join("\n") + "\n")
+}
+
 fn write_marker(dir: &Path, artifacts: &[&str]) -> std::io::Result<()> {
     let mut list: Vec<&str> = PROJECT.iter().map(|(rel, _)| *rel).collect();
     list.extend(artifacts);
@@ -126,4 +161,27 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
         Outcome::Waiting { .. } => super::run::WAITING,
         Outcome::Failed { .. } => exit::FAILURE,
     })
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// The files below `dir` of the repository, sorted.
+    pub(in crate::commands) fn listed(dir: &str) -> Vec<String> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(dir);
+        let mut files = Vec::new();
+        walk(&root, &root, &mut files);
+        files.sort();
+        files
+    }
+
+    /// The names of embedded files, sorted.
+    pub(in crate::commands) fn names(files: &[(&str, &[u8])]) -> Vec<String> {
+        let mut names: Vec<String> = files.iter().map(|(n, _)| n.to_string()).collect();
+        names.sort();
+        names
+    }
 }

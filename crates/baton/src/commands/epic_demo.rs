@@ -3,7 +3,7 @@
 //! question (the recording answers it) and gets `changes-requested` once. Everything is inside
 //! the binary: the project, the bundled phase package and one trace per phase run.
 
-use super::demo::{MARKER, write_files};
+use super::demo::{embed, mark_all_files, write_files};
 use super::epic::{board_text, present, report_json};
 use crate::exit;
 use crate::failure::Failure;
@@ -11,8 +11,7 @@ use crate::progress::Progress;
 use baton_autopilot::epic::{self, Command, EpicEvent, EpicSettings, ModelSource};
 use baton_store::Store;
 use clap::{Args, Subcommand};
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Debug, Subcommand)]
 pub enum DemoCommand {
@@ -29,12 +28,6 @@ pub struct DemoEpicArgs {
     pub dir: PathBuf,
     #[arg(long)]
     pub json: bool,
-}
-
-macro_rules! embed {
-    ($base:literal; $($rel:literal),* $(,)?) => {
-        &[$(($rel, include_bytes!(concat!($base, $rel)) as &[u8])),*]
-    };
 }
 
 const PROJECT: &[(&str, &[u8])] = embed!(
@@ -67,29 +60,6 @@ const TRACES: &[(&str, &[u8])] = embed!(
     "2-2-move-task.code-review.2.trace.json",
 );
 
-fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            walk(root, &p, out);
-        } else if let Ok(rel) = p.strip_prefix(root) {
-            out.push(rel.to_string_lossy().into_owned());
-        }
-    }
-}
-
-fn write_marker(dir: &Path) -> std::io::Result<()> {
-    let mut files = Vec::new();
-    walk(dir, dir, &mut files);
-    files.push(MARKER.to_string());
-    files.sort();
-    files.dedup();
-    fs::write(dir.join(MARKER), files.join("\n") + "\n")
-}
-
 pub fn run(command: DemoCommand) -> anyhow::Result<u8> {
     let args = match command {
         DemoCommand::Epic(args) => args,
@@ -99,7 +69,7 @@ pub fn run(command: DemoCommand) -> anyhow::Result<u8> {
         return Ok(f.report(args.json));
     }
     write_files(&args.dir, PROJECT)?;
-    write_marker(&args.dir)?;
+    mark_all_files(&args.dir)?;
     let traces = tempfile::tempdir()?;
     write_files(traces.path(), TRACES)?;
     let store = Store::open_default()?;
@@ -128,7 +98,7 @@ pub fn run(command: DemoCommand) -> anyhow::Result<u8> {
     };
     let result = runtime.block_on(epic::execute(&store, &args.dir, command, settings));
     bar.finish();
-    write_marker(&args.dir)?;
+    mark_all_files(&args.dir)?;
     let report = match result {
         Ok(r) => r,
         Err(e) => {
@@ -161,4 +131,18 @@ pub fn run(command: DemoCommand) -> anyhow::Result<u8> {
         args.dir.display()
     );
     Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::demo::tests::{listed, names};
+    use super::*;
+
+    /// A trace recorded again under another name, or a file added to the sample, is compiled
+    /// in too (the replay would miss it otherwise).
+    #[test]
+    fn the_embedded_files_are_the_directories() {
+        assert_eq!(names(TRACES), listed("examples/traces/epic-demo"));
+        assert_eq!(names(PROJECT), listed("examples/projects/taskboard-epic"));
+    }
 }

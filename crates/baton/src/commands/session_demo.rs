@@ -7,7 +7,7 @@
 //! one trace per model conversation (recorded against the played model of
 //! `crates/baton-autopilot/tests/support/session_player.rs`).
 
-use super::demo::{MARKER, clear_previous_demo, write_files};
+use super::demo::{clear_previous_demo, embed, mark_all_files, write_files};
 use crate::exit;
 use crate::failure::Failure;
 use baton_autopilot::ralph::Context;
@@ -22,7 +22,6 @@ use baton_llm::{ReplayModel, Trace};
 use baton_store::Store;
 use clap::Args;
 use serde_json::{Value, json};
-use std::fs;
 use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
@@ -42,12 +41,6 @@ pub const INTENT: &str = "phase 1: add a --header flag that skips the first line
 const OWNER: &str = "baton-demo";
 /// The decomposition call's trace, beside the session's step and gate traces.
 const START_TRACE: &str = "start.trace.json";
-
-macro_rules! embed {
-    ($base:literal; $($rel:literal),* $(,)?) => {
-        &[$(($rel, include_bytes!(concat!($base, $rel)) as &[u8])),*]
-    };
-}
 
 const PROJECT: &[(&str, &[u8])] = embed!(
     "../../../../examples/projects/csvsum/";
@@ -78,31 +71,6 @@ const TRACES: &[(&str, &[u8])] = embed!(
     "gate-13.0.trace.json",
     "step-14.1.trace.json",
 );
-
-fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            walk(root, &p, out);
-        } else if let Ok(rel) = p.strip_prefix(root) {
-            out.push(rel.to_string_lossy().into_owned());
-        }
-    }
-}
-
-/// Lists every file under the demo directory (the sample, what the session wrote, the session
-/// folder), so the next demo removes exactly those.
-fn write_marker(dir: &Path) -> std::io::Result<()> {
-    let mut files = Vec::new();
-    walk(dir, dir, &mut files);
-    files.push(MARKER.to_string());
-    files.sort();
-    files.dedup();
-    fs::write(dir.join(MARKER), files.join("\n") + "\n")
-}
 
 /// The session context of the demo: the copy, and only the bundled skills (a command of the
 /// same name in the user's `~/.claude/commands` would change the prompts the recording saw).
@@ -188,7 +156,7 @@ pub fn run(args: DemoSessionArgs) -> anyhow::Result<u8> {
         return Ok(f.report(args.json));
     }
     write_files(dir, PROJECT)?;
-    write_marker(dir)?;
+    mark_all_files(dir)?;
     let traces = tempfile::tempdir()?;
     write_files(traces.path(), TRACES)?;
     let store = Store::open_default()?;
@@ -241,7 +209,7 @@ pub fn run(args: DemoSessionArgs) -> anyhow::Result<u8> {
             .await
             .map_err(|e| anyhow::anyhow!("{}: {e}", e.code()))
     });
-    write_marker(dir)?;
+    mark_all_files(dir)?;
     let report = match result {
         Ok(r) => r,
         Err(e) => {
@@ -277,23 +245,8 @@ pub fn run(args: DemoSessionArgs) -> anyhow::Result<u8> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::demo::tests::{listed, names};
     use super::*;
-
-    fn listed(dir: &str) -> Vec<String> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../..")
-            .join(dir);
-        let mut files = Vec::new();
-        walk(&root, &root, &mut files);
-        files.sort();
-        files
-    }
-
-    fn names(files: &[(&str, &[u8])]) -> Vec<String> {
-        let mut names: Vec<String> = files.iter().map(|(n, _)| n.to_string()).collect();
-        names.sort();
-        names
-    }
 
     /// A trace recorded again under another name, or a file added to the sample, is compiled
     /// in too (the replay would miss it otherwise).
