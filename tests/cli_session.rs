@@ -228,6 +228,21 @@ fn a_steps_question_exits_10_and_answer_continues_the_step() {
         text.stdout
     );
 
+    // The board says what the step asks.
+    let board = session(&fx, &["status", "--json"]).json();
+    assert_eq!(
+        board["waiting_question"],
+        json!({"index": 1, "question": "Should the header row be optional?"})
+    );
+    assert_eq!(board["driver"], Value::Null);
+    let text = session(&fx, &["status"]);
+    assert!(
+        text.stdout
+            .contains("Waiting:  step 1 asks: Should the header row be optional?"),
+        "{}",
+        text.stdout
+    );
+
     // A new intent while this session waits is refused.
     let again = played(&fx, &player, &["start", "another intent", "-y", "--json"]);
     again.code(2);
@@ -508,6 +523,13 @@ fn ctrl_c_exits_130_a_second_driver_is_refused_and_continue_finishes() {
     wait_for("the execute step", || {
         player.step_calls("maestro-execute") > 0
     });
+
+    let board = session(&fx, &["status", "--json"]).json();
+    assert_eq!(
+        board["driver"]["command"], "baton session start",
+        "{board:#}"
+    );
+    assert_eq!(board["driver"]["pid"], child.id());
 
     let busy = played(&fx, &player, &["continue", "--json"]);
     busy.code(1);

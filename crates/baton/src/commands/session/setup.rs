@@ -45,6 +45,12 @@ impl Setup {
     }
 }
 
+/// Who claims a session's steps: the same in every process on this host, so a `continue`
+/// after a kill picks up the step the killed process held.
+pub fn owner() -> String {
+    format!("baton-session@{}", claim::hostname())
+}
+
 fn invalid(code: &str, message: String, hint: &str) -> Failure {
     Failure::new(code, message, exit::INVALID).hint(Some(hint.to_string()))
 }
@@ -106,7 +112,7 @@ fn prepare_in(store: Store, project: &Path, args: &LoopArgs) -> Result<Setup, Fa
     Ok(Setup {
         interactive: !args.non_interactive && !args.json && std::io::stdin().is_terminal(),
         json: args.json,
-        owner: format!("baton-session@{}", claim::hostname()),
+        owner: owner(),
         store,
         ctx,
         tools,

@@ -9,7 +9,11 @@ use baton_autopilot::ralph::decisions::{self, Recent};
 use baton_autopilot::ralph::discovery::{self, Pick};
 use baton_autopilot::ralph::session::Session;
 use baton_autopilot::ralph::verbs::{session::summary_json, status::board};
+use baton_autopilot::session::step_run;
+use baton_store::driver_lock::{self, Holder};
+use baton_store::{Phase, Store};
 use serde_json::Value;
+use std::path::Path;
 
 pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
     let ctx = super::context(&args.target.project);
@@ -20,12 +24,76 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
         Ok(x) => x,
         Err(e) => return Ok(failure(&e).report(args.json)),
     };
+    let live = Live::of(&s, &ctx.project);
     if args.json {
-        super::super::print_json(&json(&s, &recent))?;
+        let mut v = json(&s, &recent);
+        live.add_to(&mut v);
+        super::super::print_json(&v)?;
     } else {
-        print!("{}", text(&s, &recent));
+        print!("{}", text(&s, &recent, &live));
     }
     Ok(exit::OK)
+}
+
+/// What status.json does not say: who drives the session now, and the question the claimed
+/// step's run waits on. Best effort: what cannot be read is left out.
+#[derive(Default)]
+pub struct Live {
+    driver: Option<Holder>,
+    waiting: Option<(usize, String)>,
+}
+
+impl Live {
+    pub fn of(s: &Session, project: &Path) -> Live {
+        Live {
+            driver: driver_lock::live_holder(&s.dir).ok().flatten(),
+            waiting: waiting_question(s, project),
+        }
+    }
+
+    fn text(&self) -> String {
+        let mut out = String::new();
+        if let Some(h) = &self.driver {
+            out.push_str(&format!(
+                "Driver:   pid {} ({}) since {}\n",
+                h.pid,
+                text::line(&h.command, 60),
+                text::line(&h.since, 40)
+            ));
+        }
+        if let Some((index, q)) = &self.waiting {
+            out.push_str(&format!(
+                "Waiting:  step {index} asks: {}\n",
+                text::line(q, 300)
+            ));
+        }
+        out
+    }
+
+    fn add_to(&self, v: &mut Value) {
+        v["driver"] = self
+            .driver
+            .as_ref()
+            .map_or(Value::Null, |h| serde_json::json!(h));
+        v["waiting_question"] = self.waiting.as_ref().map_or(
+            Value::Null,
+            |(i, q)| serde_json::json!({"index": i, "question": q}),
+        );
+    }
+}
+
+/// The question the claimed step's task run waits on, if it waits.
+fn waiting_question(s: &Session, project: &Path) -> Option<(usize, String)> {
+    let index = s.active_index()?;
+    let link = step_run::read_link(s, index, &super::setup::owner())?;
+    let store = Store::open_default().ok()?;
+    // The project is registered: the linked run lives in it.
+    let run = store.project(project).ok()?.get_run(&link.run_id).ok()?;
+    if run.phase != Phase::WaitingUser {
+        return None;
+    }
+    let question = run.waiting_for.as_ref()?.get("question")?.as_str()?;
+    Some((index, question.to_string()))
 }
 
 /// ralph's read model with the decisions added.
@@ -37,8 +105,13 @@ pub fn json(s: &Session, recent: &Recent) -> Value {
     v
 }
 
-pub fn text(s: &Session, recent: &Recent) -> String {
+pub fn text(s: &Session, recent: &Recent, live: &Live) -> String {
     let mut out = board(s);
+    let extra = live.text();
+    if !extra.is_empty() {
+        out.push('\n');
+        out.push_str(&extra);
+    }
     if recent.records.is_empty() && recent.skipped == 0 {
         return out;
     }
