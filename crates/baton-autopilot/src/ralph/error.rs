@@ -62,6 +62,10 @@ pub enum RalphError {
     },
     #[error("{message}")]
     Usage { code: &'static str, message: String },
+    /// Something below the session failed (the store, a run, a trace write): not the
+    /// caller's mistake, so not a usage error.
+    #[error("{message}")]
+    Failed { code: &'static str, message: String },
     #[error("step index {index} out of range (0..{})", .len.saturating_sub(1))]
     IndexOutOfRange { index: String, len: usize },
     #[error("index {index} != active_step_index {}", show_active(*.active))]
@@ -151,6 +155,13 @@ impl RalphError {
         }
     }
 
+    pub fn failed(code: &'static str, message: impl Into<String>) -> Self {
+        RalphError::Failed {
+            code,
+            message: message.into(),
+        }
+    }
+
     /// The stable code scripts match on. maestro's own codes (E006–E010) are kept.
     pub fn code(&self) -> &'static str {
         use RalphError::*;
@@ -169,7 +180,7 @@ impl RalphError {
             DecisionNext { .. } => "DECISION_NEXT",
             NoCommandPath { .. } | SkillsMissing(_) => "E006",
             RequiredMissing { .. } => "E007",
-            Usage { code, .. } => code,
+            Usage { code, .. } | Failed { code, .. } => code,
             IndexOutOfRange { .. } => "INDEX_OUT_OF_RANGE",
             NotActiveStep { .. } => "E008",
             StepNotRunning { .. } => "E009",
@@ -313,3 +324,16 @@ impl RalphError {
 }
 
 pub type Result<T, E = RalphError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_below_the_session_keeps_its_code_and_is_not_a_usage_error() {
+        let busy = RalphError::failed("RUN_BUSY", "another process drives the run");
+        assert_eq!(busy.code(), "RUN_BUSY");
+        assert_eq!(busy.exit_code(), exit::ERROR);
+        assert_eq!(RalphError::usage("X", "y").exit_code(), exit::USAGE);
+    }
+}

@@ -231,7 +231,7 @@ async fn step(
 fn project_of(ctx: &Context, store: &Store) -> Result<Project> {
     store
         .project(&ctx.project)
-        .map_err(|e| RalphError::usage(e.code(), e.to_string()))
+        .map_err(|e| RalphError::failed(e.code(), e.to_string()))
 }
 
 /// A step's tick, or how the loop ends when the step did not end.

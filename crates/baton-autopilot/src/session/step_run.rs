@@ -151,6 +151,6 @@ impl Models {
             return Ok(());
         };
         runner::save_trace_after(path, &self.earlier, rec)
-            .map_err(|e| RalphError::usage(e.code(), e.to_string()))
+            .map_err(|e| RalphError::failed(e.code(), e.to_string()))
     }
 }

@@ -80,7 +80,7 @@ pub struct StepTick {
 }
 
 fn engine_error(e: RunnerError) -> RalphError {
-    RalphError::usage(e.code(), e.to_string())
+    RalphError::failed(e.code(), e.to_string())
 }
 
 fn def() -> TaskDef {
@@ -268,7 +268,7 @@ async fn continue_step(
     let run = settings
         .project
         .get_run(&link.run_id)
-        .map_err(|e| RalphError::usage(e.code(), e.to_string()))?;
+        .map_err(|e| RalphError::failed(e.code(), e.to_string()))?;
     if let Some(end) = logged_end(&run, answer.is_some()) {
         return apply(
             ctx,
