@@ -127,6 +127,10 @@ fn json_prints_url_token_and_port_first_and_sigterm_stops_the_server() {
     let (code, stderr) = serve.terminate();
     assert_eq!(code, Some(0), "{stderr}");
     assert!(!stderr.contains("warning"), "{stderr}");
+    assert!(
+        stderr.contains("stopping: runs in progress stop after their current step"),
+        "{stderr}"
+    );
 }
 
 #[test]

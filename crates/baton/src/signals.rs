@@ -58,6 +58,39 @@ pub fn watch_with(
     cancel: CancellationToken,
     hints: Hints,
 ) -> Option<JoinHandle<()>> {
+    watch_saying(
+        runtime,
+        cancel,
+        hints,
+        "stopping after the current step (press Ctrl-C again to quit at once)…",
+    )
+}
+
+/// What `baton serve` says: it has no prompt, and its runs stop in the background.
+const SERVE_HINTS: Hints = Hints {
+    at_prompt: SERVE_QUIT,
+    quit: SERVE_QUIT,
+};
+const SERVE_QUIT: &str = "quit; `baton resume <RUN>` continues an interrupted run";
+
+/// [`watch`] for `baton serve`: the first signal stops the server (background runs stop
+/// between steps), a second one ends the process at once.
+pub fn watch_server(runtime: &Runtime, stop: CancellationToken) -> Option<JoinHandle<()>> {
+    watch_saying(
+        runtime,
+        stop,
+        SERVE_HINTS,
+        "stopping: runs in progress stop after their current step…",
+    )
+}
+
+/// The watcher: `stopping` is said at the first signal, when `cancel` is cancelled.
+fn watch_saying(
+    runtime: &Runtime,
+    cancel: CancellationToken,
+    hints: Hints,
+    stopping: &'static str,
+) -> Option<JoinHandle<()>> {
     use tokio::signal::unix::{SignalKind, signal};
     let _guard = runtime.enter();
     // Registering fails only without signal support; the run then goes on unwatched.
@@ -76,9 +109,7 @@ pub fn watch_with(
                 std::process::exit(SIGNALLED);
             }
             if seen == 1 {
-                eprintln!(
-                    "\nstopping after the current step (press Ctrl-C again to quit at once)…"
-                );
+                eprintln!("\n{stopping}");
                 cancel.cancel();
             } else {
                 eprintln!("\n{}", hints.quit);

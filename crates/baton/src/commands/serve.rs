@@ -72,41 +72,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
         open_browser(&url);
     }
     let stop = CancellationToken::new();
-    let _signals = watch_signals(&runtime, stop.clone());
+    let _signals = crate::signals::watch_server(&runtime, stop.clone());
     let served = runtime.block_on(bound.serve(async move { stop.cancelled().await }));
     match served {
         Ok(()) => Ok(exit::OK),
         Err(e) => Ok(failure(&e).report(args.json)),
     }
-}
-
-/// The first Ctrl-C or SIGTERM stops the server (background runs stop between steps); a second
-/// one ends the process at once.
-fn watch_signals(
-    runtime: &tokio::runtime::Runtime,
-    stop: CancellationToken,
-) -> Option<tokio::task::JoinHandle<()>> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let _guard = runtime.enter();
-    let mut interrupt = signal(SignalKind::interrupt()).ok()?;
-    let mut terminate = signal(SignalKind::terminate()).ok()?;
-    Some(runtime.spawn(async move {
-        let mut seen = 0;
-        loop {
-            tokio::select! {
-                _ = interrupt.recv() => {}
-                _ = terminate.recv() => {}
-            }
-            seen += 1;
-            if seen == 1 {
-                eprintln!("\nstopping: runs in progress stop after their current step…");
-                stop.cancel();
-            } else {
-                eprintln!("\nquit; `baton resume <RUN>` continues an interrupted run");
-                std::process::exit(i32::from(exit::STOPPED));
-            }
-        }
-    }))
 }
 
 /// Opens the URL with the desktop's opener; a missing opener is only a warning.
