@@ -190,6 +190,9 @@ fn start_y_runs_a_session_to_completed() {
             .count(),
         1
     );
+    // Every request the model answered is counted: decomposition, step runs, gates.
+    assert_eq!(v["model_calls"], player.served().len(), "{v:#}");
+    assert!(v["usage"]["totalTokens"].as_u64().unwrap() > 0, "{v:#}");
     assert!(player.step_calls("maestro-verify") >= 1);
     assert!(!v["session"]["decisions"].as_array().unwrap().is_empty());
     let check = fx.ralph(&["check", "--json"]);

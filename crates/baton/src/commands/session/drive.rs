@@ -11,7 +11,7 @@ use crate::progress::Progress;
 use baton_autopilot::ralph::discovery::{self, Pick};
 use baton_autopilot::ralph::session::Session;
 use baton_autopilot::session::intervene::{self, Choice, Pause};
-use baton_autopilot::session::run::{self, RunSettings, SessionEnd, SessionReport, Tick};
+use baton_autopilot::session::run::{self, RunSettings, SessionEnd, SessionReport, Spent, Tick};
 use baton_engine::EngineEvent;
 use baton_engine::driver::ABORTED;
 use tokio_util::sync::CancellationToken;
@@ -104,6 +104,7 @@ pub async fn ticks(
     id: &str,
     first_answer: Option<String>,
     cancel: CancellationToken,
+    mut spent: Spent,
 ) -> Result<Ended, Failure> {
     let bar = Progress::new();
     let on_event = |e: EngineEvent| bar.event(e);
@@ -148,6 +149,8 @@ pub async fn ticks(
             }
         };
         ticks += report.ticks;
+        spent.model_calls += report.spent.model_calls;
+        spent.usage.add(report.spent.usage);
         match report.end {
             SessionEnd::Completed => break Outcome::Completed,
             SessionEnd::Waiting {
@@ -196,6 +199,7 @@ pub async fn ticks(
         outcome,
         session: load(setup, id),
         ticks,
+        spent,
     })
 }
 

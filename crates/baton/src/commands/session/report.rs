@@ -8,6 +8,7 @@ use baton_autopilot::ralph::session::Session;
 use baton_autopilot::session::build::ChainLine;
 use baton_autopilot::session::infer::Question;
 use baton_autopilot::session::intervene::Pause;
+use baton_autopilot::session::run::Spent;
 use serde_json::{Value, json};
 
 /// Exit code of a command that waits for a person.
@@ -54,6 +55,8 @@ pub struct Ended {
     pub outcome: Outcome,
     pub session: Option<Session>,
     pub ticks: usize,
+    /// Model calls and tokens of this command (decomposition, step runs, gates).
+    pub spent: Spent,
 }
 
 impl Outcome {
@@ -115,6 +118,8 @@ pub fn to_json(e: &Ended) -> Value {
         "outcome": e.outcome.name(),
         "session_id": e.session.as_ref().map(|s| s.id.clone()),
         "ticks": e.ticks,
+        "model_calls": e.spent.model_calls,
+        "usage": e.spent.usage,
     });
     match &e.outcome {
         Outcome::Questions(qs) => {
@@ -179,7 +184,10 @@ pub fn print_text(e: &Ended) {
         Outcome::Cancelled(_) => println!("cancelled: nothing was created"),
         Outcome::Completed => {
             let id = e.session.as_ref().map_or("", |s| s.id.as_str());
-            println!("completed: session {id} ({} ticks)", e.ticks);
+            println!(
+                "completed: session {id} ({} ticks, {} model calls, {} tokens)",
+                e.ticks, e.spent.model_calls, e.spent.usage.total_tokens
+            );
         }
         Outcome::Waiting(Waiting::Step { index, question }) => {
             println!("step {index} asks:\n\n{}\n", text::block(question, 8000));

@@ -12,6 +12,7 @@ use crate::signals;
 use baton_autopilot::ralph::discovery::{self, Pick};
 use baton_autopilot::ralph::session::Session;
 use baton_autopilot::session::intervene::{self, Choice, Pause};
+use baton_autopilot::session::run::Spent;
 use tokio_util::sync::CancellationToken;
 
 /// What the person said, for `answer`.
@@ -31,6 +32,7 @@ fn ended(setup: &Setup, id: &str, outcome: Outcome) -> Ended {
         outcome,
         session: load(setup, id),
         ticks: 0,
+        spent: Spent::default(),
     }
 }
 
@@ -123,7 +125,7 @@ fn drive(target: &Target, args: &LoopArgs, verb: &str, said: Said) -> anyhow::Re
         } else if let Said::Text(text) = said {
             answer = Some(text);
         }
-        drive::ticks(&setup, &id, answer, cancel.clone()).await
+        drive::ticks(&setup, &id, answer, cancel.clone(), Spent::default()).await
     });
     match result {
         Ok(e) => report::finish(&e, json),

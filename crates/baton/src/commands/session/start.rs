@@ -10,6 +10,7 @@ use crate::failure::Failure;
 use crate::signals;
 use baton_autopilot::session::build::BuildError;
 use baton_autopilot::session::infer::QualityMode;
+use baton_autopilot::session::run::Spent;
 use baton_autopilot::session::start::{self, Plan, StartOptions, StartOutcome};
 use baton_autopilot::session::step_run::Models;
 use baton_llm::{ChatModel, RecordingModel};
@@ -122,8 +123,9 @@ impl ChatModel for MissingTrace {
 }
 
 enum Built {
-    Created(String),
-    Ended(Outcome),
+    /// The session, and what the build phase asked of the model.
+    Created(String, Spent),
+    Ended(Outcome, Spent),
 }
 
 /// Questions, chain, confirmation and creation.
@@ -143,28 +145,31 @@ async fn build(
         answers: args.answers.iter().cloned().collect::<BTreeMap<_, _>>(),
         platform: None,
     };
+    let mut spent = Spent::default();
     loop {
         match plan(setup, &opts, cancel).await? {
             StartOutcome::Questions(qs) => {
                 if !setup.interactive {
-                    return Ok(Built::Ended(Outcome::Questions(qs)));
+                    return Ok(Built::Ended(Outcome::Questions(qs), spent));
                 }
                 for q in &qs {
                     match prompt::ask(q) {
                         Some(a) => {
                             opts.answers.insert(q.id.clone(), a);
                         }
-                        None => return Ok(Built::Ended(Outcome::Questions(qs))),
+                        None => return Ok(Built::Ended(Outcome::Questions(qs), spent)),
                     }
                 }
             }
             StartOutcome::Planned(p) => {
+                spent.model_calls += p.model_calls as usize;
+                spent.usage.add(p.usage);
                 if !setup.json {
                     show_chain(&p);
                 }
                 if !opts.auto {
                     if !setup.interactive {
-                        return Ok(Built::Ended(Outcome::Confirm(p.chain())));
+                        return Ok(Built::Ended(Outcome::Confirm(p.chain()), spent));
                     }
                     let choice = prompt::choose(
                         "Create this session and run it?",
@@ -174,13 +179,13 @@ async fn build(
                         ],
                     );
                     if choice != Some("proceed") {
-                        return Ok(Built::Ended(Outcome::Cancelled(p.chain())));
+                        return Ok(Built::Ended(Outcome::Cancelled(p.chain()), spent));
                     }
                 }
                 let created = start::create(&setup.ctx, *p).map_err(|e| build_failure(&e))?;
-                return Ok(Built::Created(created.session_id));
+                return Ok(Built::Created(created.session_id, spent));
             }
-            StartOutcome::Created(c) => return Ok(Built::Created(c.session_id)),
+            StartOutcome::Created(c) => return Ok(Built::Created(c.session_id, spent)),
         }
     }
 }
@@ -195,13 +200,14 @@ pub fn run(args: &StartArgs) -> anyhow::Result<u8> {
     let cancel = CancellationToken::new();
     let _signals = signals::watch_with(&runtime, cancel.clone(), super::SIGNAL_HINTS);
     let ended = runtime.block_on(async {
-        let id = match build(&setup, args, &cancel).await? {
-            Built::Created(id) => id,
-            Built::Ended(outcome) => {
+        let (id, spent) = match build(&setup, args, &cancel).await? {
+            Built::Created(id, spent) => (id, spent),
+            Built::Ended(outcome, spent) => {
                 return Ok(Ended {
                     outcome,
                     session: None,
                     ticks: 0,
+                    spent,
                 });
             }
         };
@@ -216,7 +222,7 @@ pub fn run(args: &StartArgs) -> anyhow::Result<u8> {
             ));
         };
         let _lock = setup::lock_session(&s.dir, &id, "start")?;
-        drive::ticks(&setup, &id, None, cancel.clone()).await
+        drive::ticks(&setup, &id, None, cancel.clone(), spent).await
     });
     match ended {
         Ok(e) => report::finish(&e, json),
