@@ -27,6 +27,8 @@ pub mod session;
 pub mod skill_config;
 pub mod skills;
 pub mod store;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod time;
 pub mod verbs;
 

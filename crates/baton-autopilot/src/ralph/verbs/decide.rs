@@ -409,6 +409,7 @@ fn report(s: &Session, d: &Decided, args: &DecideArgs) -> Output {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ralph::testing;
 
     #[test]
     fn guards() {
@@ -430,22 +431,8 @@ mod tests {
     #[test]
     fn a_gate_decided_again_after_a_crash_is_logged_once() {
         let tmp = tempfile::tempdir().unwrap();
-        let ctx = Context {
-            project: tmp.path().to_path_buf(),
-            home: None,
-            maestro_home: None,
-            cli: "baton ralph".into(),
-            owner: "test".into(),
-            lock_timeout: std::time::Duration::from_secs(5),
-            bundled_commands: None,
-        };
-        let args = crate::ralph::verbs::new::NewArgs {
-            intent: "x".into(),
-            chain: "goal-audit".into(),
-            ..Default::default()
-        };
-        let out = crate::ralph::verbs::new::run(&ctx, &args).unwrap();
-        let path = std::path::PathBuf::from(out.json["path"].as_str().unwrap());
+        let ctx = testing::context(tmp.path());
+        let path = testing::new_session(&ctx, "goal-audit");
         let doc: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         let gate = doc["steps"][0]["decision"].as_str().unwrap().to_string();
         let log = path.with_file_name(decisions::FILE);
@@ -475,22 +462,8 @@ mod tests {
     #[test]
     fn a_met_goal_audit_marks_the_goals_done_and_completes_the_session() {
         let tmp = tempfile::tempdir().unwrap();
-        let ctx = Context {
-            project: tmp.path().to_path_buf(),
-            home: None,
-            maestro_home: None,
-            cli: "baton ralph".into(),
-            owner: "test".into(),
-            lock_timeout: std::time::Duration::from_secs(5),
-            bundled_commands: None,
-        };
-        let args = crate::ralph::verbs::new::NewArgs {
-            intent: "x".into(),
-            chain: "goal-audit".into(),
-            ..Default::default()
-        };
-        let out = crate::ralph::verbs::new::run(&ctx, &args).unwrap();
-        let path = std::path::PathBuf::from(out.json["path"].as_str().unwrap());
+        let ctx = testing::context(tmp.path());
+        let path = testing::new_session(&ctx, "goal-audit");
         let read = || -> Value { serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap() };
         let mut doc = read();
         doc["task_decomposition"] = json!([{"id": "G1", "goal": "g", "boundary": "b",

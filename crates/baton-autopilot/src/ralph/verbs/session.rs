@@ -201,34 +201,21 @@ pub fn summary_json(s: &Session) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ralph::verbs::new::{self, NewArgs};
-
-    fn ctx(project: &std::path::Path) -> Context {
-        Context {
-            project: project.to_path_buf(),
-            home: None,
-            maestro_home: None,
-            cli: "baton ralph".into(),
-            owner: "test".into(),
-            lock_timeout: std::time::Duration::from_secs(5),
-            bundled_commands: None,
-        }
-    }
+    use crate::ralph::testing;
 
     #[test]
     fn a_listing_keeps_damaged_sessions_with_their_error_and_says_when_it_is_cut() {
         let tmp = tempfile::tempdir().unwrap();
-        let ctx = ctx(tmp.path());
+        let ctx = testing::context(tmp.path());
         assert!(list(&ctx, 10).sessions.is_empty());
-        let args = NewArgs {
-            intent: "x".into(),
-            chain: "goal-audit".into(),
-            ..Default::default()
-        };
-        let good = new::run(&ctx, &args).unwrap().json["session_id"]
-            .as_str()
+        let status = testing::new_session(&ctx, "goal-audit");
+        let good = status
+            .parent()
             .unwrap()
-            .to_string();
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap();
         let bad = ctx.sessions_root().join("ralph-damaged");
         std::fs::create_dir_all(&bad).unwrap();
         std::fs::write(bad.join("status.json"), "{not json").unwrap();
@@ -240,8 +227,8 @@ mod tests {
         for (id, summary) in &all.sessions {
             match summary {
                 Ok(v) => {
-                    assert_eq!(id, &good);
-                    assert_eq!(v["session_id"], good.as_str());
+                    assert_eq!(id, good);
+                    assert_eq!(v["session_id"], good);
                 }
                 Err(e) => {
                     assert_eq!(id, "ralph-damaged");
