@@ -13,7 +13,9 @@
 //!   of the unkilled session;
 //! - `baton ralph check --json` finds no E finding after every kill, and, in the unkilled
 //!   session, at every model call (the point each tick that asks the model waits at) and at
-//!   the end.
+//!   the end;
+//! - the store holds one completed task run per step run, as without kills, each in the runs
+//!   index: none left idle, none made twice.
 //!
 //! A session that completes before enough kills landed is played again on a fresh copy, so
 //! every run of the test kills at least the number asked for.
