@@ -1,5 +1,5 @@
 //! A loopback HTTP server for played models: every request's JSON body goes to a handler,
-//! whose JSON answer is sent back with status 200. One thread per connection, `connection:
+//! whose JSON answer is sent back (with status 200, or the status the handler chose). One thread per connection, `connection:
 //! close`, no keep-alive: what an OpenAI-compatible client needs, nothing more.
 //!
 //! Players (a model that answers from the request) only write the handler.
@@ -15,6 +15,9 @@ const MAX_BODY: usize = 64 * 1024 * 1024;
 
 pub type Handler = dyn Fn(&Value) -> Value + Send + Sync;
 
+/// A handler that also chooses the HTTP status (a played failure).
+pub type StatusHandler = dyn Fn(&Value) -> (u16, Value) + Send + Sync;
+
 /// The server; it stops accepting when dropped.
 pub struct JsonServer {
     port: u16,
@@ -23,6 +26,11 @@ pub struct JsonServer {
 
 impl JsonServer {
     pub fn start(handler: Arc<Handler>) -> JsonServer {
+        JsonServer::start_with_status(Arc::new(move |body: &Value| (200, handler(body))))
+    }
+
+    /// [`JsonServer::start`] with a handler that chooses each answer's status.
+    pub fn start_with_status(handler: Arc<StatusHandler>) -> JsonServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let port = listener.local_addr().expect("local address").port();
         let stop = Arc::new(AtomicBool::new(false));
@@ -56,7 +64,7 @@ impl Drop for JsonServer {
     }
 }
 
-fn serve(mut stream: TcpStream, handler: &Handler) -> std::io::Result<()> {
+fn serve(mut stream: TcpStream, handler: &StatusHandler) -> std::io::Result<()> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16384];
     let head_end = loop {
@@ -84,35 +92,36 @@ fn serve(mut stream: TcpStream, handler: &Handler) -> std::io::Result<()> {
         buf.extend_from_slice(&chunk[..n]);
     }
     let body: Value = serde_json::from_slice(&buf[head_end..]).unwrap_or(Value::Null);
-    let reply = handler(&body).to_string();
+    let (status, reply) = handler(&body);
+    let reply = reply.to_string();
     let response = format!(
-        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+        "HTTP/1.1 {status} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+        reason(status),
         reply.len()
     );
     stream.write_all(response.as_bytes())?;
     stream.flush()
 }
 
+/// The reason phrase of the statuses a played model answers with.
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Status",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_handler_answers_each_request() {
-        let server = JsonServer::start(Arc::new(
-            |body: &Value| serde_json::json!({"echo": body["n"]}),
-        ));
-        let port = server
-            .base_url()
-            .split(':')
-            .nth(2)
-            .unwrap()
-            .split('/')
-            .next()
-            .unwrap()
-            .to_string();
-        let mut s = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
-        let body = r#"{"n": 7}"#;
+    /// Posts `body` to the server and reads the whole answer.
+    fn post(server: &JsonServer, body: &str) -> String {
+        let mut s = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
         write!(
             s,
             "POST /v1/chat/completions HTTP/1.1\r\ncontent-length: {}\r\n\r\n{body}",
@@ -121,7 +130,27 @@ mod tests {
         .unwrap();
         let mut out = String::new();
         s.read_to_string(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn the_handler_answers_each_request() {
+        let server = JsonServer::start(Arc::new(
+            |body: &Value| serde_json::json!({"echo": body["n"]}),
+        ));
+        assert!(server.base_url().ends_with(&format!(":{}/v1", server.port)));
+        let out = post(&server, r#"{"n": 7}"#);
         assert!(out.starts_with("HTTP/1.1 200 OK"), "{out}");
         assert!(out.ends_with(r#"{"echo":7}"#), "{out}");
+    }
+
+    #[test]
+    fn a_status_handler_chooses_the_status() {
+        let server = JsonServer::start_with_status(Arc::new(|body: &Value| {
+            (400, serde_json::json!({"error": body["n"]}))
+        }));
+        let out = post(&server, r#"{"n": 3}"#);
+        assert!(out.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{out}");
+        assert!(out.ends_with(r#"{"error":3}"#), "{out}");
     }
 }

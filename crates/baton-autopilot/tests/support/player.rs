@@ -10,12 +10,11 @@
 //! the phase's work is done at the entry node, every other node is walked, the end completes.
 #![allow(dead_code)]
 
+use baton_testkit::json_server::JsonServer;
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub const COMPLETION_PREFIX: &str = "The workflow is complete.";
@@ -53,26 +52,16 @@ struct Shared {
     /// The tools offered with each request, by the phase of its run.
     offered: Mutex<Vec<(String, Vec<String>)>>,
     next_id: AtomicU64,
-    stop: AtomicBool,
 }
 
+/// The played model; its server stops when it is dropped.
 pub struct Player {
-    port: u16,
+    server: JsonServer,
     shared: Arc<Shared>,
-}
-
-impl Drop for Player {
-    fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        // Wake the accept loop.
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
-    }
 }
 
 impl Player {
     pub fn start(project: &Path, scenario: Scenario) -> Player {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
         let failures_left = scenario
             .failures
             .iter()
@@ -85,26 +74,17 @@ impl Player {
             served: Mutex::new(Vec::new()),
             offered: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
-            stop: AtomicBool::new(false),
         });
         let s = shared.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                if s.stop.load(Ordering::SeqCst) {
-                    break;
-                }
-                let Ok(stream) = stream else { continue };
-                let s = s.clone();
-                std::thread::spawn(move || {
-                    let _ = serve(stream, &s);
-                });
-            }
-        });
-        Player { port, shared }
+        let server = JsonServer::start_with_status(Arc::new(move |body: &Value| {
+            std::thread::sleep(s.scenario.delay);
+            play(&s, body)
+        }));
+        Player { server, shared }
     }
 
     pub fn base_url(&self) -> String {
-        format!("http://127.0.0.1:{}/v1", self.port)
+        self.server.base_url()
     }
 
     /// Phases of the requests served so far (`""` before the state was read).
@@ -127,45 +107,6 @@ impl Player {
         names.dedup();
         names
     }
-}
-
-fn serve(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 16384];
-    let head_end = loop {
-        let n = stream.read(&mut chunk)?;
-        if n == 0 {
-            return Ok(());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
-    let length: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
-    while buf.len() < head_end + length {
-        let n = stream.read(&mut chunk)?;
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let body: Value = serde_json::from_slice(&buf[head_end..]).unwrap_or(Value::Null);
-    std::thread::sleep(shared.scenario.delay);
-    let (status, reply) = play(shared, &body);
-    let text = reply.to_string();
-    let response = format!(
-        "HTTP/1.1 {status} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
-        if status == 200 { "OK" } else { "Bad Request" },
-        text.len()
-    );
-    stream.write_all(response.as_bytes())?;
-    stream.flush()
 }
 
 fn text_reply(content: &str) -> Value {

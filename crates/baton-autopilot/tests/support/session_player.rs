@@ -15,11 +15,10 @@
 //! calls a kill interrupted is played again.
 #![allow(dead_code)]
 
+use baton_testkit::json_server::JsonServer;
 use serde_json::{Value, json};
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 struct Shared {
@@ -27,90 +26,33 @@ struct Shared {
     /// What each request was (`step:<skill>`, `gate:<gate>`, `other`), in order.
     served: Mutex<Vec<String>>,
     next_id: AtomicU64,
-    stop: AtomicBool,
 }
 
+/// The played model; its server stops when it is dropped.
 pub struct SessionPlayer {
-    port: u16,
+    server: JsonServer,
     shared: Arc<Shared>,
-}
-
-impl Drop for SessionPlayer {
-    fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
-    }
 }
 
 impl SessionPlayer {
     pub fn start(project: &Path) -> SessionPlayer {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
         let shared = Arc::new(Shared {
             project: project.to_path_buf(),
             served: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
-            stop: AtomicBool::new(false),
         });
         let s = shared.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                if s.stop.load(Ordering::SeqCst) {
-                    break;
-                }
-                let Ok(stream) = stream else { continue };
-                let s = s.clone();
-                std::thread::spawn(move || {
-                    let _ = serve(stream, &s);
-                });
-            }
-        });
-        SessionPlayer { port, shared }
+        let server = JsonServer::start(Arc::new(move |body: &Value| play(&s, body)));
+        SessionPlayer { server, shared }
     }
 
     pub fn base_url(&self) -> String {
-        format!("http://127.0.0.1:{}/v1", self.port)
+        self.server.base_url()
     }
 
     pub fn served(&self) -> Vec<String> {
         self.shared.served.lock().unwrap().clone()
     }
-}
-
-fn serve(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 16384];
-    let head_end = loop {
-        let n = stream.read(&mut chunk)?;
-        if n == 0 {
-            return Ok(());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
-    let length: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
-    while buf.len() < head_end + length {
-        let n = stream.read(&mut chunk)?;
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let body: Value = serde_json::from_slice(&buf[head_end..]).unwrap_or(Value::Null);
-    let reply = play(shared, &body).to_string();
-    let response = format!(
-        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
-        reply.len()
-    );
-    stream.write_all(response.as_bytes())?;
-    stream.flush()
 }
 
 fn text_reply(content: &str) -> Value {
