@@ -73,11 +73,7 @@ pub fn remember(store: &Store, run_id: &str) -> io::Result<()> {
 
 /// The replay of a demo run this server did not start (or no longer remembers), positioned
 /// where the run stands; `None` when the run is not a demo run.
-pub fn restore_replay(
-    store: &Store,
-    project: &Project,
-    run_id: &str,
-) -> Result<Option<ReplayModel>, ApiError> {
+pub fn restore_replay(store: &Store, run_id: &str) -> Result<Option<ReplayModel>, ApiError> {
     let path = records_dir(store).join(format!("{run_id}.json"));
     let Some(record) = read_record(&path)? else {
         return Ok(None);
@@ -95,6 +91,7 @@ pub fn restore_replay(
     let trace = Trace::parse(bundled_demo::TRACE)
         .map_err(|e| ApiError::internal(e.code(), e.to_string()))?;
     let replay = ReplayModel::new(trace);
+    let (project, _) = store.find_run(run_id).map_err(|e| ApiError::from(&e))?;
     let log = project.run_paths(run_id).conversation_log;
     let restored = baton_engine::conversation::restore(&log).map_err(|e| {
         ApiError::internal(
@@ -295,12 +292,10 @@ mod tests {
     fn a_damaged_record_is_refused_with_its_path() {
         let home = tempfile::tempdir().unwrap();
         let store = Store::new(home.path());
-        let root = tempfile::tempdir().unwrap();
-        let project = store.project(root.path()).unwrap();
-        assert!(restore_replay(&store, &project, "r1").unwrap().is_none());
+        assert!(restore_replay(&store, "r1").unwrap().is_none());
         fs::create_dir_all(records_dir(&store)).unwrap();
         fs::write(records_dir(&store).join("r1.json"), b"{\"runId\": 1}").unwrap();
-        let e = restore_replay(&store, &project, "r1").err().unwrap();
+        let e = restore_replay(&store, "r1").err().unwrap();
         assert_eq!(e.code, "DEMO_RECORD_INVALID");
         assert!(e.message.contains("r1.json"), "{}", e.message);
         let other = Record {
@@ -312,7 +307,7 @@ mod tests {
             serde_json::to_vec(&other).unwrap(),
         )
         .unwrap();
-        let e = restore_replay(&store, &project, "r1").err().unwrap();
+        let e = restore_replay(&store, "r1").err().unwrap();
         assert_eq!(e.code, "DEMO_TRACE_CHANGED");
     }
 }

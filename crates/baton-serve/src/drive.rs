@@ -40,7 +40,8 @@ pub struct StartBody {
     pub package: Option<PathBuf>,
     pub workflow: Option<String>,
     pub agent: Option<String>,
-    /// The project directory (the demo makes a fresh copy of the sample project when absent).
+    /// The project directory (the demo makes a fresh copy of the sample project in the store's
+    /// `demo-projects/` when absent: see [`crate::demo`]).
     pub project: Option<PathBuf>,
     /// Model name (overrides BATON_MODEL and baton.toml).
     pub model: Option<String>,
@@ -66,7 +67,8 @@ pub struct AnswerBody {
     /// A widget submission: `{"type": "selection", "value": …}`.
     pub widget: Option<Value>,
     pub model: Option<String>,
-    /// A trace to answer from (default: the recording the server started the run with).
+    /// A trace to answer from (default: the recording the server started the run with, or the
+    /// bundled one for a demo run another server started).
     pub replay: Option<PathBuf>,
 }
 
@@ -183,8 +185,7 @@ pub fn answer(state: &AppState, query: &str, body: AnswerBody) -> Result<Value, 
         Some(replay) => Some(replay),
         // A demo run this server did not start (or forgot): its recording, rebuilt.
         None if body.replay.is_none() && body.model.is_none() => {
-            let project = store.project(&root).map_err(|e| ApiError::from(&e))?;
-            demo::restore_replay(store, &project, &run_id)?.map(|replay| {
+            demo::restore_replay(store, &run_id)?.map(|replay| {
                 let replay = Arc::new(replay);
                 state.jobs.remember_replay(&run_id, replay.clone());
                 replay
