@@ -411,6 +411,16 @@ mod tests {
     use super::*;
     use crate::ralph::testing;
 
+    /// `decide 0 proceed 90`
+    fn proceed_at_0() -> DecideArgs {
+        DecideArgs {
+            index: "0".into(),
+            verdict: "proceed".into(),
+            confidence: "90".into(),
+            ..DecideArgs::default()
+        }
+    }
+
     #[test]
     fn guards() {
         let a = apply_guards("proceed", 55, 0, 2, true);
@@ -440,13 +450,7 @@ mod tests {
         let stale = json!({"id": "DEC-2-1", "step_index": 0, "node_id": gate, "retry_count": 0,
             "verdict": "fix"});
         std::fs::write(&log, format!("{earlier}\n{stale}\n")).unwrap();
-        let decide = DecideArgs {
-            index: "0".into(),
-            verdict: "proceed".into(),
-            confidence: "90".into(),
-            ..DecideArgs::default()
-        };
-        run(&ctx, None, &decide).unwrap();
+        run(&ctx, None, &proceed_at_0()).unwrap();
         let lines: Vec<Value> = std::fs::read_to_string(&log)
             .unwrap()
             .lines()
@@ -471,13 +475,7 @@ mod tests {
             "status": "pending", "completion_confirmed": false, "completed_at": null}]);
         doc["task_decomposition_all_done"] = json!(false);
         std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
-        let decide = DecideArgs {
-            index: "0".into(),
-            verdict: "proceed".into(),
-            confidence: "90".into(),
-            ..DecideArgs::default()
-        };
-        run(&ctx, None, &decide).unwrap();
+        run(&ctx, None, &proceed_at_0()).unwrap();
         let doc = read();
         assert_eq!(doc["status"], "completed");
         assert_eq!(doc["task_decomposition_all_done"], true);
