@@ -40,6 +40,22 @@ pub struct StoryRow {
     pub problem: Option<String>,
 }
 
+impl StoryRow {
+    /// A story with only its key and sprint status known.
+    pub fn new(key: impl Into<String>, status: impl Into<String>) -> StoryRow {
+        StoryRow {
+            key: key.into(),
+            status: status.into(),
+            phase: None,
+            review_cycle: None,
+            run_id: None,
+            questions: Vec::new(),
+            review: None,
+            problem: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EpicRow {
@@ -149,16 +165,7 @@ fn story_row(
     in_flight: Option<&super::progress::StoryProgress>,
 ) -> StoryRow {
     let key = &entry.key;
-    let mut row = StoryRow {
-        key: key.clone(),
-        status: entry.status.clone(),
-        phase: None,
-        review_cycle: None,
-        run_id: None,
-        questions: Vec::new(),
-        review: None,
-        problem: None,
-    };
+    let mut row = StoryRow::new(key.clone(), entry.status.clone());
     if let Some(sp) = in_flight.filter(|s| s.key == *key) {
         row.phase = Some(sp.phase.as_str().to_string());
         row.review_cycle = Some(sp.review_cycle);

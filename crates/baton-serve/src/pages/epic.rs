@@ -199,21 +199,8 @@ mod tests {
     use super::*;
     use baton_autopilot::epic::board::{EpicRow, PendingQuestion};
 
-    fn story(key: &str, status: &str) -> StoryRow {
-        StoryRow {
-            key: key.into(),
-            status: status.into(),
-            phase: None,
-            review_cycle: None,
-            run_id: None,
-            questions: Vec::new(),
-            review: None,
-            problem: None,
-        }
-    }
-
     fn board() -> Board {
-        let mut current = story("1-2-<b>login</b>", "in-progress");
+        let mut current = StoryRow::new("1-2-<b>login</b>", "in-progress");
         current.phase = Some("dev".into());
         current.review_cycle = Some(2);
         current.run_id = Some("0196abcd-ef01-7000".into());
@@ -222,7 +209,7 @@ mod tests {
             question: "Use \"OAuth\"? <script>".into(),
             context: None,
         }];
-        let mut odd = story("1-3-x", "blocked");
+        let mut odd = StoryRow::new("1-3-x", "blocked");
         odd.review = Some("changes-requested".into());
         Board {
             implementation_artifacts: "_bmad-output/implementation-artifacts".into(),
@@ -236,10 +223,10 @@ mod tests {
                 key: "epic-1".into(),
                 status: "in-progress".into(),
                 stories: vec![
-                    story("1-1-setup", "done"),
+                    StoryRow::new("1-1-setup", "done"),
                     current,
                     odd,
-                    story("1-4-y", "drafted"),
+                    StoryRow::new("1-4-y", "drafted"),
                 ],
             }],
         }
