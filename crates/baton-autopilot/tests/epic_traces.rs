@@ -6,8 +6,9 @@ mod support;
 
 use baton_autopilot::epic::{Command, EpicOutcome, EpicSettings, ModelSource, Question, execute};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use support::player::Scenario;
+use support::trim_trace::trim_trace;
 use support::{Fixture, IMPL};
 use tokio_util::sync::CancellationToken;
 
@@ -24,53 +25,6 @@ fn scenario() -> Scenario {
         changes: vec![("2-2-move-task".into(), 1)],
         ..Default::default()
     }
-}
-
-/// A recorded trace without the requests (the replay needs only the answers): small files a
-/// person can read.
-fn trim(path: &Path) {
-    let mut trace: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    for d in trace["dialogues"].as_array_mut().unwrap() {
-        let Some(messages) = d
-            .pointer("/request/messages")
-            .and_then(Value::as_array)
-            .cloned()
-        else {
-            continue;
-        };
-        let last = messages.last().cloned().unwrap_or(Value::Null);
-        let text: String = last["content"]
-            .as_str()
-            .unwrap_or("")
-            .chars()
-            .take(240)
-            .collect();
-        // Tool results: what the file reads returned is in the project, not needed here.
-        if let Some(runs) = d
-            .pointer_mut("/runtime/toolRuns")
-            .and_then(Value::as_array_mut)
-        {
-            for r in runs {
-                if let Some(c) = r.pointer_mut("/result/content")
-                    && c.as_str().is_some_and(|t| t.len() > 120)
-                {
-                    let short: String = c.as_str().unwrap_or("").chars().take(120).collect();
-                    *c = json!(format!("{short}…"));
-                }
-            }
-        }
-        d["request"] = json!({
-            "note": "recorded request omitted; its last message begins:",
-            "messageCount": messages.len(),
-            "lastMessage": {"role": last["role"], "content": text},
-        });
-    }
-    trace["note"] = json!(
-        "Recorded by baton's epic autopilot against a played model (crates/baton-autopilot/tests/support/player.rs); requests trimmed."
-    );
-    let mut bytes = serde_json::to_vec_pretty(&trace).unwrap();
-    bytes.push(b'\n');
-    std::fs::write(path, bytes).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -113,7 +67,11 @@ async fn record_the_demo_epic_again() {
     for e in std::fs::read_dir(&out).unwrap().flatten() {
         let target = dir.join(e.file_name());
         std::fs::copy(e.path(), &target).unwrap();
-        trim(&target);
+        trim_trace(
+            &target,
+            "Recorded by baton's epic autopilot against a played model (crates/baton-autopilot/tests/support/player.rs); requests trimmed.",
+            Some(120),
+        );
     }
 }
 

@@ -6,6 +6,8 @@
 
 #[path = "support/session_player.rs"]
 mod session_player;
+#[path = "support/trim_trace.rs"]
+mod trim_trace;
 
 use baton_autopilot::ralph::Context;
 use baton_autopilot::session::run::{RunSettings, SessionEnd, run};
@@ -20,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use trim_trace::trim_trace;
 
 /// What the demo asks for (kept in step with `crates/baton/src/commands/session_demo.rs`).
 const INTENT: &str = "phase 1: add a --header flag that skips the first line";
@@ -203,39 +206,6 @@ fn files(project: &Path) -> BTreeMap<String, Vec<u8>> {
     out
 }
 
-/// A recorded trace with its requests reduced to a short note: small files a person can read,
-/// and all a replay needs.
-fn trim(path: &Path) {
-    let mut trace: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    for d in trace["dialogues"].as_array_mut().into_iter().flatten() {
-        let Some(messages) = d
-            .pointer("/request/messages")
-            .and_then(Value::as_array)
-            .cloned()
-        else {
-            continue;
-        };
-        let last = messages.last().cloned().unwrap_or(Value::Null);
-        let text: String = last["content"]
-            .as_str()
-            .unwrap_or("")
-            .chars()
-            .take(240)
-            .collect();
-        d["request"] = json!({
-            "note": "recorded request omitted; its last message begins:",
-            "messageCount": messages.len(),
-            "lastMessage": {"role": last["role"], "content": text},
-        });
-    }
-    trace["note"] = json!(
-        "Recorded by baton's session loop against a played model (crates/baton-autopilot/tests/support/session_player.rs); requests trimmed."
-    );
-    let mut bytes = serde_json::to_vec_pretty(&trace).unwrap();
-    bytes.push(b'\n');
-    std::fs::write(path, bytes).unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn record_the_demo_session_again() {
     if std::env::var("BATON_RECORD_SESSION_DEMO").as_deref() != Ok("1") {
@@ -253,7 +223,11 @@ async fn record_the_demo_session_again() {
     for e in std::fs::read_dir(out.path()).unwrap().flatten() {
         let target = dir.join(e.file_name());
         std::fs::copy(e.path(), &target).unwrap();
-        trim(&target);
+        trim_trace(
+            &target,
+            "Recorded by baton's session loop against a played model (crates/baton-autopilot/tests/support/session_player.rs); requests trimmed.",
+            None,
+        );
     }
 }
 

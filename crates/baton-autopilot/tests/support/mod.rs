@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod player;
+pub mod trim_trace;
 
 use baton_autopilot::epic::{Command, EpicError, EpicReport, EpicSettings, ModelSource, execute};
 use baton_llm::{HttpChatModel, LlmConfig};
