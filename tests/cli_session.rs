@@ -270,6 +270,12 @@ fn a_steps_question_exits_10_and_answer_continues_the_step() {
     let nothing = played(&fx, &player, &["answer", "hello", "--json"]);
     nothing.code(2);
     assert_eq!(nothing.json()["error"]["code"], "SESSION_NOT_FOUND");
+    // The session finished: the hint says where it is, not only to start another.
+    let hint = nothing.json()["error"]["hint"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(hint.contains("baton session status"), "{hint}");
 }
 
 #[test]
@@ -664,6 +670,11 @@ fn on_a_terminal_the_chain_a_steps_question_and_a_failed_step_are_asked() {
     tmux.type_line("1");
     tmux.wait_for("Should the header be optional?");
     tmux.type_line("yes, behind a flag");
+    // Without -y the person confirms each verdict a model gives.
+    let screen = tmux.wait_for("the model says proceed (confidence 90)");
+    assert!(screen.contains("gate post-verify (step 4)"), "{screen}");
+    assert!(screen.contains("accept — settle the gate"), "{screen}");
+    tmux.type_line("accept");
     let screen = tmux.wait_for("failed: the reviewer is away. What now?");
     assert!(
         screen
@@ -672,7 +683,22 @@ fn on_a_terminal_the_chain_a_steps_question_and_a_failed_step_are_asked() {
         "{screen}"
     );
     tmux.type_line("skip");
-    let screen = tmux.wait_for("SESSION-ENDED");
+    // The gates after it (review, test, goal audit) are confirmed the same way.
+    let mut accepted = 0;
+    let screen = loop {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let screen = tmux.screen();
+        if screen.contains("SESSION-ENDED") {
+            break screen;
+        }
+        if screen.trim_end().ends_with('>') {
+            accepted += 1;
+            assert!(accepted <= 5, "verdicts never end:\n{screen}");
+            assert!(screen.contains("the model says"), "{screen}");
+            tmux.type_line("accept");
+        }
+    };
+    assert!(accepted >= 1, "{screen}");
     assert!(screen.contains("SESSION-ENDED 0"), "{screen}");
     assert!(screen.contains("completed: session"), "{screen}");
     let board = session(&fx, &["status", "--json"]).json();
@@ -816,4 +842,97 @@ fn a_step_that_never_completes_is_retried_once_then_blocked() {
     assert_eq!(player.step_calls("maestro-plan"), 4);
     let bad = played(&fx, &player, &["continue", "--max-turns", "0"]);
     bad.code(2);
+}
+
+/// Gates judged by the model whose request was served, in order.
+fn gate_calls(player: &Player) -> Vec<String> {
+    player
+        .served()
+        .into_iter()
+        .filter(|(k, _)| k == "gate")
+        .map(|(_, g)| g)
+        .collect()
+}
+
+#[test]
+fn without_y_a_gate_verdict_stops_with_exit_10_and_answer_accept_goes_on() {
+    let fx = csvsum();
+    let player = Player::start(Scenario {
+        verdicts: vec![verdict("post-verify", 0, "fix", 80)],
+        ..scenario()
+    });
+    // Made by `ralph new` without --auto (interactive mode), with the sample command files,
+    // and driven where nobody can be asked.
+    let skills = baton_testkit::repo().join("examples/skills");
+    baton_testkit::copy_dir(&skills.join("claude"), &fx.home.join(".claude"));
+    baton_testkit::copy_dir(&skills.join("maestro"), &fx.home.join(".maestro"));
+    fx.ralph(&["new", INTENT, "--chain", "plan,verify,milestone-complete"])
+        .code(0);
+    let run = played(&fx, &player, &["continue", "--json"]);
+    run.code(10);
+    let v = run.json();
+    assert_eq!(v["outcome"], "waiting", "{v:#}");
+    let w = &v["waiting"];
+    assert_eq!(w["kind"], "gate_review", "{v:#}");
+    assert_eq!(w["gate"], "post-verify");
+    assert_eq!(w["verdict"], "fix");
+    assert_eq!(w["confidence"], 80);
+    assert_eq!(w["reason"], "played verdict for post-verify at retry 0");
+    assert_eq!(
+        w["choices"],
+        json!(["accept", "proceed", "fix", "escalate", "abort"])
+    );
+    assert_eq!(v["session"]["status"], "paused");
+    assert!(v["session"]["decisions"].as_array().unwrap().is_empty());
+
+    // The text form says what the model said and how to decide; the model is not asked again.
+    let text = played(&fx, &player, &["continue"]);
+    text.code(10);
+    assert!(
+        text.stderr
+            .contains("gate post-verify (step 2): the model says fix (confidence 80)"),
+        "{}",
+        text.stderr
+    );
+    assert!(
+        text.stderr.contains("baton session answer --session")
+            && text.stderr.contains("accept|proceed|fix|escalate|abort"),
+        "{}",
+        text.stderr
+    );
+    assert_eq!(gate_calls(&player), ["post-verify"]);
+
+    // Accepted: the fix loop runs; the follow-up gate's proceed waits for a person too.
+    let go = played(&fx, &player, &["answer", "accept", "--json"]);
+    go.code(10);
+    let v = go.json();
+    assert_eq!(v["waiting"]["kind"], "gate_review", "{v:#}");
+    assert_eq!(v["waiting"]["verdict"], "proceed");
+    assert_eq!(gate_calls(&player), ["post-verify", "post-verify"]);
+
+    let done = played(
+        &fx,
+        &player,
+        &["answer", "fix the header is still wrong", "--json"],
+    );
+    done.code(10);
+    let v = done.json();
+    let decisions = v["session"]["decisions"].as_array().unwrap();
+    let verdicts: Vec<&str> = decisions
+        .iter()
+        .filter(|d| d["node_id"] == "post-verify")
+        .map(|d| d["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(verdicts, ["fix", "fix"], "{v:#}");
+    let overridden = decisions
+        .iter()
+        .rev()
+        .find(|d| d["node_id"] == "post-verify")
+        .unwrap();
+    let summary = overridden["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("a person chose fix over the model's proceed"),
+        "{summary}"
+    );
+    fx.ralph(&["check", "--json"]).code(0);
 }

@@ -37,9 +37,13 @@ pub fn failure(e: &RalphError) -> Failure {
         _ => exit::FAILURE,
     };
     let hint = match e {
-        E::NoSession | E::NoActiveSession => {
-            Some("start one: baton session start \"<intent>\"".to_string())
-        }
+        E::NoSession => Some("start one: baton session start \"<intent>\"".to_string()),
+        // Also what a session that already finished gets: say where to see it.
+        E::NoActiveSession => Some(
+            "no session is running or paused; a finished one shows in `baton session status`. \
+             Start a new one: baton session start \"<intent>\""
+                .to_string(),
+        ),
         E::SessionNotFound(_) => Some(
             "`baton session status` shows the newest session; pass the folder name under \
              .workflow/.maestro/ to --session"
