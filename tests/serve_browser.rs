@@ -22,6 +22,9 @@
 //! A run started from the start form with a live model (the demo's answers from a scripted
 //! server on loopback, each 400 ms late): each node is seen turning completed, in order.
 //!
+//! The widgets' script: a model asks with `ui.ask_user` for a selection, a confirmation and a
+//! form; each is filled in and sent from the page and reaches the model as its submission.
+//!
 //! Screenshots go to `target/tmp/serve_browser/` (test artifacts). The one in the README is
 //! `docs/img/serve-run.png`, copied from `live-model-running.png` by hand when the pages
 //! change.
@@ -135,8 +138,11 @@ fn node_states(browser: &mut Browser) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Waits until `condition` holds on a page that is fully loaded (an element found while the
+/// page is still being parsed may come before its siblings).
 fn wait(browser: &mut Browser, what: &str, condition: &str) -> Value {
-    match browser.wait_for(condition, STEP) {
+    let condition = format!("document.readyState === 'complete' && ({condition})");
+    match browser.wait_for(&condition, STEP) {
         Ok(value) => value,
         Err(e) => {
             let _ = browser.save_screenshot(&shots().join("failure.png"));
@@ -274,8 +280,8 @@ fn a_person_starts_the_demo_answers_its_question_and_sees_it_complete() {
         .as_str()
         .unwrap_or_else(|| panic!("GET /api/runs/{run_id}: {shown}"));
     assert!(
-        Path::new(root).starts_with(tmp.path()),
-        "the demo project is under TMPDIR: {root}"
+        Path::new(root).starts_with(tmp.path()) || Path::new(root).starts_with(home.path()),
+        "the demo project is in this test's directories: {root}"
     );
     assert!(
         Path::new(root)
@@ -940,4 +946,147 @@ fn a_run_started_from_the_form_shows_each_node_turn_completed() {
     browser
         .save_screenshot(&shots().join("live-model-completed.png"))
         .unwrap();
+}
+
+/// The answers the model got for widgets (the user messages carrying `WIDGET_SUBMIT`), in
+/// the order they were first sent.
+fn widget_submissions(received: &[baton_llm::testing::Received]) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    for request in received {
+        for m in request.body["messages"].as_array().into_iter().flatten() {
+            let content = m["content"].as_str().unwrap_or_default();
+            if m["role"] == "user"
+                && content.contains("WIDGET_SUBMIT")
+                && !found.iter().any(|f| f == content)
+            {
+                found.push(content.to_string());
+            }
+        }
+    }
+    found
+}
+
+/// The widgets' script in a real browser: a model asks with `ui.ask_user` for a selection,
+/// then a confirmation, then a form; each is drawn as its widget, filled in and sent from
+/// the page, and what the person chose reaches the model as the tool's result.
+#[test]
+fn widget_questions_are_answered_in_the_page_and_reach_the_model() {
+    let Some(chromium) = chromium_or_skip("serve_browser_widgets") else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = baton_testkit::sample_project(tmp.path());
+    let selection = serde_json::json!({"widgetId": "format", "type": "selection",
+        "message": "Which format?", "options": [
+            {"value": "md", "label": "Markdown"}, {"value": "html", "label": "HTML"}]})
+    .to_string();
+    let confirmation = serde_json::json!({"widgetId": "go", "type": "confirmation",
+        "message": "Write the story now?"})
+    .to_string();
+    let form = serde_json::json!({"widgetId": "story", "type": "form", "message": "Story details",
+        "schema": {"properties": {
+            "title": {"type": "string", "title": "Title"},
+            "points": {"type": "integer"},
+            "urgent": {"type": "boolean"},
+            "size": {"enum": ["S", "M", "L"]}},
+          "required": ["title"]}})
+    .to_string();
+    let replies = vec![
+        Reply::tool_calls(&[("w1", "ui_ask_user", &selection)]),
+        Reply::tool_calls(&[("w2", "ui_ask_user", &confirmation)]),
+        Reply::tool_calls(&[("w3", "ui_ask_user", &form)]),
+        Reply::text("Thanks. Which story comes next?"),
+    ];
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let model = runtime.block_on(ScriptedServer::start(replies)).unwrap();
+    let serve = start_serve_with(
+        home.path(),
+        tmp.path(),
+        &[
+            ("OPENAI_BASE_URL", model.base_url()),
+            ("BATON_MODEL", "scripted".to_string()),
+            ("OPENAI_API_KEY", "sk-test".to_string()),
+        ],
+    );
+    let mut browser = Browser::launch(&chromium).unwrap();
+    browser.navigate(&serve.url).unwrap();
+    browser.click("#start-link").unwrap();
+    wait(
+        &mut browser,
+        "the start form",
+        "!!document.getElementById('start-form')",
+    );
+    let package = baton_testkit::example("create-story-micro");
+    browser
+        .type_into("#start-package", package.to_str().unwrap())
+        .unwrap();
+    browser
+        .type_into("#start-project", project.to_str().unwrap())
+        .unwrap();
+    browser.click("#start-submit").unwrap();
+
+    let widget = |kind: &str| {
+        format!(
+            "(f => !!f && f.dataset.widgetType === '{kind}' && !f.dataset.answered && \
+               !f.querySelector('button:disabled'))(document.getElementById('answer-form'))"
+        )
+    };
+    wait(&mut browser, "the selection", &widget("selection"));
+    let message = browser
+        .eval("document.getElementById('question-text').textContent")
+        .unwrap();
+    assert_eq!(message, "Which format?");
+    browser.click("#choice-1").unwrap();
+    browser.click("#answer-submit").unwrap();
+
+    wait(&mut browser, "the confirmation", &widget("confirmation"));
+    browser.click("#answer-confirm").unwrap();
+
+    wait(&mut browser, "the form", &widget("form"));
+    browser.type_into("#field-0", "Board view").unwrap();
+    browser.type_into("#field-1", "3").unwrap();
+    browser.click("#field-2").unwrap();
+    browser
+        .eval(
+            "(s => { s.value = s.options[1].value; \
+               s.dispatchEvent(new Event('change', {bubbles: true})); return true; }) \
+             (document.getElementById('field-3'))",
+        )
+        .unwrap();
+    browser.eval("window.scrollTo(0, 0)").unwrap();
+    browser
+        .save_screenshot(&shots().join("widget-form.png"))
+        .unwrap();
+    browser.click("#answer-submit").unwrap();
+
+    wait(
+        &mut browser,
+        "the plain question after the widgets",
+        "(f => !!f && f.dataset.widgetType === 'text')(document.getElementById('answer-form')) && \
+         document.getElementById('question-text').textContent.includes('Which story comes next?')",
+    );
+    let submitted = widget_submissions(&model.received());
+    eprintln!("widget answers the model got:");
+    for s in &submitted {
+        eprintln!("  {s:?}");
+    }
+    assert_eq!(submitted.len(), 3, "{submitted:#?}");
+    let value = |text: &str| -> Value {
+        let json = text.split_once("WIDGET_SUBMIT\n").map_or("", |(_, j)| j);
+        let json = json.lines().next().unwrap_or_default();
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {text}"))
+    };
+    assert_eq!(value(&submitted[0])["type"], "selection");
+    assert_eq!(value(&submitted[0])["value"], serde_json::json!(["html"]));
+    assert_eq!(value(&submitted[1])["type"], "confirmation");
+    assert_eq!(value(&submitted[1])["value"]["confirmed"], true);
+    assert_eq!(value(&submitted[2])["type"], "form");
+    assert_eq!(
+        value(&submitted[2])["value"],
+        serde_json::json!({"title": "Board view", "points": 3, "urgent": true, "size": "M"})
+    );
+    let log = browser.log_text();
+    assert!(!log.contains("exception:"), "{log}");
+    assert!(!log.contains("Content Security Policy"), "{log}");
 }

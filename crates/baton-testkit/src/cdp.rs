@@ -296,6 +296,9 @@ impl Browser {
                 Ok(value) if truthy(&value) => return Ok(value),
                 Ok(value) => value.to_string(),
                 Err(CdpError::Exception { details, .. }) => details,
+                // A page being replaced by the next one (a click that navigates) has no
+                // context to evaluate in for a moment.
+                Err(CdpError::Command { error, .. }) if navigating(&error) => error.to_string(),
                 Err(other) => return Err(other),
             };
             if Instant::now() >= deadline {
@@ -603,6 +606,14 @@ fn describe_log_event(event: &Value) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// Whether a command failed only because the page was navigating away.
+fn navigating(error: &Value) -> bool {
+    let message = error.get("message").and_then(Value::as_str).unwrap_or("");
+    message.contains("navigated or closed")
+        || message.contains("Cannot find context")
+        || message.contains("Execution context was destroyed")
 }
 
 fn truthy(value: &Value) -> bool {

@@ -23,7 +23,12 @@ document.getElementById('f').addEventListener('submit', (e) => {
 </script>
 </body></html>"#;
 
-/// Serves `PAGE` to every request until the test ends; returns its URL.
+/// A page that reloads itself every few milliseconds: there is often no page to evaluate in.
+const RELOADING: &str = "<!doctype html><title>reloading</title>\
+    <script>setTimeout(() => location.reload(), 5)</script>";
+
+/// Serves `RELOADING` at `/reloading` and `PAGE` at every other path until the test ends;
+/// returns the base URL.
 fn serve_page() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -32,9 +37,15 @@ fn serve_page() -> String {
             let Ok(mut stream) = stream else { continue };
             let mut reader = BufReader::new(stream.try_clone().unwrap());
             let mut line = String::new();
-            // Read the request head up to the empty line.
+            let _ = reader.read_line(&mut line);
+            let body = if line.starts_with("GET /reloading") {
+                RELOADING
+            } else {
+                PAGE
+            };
+            // Read the rest of the request head up to the empty line.
             while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
-                if line == "\r\n" {
+                if line.ends_with("\r\n\r\n") || line == "\r\n" {
                     break;
                 }
                 line.clear();
@@ -42,8 +53,8 @@ fn serve_page() -> String {
             let _ = write!(
                 stream,
                 "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\
-                 Content-Length: {}\r\nConnection: close\r\n\r\n{PAGE}",
-                PAGE.len()
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
             );
         }
     });
@@ -163,4 +174,29 @@ fn group_members(pgid: u32) -> Vec<u32> {
         }
     }
     found
+}
+
+#[test]
+fn a_wait_goes_on_while_the_page_navigates() {
+    let Some(chromium) = chromium_or_skip("a_wait_goes_on_while_the_page_navigates") else {
+        return;
+    };
+    let url = serve_page();
+    let mut browser = Browser::launch(&chromium).unwrap();
+    browser.navigate(&format!("{url}reloading")).unwrap();
+    // Evaluating while the page keeps replacing itself: the wait times out as a wait, not on
+    // the first evaluation that finds no page.
+    for _ in 0..3 {
+        // A condition that takes a moment (a promise): the page often goes away under it.
+        let condition = "new Promise(r => setTimeout(() => r(document.title === 'never'), 20))";
+        match browser.wait_for(condition, Duration::from_millis(700)) {
+            Err(CdpError::Wait { .. }) => {}
+            other => panic!("expected CdpError::Wait, got {other:?}"),
+        }
+    }
+    // And a wait for something that does come true across navigations finds it.
+    browser.navigate(&url).unwrap();
+    browser
+        .wait_for("document.title === 'cdp fixture'", Duration::from_secs(10))
+        .unwrap();
 }
