@@ -65,6 +65,8 @@ async fn a_session_with_one_fix_loop_runs_to_completed() {
         &NewArgs {
             intent: "add CSV export".into(),
             chain: "plan,verify,milestone-complete".into(),
+            // Auto mode: the gates settle without asking anybody.
+            auto: true,
             ..NewArgs::default()
         },
     )

@@ -6,14 +6,19 @@
 //! name (post-verify → verification.json, …), read inside the project only and bounded. A
 //! missing file is said so in the prompt: missing evidence counts as unmet. A model that fails
 //! to answer is a `fix` (E005), as seed 003 says; a stopped call decides nothing.
+//!
+//! A session started without `-y` (`auto_mode` not true) does not settle: the answer is kept
+//! ([`super::review`]) and the session pauses for a person to accept or override it; a gate
+//! whose answer is already kept pauses again without a call.
 
 use super::apply::{form_of, settle_gate};
+use super::review::{self, Review};
 use super::verdict::Form;
 use crate::ralph::Context;
 use crate::ralph::discovery::{self, Pick};
 use crate::ralph::error::{RalphError, Result};
 use crate::ralph::session::Session;
-use crate::ralph::verbs::{Output, decide};
+use crate::ralph::verbs::{Output, control, decide};
 use baton_llm::{CallOptions, ChatModel, ChatRequest, Message, Usage};
 use serde_json::Value;
 use std::fmt::Write as _;
@@ -52,6 +57,8 @@ pub enum GateEnd {
     Settled(Value),
     /// The call was stopped; the gate stays pending.
     Interrupted,
+    /// The model's answer is kept and the session paused for a person (no `-y`).
+    Review,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -59,6 +66,8 @@ pub struct GateTick {
     pub index: usize,
     pub gate: String,
     pub end: GateEnd,
+    /// Model calls made (0 when a kept answer was reused).
+    pub model_calls: usize,
     pub usage: Usage,
 }
 
@@ -234,6 +243,18 @@ pub async fn evaluate(
             format!("gate {gate} is settled by code or by a person, not by a model verdict"),
         )
     })?;
+    // Seed 003: without auto mode a person confirms or overrides the verdict.
+    let reviewed = s.doc.get("auto_mode").and_then(Value::as_bool) != Some(true);
+    if reviewed && review::read(&s, index)?.is_some() {
+        control::pause(ctx, session, None)?;
+        return Ok(GateTick {
+            index,
+            gate,
+            end: GateEnd::Review,
+            model_calls: 0,
+            usage: Usage::default(),
+        });
+    }
     let rules = match form {
         Form::Quality => QUALITY_RULES,
         Form::GoalAudit => GOAL_RULES,
@@ -256,7 +277,39 @@ pub async fn evaluate(
             index,
             gate,
             end: GateEnd::Interrupted,
+            model_calls: 1,
             usage: Usage::default(),
+        });
+    }
+    let failed =
+        |e: &baton_llm::LlmError| format!("E005: the gate's model call failed ({}): {e}", e.code());
+    if reviewed {
+        let retry = s.step(index).map_or(0, |st| st.retry_count());
+        let (kept, usage) = match &answer {
+            Ok(response) => (
+                Review::answered(index, &gate, retry, response.message.text()),
+                response.usage.unwrap_or_default(),
+            ),
+            Err(e) => (
+                Review {
+                    index,
+                    gate: gate.clone(),
+                    retry,
+                    answer: None,
+                    error: Some(failed(e)),
+                },
+                Usage::default(),
+            ),
+        };
+        // Kept before the pause: a kill in between pauses on the next tick without a call.
+        review::write(&s.dir, &kept)?;
+        control::pause(ctx, session, None)?;
+        return Ok(GateTick {
+            index,
+            gate,
+            end: GateEnd::Review,
+            model_calls: 1,
+            usage,
         });
     }
     let (out, usage): (Output, Usage) = match answer {
@@ -265,16 +318,7 @@ pub async fn evaluate(
             response.usage.unwrap_or_default(),
         ),
         Err(e) => {
-            let args = decide::DecideArgs {
-                index: index.to_string(),
-                verdict: "fix".into(),
-                confidence: "0".into(),
-                reason: Some(format!(
-                    "E005: the gate's model call failed ({}): {e}",
-                    e.code()
-                )),
-                ..decide::DecideArgs::default()
-            };
+            let args = review::failed_call_args(index, failed(&e));
             (decide::run(ctx, session, &args)?, Usage::default())
         }
     };
@@ -282,6 +326,7 @@ pub async fn evaluate(
         index,
         gate,
         end: GateEnd::Settled(out.json),
+        model_calls: 1,
         usage,
     })
 }

@@ -1,11 +1,14 @@
 //! What a person decides when a session stops for them (seed 003's `ask_user` points after the
 //! build phase): a step that failed (BLOCKED, or NEEDS_RETRY twice) pauses the session and the
 //! person retries, skips or abandons it; the `post-debug-escalate` gate pauses it ("human
-//! intervention") and the person lets the chain go on or abandons it.
+//! intervention") and the person lets the chain go on or abandons it; in a session started
+//! without `-y`, a model-judged gate's verdict waits for the person to accept or override it.
 //!
 //! [`why_paused`] reads why a session is paused; [`decide`] applies the choice through ralph's
 //! verbs (lock, revision, `decisions.ndjson`), leaving a running session that the loop can tick.
 
+use super::apply::form_of;
+use super::review;
 use crate::ralph::Context;
 use crate::ralph::discovery::{self, Pick};
 use crate::ralph::error::{RalphError, Result};
@@ -25,6 +28,15 @@ pub enum Pause {
     },
     /// The `post-debug-escalate` gate at `index` waits for a person.
     Escalation { index: usize },
+    /// Gate `index` was judged by the model in a session without `-y`: its verdict (after
+    /// the guards) waits for a person to accept or override it.
+    GateReview {
+        index: usize,
+        gate: String,
+        verdict: &'static str,
+        reason: String,
+        confidence: u8,
+    },
     /// Paused by a person (`baton ralph pause`), nothing to decide.
     ByHand,
 }
@@ -36,8 +48,15 @@ pub enum Choice {
     Retry,
     /// Leave the failed step behind (skipped) and go on.
     Skip,
-    /// Settle the escalation gate and go on with the chain.
+    /// Settle the escalation gate and go on with the chain; for a gate review, override the
+    /// model's verdict with `proceed`.
     Proceed,
+    /// Settle a reviewed gate with the model's verdict.
+    Accept,
+    /// Override a reviewed gate's verdict with `fix` (the fix loop is inserted).
+    Fix,
+    /// Override a reviewed gate's verdict with `escalate`.
+    Escalate,
     /// Give the session up (status failed, `abandoned_at`).
     Abort,
 }
@@ -48,6 +67,9 @@ impl Choice {
             "retry" => Some(Choice::Retry),
             "skip" => Some(Choice::Skip),
             "proceed" => Some(Choice::Proceed),
+            "accept" => Some(Choice::Accept),
+            "fix" => Some(Choice::Fix),
+            "escalate" => Some(Choice::Escalate),
             "abort" | "abandon" => Some(Choice::Abort),
             _ => None,
         }
@@ -58,6 +80,9 @@ impl Choice {
             Choice::Retry => "retry",
             Choice::Skip => "skip",
             Choice::Proceed => "proceed",
+            Choice::Accept => "accept",
+            Choice::Fix => "fix",
+            Choice::Escalate => "escalate",
             Choice::Abort => "abort",
         }
     }
@@ -77,6 +102,13 @@ impl Pause {
                     Choice::Proceed,
                     "the problem is handled: settle the escalation and go on",
                 ),
+                (Choice::Abort, "give the session up"),
+            ],
+            Pause::GateReview { .. } => &[
+                (Choice::Accept, "settle the gate with the model's verdict"),
+                (Choice::Proceed, "override: the gate passes, go on"),
+                (Choice::Fix, "override: insert the fix loop"),
+                (Choice::Escalate, "override: escalate"),
                 (Choice::Abort, "give the session up"),
             ],
             Pause::ByHand => &[(Choice::Proceed, "resume the session")],
@@ -108,6 +140,21 @@ pub fn why_paused(s: &Session) -> Option<Pause> {
     {
         return Some(Pause::Escalation {
             index: step.index(),
+        });
+    }
+    if let Some(step) = first_open
+        && step.status() == "pending"
+        && step.decision().is_some_and(|g| form_of(g).is_some())
+        // A damaged review file is reported when the loop reaches the gate again.
+        && let Ok(Some(r)) = review::read(s, step.index())
+        && let Ok(p) = review::propose(s, &r)
+    {
+        return Some(Pause::GateReview {
+            index: r.index,
+            gate: r.gate,
+            verdict: p.verdict,
+            reason: p.reason,
+            confidence: p.confidence,
         });
     }
     Some(Pause::ByHand)
@@ -201,6 +248,42 @@ pub fn decide(ctx: &Context, session: Option<&str>, choice: Choice, note: &str) 
                 ..decide::DecideArgs::default()
             };
             decide::run(ctx, session, &args)
+        }
+        (Pause::GateReview { index, .. }, Choice::Accept) => {
+            let kept = review::read(&s, index)?.ok_or_else(|| {
+                RalphError::usage(
+                    "GATE_REVIEW_MISSING",
+                    format!("the model's answer for gate {index} is no longer kept"),
+                )
+            })?;
+            control::resume(ctx, session, None)?;
+            review::accept(ctx, session, &s, &kept)
+        }
+        (
+            Pause::GateReview {
+                index,
+                verdict,
+                confidence,
+                ..
+            },
+            _,
+        ) => {
+            control::resume(ctx, session, None)?;
+            let args = decide::DecideArgs {
+                index: index.to_string(),
+                verdict: choice.as_str().into(),
+                confidence: "100".into(),
+                reason: Some(format!(
+                    "a person chose {} over the model's {verdict} (confidence {confidence}){}",
+                    choice.as_str(),
+                    note.map(|n| format!(": {n}")).unwrap_or_default()
+                )),
+                ..decide::DecideArgs::default()
+            };
+            let out = decide::run(ctx, session, &args)?;
+            let retry = s.step(index).map_or(0, |st| st.retry_count());
+            review::remove(&s.dir, index, retry);
+            Ok(out)
         }
         (Pause::ByHand, _) => control::resume(ctx, session, None),
     }

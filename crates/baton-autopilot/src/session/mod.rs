@@ -15,7 +15,8 @@
 //!   recorded traces).
 //! - [`infer`]: the build phase's inference (phase, position, modes, questions to ask).
 //! - [`intervene`]: what a person decides when the loop pauses for them (retry, skip,
-//!   proceed, abort).
+//!   proceed, abort; accept or override a gate's verdict).
+//! - [`review`]: a gate's answer kept for a person to confirm (sessions without `-y`).
 //! - [`build`]: the chain (seed 003's build rules) and the decomposition call.
 //! - [`start`]: `baton session start`: guard, inference, decomposition, chain, creation.
 
@@ -26,6 +27,7 @@ pub mod completion;
 pub mod gate;
 pub mod infer;
 pub mod intervene;
+pub mod review;
 pub mod run;
 pub mod start;
 pub mod step_run;

@@ -2,9 +2,10 @@
 //! stopped. Routing is code: a step we still hold (after a kill, a stop or a question) is
 //! continued first; otherwise the first pending step decides the tick — an execution step runs
 //! as a store-backed task run ([`super::tick`]), a quality or goal gate is judged by the model
-//! ([`super::gate`]), `post-debug-escalate` pauses for a person, and the remaining structural
-//! gates settle by code. Two ticks in a row that find nothing to do stop with E010 (seed 003's
-//! empty-loop breaker); a session whose steps are all confirmed or skipped is completed.
+//! ([`super::gate`]; without `-y` its verdict waits for a person), `post-debug-escalate` pauses
+//! for a person, and the remaining structural gates settle by code. Two ticks in a row that
+//! find nothing to do stop with E010 (seed 003's empty-loop breaker); a session whose steps are
+//! all confirmed or skipped is completed.
 
 use super::apply::{form_of, pause_at_escalation};
 use super::gate::{self, GateEnd};
@@ -188,14 +189,18 @@ async fn tick(
             let evaluated = gate::evaluate(ctx, session, &*model, &settings.cancel).await;
             models.save()?;
             let t = evaluated?;
-            spent.add(1, t.usage);
-            if t.end == GateEnd::Interrupted {
-                return Ok(Err(SessionEnd::Interrupted {
-                    code: baton_engine::driver::ABORTED,
-                    message: "the session was stopped".into(),
-                }));
+            spent.add(t.model_calls, t.usage);
+            match t.end {
+                GateEnd::Interrupted => {
+                    return Ok(Err(SessionEnd::Interrupted {
+                        code: baton_engine::driver::ABORTED,
+                        message: "the session was stopped".into(),
+                    }));
+                }
+                // Paused for a person to confirm the verdict (no `-y`).
+                GateEnd::Review => return Ok(Ok(Tick::Paused { index })),
+                GateEnd::Settled(_) => return Ok(Ok(Tick::Gate { index, gate })),
             }
-            return Ok(Ok(Tick::Gate { index, gate }));
         }
         if gate == "post-debug-escalate" {
             pause_at_escalation(ctx, session, index)?;

@@ -14,8 +14,14 @@ pub struct World {
     pub status: PathBuf,
 }
 
-/// A session made by `ralph new` from the stage list `chain`, claimed in the name of `owner`.
+/// An auto-mode (`-y`) session made by `ralph new` from the stage list `chain`, claimed in
+/// the name of `owner`: its gates are settled without asking anybody.
 pub fn world(chain: &str, owner: &str) -> World {
+    world_with(chain, owner, true)
+}
+
+/// [`world`] with `auto_mode` chosen: without it, a gate's verdict waits for a person.
+pub fn world_with(chain: &str, owner: &str, auto: bool) -> World {
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
     let project = tmp.path().join("project");
@@ -37,6 +43,7 @@ pub fn world(chain: &str, owner: &str) -> World {
         &NewArgs {
             intent: "add CSV export".into(),
             chain: chain.into(),
+            auto,
             ..NewArgs::default()
         },
     )

@@ -30,13 +30,36 @@ pub fn load(setup: &Setup, id: &str) -> Option<Session> {
 }
 
 /// Whether a failed step is asked about: seed 003 lets an auto-mode (`-y`) session pause on a
-/// failed step without asking; an interactive-mode session offers retry, skip or abort.
+/// failed step without asking; an interactive-mode session offers retry, skip or abort. A
+/// gate's verdict only waits in a session without `-y`, and is always asked about.
 fn asks_about(s: &Session, pause: &Pause) -> bool {
     match pause {
         Pause::FailedStep { .. } => s.doc.get("auto_mode").and_then(|v| v.as_bool()) != Some(true),
-        Pause::Escalation { .. } => true,
+        Pause::Escalation { .. } | Pause::GateReview { .. } => true,
         Pause::ByHand => false,
     }
+}
+
+/// What a gate's pending verdict says, on one line (terminal prompt and final report).
+pub fn review_line(pause: &Pause) -> String {
+    let Pause::GateReview {
+        index,
+        gate,
+        verdict,
+        reason,
+        confidence,
+    } = pause
+    else {
+        return String::new();
+    };
+    format!(
+        "gate {gate} (step {index}): the model says {verdict} (confidence {confidence}){}",
+        if reason.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", text::line(reason, 300))
+        }
+    )
 }
 
 /// A paused session: asked at the terminal and decided (`Ok(None)`: tick on), or the outcome
@@ -79,6 +102,7 @@ pub fn settle_pause(
         Pause::Escalation { index } => {
             format!("the fix loop did not converge; step {index} escalates to you. What now?")
         }
+        Pause::GateReview { .. } => format!("{}. What now?", review_line(&pause)),
         Pause::ByHand => "the session is paused. What now?".into(),
     };
     let choices: Vec<(&'static str, &str)> = pause

@@ -36,7 +36,8 @@ pub enum SessionCommand {
     /// The board: every step with its state, the sub-goals and the latest decisions.
     Status(StatusArgs),
     /// Answer what the session waits on (a step's question; retry|skip|abort for a failed
-    /// step; proceed|abort for an escalation), then go on.
+    /// step; proceed|abort for an escalation; accept|proceed|fix|escalate|abort for a gate's
+    /// verdict), then go on.
     Answer(AnswerArgs),
 }
 
@@ -127,7 +128,8 @@ pub struct ContinueArgs {
 #[derive(Debug, Args)]
 pub struct AnswerArgs {
     /// The answer: text for a step's question; `retry`, `skip` or `abort` for a failed step;
-    /// `proceed` or `abort` for an escalation (a note may follow the word).
+    /// `proceed` or `abort` for an escalation; `accept`, `proceed`, `fix`, `escalate` or
+    /// `abort` for a gate's verdict (a note may follow the word).
     pub text: String,
     #[command(flatten)]
     pub target: Target,

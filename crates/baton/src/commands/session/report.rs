@@ -22,7 +22,7 @@ const DECISIONS: usize = 10;
 pub enum Waiting {
     /// A step's task run asked something.
     Step { index: usize, question: String },
-    /// The session is paused on a failed step or an escalation.
+    /// The session is paused on a failed step, an escalation or a gate's verdict.
     Paused(Pause),
 }
 
@@ -109,6 +109,16 @@ fn pause_json(p: &Pause) -> Value {
         Pause::Escalation { index } => {
             json!({"kind": "escalation", "index": index, "choices": choices})
         }
+        Pause::GateReview {
+            index,
+            gate,
+            verdict,
+            reason,
+            confidence,
+        } => json!({
+            "kind": "gate_review", "index": index, "gate": gate, "verdict": verdict,
+            "reason": reason, "confidence": confidence, "choices": choices,
+        }),
         Pause::ByHand => json!({"kind": "paused", "choices": choices}),
     }
 }
@@ -210,6 +220,9 @@ pub fn print_text(e: &Ended) {
                 Pause::Escalation { index } => format!(
                     "the fix loop did not converge: escalation at step {index} waits for a person"
                 ),
+                Pause::GateReview { .. } => {
+                    format!("{}; it waits for a person", super::drive::review_line(p))
+                }
                 Pause::ByHand => "the session is paused".to_string(),
             };
             let choices: Vec<&str> = p.choices().iter().map(|(c, _)| c.as_str()).collect();

@@ -37,7 +37,8 @@ fn ended(setup: &Setup, id: &str, outcome: Outcome) -> Ended {
 }
 
 /// A paused session with a person's answer: the answer is the choice (`retry`, `skip`,
-/// `proceed`, `abort`), optionally followed by a note.
+/// `proceed`, `abort`; for a gate's verdict `accept`, `proceed`, `fix`, `escalate`, `abort`),
+/// optionally followed by a note.
 fn decide_pause(setup: &Setup, s: &Session, text: &str) -> Result<Option<Outcome>, Failure> {
     let (word, note) = text
         .trim()
