@@ -243,3 +243,20 @@ fn the_review_choices_parse() {
         assert_eq!(Choice::parse(&c.as_str().to_uppercase()), Some(c));
     }
 }
+
+#[tokio::test]
+async fn a_damaged_kept_answer_is_an_error_naming_the_file() {
+    let (w, gate) = reviewed().await;
+    let file = review_dir(&w).join(format!("{gate}.0.json"));
+    std::fs::write(&file, "{not json").unwrap();
+    // Nothing to show for the gate: the pause reads as one by hand.
+    assert_eq!(pause(&w), Some(Pause::ByHand));
+    verbs::control::resume(&w.ctx, None, None).unwrap();
+    let (server, model) = scripted(vec![]).await;
+    let e = evaluate(&w.ctx, None, &model, &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "GATE_REVIEW_INVALID");
+    assert!(e.to_string().contains(&file.display().to_string()), "{e}");
+    assert!(server.received().is_empty());
+}
