@@ -36,12 +36,13 @@ mod player;
 
 use baton_llm::testing::{Reply, ScriptedServer};
 use baton_testkit::cdp::{Browser, chromium_or_skip};
+use baton_testkit::html_server::serve_html;
 use serde_json::Value;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 /// Long enough for a loaded 2-core CI machine; a passing run takes a few seconds.
@@ -408,28 +409,7 @@ fn audit_lines_reach_the_page(browser: &mut Browser, home: &Path, run_id: &str) 
 /// differs) but the same site (ports do not count), so a `SameSite=Strict` cookie still goes
 /// along with its requests. Returns its URL.
 fn serve_foreign_page(html: String) -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut line = String::new();
-            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
-                if line == "\r\n" {
-                    break;
-                }
-                line.clear();
-            }
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\
-                 Content-Length: {}\r\nConnection: close\r\n\r\n{html}",
-                html.len()
-            );
-        }
-    });
-    format!("http://127.0.0.1:{port}/")
+    serve_html(Arc::new(move |_: &str| html.clone()))
 }
 
 /// Run directories (`run.json`) under the store.

@@ -1,8 +1,10 @@
 //! Helpers shared by baton's tests: where the repository and its examples are, copying a
 //! directory, the reference conversation beside the repository, a headless-browser driver
-//! ([`cdp`]), and a loopback JSON server for played models ([`json_server`]).
+//! ([`cdp`]) with a server of fixed pages for it ([`html_server`]), and a loopback JSON server
+//! for played models ([`json_server`]).
 
 pub mod cdp;
+pub mod html_server;
 pub mod json_server;
 
 use std::fs;

@@ -3,8 +3,8 @@
 //! screenshot, read the page's console, and leave no Chromium behind.
 
 use baton_testkit::cdp::{Browser, CdpError, chromium_or_skip};
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
+use baton_testkit::html_server::serve_html;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PAGE: &str = r#"<!doctype html>
@@ -30,35 +30,14 @@ const RELOADING: &str = "<!doctype html><title>reloading</title>\
 /// Serves `RELOADING` at `/reloading` and `PAGE` at every other path until the test ends;
 /// returns the base URL.
 fn serve_page() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut line = String::new();
-            let _ = reader.read_line(&mut line);
-            let body = if line.starts_with("GET /reloading") {
-                RELOADING
-            } else {
-                PAGE
-            };
-            // Read the rest of the request head up to the empty line.
-            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
-                if line.ends_with("\r\n\r\n") || line == "\r\n" {
-                    break;
-                }
-                line.clear();
-            }
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\
-                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
+    serve_html(Arc::new(|path: &str| {
+        if path.starts_with("/reloading") {
+            RELOADING
+        } else {
+            PAGE
         }
-    });
-    format!("http://127.0.0.1:{port}/")
+        .to_string()
+    }))
 }
 
 #[test]
