@@ -44,7 +44,8 @@
     const widget = (value) => ({ widget: { widgetId: widgetId, type: type, value: value } });
     switch (type) {
       case 'confirmation':
-        return { confirm: !!(submitter && submitter.dataset.confirm === 'true') };
+        // As a widget like the others: the model is owed the widgetId it asked with.
+        return widget({ confirmed: !!(submitter && submitter.dataset.confirm === 'true') });
       case 'selection': {
         const values = Array.from(form.querySelectorAll('input[name="choice"]:checked')).map((i) => i.value);
         return widget(values);

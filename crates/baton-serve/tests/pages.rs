@@ -231,6 +231,19 @@ fn assets_are_served_with_their_types_under_the_csp() {
     assert_eq!(status, 200);
     assert!(head.to_ascii_lowercase().contains("content-type: text/css"));
     assert!(body.contains(".graph"));
+    // The icon a browser asks for on every page (a 404 in its log before).
+    for path in ["/favicon.svg", "/favicon.ico"] {
+        let (status, head, body) = server.get_with(path, &cookie);
+        assert_eq!(status, 200, "{path}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("content-type: image/svg+xml"),
+            "{head}"
+        );
+        assert!(body.starts_with("<svg ") && !body.contains("<script"));
+    }
+    let (_, page) = server.page("/");
+    assert!(page.contains("<link rel=\"icon\" href=\"/favicon.svg\" type=\"image/svg+xml\">"));
     let (_, head, _) = server.get_with("/", &cookie);
     assert!(
         head.to_ascii_lowercase()
@@ -390,6 +403,79 @@ fn the_epic_board_and_the_sessions_list_of_a_project() {
     assert!(body.contains("SESSION_NOT_FOUND"));
 }
 
+/// After `baton epic run` finished the epic, the seed's state file says `paused` and has no
+/// `lastStoryCompleted` (it is for `baton epic story`): the board says done and names the last
+/// story finished, from baton's progress record.
+#[test]
+fn a_finished_epic_shows_done_and_its_last_completed_story() {
+    let server = Server::start("epic-done");
+    let root = server.tmp.0.join("taskboard-epic");
+    copy_dir(&repo().join("examples/projects/taskboard-epic"), &root);
+    let artifacts = root.join("_bmad-output/implementation-artifacts");
+    let sprint = std::fs::read_to_string(artifacts.join("sprint-status.yaml")).unwrap();
+    let mut done = sprint.clone();
+    for key in [
+        "epic-1",
+        "1-1-project-scaffold",
+        "1-2-user-authentication",
+        "1-3-password-reset",
+    ] {
+        done = done.replace(&format!("  {key}: backlog"), &format!("  {key}: done"));
+    }
+    std::fs::write(artifacts.join("sprint-status.yaml"), &done).unwrap();
+    let state = |status: &str| {
+        json!({"epicId": "epic-1", "startedAt": "2026-11-22T10:00:00Z", "status": status,
+               "currentStoryKey": null, "lastSteps": []})
+        .to_string()
+    };
+    std::fs::write(artifacts.join(".run-epic-state.json"), state("paused")).unwrap();
+    let progress = json!({"version": 1, "epicId": "epic-1", "target": {"mode": "epic", "maxStories": null},
+        "completed": ["1-1-project-scaffold", "1-2-user-authentication", "1-3-password-reset"],
+        "story": null, "runs": [], "failure": null});
+    std::fs::write(
+        artifacts.join(".baton-epic-progress.json"),
+        progress.to_string(),
+    )
+    .unwrap();
+    let page = |server: &Server| {
+        let (status, body) = server.page(&format!(
+            "/epic?project={}",
+            url(&root.display().to_string())
+        ));
+        assert_eq!(status, 200, "{body}");
+        body
+    };
+    let body = page(&server);
+    assert!(
+        body.contains("id=\"epic-standing\" data-standing=\"done\""),
+        "{body}"
+    );
+    assert!(
+        body.contains("<dt>Last completed</dt><dd>1-3-password-reset</dd>"),
+        "{body}"
+    );
+    // The same epic not finished, the file left `running` by a killed process: interrupted.
+    std::fs::write(artifacts.join("sprint-status.yaml"), &sprint).unwrap();
+    std::fs::write(artifacts.join(".run-epic-state.json"), state("running")).unwrap();
+    let body = page(&server);
+    assert!(body.contains("data-standing=\"interrupted\""), "{body}");
+    // Paused by `baton epic stop` (or at --max-stories).
+    std::fs::write(artifacts.join(".run-epic-state.json"), state("paused")).unwrap();
+    assert!(page(&server).contains("data-standing=\"paused\""));
+    // Paused on the current story's question: waiting.
+    let mut waiting: serde_json::Value = serde_json::from_str(&state("paused")).unwrap();
+    waiting["currentStoryKey"] = json!("1-2-user-authentication");
+    std::fs::write(artifacts.join(".run-epic-state.json"), waiting.to_string()).unwrap();
+    let agent = json!({"storyKey": "1-2-user-authentication", "phase": "dev", "artifactsProduced": [],
+        "questions": [{"id": "q1", "question": "Sessions or JWT?", "answer": null}]});
+    std::fs::write(
+        artifacts.join("1-2-user-authentication.agent-state.json"),
+        agent.to_string(),
+    )
+    .unwrap();
+    assert!(page(&server).contains("data-standing=\"waiting\""));
+}
+
 fn url(text: &str) -> String {
     text.bytes()
         .map(|b| {
@@ -470,20 +556,42 @@ fn a_lifecycle_session_shows_its_steps_sub_goals_and_decisions() {
     assert!(page.contains("data-testid=\"decisions\""));
     assert!(page.contains("fine &lt;img src=x onerror=alert(2)&gt;"));
     assert!(page.contains("phase-proceed\">PROCEED<"));
+    // The steps' command files are shown from a known root, never as the host path.
+    assert!(page.contains("<small class=\"path\">…/"), "{page}");
+    assert!(
+        !page.contains(&server.tmp.0.display().to_string()),
+        "{page}"
+    );
 }
 
 #[test]
 fn a_widget_question_of_a_real_run_is_drawn_as_that_widget() {
-    use baton_engine::runner::{self, Settings, StartRun};
-    use baton_llm::{ReplayModel, Trace};
     let server = Server::start("widget");
-    let project = server.tmp.0.join("taskboard");
-    copy_dir(&repo().join("examples/projects/taskboard"), &project);
     let ask = json!({"widgetId": "fmt", "type": "form", "message": "Details <please>",
         "schema": {"properties": {"title": {"type": "string", "title": "Title"},
                                   "points": {"type": "integer"},
                                   "size": {"enum": ["S", "M"]}},
                    "required": ["title"]}});
+    let run = run_waiting_on(&server, ask);
+    let (status, body) = server.page(&format!("/runs/{}", run.run_id));
+    assert_eq!(status, 200);
+    assert_no_inline_code(&body);
+    assert!(
+        body.contains("data-widget-type=\"form\" data-widget-id=\"fmt\""),
+        "{body}"
+    );
+    assert!(body.contains("Details &lt;please&gt;"));
+    assert!(body.contains("data-field=\"title\" data-type=\"string\" required"));
+    assert!(body.contains("data-field=\"points\" data-type=\"integer\""));
+    assert!(body.contains("<option value=\"&quot;S&quot;\">S</option>"));
+}
+
+/// A run of the real engine waiting on the question `ask` (a `ui.ask_user` call).
+fn run_waiting_on(server: &Server, ask: serde_json::Value) -> RunMetadata {
+    use baton_engine::runner::{self, Settings, StartRun};
+    use baton_llm::{ReplayModel, Trace};
+    let project = server.tmp.0.join("taskboard");
+    copy_dir(&repo().join("examples/projects/taskboard"), &project);
     let trace = Trace::from_value(json!({
         "traceVersion": "crewagent.runtime.llm.trace.v1",
         "dialogues": [{"id": "C01", "response": {"assistant": {"content": "",
@@ -504,15 +612,61 @@ fn a_widget_question_of_a_real_run_is_drawn_as_that_widget() {
         ))
         .unwrap();
     assert_eq!(done.run.phase, Phase::WaitingUser);
-    let (status, body) = server.page(&format!("/runs/{}", done.run.run_id));
-    assert_eq!(status, 200);
-    assert_no_inline_code(&body);
-    assert!(
-        body.contains("data-widget-type=\"form\" data-widget-id=\"fmt\""),
-        "{body}"
+    done.run
+}
+
+/// app.js in a real browser: the confirmation answered in the page is sent as a widget
+/// submission with the `widgetId` the model asked with (it went without one before).
+#[test]
+fn a_confirmation_answered_in_the_browser_carries_its_widget_id() {
+    use baton_testkit::cdp::{Browser, chromium_or_skip};
+    let Some(chromium) = chromium_or_skip("pages_confirmation") else {
+        return;
+    };
+    let server = Server::start("confirm");
+    let run = run_waiting_on(
+        &server,
+        json!({"widgetId": "apply-plan", "type": "confirmation", "message": "Apply the plan?"}),
     );
-    assert!(body.contains("Details &lt;please&gt;"));
-    assert!(body.contains("data-field=\"title\" data-type=\"string\" required"));
-    assert!(body.contains("data-field=\"points\" data-type=\"integer\""));
-    assert!(body.contains("<option value=\"&quot;S&quot;\">S</option>"));
+    let mut browser = Browser::launch(&chromium).unwrap();
+    browser
+        .navigate(&format!(
+            "http://{}/runs/{}?token={TOKEN}",
+            server.addr, run.run_id
+        ))
+        .unwrap();
+    let step = Duration::from_secs(20);
+    browser
+        .wait_for(
+            "document.readyState === 'complete' && !!document.getElementById('answer-confirm')",
+            step,
+        )
+        .unwrap();
+    // The POST is kept in the page, not sent: what matters is what app.js would send (no
+    // model is configured to go on with).
+    browser
+        .eval(
+            "(() => { const real = window.fetch; window.__posted = []; \
+             window.fetch = (url, o) => { if (o && o.method === 'POST') { \
+               window.__posted.push({url: String(url), body: o.body}); return new Promise(() => {}); } \
+             return real(url, o); }; return true; })()",
+        )
+        .unwrap();
+    browser.click("#answer-confirm").unwrap();
+    let posted = browser
+        .wait_for("window.__posted.length > 0 && window.__posted[0]", step)
+        .unwrap();
+    assert_eq!(
+        posted["url"],
+        format!("/api/runs/{}/answer", run.run_id),
+        "{posted}"
+    );
+    let body: serde_json::Value = serde_json::from_str(posted["body"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        body,
+        json!({"widget": {"widgetId": "apply-plan", "type": "confirmation", "value": {"confirmed": true}}})
+    );
+    let log = browser.log_text();
+    assert!(!log.contains("exception:"), "{log}");
+    assert!(!log.contains("404"), "{log}");
 }

@@ -64,6 +64,38 @@ pub struct EpicRow {
     pub stories: Vec<StoryRow>,
 }
 
+/// Where the autopilot stands, from the state file, the lock, the sprint and the questions.
+/// The seed's `status` alone cannot tell: it is `paused` after a finished epic too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Standing {
+    /// No `.run-epic-state.json` yet.
+    NotStarted,
+    /// An orchestrator process holds the project.
+    Running,
+    /// The current story has a question nobody answered.
+    Waiting,
+    /// Stopped on a failure, by `baton epic stop`, or at `--max-stories`.
+    Paused,
+    /// The file says `running` but no process holds the project (killed): resumable.
+    Interrupted,
+    /// The state file's epic is `done` in the sprint status.
+    Done,
+}
+
+impl Standing {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Standing::NotStarted => "not-started",
+            Standing::Running => "running",
+            Standing::Waiting => "waiting",
+            Standing::Paused => "paused",
+            Standing::Interrupted => "interrupted",
+            Standing::Done => "done",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Board {
@@ -72,9 +104,13 @@ pub struct Board {
     pub epic_id: Option<String>,
     /// `running` or `paused` as the state file says.
     pub state: Option<String>,
+    /// Where the autopilot really stands (see [`Standing`]).
+    pub standing: Standing,
     /// Whether an orchestrator process holds the project right now.
     pub live: bool,
     pub current_story: Option<String>,
+    /// The last story the autopilot finished: the last of baton's progress record (a whole
+    /// epic run), else the seed's `lastStoryCompleted` (set by `baton epic story` only).
     pub last_story_completed: Option<String>,
     pub last_failure: Option<FailureDetail>,
     pub epics: Vec<EpicRow>,
@@ -144,18 +180,58 @@ pub fn status(project: &Path, epic: Option<&str>) -> Result<Board> {
             _ => {}
         }
     }
+    let live = lock::is_held(&layout.dir);
+    let last_story_completed = progress
+        .as_ref()
+        .and_then(|p| p.completed.last().cloned())
+        .or_else(|| state.as_ref().and_then(|s| s.last_story_completed.clone()));
     Ok(Board {
         implementation_artifacts: layout.rel.clone(),
         epic_id: state.as_ref().map(|s| s.epic_id.clone()),
         state: state
             .as_ref()
             .map(|s| if s.running { "running" } else { "paused" }.to_string()),
-        live: lock::is_held(&layout.dir),
+        standing: standing(state.as_ref(), live, &sprint, &layout),
+        live,
         current_story: state.as_ref().and_then(|s| s.current_story_key.clone()),
-        last_story_completed: state.as_ref().and_then(|s| s.last_story_completed.clone()),
+        last_story_completed,
         last_failure: progress.and_then(|p| p.failure),
         epics,
     })
+}
+
+fn standing(
+    state: Option<&RunEpicState>,
+    live: bool,
+    sprint: &SprintStatus,
+    layout: &layout::Layout,
+) -> Standing {
+    if live {
+        return Standing::Running;
+    }
+    let Some(state) = state else {
+        return Standing::NotStarted;
+    };
+    if sprint
+        .get(&state.epic_id)
+        .is_some_and(|e| e.normalized() == "done")
+    {
+        return Standing::Done;
+    }
+    // A damaged agent-state file is shown on its story's card; here it is not a question.
+    let waiting = state.current_story_key.as_deref().is_some_and(|key| {
+        AgentState::load(&layout.dir, &layout.rel, key)
+            .ok()
+            .flatten()
+            .is_some_and(|a| a.pending().is_some())
+    });
+    if waiting {
+        Standing::Waiting
+    } else if state.running {
+        Standing::Interrupted
+    } else {
+        Standing::Paused
+    }
 }
 
 fn story_row(

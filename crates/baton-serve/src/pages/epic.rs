@@ -36,31 +36,20 @@ pub fn render(board: &Board, project: &str) -> String {
         out.push_str(" data-poll=\"3000\"");
     }
     out.push_str("><section id=\"epic-summary\" class=\"card\"><dl class=\"facts\">");
-    let mut fact = |label: &str, value: &str| {
-        out.push_str("<dt>");
-        out.push_str(label);
-        out.push_str("</dt><dd>");
-        push_esc(&mut out, value);
-        out.push_str("</dd>");
-    };
-    fact("Epic", board.epic_id.as_deref().unwrap_or("—"));
-    fact(
-        "Autopilot",
-        &format!(
-            "{}{}",
-            board.state.as_deref().unwrap_or("not started"),
-            if board.live { " (live)" } else { "" }
-        ),
+    fact(&mut out, "Epic", board.epic_id.as_deref().unwrap_or("—"));
+    // Where the autopilot stands, not the seed file's `status` (`paused` after a done epic).
+    let standing = board.standing.as_str();
+    let _ = write!(
+        out,
+        "<dt>Autopilot</dt><dd id=\"epic-standing\" data-standing=\"{standing}\">"
     );
-    fact(
-        "Current story",
-        board.current_story.as_deref().unwrap_or("—"),
-    );
-    fact(
-        "Last completed",
-        board.last_story_completed.as_deref().unwrap_or("—"),
-    );
-    fact("Artifacts", &board.implementation_artifacts);
+    phase_badge(&mut out, standing);
+    out.push_str("</dd>");
+    let current = board.current_story.as_deref().unwrap_or("—");
+    fact(&mut out, "Current story", current);
+    let last = board.last_story_completed.as_deref().unwrap_or("—");
+    fact(&mut out, "Last completed", last);
+    fact(&mut out, "Artifacts", &board.implementation_artifacts);
     out.push_str("</dl>");
     if let Some(f) = &board.last_failure {
         out.push_str("<p class=\"error\" id=\"epic-failure\" role=\"alert\">");
@@ -107,6 +96,14 @@ pub fn render(board: &Board, project: &str) -> String {
     }
     out.push_str("</div>");
     out
+}
+
+fn fact(out: &mut String, label: &str, value: &str) {
+    out.push_str("<dt>");
+    out.push_str(label);
+    out.push_str("</dt><dd>");
+    push_esc(out, value);
+    out.push_str("</dd>");
 }
 
 /// BMAD's legacy story value (`drafted`) in the column it stands for.
@@ -197,7 +194,7 @@ fn column(out: &mut String, status: &str, stories: &[&StoryRow], board: &Board, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baton_autopilot::epic::board::{EpicRow, PendingQuestion};
+    use baton_autopilot::epic::board::{EpicRow, PendingQuestion, Standing};
 
     fn board() -> Board {
         let mut current = StoryRow::new("1-2-<b>login</b>", "in-progress");
@@ -215,6 +212,7 @@ mod tests {
             implementation_artifacts: "_bmad-output/implementation-artifacts".into(),
             epic_id: Some("epic-1".into()),
             state: Some("running".into()),
+            standing: Standing::Running,
             live: true,
             current_story: Some("1-2-<b>login</b>".into()),
             last_story_completed: None,
@@ -251,7 +249,9 @@ mod tests {
         assert!(html.contains("data-project=\"/p/&quot;x&quot;\""));
         assert!(html.contains("data-question=\"q1\""));
         assert!(html.contains("Use &quot;OAuth&quot;? &lt;script&gt;"));
-        assert!(html.contains("(live)"));
+        assert!(html.contains(
+            "<dd id=\"epic-standing\" data-standing=\"running\"><span class=\"phase phase-running\">running</span></dd>"
+        ));
         assert!(html.starts_with("<div id=\"epic-board\" data-live data-poll=\"3000\">"));
     }
 }

@@ -2,6 +2,7 @@
 //! thread: they touch files), hand plain data to a render function, wrap it in the shell.
 
 use super::layout::{Nav, page};
+use super::shown_path::Roots;
 use super::{epic, run_page, runs_list, session, start};
 use crate::server::AppState;
 use axum::extract::{Path as UrlPath, Query, State};
@@ -354,7 +355,7 @@ pub async fn session_page(
     UrlPath(id): UrlPath<String>,
     Query(q): Query<ProjectQuery>,
 ) -> Response {
-    blocking(&state, Nav::Sessions, move |_| {
+    blocking(&state, Nav::Sessions, move |store| {
         let Some(project) = non_empty(&q.project) else {
             return PageOut::error(
                 StatusCode::BAD_REQUEST,
@@ -379,7 +380,8 @@ pub async fn session_page(
             }
         };
         let recent = decisions::read_last(&s.dir, DECISIONS).unwrap_or_default();
-        let body = session::render(&summary_json(&s), &recent.records, recent.truncated);
+        let roots = Roots::new(Some(&ctx.project), Some(store.home()), ctx.home.as_deref());
+        let body = session::render(&summary_json(&s), &recent.records, recent.truncated, &roots);
         PageOut::ok(format!("Session {}", s.id), Nav::Sessions, body)
     })
     .await

@@ -26,7 +26,7 @@ pub fn page(title: &str, nav: Nav, token: &str, body: &str) -> String {
     out.push_str(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <link rel=\"icon\" href=\"data:,\">\
+         <link rel=\"icon\" href=\"/favicon.svg\" type=\"image/svg+xml\">\
          <meta name=\"baton-token\" content=\"",
     );
     push_esc(&mut out, token);
@@ -69,6 +69,7 @@ mod tests {
         assert!(html.contains("id=\"nav-epic\" href=\"/epic\" aria-current=\"page\""));
         assert!(!html.contains("id=\"nav-runs\" href=\"/\" aria-current"));
         assert!(html.contains("<main id=\"main\"><p>body</p></main>"));
+        assert!(html.contains("<link rel=\"icon\" href=\"/favicon.svg\" type=\"image/svg+xml\">"));
         // No inline script or style for the CSP to block.
         assert!(!html.contains("<script>") && !html.contains("style="));
     }

@@ -33,7 +33,8 @@
 //! - a session (`/sessions/{id}?project=`): `session-status` (testid), `steps` (testid, items
 //!   `li[data-index][data-status]`, the active one `aria-current="step"`), `goals`,
 //!   `decisions` (testid).
-//! - assets: `/assets/app.css`, `/assets/app.js`.
+//! - assets: `/assets/app.css`, `/assets/app.js`; the icon `/favicon.svg` (also as
+//!   `/favicon.ico`).
 
 mod epic;
 mod graph_svg;
@@ -43,6 +44,7 @@ mod layout;
 mod run_page;
 mod runs_list;
 mod session;
+mod shown_path;
 mod start;
 mod widget;
 
@@ -54,11 +56,15 @@ use axum::routing::get;
 
 const APP_CSS: &str = include_str!("../../assets/app.css");
 const APP_JS: &str = include_str!("../../assets/app.js");
+const FAVICON: &str = include_str!("../../assets/favicon.svg");
 
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/assets/app.css", get(css))
         .route("/assets/app.js", get(js))
+        // `/favicon.ico` too: a browser asks for it on its own (a 404 in every page's log).
+        .route("/favicon.svg", get(favicon))
+        .route("/favicon.ico", get(favicon))
         .route("/", get(handlers::runs))
         .route("/runs/{id}", get(handlers::run))
         .route("/start", get(handlers::start_page))
@@ -84,5 +90,15 @@ async fn js() -> impl IntoResponse {
             (header::CACHE_CONTROL, "no-cache"),
         ],
         APP_JS,
+    )
+}
+
+async fn favicon() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "image/svg+xml"),
+            (header::CACHE_CONTROL, "max-age=86400"),
+        ],
+        FAVICON,
     )
 }

@@ -7,6 +7,7 @@
 
 use super::html::{clip, esc, push_esc, query};
 use super::runs_list::phase_badge;
+use super::shown_path::Roots;
 use serde_json::Value;
 use std::fmt::Write as _;
 
@@ -88,8 +89,13 @@ fn icon(step: &Value, active: Option<u64>) -> (&'static str, &'static str) {
 }
 
 /// One session: `summary` is its read model, `decisions` the newest decision records (oldest
-/// first), `older_decisions` whether earlier ones exist.
-pub fn render(summary: &Value, decisions: &[Value], older_decisions: bool) -> String {
+/// first), `older_decisions` whether earlier ones exist; command paths are shown from `roots`.
+pub fn render(
+    summary: &Value,
+    decisions: &[Value],
+    older_decisions: bool,
+    roots: &Roots,
+) -> String {
     let mut out = String::with_capacity(8192);
     let active = n(summary, "active_step_index");
     // A running session is followed: app.js reloads this block every few seconds.
@@ -148,7 +154,7 @@ pub fn render(summary: &Value, decisions: &[Value], older_decisions: bool) -> St
             }
             if !s(step, "command_path").is_empty() {
                 out.push_str("<small class=\"path\">");
-                push_esc(&mut out, s(step, "command_path"));
+                push_esc(&mut out, &roots.shown(s(step, "command_path")));
                 out.push_str("</small>");
             }
         }
@@ -294,6 +300,7 @@ fn decisions_card(out: &mut String, decisions: &[Value], older: bool) {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::path::Path;
 
     fn summary() -> Value {
         json!({
@@ -303,7 +310,7 @@ mod tests {
             "active_step_index": 2,
             "claim": {"index": 2, "owner": "baton", "claimed_at": "2026-11-22T10:00:00Z"},
             "steps": [
-                {"index": 0, "kind": "exec", "skill": "plan", "args": "", "status": "completed", "completion_confirmed": true, "command_path": "/s/plan.md"},
+                {"index": 0, "kind": "exec", "skill": "plan", "args": "", "status": "completed", "completion_confirmed": true, "command_path": "/h/.baton/bundled/ls-1/commands/plan.md"},
                 {"index": 1, "kind": "exec", "skill": "build", "args": "--x '<y>'", "status": "completed", "completion_confirmed": false},
                 {"index": 2, "kind": "exec", "skill": "test", "args": "", "status": "pending"},
                 {"index": 3, "kind": "decision", "decision": "post-verify", "status": "pending", "retry_count": 1, "max_retries": 3, "verdict": null},
@@ -320,7 +327,14 @@ mod tests {
             json!({"node_id": "quality-gate", "verdict": "PROCEED", "confidence_score": 0.9, "timestamp": "t1", "summary": "fine <b>", "effect": "proceed"}),
             json!({"node_id": "goal-audit", "verdict": "FIX", "close_call": true, "timestamp": "t2"}),
         ];
-        let html = render(&summary(), &decisions, true);
+        let roots = Roots::new(None, Some(Path::new("/h/.baton")), Some(Path::new("/h")));
+        let html = render(&summary(), &decisions, true, &roots);
+        assert!(
+            html.contains(
+                "<small class=\"path\">$BATON_HOME/bundled/ls-1/commands/plan.md</small>"
+            )
+        );
+        assert!(!html.contains("/h/"));
         assert!(!html.contains("<script") && !html.contains("<b>") && !html.contains("'<y>'"));
         assert!(html.contains("data-index=\"0\" data-status=\"completed\"><span class=\"icon confirmed\" aria-hidden=\"true\">✓"));
         assert!(html.contains("phase-unconfirmed"));

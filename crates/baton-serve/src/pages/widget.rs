@@ -3,7 +3,8 @@
 //! request) when the model asked with a widget. Anything else is answered in free text.
 //!
 //! Every widget is one `<form id="answer-form" data-widget-type="…">`; app.js turns its
-//! fields into the submission (`{text}`, `{confirm}` or `{widget: {widgetId, type, value}}`)
+//! fields into the submission (`{text}`, or `{widget: {widgetId, type, value}}` for every
+//! widget, a confirmation's value being `{confirmed}`)
 //! and POSTs it with the bearer token to the form's `data-action`.
 
 use super::html::{clip, esc, push_esc};
