@@ -51,8 +51,34 @@ pub fn new_copy(store: &Store) -> io::Result<PathBuf> {
     // Time first: names sort by age, so the newest are found without reading the copies.
     let dir = parent.join(format!("taskboard-{ms:013}-{random}"));
     fs::create_dir(&dir)?;
+    let fresh = FreshCopy::new(dir.clone());
     bundled_demo::write_files(&dir, bundled_demo::PROJECT)?;
+    fresh.kept();
     Ok(dir)
+}
+
+/// A copy made for a start that may still fail: removed when dropped, unless [`kept`] says the
+/// run now exists and uses it.
+///
+/// [`kept`]: FreshCopy::kept
+pub struct FreshCopy(Option<PathBuf>);
+
+impl FreshCopy {
+    pub fn new(dir: PathBuf) -> FreshCopy {
+        FreshCopy(Some(dir))
+    }
+
+    pub fn kept(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for FreshCopy {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take() {
+            let _ = fs::remove_dir_all(dir);
+        }
+    }
 }
 
 fn records_dir(store: &Store) -> PathBuf {

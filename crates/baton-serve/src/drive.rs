@@ -99,12 +99,21 @@ pub fn answer_text(body: &AnswerBody) -> Result<String, ApiError> {
     }
 }
 
+/// A start's package and project, the temporary package directory (removed when dropped) and
+/// the copy of the sample project made for it (removed unless the run was created).
+type StartFiles = (
+    PathBuf,
+    PathBuf,
+    Option<tempfile::TempDir>,
+    Option<demo::FreshCopy>,
+);
+
 /// Creates the run and drives it in the background; returns `{runId, projectRoot, phase}` as
 /// soon as the run exists.
 pub fn start(state: &AppState, body: StartBody) -> Result<Value, ApiError> {
     let store = &state.store;
     let demo = body.replay.as_deref() == Some("demo");
-    let (package, project, _package_dir) = if demo {
+    let (package, project, _package_dir, fresh) = if demo {
         demo_files(store, body.project.as_deref())?
     } else {
         let package = body.package.clone().ok_or_else(|| {
@@ -115,7 +124,7 @@ pub fn start(state: &AppState, body: StartBody) -> Result<Value, ApiError> {
             .project
             .clone()
             .ok_or_else(|| ApiError::bad_request("START_INVALID", "project is required"))?;
-        (package, project, None)
+        (package, project, None, None)
     };
     let tools = load_tools(store, &project)?;
     let model = if demo {
@@ -146,6 +155,10 @@ pub fn start(state: &AppState, body: StartBody) -> Result<Value, ApiError> {
         agent: body.agent.as_deref(),
     };
     let claimed = runner::create(store, start, &body.variables).map_err(|e| ApiError::from(&e))?;
+    // The run owns its copy now (a start refused before this point removes it).
+    if let Some(fresh) = fresh {
+        fresh.kept();
+    }
     let run_id = claimed.run().run_id.clone();
     let root = claimed.project_root().to_path_buf();
     if let RunModel::Replay { model, .. } = &model {
@@ -291,10 +304,7 @@ fn spawn(
 /// The demo's package (a fresh directory, removed when the run is created: the store keeps
 /// its own copy) and project (a fresh copy of the sample project in the store's
 /// `demo-projects/`, unless a project is given).
-fn demo_files(
-    store: &Store,
-    project: Option<&Path>,
-) -> Result<(PathBuf, PathBuf, Option<tempfile::TempDir>), ApiError> {
+fn demo_files(store: &Store, project: Option<&Path>) -> Result<StartFiles, ApiError> {
     let io = |what: &str, e: std::io::Error| {
         ApiError::internal(
             "DEMO_FILES_FAILED",
@@ -304,9 +314,17 @@ fn demo_files(
     let package_dir = tempfile::tempdir().map_err(|e| io("package", e))?;
     bundled_demo::write_files(package_dir.path(), bundled_demo::PACKAGE)
         .map_err(|e| io("package", e))?;
-    let project = match project {
-        Some(p) => p.to_path_buf(),
-        None => demo::new_copy(store).map_err(|e| io("project", e))?,
+    let (project, fresh) = match project {
+        Some(p) => (p.to_path_buf(), None),
+        None => {
+            let dir = demo::new_copy(store).map_err(|e| io("project", e))?;
+            (dir.clone(), Some(demo::FreshCopy::new(dir)))
+        }
     };
-    Ok((package_dir.path().to_path_buf(), project, Some(package_dir)))
+    Ok((
+        package_dir.path().to_path_buf(),
+        project,
+        Some(package_dir),
+        fresh,
+    ))
 }

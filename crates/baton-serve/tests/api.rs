@@ -1016,3 +1016,27 @@ fn a_demo_left_waiting_is_answered_by_the_next_server_on_the_same_store() {
             .is_file()
     );
 }
+
+/// A demo start refused after its copy of the sample project was made leaves no copy behind.
+#[test]
+fn a_refused_demo_start_leaves_no_copy() {
+    let server = Server::start();
+    for (body, code) in [
+        (
+            json!({"replay": "demo", "workflow": "nope"}),
+            "PACKAGE_INVALID",
+        ),
+        (
+            json!({"replay": "demo", "agent": "nope"}),
+            "AGENT_NOT_FOUND",
+        ),
+    ] {
+        let refused = server.post("/api/runs", &body);
+        assert_eq!(refused.code(), code, "{}", refused.text());
+    }
+    let copies = server.home.path().join("demo-projects");
+    let left: Vec<_> = std::fs::read_dir(&copies)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}
