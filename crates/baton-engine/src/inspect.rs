@@ -353,15 +353,13 @@ mod tests {
         }
     }
 
-    /// The view carries the pinned workflow's graph, so a page drawing it loads the package
-    /// once; the graph is there even when the state file cannot be read.
-    #[test]
-    fn a_workflow_run_view_carries_its_graph() {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = Store::new(tmp.path().join("home"));
-        let root = tmp.path().join("p");
-        std::fs::create_dir_all(&root).unwrap();
-        let project = store.project(&root).unwrap();
+    /// A new run of the create-story-micro example in a project at `root`.
+    fn micro_run(
+        store: &Store,
+        root: &std::path::Path,
+    ) -> (Project, baton_package::Package, RunMetadata) {
+        std::fs::create_dir_all(root).unwrap();
+        let project = store.project(root).unwrap();
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../examples/packages/create-story-micro");
         let package = baton_package::Package::load(&dir).unwrap();
@@ -374,6 +372,16 @@ mod tests {
                 agent_id: "sm",
             })
             .unwrap();
+        (project, package, run)
+    }
+
+    /// The view carries the pinned workflow's graph, so a page drawing it loads the package
+    /// once; the graph is there even when the state file cannot be read.
+    #[test]
+    fn a_workflow_run_view_carries_its_graph() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::new(tmp.path().join("home"));
+        let (project, package, run) = micro_run(&store, &tmp.path().join("p"));
         let expected = &package.workflow(&run.workflow_ref).unwrap().graph;
 
         let view = show(&store, &run.run_id).unwrap();
@@ -420,20 +428,7 @@ mod tests {
         start_ms: u64,
         phase: impl Fn(usize) -> Phase,
     ) -> Vec<RunMetadata> {
-        std::fs::create_dir_all(root).unwrap();
-        let project = store.project(root).unwrap();
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../examples/packages/create-story-micro");
-        let package = baton_package::Package::load(&dir).unwrap();
-        let installed = store.packages().install(&package, "test").unwrap().package;
-        let template = project
-            .create_run(baton_store::NewRun {
-                package: &package,
-                installed: &installed,
-                workflow_ref: None,
-                agent_id: "sm",
-            })
-            .unwrap();
+        let (project, _, template) = micro_run(store, root);
         std::fs::remove_dir_all(project.run_paths(&template.run_id).dir).unwrap();
         let runs: Vec<RunMetadata> = (0..count)
             .map(|i| {
