@@ -101,7 +101,7 @@ pub fn remember(store: &Store, run_id: &str) -> io::Result<()> {
 /// where the run stands; `None` when the run is not a demo run.
 pub fn restore_replay(store: &Store, run_id: &str) -> Result<Option<ReplayModel>, ApiError> {
     let path = records_dir(store).join(format!("{run_id}.json"));
-    let Some(record) = read_record(&path)? else {
+    let Some(record) = read_record(&path, run_id)? else {
         return Ok(None);
     };
     if record.trace_sha256 != sha256_hex(bundled_demo::TRACE.as_bytes()) {
@@ -130,10 +130,14 @@ pub fn restore_replay(store: &Store, run_id: &str) -> Result<Option<ReplayModel>
     Ok(Some(replay))
 }
 
-fn read_record(path: &Path) -> Result<Option<Record>, ApiError> {
+fn read_record(path: &Path, run_id: &str) -> Result<Option<Record>, ApiError> {
+    // Named inside the store, as the hint says where to look.
     let damaged = |why: String| {
-        ApiError::internal("DEMO_RECORD_INVALID", format!("{}: {why}", path.display()))
-            .hint("remove the file to answer the run with a model instead")
+        ApiError::internal(
+            "DEMO_RECORD_INVALID",
+            format!("the demo record serve/demo-runs/{run_id}.json of the store is damaged: {why}"),
+        )
+        .hint("remove the file to answer the run with a model instead")
     };
     let bytes = match fs::metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -143,9 +147,11 @@ fn read_record(path: &Path) -> Result<Option<Record>, ApiError> {
         }
         Ok(_) => fs::read(path).map_err(|e| damaged(e.to_string()))?,
     };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| damaged(e.to_string()))
+    let record: Record = serde_json::from_slice(&bytes).map_err(|e| damaged(e.to_string()))?;
+    if record.run_id != run_id {
+        return Err(damaged(format!("it names run {}", record.run_id)));
+    }
+    Ok(Some(record))
 }
 
 /// What [`prune`] removed.
@@ -313,9 +319,9 @@ mod tests {
         assert!(!unused.exists() && waiting_old.is_dir() && done[2].0.is_dir());
     }
 
-    /// A record that is not one is refused with its place, not trusted.
+    /// A record that is not one, or is another run's, is refused with its name, not trusted.
     #[test]
-    fn a_damaged_record_is_refused_with_its_path() {
+    fn a_damaged_or_foreign_record_is_refused_with_its_name() {
         let home = tempfile::tempdir().unwrap();
         let store = Store::new(home.path());
         assert!(restore_replay(&store, "r1").unwrap().is_none());
@@ -335,5 +341,14 @@ mod tests {
         .unwrap();
         let e = restore_replay(&store, "r1").err().unwrap();
         assert_eq!(e.code, "DEMO_TRACE_CHANGED");
+        // A record copied from another run's is not this run's.
+        fs::copy(
+            records_dir(&store).join("r1.json"),
+            records_dir(&store).join("r2.json"),
+        )
+        .unwrap();
+        let e = restore_replay(&store, "r2").err().unwrap();
+        assert_eq!(e.code, "DEMO_RECORD_INVALID");
+        assert!(e.message.contains("names run r1"), "{}", e.message);
     }
 }
