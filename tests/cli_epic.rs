@@ -84,6 +84,8 @@ fn an_epic_runs_to_done_with_json_and_a_board() {
     let board = epic(&baton, &player, &["epic", "status", "-p", p, "--json"]).json();
     assert_eq!(board["epicId"], "epic-2");
     assert_eq!(board["state"], "paused");
+    // The file says paused; what the epic is, is done.
+    assert_eq!(board["standing"], "done");
     assert_eq!(board["live"], false);
     let stories = board["epics"][0]["stories"].as_array().unwrap();
     assert!(
@@ -94,6 +96,7 @@ fn an_epic_runs_to_done_with_json_and_a_board() {
     let text = epic(&baton, &player, &["epic", "status", "-p", p]);
     assert!(text.stdout.contains("2-2-move-task"), "{}", text.stdout);
     assert!(text.stdout.contains("epic-2 [done]"), "{}", text.stdout);
+    assert!(text.stdout.starts_with("epic-2 · done"), "{}", text.stdout);
     // Human progress goes to stderr: story i/N, phase and run id.
     let story = epic(
         &baton,

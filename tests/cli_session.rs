@@ -873,7 +873,7 @@ fn without_y_a_gate_verdict_stops_with_exit_10_and_answer_accept_goes_on() {
     let v = run.json();
     assert_eq!(v["outcome"], "waiting", "{v:#}");
     let w = &v["waiting"];
-    assert_eq!(w["kind"], "gate_review", "{v:#}");
+    assert_eq!(w["kind"], "gate-review", "{v:#}");
     assert_eq!(w["gate"], "post-verify");
     assert_eq!(w["verdict"], "fix");
     assert_eq!(w["confidence"], 80);
@@ -906,7 +906,7 @@ fn without_y_a_gate_verdict_stops_with_exit_10_and_answer_accept_goes_on() {
     let go = played(&fx, &player, &["answer", "accept", "--json"]);
     go.code(10);
     let v = go.json();
-    assert_eq!(v["waiting"]["kind"], "gate_review", "{v:#}");
+    assert_eq!(v["waiting"]["kind"], "gate-review", "{v:#}");
     assert_eq!(v["waiting"]["verdict"], "proceed");
     assert_eq!(gate_calls(&player), ["post-verify", "post-verify"]);
 

@@ -386,16 +386,18 @@ fn status(args: &StatusArgs) -> anyhow::Result<u8> {
 /// The board as text.
 pub fn board_text(b: &Board) -> String {
     let mut out = String::new();
-    let state = match (&b.epic_id, &b.state) {
-        (Some(e), Some(s)) => format!(
-            "{e} · {s}{}",
+    // The standing, not the file's raw state: a finished epic's file still says "paused".
+    let state = match &b.epic_id {
+        Some(e) => format!(
+            "{e} · {}{}",
+            b.standing.as_str(),
             if b.live {
                 " (a process is running it)"
             } else {
                 ""
             }
         ),
-        _ => "no epic started".to_string(),
+        None => "no epic started".to_string(),
     };
     out.push_str(&format!("{state} · {}\n", b.implementation_artifacts));
     for e in &b.epics {

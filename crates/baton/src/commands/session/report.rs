@@ -116,7 +116,7 @@ fn pause_json(p: &Pause) -> Value {
             reason,
             confidence,
         } => json!({
-            "kind": "gate_review", "index": index, "gate": gate, "verdict": verdict,
+            "kind": "gate-review", "index": index, "gate": gate, "verdict": verdict,
             "reason": reason, "confidence": confidence, "choices": choices,
         }),
         Pause::ByHand => json!({"kind": "paused", "choices": choices}),
