@@ -19,6 +19,7 @@ pub mod runner;
 pub mod task;
 pub mod task_driver;
 pub mod task_run;
+pub mod widget_answer;
 
 pub use composer::{Composer, Intent};
 pub use context::{Budget, ContextEvent, TokenCounter};

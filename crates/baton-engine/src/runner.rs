@@ -482,9 +482,14 @@ async fn drive(claimed: &Claimed, mut settings: Settings<'_>) -> Result<Finished
     let (intent, input) = match continuation {
         Continuation::Start => (Intent::Start, None),
         Continuation::Resume => (Intent::Resume, None),
-        Continuation::Answer(text) | Continuation::Chat(text) => {
-            (Intent::Continue, Some(text.clone()))
-        }
+        Continuation::Answer(text) => (
+            Intent::Continue,
+            Some(crate::widget_answer::complete(
+                text,
+                run.waiting_for.as_ref(),
+            )),
+        ),
+        Continuation::Chat(text) => (Intent::Continue, Some(text.clone())),
     };
     let workflow = package.workflow(&run.workflow_ref).ok_or_else(|| {
         RunnerError::Usage(format!(

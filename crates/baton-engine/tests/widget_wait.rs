@@ -92,3 +92,50 @@ async fn a_plain_text_question_has_no_widget() {
     assert_eq!(waiting["reason"], "assistant_no_toolCalls_and_not_complete");
     assert!(waiting.get("widget").is_none(), "{waiting}");
 }
+
+#[tokio::test]
+async fn a_bare_confirmation_answer_reaches_the_model_with_the_questions_widget_id() {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    copy_dir(&repo().join("examples/projects/taskboard"), &project);
+    let store = Store::new(tmp.path().join("home"));
+    let replay = ReplayModel::new(Trace::load(&demo_trace()).unwrap());
+    let mut settings = Settings::new(&replay);
+    settings.replay = Some(&replay);
+    let pkg = repo().join("examples/packages/create-story-micro");
+    let done = runner::start(&store, StartRun::new(&pkg, &project), settings)
+        .await
+        .unwrap();
+    let ask = json!({"widgetId": "go", "type": "confirmation", "message": "Publish it?"});
+    let asks = ReplayModel::new(trace(vec![(vec![("a1", "ui.ask_user", ask)], "")]));
+    let id = done.run.run_id.clone();
+    let waiting = runner::continue_run(
+        &store,
+        &id,
+        Continuation::Chat("Publish the story?".into()),
+        Settings::new(&asks),
+    )
+    .await
+    .unwrap();
+    assert_eq!(waiting.run.phase, Phase::WaitingUser);
+    // What `baton answer --confirm` and the web API's {"confirm": true} send: no widgetId.
+    let bare = "WIDGET_SUBMIT\n{\"type\": \"confirmation\", \"value\": {\"confirmed\": true}}";
+    let replies = ReplayModel::new(trace(vec![(vec![], "Published.")]));
+    runner::continue_run(
+        &store,
+        &id,
+        Continuation::Answer(bare.into()),
+        Settings::new(&replies),
+    )
+    .await
+    .unwrap();
+    let paths = store.project(&project).unwrap().run_paths(&id);
+    let log = std::fs::read_to_string(paths.conversation_log).unwrap();
+    let submitted = log
+        .lines()
+        .filter(|l| l.contains("WIDGET_SUBMIT"))
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(submitted.contains(r#"\"widgetId\":\"go\""#), "{submitted}");
+}
