@@ -133,8 +133,7 @@ async fn a_bare_confirmation_answer_reaches_the_model_with_the_questions_widget_
     let log = std::fs::read_to_string(paths.conversation_log).unwrap();
     let submitted = log
         .lines()
-        .filter(|l| l.contains("WIDGET_SUBMIT"))
-        .last()
+        .rfind(|l| l.contains("WIDGET_SUBMIT"))
         .unwrap()
         .to_string();
     assert!(submitted.contains(r#"\"widgetId\":\"go\""#), "{submitted}");
