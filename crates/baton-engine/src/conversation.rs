@@ -19,6 +19,11 @@ pub struct ConversationLog {
     generation: u64,
     logged: usize,
     compactions: u64,
+    /// Each record fsynced as it is appended (a workflow run's log); otherwise records are
+    /// written as they come and made durable in groups by [`Self::make_durable`].
+    sync_each: bool,
+    /// Records appended since the last fsync.
+    unsynced: bool,
 }
 
 impl ConversationLog {
@@ -33,17 +38,46 @@ impl ConversationLog {
             generation: machine.generation(),
             logged: restored,
             compactions: machine.compactions(),
+            sync_each: true,
+            unsynced: false,
         })
     }
 
-    /// A log for a history that is never reset nor compressed (a task run).
+    /// A log for a history that is never reset nor compressed (a task run). Its records are
+    /// written at once (a killed process loses none) and fsynced in groups, when the driver
+    /// calls [`Self::make_durable`] or syncs [`Self::path`] with a phase change.
     pub fn open_plain(path: &Path, restored: usize) -> Result<ConversationLog, StoreError> {
         Ok(ConversationLog {
             writer: JsonlWriter::open(path)?,
             generation: 0,
             logged: restored,
             compactions: 0,
+            sync_each: false,
+            unsynced: false,
         })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.writer.path()
+    }
+
+    /// Whether records were appended since the last fsync.
+    pub fn has_unsynced(&self) -> bool {
+        self.unsynced
+    }
+
+    /// fsyncs the records appended since the last fsync, if any: one device flush for all.
+    pub fn make_durable(&mut self) -> Result<(), StoreError> {
+        if self.unsynced {
+            self.writer.sync()?;
+            self.unsynced = false;
+        }
+        Ok(())
+    }
+
+    /// Says the records were fsynced by the caller (with a phase change).
+    pub fn synced_elsewhere(&mut self) {
+        self.unsynced = false;
     }
 
     /// Appends what the machine added to its history since the last call, as one record: a
@@ -85,7 +119,8 @@ impl ConversationLog {
             if let Some(c) = compaction {
                 record["compaction"] = c;
             }
-            self.writer.append(&record, true)?;
+            self.writer.append(&record, self.sync_each)?;
+            self.unsynced = !self.sync_each;
         }
         self.logged = history.len();
         Ok(())

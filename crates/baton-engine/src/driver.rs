@@ -230,6 +230,7 @@ impl<'a> Driver<'a> {
                         node: Some(&node),
                         agent: &agent,
                         audit: self.audit.as_mut(),
+                        audit_durable: true,
                         on_event: self.on_event,
                         calls: &mut report.model_calls,
                         usage: &mut report.usage,

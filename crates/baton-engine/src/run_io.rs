@@ -7,9 +7,9 @@ use crate::driver::{ABORTED, EngineError, EngineEvent};
 use crate::machine::{ToolResult, WaitReason};
 use baton_llm::{CallOptions, ChatModel, ChatRequest, ChatResponse, LlmError, StreamEvent};
 use baton_llm::{ToolCall, ToolDef, TraceRecorder, Usage};
-use baton_store::Phase;
 use baton_store::Project;
 use baton_store::jsonl::JsonlWriter;
+use baton_store::{Durability, Phase};
 use baton_tools::{CallContext, ToolHost};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -23,14 +23,28 @@ pub(crate) fn emit(on_event: OnEvent<'_>, e: EngineEvent) {
     }
 }
 
-/// One `engine.*` line in the audit log. Best effort: a full disk must not turn a finished
-/// step into a failure; the run's state and conversation log are the records that count.
+/// One `engine.*` line in the audit log, fsynced. Best effort: a full disk must not turn a
+/// finished step into a failure; the run's state and conversation log are the records that
+/// count.
 pub(crate) fn audit(
     log: Option<&mut JsonlWriter>,
     run_id: &str,
     node: Option<&str>,
     kind: &str,
     fields: Value,
+) {
+    audit_with(log, run_id, node, kind, fields, true);
+}
+
+/// [`audit`]; `durable: false` writes the line without an fsync (it survives a killed
+/// process; the caller syncs the log with its next durable phase change).
+pub(crate) fn audit_with(
+    log: Option<&mut JsonlWriter>,
+    run_id: &str,
+    node: Option<&str>,
+    kind: &str,
+    fields: Value,
+    durable: bool,
 ) {
     let Some(log) = log else {
         return;
@@ -44,7 +58,7 @@ pub(crate) fn audit(
     if let (Some(obj), Value::Object(extra)) = (line.as_object_mut(), fields) {
         obj.extend(extra);
     }
-    let _ = log.append(&line, true);
+    let _ = log.append(&line, durable);
 }
 
 pub(crate) fn set_phase(
@@ -54,8 +68,27 @@ pub(crate) fn set_phase(
     waiting_for: Option<Value>,
     node: Option<&str>,
 ) -> Result<(), EngineError> {
+    set_phase_with(
+        project,
+        run_id,
+        phase,
+        waiting_for,
+        node,
+        Durability::PowerCut(&[]),
+    )
+}
+
+/// [`set_phase`] written as `durability` says.
+pub(crate) fn set_phase_with(
+    project: &Project,
+    run_id: &str,
+    phase: Phase,
+    waiting_for: Option<Value>,
+    node: Option<&str>,
+    durability: Durability<'_>,
+) -> Result<(), EngineError> {
     let node = node.map(str::to_owned);
-    project.update_run(run_id, |r| {
+    project.update_run_with(run_id, durability, |r| {
         r.phase = phase;
         r.waiting_for = waiting_for;
         r.current_node_id = node;
@@ -144,6 +177,8 @@ pub(crate) struct Turn<'a, 'w> {
     pub node: Option<&'a str>,
     pub agent: &'a str,
     pub audit: Option<&'w mut JsonlWriter>,
+    /// Whether the turn's audit line is fsynced as it is written.
+    pub audit_durable: bool,
     pub on_event: OnEvent<'a>,
     /// Model calls of the invocation so far; one more when the model answers.
     pub calls: &'w mut usize,
@@ -189,7 +224,14 @@ pub(crate) async fn model_turn(
         "finishReason": response.finish_reason,
         "usage": response.usage,
     });
-    audit(turn.audit, turn.run_id, turn.node, "engine.turn", fields);
+    audit_with(
+        turn.audit,
+        turn.run_id,
+        turn.node,
+        "engine.turn",
+        fields,
+        turn.audit_durable,
+    );
     if let Some(u) = response.usage {
         turn.usage.add(u);
         emit(turn.on_event, EngineEvent::Usage(u));

@@ -3,6 +3,13 @@
 //! conversation log before the next model call, so a run killed at any moment continues from
 //! its log; the run's phase says running, waiting-for-user, completed, failed, or idle after
 //! a stop (`ENGINE_ABORTED`).
+//!
+//! What is fsynced, and when: the log records and audit lines are written as they come (a
+//! killed process loses none of them). The conversation log is fsynced once per turn, before
+//! the next model call (a power cut costs at most the turn in flight); `running` is written
+//! without an fsync (after a power cut nobody drives the run, which `idle` says as well); an
+//! end of the invocation (completed, failed, stopped, waiting for a person) is durable, with
+//! the conversation log and the audit log fsynced together with `run.json`.
 
 use crate::driver::{ABORTED, AnswerFn, EngineError, EngineEvent};
 use crate::machine::WaitReason;
@@ -10,7 +17,7 @@ use crate::run_io::{self, OnEvent};
 use crate::task::{TaskAction, TaskInput, TaskMachine};
 use baton_llm::{ChatModel, TraceRecorder, Usage};
 use baton_store::jsonl::JsonlWriter;
-use baton_store::{Phase, Project};
+use baton_store::{Durability, Phase, Project};
 use baton_tools::{CallContext, EffectivePolicy, ToolHost};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -81,12 +88,44 @@ impl TaskDriver<'_> {
         Ok(action)
     }
 
+    /// An audit line, not fsynced: the end of the invocation syncs the log.
     fn audit(&mut self, kind: &str, fields: Value) {
-        run_io::audit(self.audit.as_mut(), &self.run_id, None, kind, fields);
+        run_io::audit_with(self.audit.as_mut(), &self.run_id, None, kind, fields, false);
     }
 
-    fn set_phase(&self, phase: Phase, waiting_for: Option<Value>) -> Result<(), EngineError> {
-        run_io::set_phase(self.project, &self.run_id, phase, waiting_for, None)
+    /// `running`, not fsynced (see the module's note).
+    fn set_running(&self) -> Result<(), EngineError> {
+        run_io::set_phase_with(
+            self.project,
+            &self.run_id,
+            Phase::Running,
+            None,
+            None,
+            Durability::Kill,
+        )
+    }
+
+    /// An end of the invocation, durable with both logs: a reader who sees the phase finds
+    /// every record that led to it.
+    fn set_end_phase(
+        &mut self,
+        phase: Phase,
+        waiting_for: Option<Value>,
+    ) -> Result<(), EngineError> {
+        let mut logs: Vec<&std::path::Path> = vec![self.conversation.path()];
+        if let Some(a) = &self.audit {
+            logs.push(a.path());
+        }
+        run_io::set_phase_with(
+            self.project,
+            &self.run_id,
+            phase,
+            waiting_for,
+            None,
+            Durability::PowerCut(&logs),
+        )?;
+        self.conversation.synced_elsewhere();
+        Ok(())
     }
 
     /// Runs until the finish tool is accepted, the run fails, or it needs a person.
@@ -100,7 +139,7 @@ impl TaskDriver<'_> {
             model_calls: 0,
             tool_calls: 0,
         };
-        self.set_phase(Phase::Running, None)?;
+        self.set_running()?;
         let intent = match first {
             TaskStep::Begin => "continue",
             TaskStep::Answer(_) => "answer",
@@ -117,11 +156,17 @@ impl TaskDriver<'_> {
         loop {
             action = match action {
                 TaskAction::CallModel(request) => {
+                    // The turn before (the answer and its tool results) in one flush.
+                    self.conversation
+                        .make_durable()
+                        .map_err(|e| EngineError::State(e.to_string()))?;
                     let turn = run_io::Turn {
                         run_id: &self.run_id,
                         node: None,
                         agent: &self.agent_id,
                         audit: self.audit.as_mut(),
+                        // Synced with the phase that ends the invocation.
+                        audit_durable: false,
                         on_event: self.on_event,
                         calls: &mut report.model_calls,
                         usage: &mut report.usage,
@@ -188,7 +233,7 @@ impl TaskDriver<'_> {
                         if let Some(ask) = self.ask.as_mut() {
                             answer = ask(&question);
                             if answer.is_some() {
-                                self.set_phase(Phase::Running, None)?;
+                                self.set_running()?;
                             }
                         }
                     }
@@ -204,20 +249,20 @@ impl TaskDriver<'_> {
                     run_io::record(&self.recorder, |r| {
                         r.record_ui_after("completed", "finish_tool_accepted")
                     });
-                    self.set_phase(Phase::Completed, None)?;
                     self.audit(
                         "engine.completed",
                         json!({"turns": report.model_calls, "toolCalls": report.tool_calls,
                                "finishCallId": call.id, "verdict": verdict}),
                     );
+                    self.set_end_phase(Phase::Completed, None)?;
                     report.end = TaskEnd::Finished { verdict };
                     return Ok(report);
                 }
                 TaskAction::Fail { code, message } => {
                     run_io::record(&self.recorder, |r| r.record_ui_after("failed", code));
                     let waiting = json!({"error": {"code": code, "message": message}});
-                    self.set_phase(run_io::phase_after_failure(code), Some(waiting))?;
                     self.audit("engine.failed", json!({"code": code, "message": message}));
+                    self.set_end_phase(run_io::phase_after_failure(code), Some(waiting))?;
                     report.end = TaskEnd::Failed { code, message };
                     return Ok(report);
                 }
@@ -232,6 +277,6 @@ impl TaskDriver<'_> {
             "engine.waiting",
             json!({"reason": reason, "message": question}),
         );
-        self.set_phase(Phase::WaitingUser, Some(waiting))
+        self.set_end_phase(Phase::WaitingUser, Some(waiting))
     }
 }

@@ -351,3 +351,77 @@ async fn a_run_without_its_prompt_is_refused_not_sent_an_empty_one() {
     assert_eq!(err.code(), "TASK_PROMPT_MISSING");
     assert!(server.received().is_empty());
 }
+
+/// A model that, at each call, reads what a process killed right then would leave behind
+/// (the page cache survives a kill): the messages in the conversation log and the run's phase.
+struct Peek<'a> {
+    inner: &'a HttpChatModel,
+    project: Project,
+    run_id: String,
+    seen: Mutex<Vec<(usize, Phase)>>,
+}
+
+impl baton_llm::ChatModel for Peek<'_> {
+    fn chat<'a>(
+        &'a self,
+        request: &'a baton_llm::ChatRequest,
+        options: baton_llm::CallOptions<'a>,
+    ) -> baton_llm::BoxFuture<'a, Result<baton_llm::ChatResponse, baton_llm::LlmError>> {
+        let log = self.project.run_paths(&self.run_id).conversation_log;
+        let logged = baton_engine::conversation::restore(&log)
+            .unwrap()
+            .history
+            .len();
+        let phase = self.project.get_run(&self.run_id).unwrap().phase;
+        self.seen.lock().unwrap().push((logged, phase));
+        self.inner.chat(request, options)
+    }
+
+    fn model_name(&self) -> &str {
+        "peek"
+    }
+}
+
+#[tokio::test]
+async fn a_task_run_waits_for_few_disk_flushes_and_a_kill_still_loses_nothing() {
+    use baton_store::durable::flushes_on_this_thread;
+    let w = world();
+    let (server, http) = model(vec![write_file("c1"), done("c2")]).await;
+    let at_start = flushes_on_this_thread();
+    let task = new_task(&w);
+    let created = flushes_on_this_thread() - at_start;
+    let peek = Peek {
+        inner: &http,
+        project: w.project.clone(),
+        run_id: task.run().run_id.clone(),
+        seen: Mutex::new(Vec::new()),
+    };
+    let at_drive = flushes_on_this_thread();
+    let out = drive_task(task, def(), Settings::new(&peek)).await.unwrap();
+    let driven = flushes_on_this_thread() - at_drive;
+    assert_eq!(
+        out.report.end,
+        TaskEnd::Finished {
+            verdict: json!({"status": "DONE"})
+        }
+    );
+    assert_eq!(server.remaining(), 0);
+    // Written before each call, fsynced or not: the prompt, then the first answer and its
+    // result; run.json says running.
+    assert_eq!(
+        *peek.seen.lock().unwrap(),
+        [(1, Phase::Running), (3, Phase::Running)]
+    );
+    // Creation: the staged directory (its fsyncs in parallel), its rename, the index record.
+    assert!(created <= 3, "{created} flushes to create the run");
+    // Driving: the first turn's records before the second call, then the end: run.json's
+    // temp file with both logs, its rename, the index record. Each conversation record,
+    // audit line and `running` fsynced on its own made this 13.
+    assert!(driven <= 4, "{driven} flushes to drive a run of two turns");
+    // What the end made durable is all there.
+    let audit =
+        std::fs::read_to_string(&w.project.run_paths(&out.run.run_id).execution_log).unwrap();
+    assert!(audit.contains("engine.completed"), "{audit}");
+    assert_eq!(conversation(&w, &out.run.run_id).len(), 5);
+    assert_eq!(w.project.list_runs().unwrap()[0].phase, Phase::Completed);
+}

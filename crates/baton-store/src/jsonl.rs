@@ -53,11 +53,23 @@ impl JsonlWriter {
             .write_all(&line)
             .map_err(StoreError::io("append to", &self.path))?;
         if durable {
+            crate::durable::count_flush();
             self.file
                 .sync_data()
                 .map_err(StoreError::io("sync", &self.path))?;
         }
         Ok(())
+    }
+}
+
+impl JsonlWriter {
+    /// Waits until every record appended so far is on the disk: records appended with
+    /// `durable: false` and synced once, as a group, cost one device flush.
+    pub fn sync(&self) -> Result<(), StoreError> {
+        crate::durable::count_flush();
+        self.file
+            .sync_data()
+            .map_err(StoreError::io("sync", &self.path))
     }
 }
 
@@ -91,6 +103,7 @@ fn repair_torn_tail(file: &mut File, path: &Path) -> Result<(), StoreError> {
     }
     file.set_len(cut)
         .map_err(StoreError::io("truncate", path))?;
+    crate::durable::count_flush();
     file.sync_data().map_err(StoreError::io("sync", path))
 }
 

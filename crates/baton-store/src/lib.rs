@@ -27,7 +27,7 @@ pub use packages::{InstallOutcome, InstalledPackage, PackageStore};
 pub use projects::{Project, ProjectRecord, ProjectScan, Store, StoreListing};
 pub use reindex::ReindexReport;
 pub use run_gc::GarbageReport;
-pub use runs::{NewRun, Phase, RunError, RunKind, RunListing, RunMetadata, RunPaths};
+pub use runs::{Durability, NewRun, Phase, RunError, RunKind, RunListing, RunMetadata, RunPaths};
 pub use runs_index::StoreWarning;
 pub use state::{NodeProgress, NodeStatus, StateCode, StateDoc, StateError, UpdateSummary};
 pub use state_file::{StateFile, StateFileError, StateRead, StateWrite};

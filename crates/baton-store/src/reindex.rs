@@ -330,11 +330,21 @@ impl Project {
         Ok((report, warning.into_iter().collect()))
     }
 
-    /// Records a change of a run in the index. Call under the exclusive lock.
+    /// Records a change of a run in the index, durably. Call under the exclusive lock.
     pub(crate) fn record_change(
         &self,
         index: &RunsIndex,
         run: &RunMetadata,
+    ) -> Result<(), RunError> {
+        self.record_change_with(index, run, true)
+    }
+
+    /// [`Self::record_change`]; `durable: false` for a change that needs only survive a kill.
+    pub(crate) fn record_change_with(
+        &self,
+        index: &RunsIndex,
+        run: &RunMetadata,
+        durable: bool,
     ) -> Result<(), RunError> {
         if !index.journal_exists() {
             // An index from an earlier baton, or none yet: rebuilt first so it starts complete.
@@ -345,7 +355,7 @@ impl Project {
             };
             self.rebuild(index, problem)?;
         }
-        if index.append(run)? > COMPACT_AT {
+        if index.append(run, durable)? > COMPACT_AT {
             // The change is durable in the journal already; a failed fold is retried at the
             // next change, so it must not fail this one (a creation would undo its run).
             let _ = self.compact(index);

@@ -1,7 +1,7 @@
 //! One run's metadata (`RunMetadata`, the record of seed 001) and its own copy in
 //! `runs/<runId>/run.json`, from which the project's index can always be rebuilt.
 
-use crate::durable::{atomic_write, temp_sibling};
+use crate::durable::replace;
 use crate::home::StoreError;
 use crate::state::StateDoc;
 use serde::{Deserialize, Serialize};
@@ -179,22 +179,11 @@ pub(crate) fn encode(meta: &RunMetadata, path: &Path) -> Result<Vec<u8>, StoreEr
     Ok(bytes)
 }
 
-/// Durable write of a run's `run.json`.
-pub(crate) fn write_run_json(path: &Path, meta: &RunMetadata) -> Result<(), StoreError> {
-    atomic_write(path, &encode(meta, path)?)
-}
-
 /// Writes a `run.json` recovered for a run made before run.json existed: atomic (temp file and
 /// rename) but not fsynced, because a rebuild may write thousands and the index keeps the same
 /// record durably; a power cut can at worst leave it unreadable, and it is then recovered again.
 pub(crate) fn write_recovered_run_json(path: &Path, meta: &RunMetadata) -> Result<(), StoreError> {
-    let tmp = temp_sibling(path);
-    let result = fs::write(&tmp, encode(meta, path)?).and_then(|()| fs::rename(&tmp, path));
-    if let Err(e) = result {
-        let _ = fs::remove_file(&tmp);
-        return Err(StoreError::io("write", path)(e));
-    }
-    Ok(())
+    replace(path, &encode(meta, path)?)
 }
 
 /// What a run's `state/workflow.md` says about it, for runs whose metadata is lost.

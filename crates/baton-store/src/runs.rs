@@ -9,14 +9,12 @@
 //! projects/<projectId>/runs/<runId>/run.json     the run's own metadata
 //! ```
 
-use crate::durable::{sync_dir, temp_sibling};
+use crate::durable::{atomic_write_with, replace, sync_all, sync_dir, temp_sibling};
 use crate::home::StoreError;
 use crate::packages::InstalledPackage;
 use crate::projects::{Project, Store};
 use crate::run_gc::{PENDING_AFTER, STALE_AFTER};
-use crate::run_meta::{
-    bound_waiting_for, encode, is_run_id, read_run_json, uuid_v7_time, write_run_json,
-};
+use crate::run_meta::{bound_waiting_for, encode, is_run_id, read_run_json, uuid_v7_time};
 use crate::runs_index::{LoadError, Loaded, Problem, RunsIndex, StoreWarning};
 use crate::state::StateDoc;
 use crate::state_file::StateFile;
@@ -135,6 +133,19 @@ pub struct RunListing {
     /// A limit left older runs out.
     pub more: bool,
     pub warnings: Vec<StoreWarning>,
+}
+
+/// What a change of a run's metadata must survive.
+#[derive(Debug, Clone, Copy)]
+pub enum Durability<'a> {
+    /// A power cut: `run.json` and the index record are fsynced before the call returns, and
+    /// so are these files (fsynced with `run.json`'s temp file, before its rename): the
+    /// records a reader must find once the metadata says the change happened.
+    PowerCut(&'a [&'a Path]),
+    /// Only a killed process: written with a rename and an `O_APPEND` line, not fsynced. For a
+    /// change a power cut may undo because nothing relies on it (a run set `running` is driven
+    /// by nobody after a power cut, which `idle` says as well).
+    Kill,
 }
 
 /// The files of one run.
@@ -280,12 +291,22 @@ impl Project {
         }
     }
 
-    /// Changes a run's metadata: `run.json`, then the index. Identity fields (`runId`,
-    /// `projectId`, `createdAt`) cannot change; long texts in `waitingFor` are cut. A change of
-    /// nothing but `lastUpdatedAt` writes nothing.
+    /// Changes a run's metadata: `run.json`, then the index, both durably. Identity fields
+    /// (`runId`, `projectId`, `createdAt`) cannot change; long texts in `waitingFor` are cut. A
+    /// change of nothing but `lastUpdatedAt` writes nothing.
     pub fn update_run(
         &self,
         run_id: &str,
+        f: impl FnOnce(&mut RunMetadata),
+    ) -> Result<RunMetadata, RunError> {
+        self.update_run_with(run_id, Durability::PowerCut(&[]), f)
+    }
+
+    /// [`Project::update_run`] written as `durability` says.
+    pub fn update_run_with(
+        &self,
+        run_id: &str,
+        durability: Durability<'_>,
         f: impl FnOnce(&mut RunMetadata),
     ) -> Result<RunMetadata, RunError> {
         let not_found = || RunError::RunNotFound {
@@ -316,11 +337,26 @@ impl Project {
         next.created_at.clone_from(&current.created_at);
         bound_waiting_for(&mut next.waiting_for);
         if next.same_content(&current) && paths.metadata_file().exists() {
+            // Nothing to write, but the caller's records must still be durable on return.
+            if let Durability::PowerCut(also) = durability
+                && !also.is_empty()
+            {
+                sync_all(also)?;
+            }
             return Ok(current);
         }
         next.last_updated_at = now_rfc3339();
-        write_run_json(&paths.metadata_file(), &next)?;
-        self.record_change(&index, &next)?;
+        let file = paths.metadata_file();
+        match durability {
+            Durability::PowerCut(also) => {
+                atomic_write_with(&file, &encode(&next, &file)?, also)?;
+                self.record_change(&index, &next)?;
+            }
+            Durability::Kill => {
+                replace(&file, &encode(&next, &file)?)?;
+                self.record_change_with(&index, &next, false)?;
+            }
+        }
         Ok(next)
     }
 
@@ -582,29 +618,6 @@ fn write_run_dir(
     if first_log.is_some() {
         durable.push(&paths.conversation_log);
     }
-    sync_paths(&durable)?;
+    sync_all(&durable)?;
     Ok(())
-}
-
-/// fsync of files and directories, all at once.
-fn sync_paths(paths: &[&Path]) -> Result<(), StoreError> {
-    std::thread::scope(|s| {
-        let jobs: Vec<_> = paths
-            .iter()
-            .map(|p| {
-                s.spawn(move || {
-                    File::open(p)
-                        .and_then(|f| f.sync_all())
-                        .map_err(StoreError::io("sync", *p))
-                })
-            })
-            .collect();
-        jobs.into_iter().try_for_each(|j| {
-            j.join().unwrap_or_else(|_| {
-                Err(StoreError::io("sync", "run directory")(
-                    std::io::Error::other("fsync thread panicked"),
-                ))
-            })
-        })
-    })
 }

@@ -243,12 +243,13 @@ impl RunsIndex {
         }
     }
 
-    /// Appends one record to the journal, durably. Returns the journal's size. Call under the
-    /// exclusive lock.
-    pub fn append(&self, run: &RunMetadata) -> Result<u64, StoreError> {
+    /// Appends one record to the journal. Returns the journal's size. Call under the exclusive
+    /// lock. `durable: false` leaves the record in the page cache: it survives a killed
+    /// process, not a power cut.
+    pub fn append(&self, run: &RunMetadata, durable: bool) -> Result<u64, StoreError> {
         let path = self.journal_path();
         let mut journal = JsonlWriter::open(&path)?;
-        journal.append(run, true)?;
+        journal.append(run, durable)?;
         Ok(fs::metadata(&path)
             .map_err(StoreError::io("stat", &path))?
             .len())
@@ -429,8 +430,8 @@ mod tests {
         index.write((0..500).map(run).collect()).unwrap();
         let mut changed = run(10);
         changed.phase = Phase::Completed;
-        index.append(&changed).unwrap();
-        index.append(&run(900)).unwrap();
+        index.append(&changed, true).unwrap();
+        index.append(&run(900), true).unwrap();
         let newest = index.load(Some(3)).unwrap();
         let ids: Vec<u32> = newest
             .runs
@@ -471,7 +472,7 @@ mod tests {
             ..run(i)
         };
         index.write(vec![run(1), task(2)]).unwrap();
-        index.append(&task(3)).unwrap();
+        index.append(&task(3), true).unwrap();
         let text = fs::read_to_string(index.snapshot_path()).unwrap();
         assert_eq!(text.matches("\"kind\"").count(), 1, "{text}");
         let all = index.load(None).unwrap().runs;
@@ -493,7 +494,7 @@ mod tests {
     fn a_torn_journal_tail_is_skipped_and_a_bad_line_is_damage() {
         let (_dir, index) = index();
         index.write(vec![run(1)]).unwrap();
-        index.append(&run(2)).unwrap();
+        index.append(&run(2), true).unwrap();
         let mut bytes = fs::read(index.journal_path()).unwrap();
         bytes.extend_from_slice(b"{\"runId\":\"torn");
         fs::write(index.journal_path(), &bytes).unwrap();

@@ -91,3 +91,47 @@ fn a_task_run_can_start_with_its_conversation_log() {
     let bare = p.create_task_run(NEW).unwrap();
     assert!(!p.run_paths(&bare.run_id).conversation_log.exists());
 }
+
+#[test]
+fn a_change_written_for_a_kill_is_seen_at_once_and_waits_for_no_flush() {
+    use baton_store::Durability;
+    use baton_store::durable::flushes_on_this_thread;
+    let (_tmp, p) = project();
+    let run = p.create_task_run(NEW).unwrap();
+    let log = p.run_paths(&run.run_id).conversation_log;
+    fs::write(&log, b"{}\n").unwrap();
+    let before = flushes_on_this_thread();
+    p.update_run_with(&run.run_id, Durability::Kill, |r| r.phase = Phase::Running)
+        .unwrap();
+    assert_eq!(
+        flushes_on_this_thread(),
+        before,
+        "no fsync for a kill-safe change"
+    );
+    // What a process started after a kill reads: run.json and the index agree.
+    assert_eq!(p.get_run(&run.run_id).unwrap().phase, Phase::Running);
+    assert_eq!(p.runs(None).unwrap().runs[0].phase, Phase::Running);
+    // A durable change with a log to keep: the temp file and the log in one flush, the
+    // rename, the index record.
+    let before = flushes_on_this_thread();
+    p.update_run_with(&run.run_id, Durability::PowerCut(&[&log]), |r| {
+        r.phase = Phase::Completed
+    })
+    .unwrap();
+    assert_eq!(flushes_on_this_thread() - before, 3);
+    assert_eq!(p.runs(None).unwrap().runs[0].phase, Phase::Completed);
+    // A change of nothing still makes the caller's log durable.
+    let before = flushes_on_this_thread();
+    p.update_run_with(&run.run_id, Durability::PowerCut(&[&log]), |r| {
+        r.phase = Phase::Completed
+    })
+    .unwrap();
+    assert_eq!(flushes_on_this_thread() - before, 1);
+    // No temp file is left in the run directory.
+    let leftovers: Vec<_> = fs::read_dir(p.run_paths(&run.run_id).dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

@@ -5,7 +5,10 @@
 //!   atomically right after the run is created and before its first model call. It counts
 //!   only while the step's current claim is the one it names (same owner, same `claimedAt`),
 //!   so a link left by an earlier attempt of the same step is never followed. status.json is
-//!   not touched: ralph's verbs and `ralph check` see the files they know.
+//!   not touched: ralph's verbs and `ralph check` see the files they know. It is written with
+//!   a rename but not fsynced: only baton reads it, a killed process leaves it whole, and after
+//!   a power cut that lost it the claim finds its run as an orphan that never ran, or is
+//!   released and taken again (the step is done by a new run).
 //! - The models: a live model, or one recorded trace per model conversation
 //!   (`step-<index>.<attempt>.trace.json` for a step run, `gate-<index>.<retry>.trace.json` for
 //!   a gate), so each replays on its own and each is an ordinary baton trace. With a record
@@ -53,7 +56,7 @@ pub fn current_claim(session: &Session, index: usize, owner: &str) -> Option<(St
     (holder == owner).then(|| (holder, claim.claimed_at.unwrap_or_default()))
 }
 
-/// Links step `index`'s current claim to `run_id`, durably.
+/// Links step `index`'s current claim to `run_id` (atomically; see the module's note).
 pub fn write_link(session: &Session, index: usize, link: &Link) -> Result<()> {
     let path = link_path(session, index);
     if let Some(dir) = path.parent() {
@@ -61,7 +64,7 @@ pub fn write_link(session: &Session, index: usize, link: &Link) -> Result<()> {
     }
     let bytes = serde_json::to_vec(link)
         .map_err(|e| RalphError::usage("STEP_LINK_INVALID", e.to_string()))?;
-    baton_store::durable::atomic_write(&path, &bytes)?;
+    baton_store::durable::replace(&path, &bytes)?;
     Ok(())
 }
 
