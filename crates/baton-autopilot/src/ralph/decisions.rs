@@ -1,6 +1,7 @@
 //! `decisions.ndjson`: one line per settled gate, appended by the binary (in maestro the model
-//! writes it by hand, or forgets to). The line is written and fsynced before status.json, so a
-//! crash between the two leaves a logged decision whose `revision` is ahead of the file. That
+//! writes it by hand, or forgets to). The line is written and fsynced before status.json is
+//! renamed into place (in the same device flush as its temp file), so a crash between the two
+//! leaves a logged decision whose `revision` is ahead of the file. That
 //! gate is still undecided, so it is decided again; [`drop_unapplied`] removes the stale line
 //! first, and the log keeps one line per applied decision.
 
@@ -8,13 +9,25 @@ use super::error::{RalphError, Result};
 use serde_json::Value;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub const FILE: &str = "decisions.ndjson";
 
-/// Appends one record as a line. A torn last line (a writer killed mid-append) is closed first
-/// so the new record stays parseable.
+/// Appends one record as a line and fsyncs it (and the session folder, for a new log).
 pub fn append(session_dir: &Path, record: &Value) -> Result<()> {
+    let sync = append_unsynced(session_dir, record)?;
+    let paths: Vec<&Path> = sync.iter().map(PathBuf::as_path).collect();
+    baton_store::durable::sync_all(&paths)?;
+    Ok(())
+}
+
+/// Appends one record as a line, without an fsync: returns the files to fsync before
+/// status.json records the decision (the log, and the session folder when the log is new),
+/// for [`super::store::Change::syncing`], which fsyncs them with status.json's temp file in one
+/// device flush. A torn last line (a writer killed mid-append) is closed first so the new
+/// record stays parseable.
+#[must_use = "the line is on the disk only once the returned files are fsynced"]
+pub fn append_unsynced(session_dir: &Path, record: &Value) -> Result<Vec<PathBuf>> {
     let path = session_dir.join(FILE);
     let existed = path.exists();
     let mut file = OpenOptions::new()
@@ -30,12 +43,12 @@ pub fn append(session_dir: &Path, record: &Value) -> Result<()> {
     line.push_str(&record.to_string());
     line.push('\n');
     file.write_all(line.as_bytes())
-        .and_then(|()| file.sync_data())
         .map_err(RalphError::io("append to", &path))?;
+    let mut sync = vec![path];
     if !existed {
-        baton_store::durable::sync_dir(session_dir)?;
+        sync.push(session_dir.to_path_buf());
     }
-    Ok(())
+    Ok(sync)
 }
 
 /// Most bytes of the log's end [`drop_unapplied`] looks at: the records it drops are the last
@@ -177,6 +190,39 @@ fn ends_with_newline(file: &mut File) -> std::io::Result<bool> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A decided gate: its line and status.json's temp file in one device flush, then the
+    /// rename and the folder's fsync; the line is there and status.json names the decision.
+    #[test]
+    fn a_decision_and_its_status_write_wait_for_two_flushes() {
+        use crate::ralph::testing;
+        use crate::ralph::verbs::decide::{self, DecideArgs};
+        let tmp = tempfile::tempdir().unwrap();
+        let ctx = testing::context(tmp.path());
+        let path = testing::new_session(&ctx, "goal-audit");
+        let before = baton_store::durable::flushes_on_this_thread();
+        let args = DecideArgs {
+            index: "0".into(),
+            verdict: "proceed".into(),
+            confidence: "90".into(),
+            ..DecideArgs::default()
+        };
+        decide::run(&ctx, None, &args).unwrap();
+        let flushes = baton_store::durable::flushes_on_this_thread() - before;
+        assert_eq!(
+            flushes, 2,
+            "a new log, the temp file and the folder share one flush"
+        );
+        let log = std::fs::read_to_string(path.with_file_name(FILE)).unwrap();
+        let line: Value = serde_json::from_str(log.trim_end()).unwrap();
+        let doc: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(line["revision"], doc["revision"]);
+        assert_eq!(line["verdict"], "proceed");
+        // `append` on its own (a log that exists): the line's fsync, one flush.
+        let before = baton_store::durable::flushes_on_this_thread();
+        append(path.parent().unwrap(), &json!({"id": "DEC-x"})).unwrap();
+        assert_eq!(baton_store::durable::flushes_on_this_thread() - before, 1);
+    }
 
     #[test]
     fn a_torn_line_does_not_swallow_the_next_record() {

@@ -10,7 +10,7 @@ use super::error::{RalphError, Result};
 use super::session::{STATUS_FILE, Session};
 use serde_json::{Map, Value, json};
 use std::fs::{self, File, OpenOptions, TryLockError};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub const LOCK_FILE: &str = "status.json.lock";
@@ -61,10 +61,21 @@ pub fn to_bytes(doc: &Map<String, Value>) -> Vec<u8> {
 
 /// Bumps `revision` and writes the session durably. The caller holds the lock.
 pub fn write(session: &mut Session) -> Result<()> {
+    write_syncing(session, &[])
+}
+
+/// [`write`] that first makes `first` durable too, fsynced together with status.json's temp
+/// file (one device flush) and before its rename.
+fn write_syncing(session: &mut Session, first: &[PathBuf]) -> Result<()> {
     let next = session.revision() + 1;
     session.set("revision", json!(next));
     remove_stale_temps(&session.dir);
-    baton_store::durable::atomic_write(&session.status_path(), &to_bytes(&session.doc))?;
+    let first: Vec<&Path> = first.iter().map(PathBuf::as_path).collect();
+    baton_store::durable::atomic_write_with(
+        &session.status_path(),
+        &to_bytes(&session.doc),
+        &first,
+    )?;
     Ok(())
 }
 
@@ -85,17 +96,30 @@ fn remove_stale_temps(dir: &Path) {
 pub struct Change<T> {
     pub value: T,
     pub write: bool,
+    /// Files the verb wrote that must be on the disk before status.json says what they
+    /// record (a decision line).
+    sync_first: Vec<PathBuf>,
 }
 
 impl<T> Change<T> {
     pub fn write(value: T) -> Self {
-        Change { value, write: true }
+        Change {
+            value,
+            write: true,
+            sync_first: Vec::new(),
+        }
     }
     pub fn keep(value: T) -> Self {
         Change {
             value,
             write: false,
+            sync_first: Vec::new(),
         }
+    }
+    /// Also fsyncs `paths`, with status.json's temp file and before its rename.
+    pub fn syncing(mut self, paths: Vec<PathBuf>) -> Self {
+        self.sync_first.extend(paths);
+        self
     }
 }
 
@@ -121,7 +145,7 @@ pub fn transact<T>(
     }
     let change = f(&mut current)?;
     if change.write {
-        write(&mut current)?;
+        write_syncing(&mut current, &change.sync_first)?;
     }
     drop(lock);
     Ok((change.value, current))

@@ -199,8 +199,9 @@ pub fn run(ctx: &Context, session: Option<&str>, args: &DecideArgs) -> Result<Ou
         }
         // A line a crash left for this very gate was never applied: it is replaced.
         decisions::drop_unapplied(&s.dir, index, &decided.gate, retry)?;
-        decisions::append(&s.dir, &decided.record)?;
-        Ok(Change::write(decided))
+        // Fsynced with status.json's temp file, before its rename: on the disk first.
+        let log = decisions::append_unsynced(&s.dir, &decided.record)?;
+        Ok(Change::write(decided).syncing(log))
     })?;
     Ok(report(&s, &d, args))
 }
