@@ -22,7 +22,7 @@ fn repo() -> PathBuf {
 }
 
 #[tokio::test]
-async fn a_step_tick_waits_for_13_store_flushes_and_a_gate_tick_for_2() {
+async fn a_step_tick_waits_for_11_store_flushes_and_a_gate_tick_for_2() {
     let traces = repo().join("examples/traces/session-demo");
     let tmp = tempfile::tempdir().unwrap();
     let project = tmp.path().join("csvsum");
@@ -78,13 +78,13 @@ async fn a_step_tick_waits_for_13_store_flushes_and_a_gate_tick_for_2() {
     assert_eq!(steps.len(), 11, "{ticks:?}");
     // The project's first run also writes the store's record of the project and its first
     // index (6 more).
-    assert!(steps[0] <= 19, "{ticks:?}");
-    // A step: its args resolved and its claim (status.json, 2 each), the task run's creation
-    // (3), its first turn's records before the second call (1), its end (3: run.json's temp
-    // file with both logs, the rename, the index record), the verdict (status.json, 2).
-    // Every audit line, conversation record, `running` and the link fsynced on their own
-    // made it 24.
-    assert!(steps[1..].iter().all(|n| *n <= 13), "{ticks:?}");
+    assert!(steps[0] <= 17, "{ticks:?}");
+    // A step: its claim with its filled args (status.json, 2), the task run's creation (3),
+    // its first turn's records before the second call (1), its end (3: run.json's temp file
+    // with both logs, the rename, the index record), the verdict (status.json, 2). The args
+    // written on their own, and every audit line, conversation record, `running` and the
+    // link fsynced on their own, made it 24.
+    assert!(steps[1..].iter().all(|n| *n <= 11), "{ticks:?}");
     // A gate: the decision line with status.json's temp file, then the rename (2; it was 3).
     for (kind, n) in ticks.iter().filter(|(k, _)| k.starts_with("gate")) {
         assert!(*n <= 2, "{kind}: {n} flushes; {ticks:?}");

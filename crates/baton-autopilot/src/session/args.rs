@@ -1,13 +1,11 @@
 //! A_RESOLVE_ARGS of seed 003, as code: before a step is claimed, the placeholders in its
 //! args (`{phase}`, `{milestone}`, `{intent}`, `{description}`, and the session's `context`
-//! values such as `{scratch_dir}`) are filled from status.json and written back, so the
-//! prompt `ralph next` prints names the real phase instead of asking the model to guess it.
+//! values such as `{scratch_dir}`) are filled from status.json and written back with the
+//! claim, so the prompt `ralph next` prints names the real phase instead of asking the model
+//! to guess it.
 //! A placeholder without a value stays as it is (early stages have no phase yet).
 
-use crate::ralph::Context;
-use crate::ralph::error::Result;
 use crate::ralph::session::Session;
-use crate::ralph::store::{self, Change};
 use serde_json::{Value, json};
 
 /// Placeholders filled from the session's `context` object.
@@ -63,26 +61,22 @@ pub fn substitute(args: &str, values: &[(String, String)]) -> String {
         .fold(args.to_string(), |acc, (from, to)| acc.replace(from, to))
 }
 
-/// Fills the args of the first pending step when it is an execution step; writes only a
-/// real change.
-pub fn resolve_next(ctx: &Context, session: Option<&str>) -> Result<()> {
-    store::transact(ctx, session, None, |s| {
-        let Some((index, args)) = s
-            .all_steps()
-            .find(|st| st.status() == "pending")
-            .filter(|st| st.decision().is_none())
-            .map(|st| (st.index(), st.args().to_string()))
-        else {
-            return Ok(Change::keep(()));
-        };
-        let resolved = substitute(&args, &values(s));
-        if resolved == args {
-            return Ok(Change::keep(()));
-        }
+/// Fills the args of the first pending step when it is an execution step, in `s` as read
+/// under the claim's lock: `next` writes it with its claim (see [`crate::ralph::verbs::next::run_prepared`]), so
+/// the filled args cost no status.json write of their own.
+pub fn resolve_first_pending(s: &mut Session) {
+    let Some((index, args)) = s
+        .all_steps()
+        .find(|st| st.status() == "pending")
+        .filter(|st| st.decision().is_none())
+        .map(|st| (st.index(), st.args().to_string()))
+    else {
+        return;
+    };
+    let resolved = substitute(&args, &values(s));
+    if resolved != args {
         s.set_step(index, "args", json!(resolved));
-        Ok(Change::write(()))
-    })?;
-    Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -204,8 +204,14 @@ pub async fn run_step(
             },
         }
     }
-    super::args::resolve_next(ctx, session)?;
-    let claimed = next::run(ctx, session, Some(settings.owner), None)?;
+    // The step's args are filled in the claim's own write.
+    let claimed = next::run_prepared(
+        ctx,
+        session,
+        Some(settings.owner),
+        None,
+        super::args::resolve_first_pending,
+    )?;
     let index = claimed.json["index"]
         .as_u64()
         .map(|i| i as usize)

@@ -11,6 +11,7 @@ use crate::ralph::check::{self, Scope};
 use crate::ralph::error::{RalphError, Result};
 use crate::ralph::manifest;
 use crate::ralph::prompt::{self, Loaded};
+use crate::ralph::session::Session;
 use crate::ralph::skill_config;
 use crate::ralph::store::{self, Change};
 use crate::ralph::time;
@@ -34,8 +35,22 @@ pub fn run(
     owner: Option<&str>,
     expect_revision: Option<u64>,
 ) -> Result<Output> {
+    run_prepared(ctx, session, owner, expect_revision, |_| {})
+}
+
+/// [`run`] that lets `prepare` change the session first, under the same lock and in the same
+/// write: the session loop fills the next step's args this way, without a status.json write
+/// (two fsyncs) of its own.
+pub fn run_prepared(
+    ctx: &Context,
+    session: Option<&str>,
+    owner: Option<&str>,
+    expect_revision: Option<u64>,
+    prepare: impl FnOnce(&mut Session),
+) -> Result<Output> {
     let owner = owner.unwrap_or(&ctx.owner).to_string();
     let (claimed, s) = store::transact(ctx, session, expect_revision, |s| {
+        prepare(s);
         if s.status() != "running" {
             return Err(RalphError::NotRunning {
                 status: s.status().to_string(),
