@@ -56,10 +56,19 @@ pub fn append_unsynced(session_dir: &Path, record: &Value) -> Result<Vec<PathBuf
 const UNAPPLIED_WINDOW: u64 = 1024 * 1024;
 
 /// Removes the records at the end of the log that decide gate `index` (named `gate`) at retry
-/// `retry`, and a torn last line. The caller is deciding that gate now, under the session lock,
-/// so these were appended by a decide whose status.json write never happened (a crash between
-/// the two): keeping them would log the gate twice. Returns how many lines were removed.
-pub fn drop_unapplied(session_dir: &Path, index: usize, gate: &str, retry: u64) -> Result<usize> {
+/// `retry` and were never applied (their `revision` is after `applied`, status.json's
+/// revision, or missing), and a torn last line. The caller is deciding that gate now, under the
+/// session lock, so these were appended by a decide whose status.json write never happened (a
+/// crash between the two): keeping them would log the gate twice. A record status.json did
+/// apply stays: an escalation that paused the session left its gate pending, and deciding the
+/// gate after the pause adds a line. Returns how many lines were removed.
+pub fn drop_unapplied(
+    session_dir: &Path,
+    index: usize,
+    gate: &str,
+    retry: u64,
+    applied: u64,
+) -> Result<usize> {
     let path = session_dir.join(FILE);
     let mut file = match OpenOptions::new().read(true).write(true).open(&path) {
         Ok(f) => f,
@@ -80,6 +89,9 @@ pub fn drop_unapplied(session_dir: &Path, index: usize, gate: &str, retry: u64) 
             r.get("step_index").and_then(Value::as_u64) == Some(index as u64)
                 && r.get("node_id").and_then(Value::as_str) == Some(gate)
                 && r.get("retry_count").and_then(Value::as_u64) == Some(retry)
+                && r.get("revision")
+                    .and_then(Value::as_u64)
+                    .is_none_or(|rev| rev > applied)
         })
     };
     // `keep`: where what stays ends, within `tail`.
@@ -237,7 +249,10 @@ mod tests {
     #[test]
     fn drop_unapplied_removes_only_the_trailing_records_of_the_gate_decided_now() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(drop_unapplied(dir.path(), 4, "post-verify", 0).unwrap(), 0);
+        assert_eq!(
+            drop_unapplied(dir.path(), 4, "post-verify", 0, 7).unwrap(),
+            0
+        );
         let gate = |id: &str, index: u64, retry: u64| {
             json!({"id": id, "step_index": index, "node_id": "post-verify", "retry_count": retry})
                 .to_string()
@@ -250,16 +265,55 @@ mod tests {
             gate("DEC-4", 9, 2)
         );
         std::fs::write(dir.path().join(FILE), log).unwrap();
-        assert_eq!(drop_unapplied(dir.path(), 9, "post-verify", 2).unwrap(), 3);
+        assert_eq!(
+            drop_unapplied(dir.path(), 9, "post-verify", 2, 7).unwrap(),
+            3
+        );
         let text = std::fs::read_to_string(dir.path().join(FILE)).unwrap();
         assert_eq!(text, applied);
         // Another gate, or the same gate at another retry, is not touched.
-        assert_eq!(drop_unapplied(dir.path(), 9, "post-verify", 2).unwrap(), 0);
-        assert_eq!(drop_unapplied(dir.path(), 9, "post-review", 1).unwrap(), 0);
-        assert_eq!(drop_unapplied(dir.path(), 4, "post-verify", 0).unwrap(), 0);
+        assert_eq!(
+            drop_unapplied(dir.path(), 9, "post-verify", 2, 7).unwrap(),
+            0
+        );
+        assert_eq!(
+            drop_unapplied(dir.path(), 9, "post-review", 1, 7).unwrap(),
+            0
+        );
+        assert_eq!(
+            drop_unapplied(dir.path(), 4, "post-verify", 0, 7).unwrap(),
+            0
+        );
         assert_eq!(
             std::fs::read_to_string(dir.path().join(FILE)).unwrap(),
             applied
+        );
+    }
+
+    /// An escalation paused the session and left its gate pending; status.json applied it
+    /// (revision 7). Deciding the gate after the pause keeps that line; a line ahead of
+    /// status.json (revision 8, never applied) goes.
+    #[test]
+    fn drop_unapplied_keeps_a_record_status_json_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = |rev: u64| {
+            json!({"id": format!("DEC-{rev}"), "step_index": 13, "node_id": "post-debug-escalate",
+                "retry_count": 0, "verdict": "escalate", "revision": rev})
+            .to_string()
+        };
+        let applied = format!("{}\n", line(7));
+        std::fs::write(dir.path().join(FILE), format!("{applied}{}\n", line(8))).unwrap();
+        assert_eq!(
+            drop_unapplied(dir.path(), 13, "post-debug-escalate", 0, 7).unwrap(),
+            1
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(FILE)).unwrap(),
+            applied
+        );
+        assert_eq!(
+            drop_unapplied(dir.path(), 13, "post-debug-escalate", 0, 7).unwrap(),
+            0
         );
     }
 

@@ -198,7 +198,7 @@ pub fn run(ctx: &Context, session: Option<&str>, args: &DecideArgs) -> Result<Ou
             return Ok(Change::keep(decided));
         }
         // A line a crash left for this very gate was never applied: it is replaced.
-        decisions::drop_unapplied(&s.dir, index, &decided.gate, retry)?;
+        decisions::drop_unapplied(&s.dir, index, &decided.gate, retry, s.revision())?;
         // Fsynced with status.json's temp file, before its rename: on the disk first.
         let log = decisions::append_unsynced(&s.dir, &decided.record)?;
         Ok(Change::write(decided).syncing(log))
