@@ -72,7 +72,7 @@ pub struct GateTick {
 }
 
 /// The evidence paths cited by completed steps before `index`, newest first.
-fn cited(s: &Session, index: usize) -> Vec<String> {
+pub(crate) fn cited(s: &Session, index: usize) -> Vec<String> {
     let mut out = Vec::new();
     for step in s.all_steps().take(index) {
         match step.get("completion_evidence") {
@@ -88,13 +88,13 @@ fn cited(s: &Session, index: usize) -> Vec<String> {
 }
 
 /// `path` inside the project, or `None` (absolute paths elsewhere, `..` escapes, links out).
-fn inside(project: &Path, path: &str) -> Option<PathBuf> {
+pub(crate) fn inside(project: &Path, path: &str) -> Option<PathBuf> {
     let root = project.canonicalize().ok()?;
     let full = root.join(path).canonicalize().ok()?;
     full.starts_with(&root).then_some(full)
 }
 
-fn read_bounded(path: &Path) -> Option<String> {
+pub(crate) fn read_bounded(path: &Path) -> Option<String> {
     let bytes = std::fs::read(path).ok()?;
     let cut = bytes.len().min(MAX_FILE);
     let mut text = String::from_utf8_lossy(&bytes[..cut]).into_owned();

@@ -10,6 +10,8 @@
 //! - [`args`]: a step's `{phase}`-style placeholders filled from status.json before it is claimed.
 //! - [`tick`]: an execution step claimed, run as a task run, and its verdict recorded.
 //! - [`gate`]: a decision step judged by one model call on the gate's result files.
+//! - [`scope`]: the scope gate (`post-analyze-scope`) settled by code from the macro
+//!   analysis's `conclusions.json`.
 //! - [`run`]: the loop of ticks, routing by the first pending step.
 //! - [`step_run`]: the link from a step to its task run, and the step runs' models (live, or
 //!   recorded traces).
@@ -29,6 +31,7 @@ pub mod infer;
 pub mod intervene;
 pub mod review;
 pub mod run;
+pub mod scope;
 pub mod start;
 pub mod step_run;
 pub mod tick;

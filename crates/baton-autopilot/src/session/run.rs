@@ -3,12 +3,14 @@
 //! continued first; otherwise the first pending step decides the tick — an execution step runs
 //! as a store-backed task run ([`super::tick`]), a quality or goal gate is judged by the model
 //! ([`super::gate`]; without `-y` its verdict waits for a person), `post-debug-escalate` pauses
-//! for a person, and the remaining structural gates settle by code. Two ticks in a row that
+//! for a person, the scope gate settles by code from the macro analysis ([`super::scope`])
+//! and the remaining structural gates settle by code. Two ticks in a row that
 //! find nothing to do stop with E010 (seed 003's empty-loop breaker); a session whose steps are
 //! all confirmed or skipped is completed.
 
 use super::apply::{form_of, pause_at_escalation};
 use super::gate::{self, GateEnd};
+use super::scope;
 use super::step_run::{self, ModelSource, Models};
 use super::tick::{StepEnd, StepSettings, StepTick, answer_step, run_step};
 use crate::ralph::Context;
@@ -205,6 +207,10 @@ async fn tick(
         if gate == "post-debug-escalate" {
             pause_at_escalation(ctx, session, index)?;
             return Ok(Ok(Tick::Paused { index }));
+        }
+        if gate == scope::GATE {
+            scope::settle(ctx, session, index)?;
+            return Ok(Ok(Tick::Gate { index, gate }));
         }
         // Structural gates settled by code (a milestone without a successor completes).
         let args = DecideArgs {

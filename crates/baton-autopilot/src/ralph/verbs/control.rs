@@ -77,14 +77,7 @@ pub fn skip(
                 action,
             });
         }
-        s.set_step(i, "status", json!("skipped"));
-        s.set_step(i, "completion_confirmed", json!(false));
-        if let Some(r) = reason {
-            s.set_step(i, "concerns", json!(r));
-        }
-        if s.active_index() == Some(i) {
-            s.release();
-        }
+        mark_skipped(s, i, reason);
         Ok(Change::write(i))
     })?;
     let label = s.step(i).map(|st| st.label()).unwrap_or_default();
@@ -94,6 +87,19 @@ pub fn skip(
         format!("— skipped step {i}: {label}\n"),
         json!({"index": i}),
     ))
+}
+
+/// A_SKIP_STEP's fields: skipped, not confirmed, the reason kept, the pointer released.
+/// Callers check first that the step may be skipped.
+pub(crate) fn mark_skipped(s: &mut Session, i: usize, reason: Option<&str>) {
+    s.set_step(i, "status", json!("skipped"));
+    s.set_step(i, "completion_confirmed", json!(false));
+    if let Some(r) = reason {
+        s.set_step(i, "concerns", json!(r));
+    }
+    if s.active_index() == Some(i) {
+        s.release();
+    }
 }
 
 /// `pause`: running → paused (already paused: nothing to do).
