@@ -218,9 +218,13 @@ fn apply(s: &mut Session, index: usize, e: &Evaluated) -> String {
                     .step(i)
                     .map(|st| st.args().to_string())
                     .unwrap_or_default();
-                s.set_step(i, "args", json!(with_from(&args, id)));
-                s.set_step(i, "source_artifact_ref", json!(format!("analyze:{id}")));
-                reason.push_str(&format!(", roadmap step {i} --from analyze:{id}"));
+                let args = with_from(&args, id);
+                // A roadmap that already names another source keeps it, and its reference.
+                if args.contains(&format!("--from analyze:{id}")) {
+                    s.set_step(i, "args", json!(args));
+                    s.set_step(i, "source_artifact_ref", json!(format!("analyze:{id}")));
+                    reason.push_str(&format!(", roadmap step {i} --from analyze:{id}"));
+                }
             }
             reason
         }
@@ -246,4 +250,36 @@ pub fn settle(ctx: &Context, session: Option<&str>, index: usize) -> Result<Outp
         ..DecideArgs::default()
     };
     decide::run(ctx, session, &args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_roadmap_gets_the_analysis_once() {
+        let from = |a: &str| with_from(a, "ANL-1");
+        assert_eq!(
+            from("--from analyze:{analyze_macro_id}"),
+            "--from analyze:ANL-1"
+        );
+        assert_eq!(from(""), "--from analyze:ANL-1");
+        assert_eq!(from("--quick"), "--quick --from analyze:ANL-1");
+        assert_eq!(from("--from blueprint:B-2"), "--from blueprint:B-2");
+    }
+
+    #[test]
+    fn only_short_plain_ids_are_taken() {
+        assert_eq!(valid_id(Some(&json!(" ANL-001 "))), Some("ANL-001".into()));
+        for bad in [
+            json!(""),
+            json!("a b"),
+            json!("x;rm"),
+            json!("A".repeat(65)),
+            json!(7),
+        ] {
+            assert_eq!(valid_id(Some(&bad)), None, "{bad}");
+        }
+        assert_eq!(valid_id(None), None);
+    }
 }
