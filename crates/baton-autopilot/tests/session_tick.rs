@@ -546,3 +546,15 @@ async fn a_steps_phase_placeholder_is_filled_from_the_session_before_it_is_claim
     let first = serde_json::to_string(&server.received()[0].body).unwrap();
     assert!(first.contains(r#"args=\"2\""#), "{first}");
 }
+
+#[tokio::test]
+async fn an_analysis_id_placeholder_is_filled_from_the_session() {
+    let t = world();
+    let mut doc = t.doc();
+    doc["steps"][0]["args"] = serde_json::json!("--from analyze:{analyze_macro_id}");
+    doc["analyze_macro_id"] = serde_json::json!("ANL-7");
+    std::fs::write(&t.w.status, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    let (_server, model) = model(vec![done("c1")]).await;
+    t.tick(&model, 10).await;
+    assert_eq!(t.doc()["steps"][0]["args"], "--from analyze:ANL-7");
+}

@@ -1,5 +1,6 @@
 //! A_RESOLVE_ARGS of seed 003, as code: before a step is claimed, the placeholders in its
-//! args (`{phase}`, `{milestone}`, `{intent}`, `{description}`, and the session's `context`
+//! args (`{phase}`, `{milestone}`, `{intent}`, `{description}`, `{analyze_macro_id}`,
+//! `{blueprint_id}`, and the session's `context`
 //! values such as `{scratch_dir}`) are filled from status.json and written back with the
 //! claim, so the prompt `ralph next` prints names the real phase instead of asking the model
 //! to guess it.
@@ -47,6 +48,9 @@ fn values(s: &Session) -> Vec<(String, String)> {
     let intent = text_of(s.doc.get("intent"));
     put("intent", intent.clone());
     put("description", intent);
+    // Ids the build phase or the scope gate recorded (`--from analyze:{analyze_macro_id}`).
+    put("analyze_macro_id", text_of(s.doc.get("analyze_macro_id")));
+    put("blueprint_id", text_of(s.doc.get("blueprint_id")));
     let context = s.doc.get("context");
     for key in CONTEXT_KEYS {
         put(key, text_of(context.and_then(|c| c.get(key))));
