@@ -19,6 +19,8 @@ use tungstenite::{Message, WebSocket};
 
 /// How long a single CDP command may take before it is an error.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest one evaluation of a wait may take before it is asked again.
+const EVAL_ATTEMPT: Duration = Duration::from_secs(2);
 /// How long Chromium may take to write `DevToolsActivePort`.
 const LAUNCH_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often [`Browser::wait_for`] re-evaluates its condition.
@@ -188,18 +190,28 @@ impl Browser {
 
     /// Sends one command and returns its `result`, keeping the events read meanwhile.
     pub fn call(&mut self, method: &str, params: Value) -> Result<Value, CdpError> {
+        self.call_until(method, params, Instant::now() + COMMAND_TIMEOUT)
+    }
+
+    /// [`Browser::call`] with its own deadline; a reply arriving later is dropped when read.
+    fn call_until(
+        &mut self,
+        method: &str,
+        params: Value,
+        deadline: Instant,
+    ) -> Result<Value, CdpError> {
         self.next_id += 1;
         let id = self.next_id;
         let message = json!({ "id": id, "method": method, "params": params });
         self.socket
             .send(Message::text(message.to_string()))
             .map_err(CdpError::from)?;
-        let deadline = Instant::now() + COMMAND_TIMEOUT;
+        let started = Instant::now();
         loop {
             let Some(reply) = self.read_until(deadline)? else {
                 return Err(CdpError::Timeout {
                     method: method.to_string(),
-                    timeout: COMMAND_TIMEOUT,
+                    timeout: deadline.saturating_duration_since(started),
                 });
             };
             if reply.get("id").and_then(Value::as_u64) == Some(id) {
@@ -259,7 +271,11 @@ impl Browser {
 
     /// Evaluates `expression` in the page (promises awaited) and returns its value as JSON.
     pub fn eval(&mut self, expression: &str) -> Result<Value, CdpError> {
-        let result = self.call(
+        self.eval_until(expression, Instant::now() + COMMAND_TIMEOUT)
+    }
+
+    fn eval_until(&mut self, expression: &str, deadline: Instant) -> Result<Value, CdpError> {
+        let result = self.call_until(
             "Runtime.evaluate",
             json!({
                 "expression": expression,
@@ -267,6 +283,7 @@ impl Browser {
                 "returnByValue": true,
                 "userGesture": true,
             }),
+            deadline,
         )?;
         if let Some(details) = result.get("exceptionDetails") {
             let text = details
@@ -292,10 +309,16 @@ impl Browser {
     pub fn wait_for(&mut self, condition: &str, timeout: Duration) -> Result<Value, CdpError> {
         let deadline = Instant::now() + timeout;
         loop {
-            let last = match self.eval(condition) {
+            // One evaluation never outlives the wait: a promise whose page is replaced under
+            // it may never be answered.
+            let attempt = deadline
+                .min(Instant::now() + EVAL_ATTEMPT)
+                .max(Instant::now() + POLL_INTERVAL);
+            let last = match self.eval_until(condition, attempt) {
                 Ok(value) if truthy(&value) => return Ok(value),
                 Ok(value) => value.to_string(),
                 Err(CdpError::Exception { details, .. }) => details,
+                Err(CdpError::Timeout { .. }) => "no answer (the page was being replaced)".into(),
                 // A page being replaced by the next one (a click that navigates) has no
                 // context to evaluate in for a moment.
                 Err(CdpError::Command { error, .. }) if navigating(&error) => error.to_string(),
