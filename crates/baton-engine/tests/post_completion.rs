@@ -3,31 +3,13 @@
 //! incomplete brings the normal profile back.
 
 use baton_engine::Outcome;
-use baton_engine::runner::{self, Continuation, Settings, StartRun};
+use baton_engine::runner::{self, Continuation, Settings};
 use baton_llm::{ReplayModel, Trace, TraceRecorder};
 use baton_store::{Phase, Store};
-use baton_testkit::{copy_dir, demo_trace, repo};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
-
-/// One scripted answer: `(tool calls as (id, name, arguments), text)`.
-type Answer<'a> = (Vec<(&'a str, &'a str, Value)>, &'a str);
-
-/// A trace from scripted answers.
-fn trace(answers: Vec<Answer>) -> Trace {
-    let dialogues: Vec<Value> = answers
-        .into_iter()
-        .enumerate()
-        .map(|(i, (calls, text))| {
-            let calls: Vec<Value> = calls.into_iter().map(|(id, name, args)| json!({"id": id, "name": name, "arguments": args})).collect();
-            json!({"id": format!("C{:02}", i + 1), "response": {"assistant": {"content": text, "toolCalls": calls}}})
-        })
-        .collect();
-    Trace::from_value(
-        json!({"traceVersion": "crewagent.runtime.llm.trace.v1", "dialogues": dialogues}),
-    )
-    .unwrap()
-}
+mod support;
+use support::completed_demo::{completed_demo, trace};
 
 fn patch(var: &str) -> Value {
     json!({"path": "@state/workflow.md", "operation": "updateFrontmatter", "update": {"variables": {"set": {var: "yes"}}}})
@@ -43,22 +25,11 @@ struct Env {
 
 impl Env {
     async fn completed() -> Env {
-        let tmp = tempfile::tempdir().unwrap();
-        let project = tmp.path().join("project");
-        copy_dir(&repo().join("examples/projects/taskboard"), &project);
-        let store = Store::new(tmp.path().join("home"));
-        let replay = ReplayModel::new(Trace::load(&demo_trace()).unwrap());
-        let mut settings = Settings::new(&replay);
-        settings.replay = Some(&replay);
-        let pkg = repo().join("examples/packages/create-story-micro");
-        let done = runner::start(&store, StartRun::new(&pkg, &project), settings)
-            .await
-            .unwrap();
-        assert_eq!(done.run.phase, Phase::Completed);
+        let demo = completed_demo().await;
         Env {
-            _tmp: tmp,
-            run_id: done.run.run_id.clone(),
-            store,
+            _tmp: demo.tmp,
+            run_id: demo.run_id,
+            store: demo.store,
         }
     }
 

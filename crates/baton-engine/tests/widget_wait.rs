@@ -6,48 +6,18 @@ use baton_engine::runner::{self, Continuation, Settings, StartRun};
 use baton_llm::{ReplayModel, Trace};
 use baton_store::{Phase, Store};
 use baton_testkit::{copy_dir, demo_trace, repo};
-use serde_json::{Value, json};
-
-/// One scripted answer: `(tool calls as (id, name, arguments), text)`.
-type Answer<'a> = (Vec<(&'a str, &'a str, Value)>, &'a str);
-
-/// A trace from scripted answers.
-fn trace(answers: Vec<Answer>) -> Trace {
-    let dialogues: Vec<Value> = answers
-        .into_iter()
-        .enumerate()
-        .map(|(i, (calls, text))| {
-            let calls: Vec<Value> = calls
-                .into_iter()
-                .map(|(id, name, args)| json!({"id": id, "name": name, "arguments": args}))
-                .collect();
-            json!({"id": format!("C{:02}", i + 1), "response": {"assistant": {"content": text, "toolCalls": calls}}})
-        })
-        .collect();
-    Trace::from_value(
-        json!({"traceVersion": "crewagent.runtime.llm.trace.v1", "dialogues": dialogues}),
-    )
-    .unwrap()
-}
+use serde_json::json;
+mod support;
+use support::completed_demo::{completed_demo, trace};
 
 /// A completed demo run, then one chat turn answered by `answers`; the run as it is after.
 async fn chat_after_completion(answers: Trace) -> baton_store::RunMetadata {
-    let tmp = tempfile::tempdir().unwrap();
-    let project = tmp.path().join("project");
-    copy_dir(&repo().join("examples/projects/taskboard"), &project);
-    let store = Store::new(tmp.path().join("home"));
-    let replay = ReplayModel::new(Trace::load(&demo_trace()).unwrap());
-    let mut settings = Settings::new(&replay);
-    settings.replay = Some(&replay);
-    let pkg = repo().join("examples/packages/create-story-micro");
-    let done = runner::start(&store, StartRun::new(&pkg, &project), settings)
-        .await
-        .unwrap();
-    assert_eq!(done.run.phase, Phase::Completed);
+    let demo = completed_demo().await;
+    let (store, done_id) = (&demo.store, &demo.run_id);
     let scripted = ReplayModel::new(answers);
     let finished = runner::continue_run(
-        &store,
-        &done.run.run_id,
+        store,
+        done_id,
         Continuation::Chat("Anything else?".into()),
         Settings::new(&scripted),
     )
@@ -95,22 +65,13 @@ async fn a_plain_text_question_has_no_widget() {
 
 #[tokio::test]
 async fn a_bare_confirmation_answer_reaches_the_model_with_the_questions_widget_id() {
-    let tmp = tempfile::tempdir().unwrap();
-    let project = tmp.path().join("project");
-    copy_dir(&repo().join("examples/projects/taskboard"), &project);
-    let store = Store::new(tmp.path().join("home"));
-    let replay = ReplayModel::new(Trace::load(&demo_trace()).unwrap());
-    let mut settings = Settings::new(&replay);
-    settings.replay = Some(&replay);
-    let pkg = repo().join("examples/packages/create-story-micro");
-    let done = runner::start(&store, StartRun::new(&pkg, &project), settings)
-        .await
-        .unwrap();
+    let demo = completed_demo().await;
+    let (store, project) = (&demo.store, &demo.project);
     let ask = json!({"widgetId": "go", "type": "confirmation", "message": "Publish it?"});
     let asks = ReplayModel::new(trace(vec![(vec![("a1", "ui.ask_user", ask)], "")]));
-    let id = done.run.run_id.clone();
+    let id = demo.run_id.clone();
     let waiting = runner::continue_run(
-        &store,
+        store,
         &id,
         Continuation::Chat("Publish the story?".into()),
         Settings::new(&asks),
@@ -122,14 +83,14 @@ async fn a_bare_confirmation_answer_reaches_the_model_with_the_questions_widget_
     let bare = "WIDGET_SUBMIT\n{\"type\": \"confirmation\", \"value\": {\"confirmed\": true}}";
     let replies = ReplayModel::new(trace(vec![(vec![], "Published.")]));
     runner::continue_run(
-        &store,
+        store,
         &id,
         Continuation::Answer(bare.into()),
         Settings::new(&replies),
     )
     .await
     .unwrap();
-    let paths = store.project(&project).unwrap().run_paths(&id);
+    let paths = store.project(project).unwrap().run_paths(&id);
     let log = std::fs::read_to_string(paths.conversation_log).unwrap();
     let submitted = log
         .lines()

@@ -1,1 +1,2 @@
+pub mod completed_demo;
 pub mod long_node;
