@@ -488,6 +488,13 @@ impl ToolHost {
             ))
             .with_details(json!({"reason": "git_dir"})));
         }
+        if path.mount == Mount::Project && path.is_in_session_files() {
+            return Err(ToolError::sandbox(format!(
+                "Path not allowed: {} holds lifecycle sessions' own files (status.json, decisions); baton writes them from your session.complete and verdicts. Reading them is allowed",
+                path.display()
+            ))
+            .with_details(json!({"reason": "session_files"})));
+        }
         if path.mount == Mount::Project && path.rel.eq_ignore_ascii_case(CONFIG_FILE) {
             return Err(ToolError::sandbox(format!(
                 "Path not allowed: {} is baton's configuration (it sets what the tools may do); only the user edits it",

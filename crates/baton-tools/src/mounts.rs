@@ -89,6 +89,18 @@ impl MountPath {
             .split('/')
             .any(|c| c.trim_end_matches(['.', ' ']).eq_ignore_ascii_case(".git"))
     }
+
+    /// Inside `.workflow/.maestro/`, where lifecycle sessions keep status.json, decisions and
+    /// their step-run links: files only the orchestrator writes (a step's model that could
+    /// write them would mark its own session complete).
+    pub fn is_in_session_files(&self) -> bool {
+        let mut parts = self
+            .rel
+            .split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .map(|c| c.trim_end_matches(['.', ' ']).to_ascii_lowercase());
+        parts.next().as_deref() == Some(".workflow") && parts.next().as_deref() == Some(".maestro")
+    }
 }
 
 fn violation(raw: &str, reason: &str) -> ToolError {

@@ -421,6 +421,17 @@ fn cases() -> Vec<(&'static str, Value, &'static str)> {
             json!({"path": "@project/.GIT/hooks/new", "operation": "replaceText", "find": "a", "replace": "b"}),
             SANDBOX,
         ),
+        // A lifecycle session's own files: a step's model must not forge its session.
+        (
+            "fs.write",
+            json!({"path": "@project/.workflow/.maestro/ralph-1/status.json", "content": "{}"}),
+            SANDBOX,
+        ),
+        (
+            "fs.write",
+            json!({"path": "@project/./.Workflow/.MAESTRO./ralph-1/decisions.ndjson", "content": "{}", "mode": "append"}),
+            SANDBOX,
+        ),
         // Forged progress through the state: the guard's own codes reach the model.
         (
             "fs.apply_patch",

@@ -79,6 +79,12 @@ fn setup() -> (Env, Ctx) {
     fs::create_dir_all(project.join(".git/hooks")).unwrap();
     fs::write(project.join(".git/config"), "[core]\n").unwrap();
     fs::write(project.join("baton.toml"), "# the user's settings\n").unwrap();
+    fs::create_dir_all(project.join(".workflow/.maestro/ralph-1")).unwrap();
+    fs::write(
+        project.join(".workflow/.maestro/ralph-1/status.json"),
+        "{\"status\": \"running\"}\n",
+    )
+    .unwrap();
     fs::write(project.join("tool.sh"), "#!/bin/sh\necho tool\n").unwrap();
     fs::set_permissions(project.join("tool.sh"), fs::Permissions::from_mode(0o755)).unwrap();
     env.host.set_runtime(ToolRuntime {
@@ -356,6 +362,22 @@ fn cases(ctx: &Ctx) -> Vec<Case> {
                 assert_eq!(
                     fs::read_to_string(c.project.join("baton.toml")).unwrap(),
                     "# the user's settings\n",
+                    "{r:#}"
+                )
+            },
+        ),
+        case(
+            "forge a lifecycle session's status.json",
+            sh(
+                "echo '{\"status\": \"completed\"}' > .workflow/.maestro/ralph-1/status.json"
+                    .into(),
+            ),
+            Expect::Contained(&[]),
+            |c: &Ctx, r: &Value| {
+                assert_eq!(
+                    fs::read_to_string(c.project.join(".workflow/.maestro/ralph-1/status.json"))
+                        .unwrap(),
+                    "{\"status\": \"running\"}\n",
                     "{r:#}"
                 )
             },

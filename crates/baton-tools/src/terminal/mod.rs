@@ -317,7 +317,12 @@ fn spec(
         denied.extend(HOME_SECRETS.iter().map(|s| h.join(s)));
     }
     denied.extend(SYSTEM_SECRETS.iter().map(PathBuf::from));
-    let mut read_only = vec![project.join(CONFIG_FILE)];
+    // Lifecycle sessions' own files: only the orchestrator writes them (see
+    // `MountPath::is_in_session_files`).
+    let mut read_only = vec![
+        project.join(CONFIG_FILE),
+        project.join(".workflow/.maestro"),
+    ];
     if !policy.allow_git_writes {
         read_only.push(project.join(".git"));
     }
