@@ -19,8 +19,9 @@ use tungstenite::{Message, WebSocket};
 
 /// How long a single CDP command may take before it is an error.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
-/// Longest one evaluation of a wait may take before it is asked again.
-const EVAL_ATTEMPT: Duration = Duration::from_secs(2);
+/// How long a wait lets a replaced page take to get its new JavaScript context before it
+/// evaluates anyway (the evaluation then says why it cannot run, and the wait goes on).
+const CONTEXT_GRACE: Duration = Duration::from_secs(5);
 /// How long Chromium may take to write `DevToolsActivePort`.
 const LAUNCH_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often [`Browser::wait_for`] re-evaluates its condition.
@@ -109,6 +110,14 @@ pub struct Browser {
     profile: tempfile::TempDir,
     socket: WebSocket<TcpStream>,
     next_id: u64,
+    /// The page's main frame (its id stays the same across navigations).
+    main_frame: String,
+    /// The main frame's JavaScript context, `None` from its document's end until the next
+    /// document's context exists.
+    context: Option<u64>,
+    /// How many times the main frame's document was replaced (or its contexts dropped): an
+    /// evaluation that sees it change will never be answered by its page.
+    replaced: u64,
     /// Events read while waiting for a command's answer, not yet looked at.
     events: VecDeque<Value>,
     log: VecDeque<String>,
@@ -143,6 +152,9 @@ impl Browser {
                 "--disable-sync",
                 "--disable-extensions",
                 "--disable-dev-shm-usage",
+                // A page left stays alive in the back-forward cache otherwise; tests want the
+                // one page they look at.
+                "--disable-features=BackForwardCache",
                 "--hide-scrollbars",
                 "--mute-audio",
                 "--remote-debugging-address=127.0.0.1",
@@ -174,12 +186,23 @@ impl Browser {
             profile,
             socket,
             next_id: 0,
+            main_frame: String::new(),
+            context: None,
+            replaced: 0,
             events: VecDeque::new(),
             log: VecDeque::new(),
         };
-        for domain in ["Page.enable", "Runtime.enable", "Log.enable"] {
-            browser.call(domain, json!({}))?;
-        }
+        browser.call("Page.enable", json!({}))?;
+        browser.call("Page.setLifecycleEventsEnabled", json!({ "enabled": true }))?;
+        let tree = browser.call("Page.getFrameTree", json!({}))?;
+        browser.main_frame = tree
+            .pointer("/frameTree/frame/id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| CdpError::BadReply(format!("getFrameTree gave no frame: {tree}")))?
+            .to_string();
+        // After the main frame is known: enabling Runtime reports the contexts that exist.
+        browser.call("Runtime.enable", json!({}))?;
+        browser.call("Log.enable", json!({}))?;
         Ok(browser)
     }
 
@@ -229,7 +252,9 @@ impl Browser {
         }
     }
 
-    /// Opens `url` and waits (bounded) until its `load` event.
+    /// Opens `url` and waits (bounded) until that navigation's document has loaded: the `load`
+    /// lifecycle event of the loader `Page.navigate` started, so a load event of an earlier
+    /// document can never be taken for it.
     pub fn navigate(&mut self, url: &str) -> Result<(), CdpError> {
         self.events.clear();
         let result = self.call("Page.navigate", json!({ "url": url }))?;
@@ -239,19 +264,47 @@ impl Browser {
                 error: json!(error),
             });
         }
-        self.wait_event("Page.loadEventFired", COMMAND_TIMEOUT)?;
+        // A navigation within the same document (a fragment) has no loader and no load.
+        let Some(loader) = result.get("loaderId").and_then(Value::as_str) else {
+            return Ok(());
+        };
+        let loader = loader.to_string();
+        let frame = self.main_frame.clone();
+        self.wait_event_where(
+            &format!("Page.lifecycleEvent load of {url}"),
+            COMMAND_TIMEOUT,
+            |event| {
+                event.get("method").and_then(Value::as_str) == Some("Page.lifecycleEvent")
+                    && event.pointer("/params/name").and_then(Value::as_str) == Some("load")
+                    && event.pointer("/params/loaderId").and_then(Value::as_str)
+                        == Some(loader.as_str())
+                    && event.pointer("/params/frameId").and_then(Value::as_str)
+                        == Some(frame.as_str())
+            },
+        )?;
+        // What came before that load belongs to the pages before it.
+        self.events.clear();
         Ok(())
     }
 
     /// Waits for the next event named `method` (one already read counts).
     pub fn wait_event(&mut self, method: &str, timeout: Duration) -> Result<Value, CdpError> {
+        self.wait_event_where(method, timeout, |event| {
+            event.get("method").and_then(Value::as_str) == Some(method)
+        })
+    }
+
+    /// Waits for the next event `wanted` accepts (one already read counts) and returns its
+    /// `params`; `what` names it in the timeout error.
+    fn wait_event_where(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        wanted: impl Fn(&Value) -> bool,
+    ) -> Result<Value, CdpError> {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(at) = self
-                .events
-                .iter()
-                .position(|e| e.get("method").and_then(Value::as_str) == Some(method))
-            {
+            if let Some(at) = self.events.iter().position(&wanted) {
                 // Drop what came before it: those events are older than the one awaited.
                 let event = self.events.drain(..=at).next_back().unwrap_or(Value::Null);
                 return Ok(event.get("params").cloned().unwrap_or(Value::Null));
@@ -261,7 +314,7 @@ impl Browser {
                 Some(_) => {}
                 None => {
                     return Err(CdpError::Timeout {
-                        method: method.to_string(),
+                        method: what.to_string(),
                         timeout,
                     });
                 }
@@ -271,56 +324,27 @@ impl Browser {
 
     /// Evaluates `expression` in the page (promises awaited) and returns its value as JSON.
     pub fn eval(&mut self, expression: &str) -> Result<Value, CdpError> {
-        self.eval_until(expression, Instant::now() + COMMAND_TIMEOUT)
-    }
-
-    fn eval_until(&mut self, expression: &str, deadline: Instant) -> Result<Value, CdpError> {
-        let result = self.call_until(
-            "Runtime.evaluate",
-            json!({
-                "expression": expression,
-                "awaitPromise": true,
-                "returnByValue": true,
-                "userGesture": true,
-            }),
-            deadline,
-        )?;
-        if let Some(details) = result.get("exceptionDetails") {
-            let text = details
-                .pointer("/exception/description")
-                .or_else(|| details.get("text"))
-                .and_then(Value::as_str)
-                .unwrap_or("an exception")
-                .to_string();
-            return Err(CdpError::Exception {
-                expression: expression.to_string(),
-                details: text,
-            });
-        }
-        Ok(result
-            .pointer("/result/value")
-            .cloned()
-            .unwrap_or(Value::Null))
+        let result = self.call("Runtime.evaluate", evaluate_params(expression))?;
+        evaluation_value(expression, &result)
     }
 
     /// Re-evaluates `condition` until it is truthy and returns that value; after `timeout`
     /// the error carries the last value and the page's log. An exception counts as "not yet"
-    /// (the element may not exist yet).
+    /// (the element may not exist yet), and so does a page replaced under an evaluation: the
+    /// wait goes on in the next page once its JavaScript context exists (CDP events, no
+    /// guessed delay), so a click that navigates, a reload or a form post never ends a wait.
     pub fn wait_for(&mut self, condition: &str, timeout: Duration) -> Result<Value, CdpError> {
         let deadline = Instant::now() + timeout;
         loop {
-            // One evaluation never outlives the wait: a promise whose page is replaced under
-            // it may never be answered.
-            let attempt = deadline
-                .min(Instant::now() + EVAL_ATTEMPT)
-                .max(Instant::now() + POLL_INTERVAL);
-            let last = match self.eval_until(condition, attempt) {
-                Ok(value) if truthy(&value) => return Ok(value),
-                Ok(value) => value.to_string(),
+            self.await_context(deadline.min(Instant::now() + CONTEXT_GRACE))?;
+            let last = match self.eval_unless_replaced(condition, deadline) {
+                Ok(Some(value)) if truthy(&value) => return Ok(value),
+                Ok(Some(value)) => value.to_string(),
+                Ok(None) => "no answer (the page was replaced under the evaluation)".into(),
                 Err(CdpError::Exception { details, .. }) => details,
-                Err(CdpError::Timeout { .. }) => "no answer (the page was being replaced)".into(),
-                // A page being replaced by the next one (a click that navigates) has no
-                // context to evaluate in for a moment.
+                Err(CdpError::Timeout { .. }) => "no answer within the wait".into(),
+                // A page being replaced by the next one has no context to evaluate in for a
+                // moment.
                 Err(CdpError::Command { error, .. }) if navigating(&error) => error.to_string(),
                 Err(other) => return Err(other),
             };
@@ -332,7 +356,73 @@ impl Browser {
                     log: self.log_text(),
                 });
             }
-            std::thread::sleep(POLL_INTERVAL);
+            // Between two evaluations, take in what the page says (and let it get on).
+            let pause = Instant::now() + POLL_INTERVAL;
+            while Instant::now() < pause {
+                match self.read_until(pause)? {
+                    Some(message) if message.get("method").is_some() => self.keep_event(message),
+                    Some(_) => {}
+                    None => break,
+                }
+            }
+        }
+    }
+
+    /// Reads events until the main frame has a JavaScript context or `until` passes.
+    fn await_context(&mut self, until: Instant) -> Result<(), CdpError> {
+        while self.context.is_none() {
+            match self.read_until(until)? {
+                Some(message) if message.get("method").is_some() => self.keep_event(message),
+                Some(_) => {}
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// One evaluation, bounded by `deadline`, given up (`Ok(None)`) as soon as the page it ran
+    /// in is replaced: Chromium never answers a promise whose page went away. A late answer
+    /// is dropped when read (its id is no longer awaited).
+    fn eval_unless_replaced(
+        &mut self,
+        expression: &str,
+        deadline: Instant,
+    ) -> Result<Option<Value>, CdpError> {
+        self.next_id += 1;
+        let id = self.next_id;
+        let message = json!({
+            "id": id,
+            "method": "Runtime.evaluate",
+            "params": evaluate_params(expression),
+        });
+        self.socket
+            .send(Message::text(message.to_string()))
+            .map_err(CdpError::from)?;
+        let replaced = self.replaced;
+        let started = Instant::now();
+        loop {
+            let Some(reply) = self.read_until(deadline)? else {
+                return Err(CdpError::Timeout {
+                    method: "Runtime.evaluate".into(),
+                    timeout: deadline.saturating_duration_since(started),
+                });
+            };
+            if reply.get("id").and_then(Value::as_u64) == Some(id) {
+                if let Some(error) = reply.get("error") {
+                    return Err(CdpError::Command {
+                        method: "Runtime.evaluate".into(),
+                        error: error.clone(),
+                    });
+                }
+                let result = reply.get("result").cloned().unwrap_or(Value::Null);
+                return evaluation_value(expression, &result).map(Some);
+            }
+            if reply.get("method").is_some() {
+                self.keep_event(reply);
+                if self.replaced != replaced {
+                    return Ok(None);
+                }
+            }
         }
     }
 
@@ -451,6 +541,7 @@ impl Browser {
     }
 
     fn keep_event(&mut self, event: Value) {
+        self.follow_document(&event);
         if let Some(line) = describe_log_event(&event) {
             if self.log.len() == MAX_LOG {
                 self.log.pop_front();
@@ -462,6 +553,38 @@ impl Browser {
             self.events.pop_front();
         }
         self.events.push_back(event);
+    }
+
+    /// Keeps [`Browser::context`] and [`Browser::replaced`] up to date from one event.
+    fn follow_document(&mut self, event: &Value) {
+        let params = event.get("params").unwrap_or(&Value::Null);
+        match event.get("method").and_then(Value::as_str) {
+            Some("Runtime.executionContextCreated") => {
+                let context = params.get("context").unwrap_or(&Value::Null);
+                let main_world = context.pointer("/auxData/isDefault") == Some(&Value::Bool(true))
+                    && context.pointer("/auxData/frameId").and_then(Value::as_str)
+                        == Some(self.main_frame.as_str());
+                if main_world {
+                    self.context = context.get("id").and_then(Value::as_u64);
+                }
+            }
+            Some("Runtime.executionContextDestroyed") => {
+                let id = params.get("executionContextId").and_then(Value::as_u64);
+                if id.is_some() && id == self.context {
+                    self.context = None;
+                    self.replaced += 1;
+                }
+            }
+            Some("Runtime.executionContextsCleared") => {
+                self.context = None;
+                self.replaced += 1;
+            }
+            // The main frame committed another document (its context may already be new).
+            Some("Page.frameNavigated") if params.pointer("/frame/parentId").is_none() => {
+                self.replaced += 1;
+            }
+            _ => {}
+        }
     }
 }
 
@@ -631,12 +754,45 @@ fn describe_log_event(event: &Value) -> Option<String> {
     }
 }
 
+/// `Runtime.evaluate`'s parameters: promises awaited, the value returned as JSON, as if a
+/// person's gesture started it (so the page may open a popup or play media).
+fn evaluate_params(expression: &str) -> Value {
+    json!({
+        "expression": expression,
+        "awaitPromise": true,
+        "returnByValue": true,
+        "userGesture": true,
+    })
+}
+
+/// The value of an evaluation's `result`, or the exception the page threw.
+fn evaluation_value(expression: &str, result: &Value) -> Result<Value, CdpError> {
+    if let Some(details) = result.get("exceptionDetails") {
+        let text = details
+            .pointer("/exception/description")
+            .or_else(|| details.get("text"))
+            .and_then(Value::as_str)
+            .unwrap_or("an exception")
+            .to_string();
+        return Err(CdpError::Exception {
+            expression: expression.to_string(),
+            details: text,
+        });
+    }
+    Ok(result
+        .pointer("/result/value")
+        .cloned()
+        .unwrap_or(Value::Null))
+}
+
 /// Whether a command failed only because the page was navigating away.
 fn navigating(error: &Value) -> bool {
     let message = error.get("message").and_then(Value::as_str).unwrap_or("");
     message.contains("navigated or closed")
         || message.contains("Cannot find context")
         || message.contains("Execution context was destroyed")
+        || message.contains("Cannot find default execution context")
+        || message.contains("Promise was collected")
 }
 
 fn truthy(value: &Value) -> bool {
