@@ -2,7 +2,8 @@
 //! directory or a `.bmad` zip, validation with located and actionable diagnostics, workflow
 //! selection, graph analysis, packing and rendering.
 //!
-//! This crate reads packages and nothing else: it never writes to disk.
+//! This crate reads packages and nothing else: it never writes to disk (`template` makes the
+//! files of a new package; its caller writes them).
 
 pub mod diagnostic;
 pub mod digest;
@@ -18,6 +19,7 @@ pub mod paths;
 pub mod render;
 pub mod schema;
 pub mod sections;
+pub mod template;
 pub mod validate;
 pub mod workflow_ref;
 mod zip_names;
