@@ -3,7 +3,7 @@
 use crate::error::LlmError;
 use crate::model::{BoxFuture, CallOptions, ChatModel};
 use crate::trace::{Entry, Trace, TraceRecorder};
-use crate::types::{ChatRequest, ChatResponse, Message, Role, StreamEvent};
+use crate::types::{ChatRequest, ChatResponse, Message, Role, StreamEvent, Usage};
 use serde_json::Map;
 use std::sync::{Arc, Mutex};
 
@@ -131,7 +131,12 @@ impl ReplayModel {
                         extra: Map::new(),
                     },
                     finish_reason: Some(finish.to_string()),
-                    usage: None,
+                    // The tokens the recording says the call used, so a replayed run reports
+                    // what the recorded one cost (none when the trace did not record them).
+                    usage: d
+                        .raw
+                        .pointer("/response/usage")
+                        .and_then(|u| serde_json::from_value::<Usage>(u.clone()).ok()),
                 })
             }
         }

@@ -309,17 +309,36 @@
   if (runEl && window.EventSource) {
     const status = document.getElementById('timeline-status');
     const source = new EventSource(runEl.dataset.events);
+    // "Live." only while a process holds the run's driver lock (the page says so first, then
+    // each `run` event); an open stream alone only means the log is followed.
+    let driven = runEl.dataset.driven === 'true';
+    let open = false;
+    function showLiveness() {
+      if (!open) return;
+      if (driven) {
+        setStatus(status, 'Live.', false);
+      } else {
+        setStatus(status, 'No process drives this run; its log is followed.', false);
+      }
+      status.dataset.driven = driven ? 'true' : 'false';
+    }
     // `record`: one audit line (its id is the line number, so a reconnect resumes);
     // `run`: the run's metadata changed; `reset`: the log was replaced, start over.
     source.addEventListener('record', (e) => onAuditLine(e.data));
-    source.addEventListener('run', () => scheduleRefresh(0));
+    source.addEventListener('run', (e) => {
+      try {
+        const r = JSON.parse(e.data);
+        if (typeof r.driven === 'boolean') { driven = r.driven; showLiveness(); }
+      } catch (_) { /* keep what is shown */ }
+      scheduleRefresh(0);
+    });
     source.addEventListener('reset', () => {
       const list = document.getElementById('timeline');
       if (list) list.replaceChildren();
       for (const k of Object.keys(usage)) usage[k] = 0;
       showUsage();
     });
-    source.onopen = () => setStatus(status, 'Live.', false);
-    source.onerror = () => setStatus(status, 'Reconnecting…', false);
+    source.onopen = () => { open = true; showLiveness(); };
+    source.onerror = () => { open = false; setStatus(status, 'Reconnecting…', false); };
   }
 })();

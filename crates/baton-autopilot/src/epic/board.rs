@@ -8,7 +8,7 @@ use super::error::{EpicError, Result};
 use super::keys::{self, KeyKind};
 use super::layout;
 use super::lock;
-use super::progress::{FailureDetail, Progress};
+use super::progress::{FailureDetail, Progress, RunRecord};
 use super::review::{self, Review};
 use super::run_state::{self, RunEpicState};
 use super::sprint::{self, SprintStatus};
@@ -38,6 +38,33 @@ pub struct StoryRow {
     pub review: Option<String>,
     /// A file of this story the autopilot cannot read.
     pub problem: Option<String>,
+    /// The phase runs made for this story, oldest first (from baton's progress record).
+    pub runs: Vec<PhaseRunLink>,
+}
+
+/// A phase run of a story, as the board links it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PhaseRunLink {
+    pub phase: String,
+    /// The run's ordinal among this story's runs of this phase.
+    pub n: u32,
+    pub run_id: String,
+    pub review_cycle: u32,
+    /// `completed`, `waiting`, `failed`, or empty while it runs.
+    pub result: String,
+}
+
+impl PhaseRunLink {
+    fn of(r: &RunRecord) -> PhaseRunLink {
+        PhaseRunLink {
+            phase: r.phase.as_str().to_string(),
+            n: r.n,
+            run_id: r.run_id.clone(),
+            review_cycle: r.review_cycle,
+            result: r.result.clone(),
+        }
+    }
 }
 
 impl StoryRow {
@@ -52,6 +79,7 @@ impl StoryRow {
             questions: Vec::new(),
             review: None,
             problem: None,
+            runs: Vec::new(),
         }
     }
 }
@@ -157,6 +185,7 @@ pub fn status(project: &Path, epic: Option<&str>) -> Result<Board> {
         })
         .unwrap_or_default();
     let in_flight = progress.as_ref().and_then(|p| p.story.clone());
+    let recorded: &[RunRecord] = progress.as_ref().map_or(&[], |p| p.runs.as_slice());
     let mut epics: Vec<EpicRow> = Vec::new();
     for entry in sprint.entries() {
         match entry.kind {
@@ -167,7 +196,12 @@ pub fn status(project: &Path, epic: Option<&str>) -> Result<Board> {
             }),
             KeyKind::Story { epic: n } if wanted.is_none_or(|w| w == n) => {
                 let epic_key = keys::epic_key(n);
-                let row = story_row(&layout, &present, entry, in_flight.as_ref());
+                let mut row = story_row(&layout, &present, entry, in_flight.as_ref());
+                row.runs = recorded
+                    .iter()
+                    .filter(|r| r.story_key == entry.key)
+                    .map(PhaseRunLink::of)
+                    .collect();
                 match epics.iter_mut().find(|e| e.key == epic_key) {
                     Some(e) => e.stories.push(row),
                     None => epics.push(EpicRow {
@@ -198,6 +232,22 @@ pub fn status(project: &Path, epic: Option<&str>) -> Result<Board> {
         last_failure: progress.and_then(|p| p.failure),
         epics,
     })
+}
+
+/// The phase runs baton's progress record names for `project` (story, phase, run id), oldest
+/// first; empty when the project has no epic or no readable record. Read-only.
+pub fn phase_runs(project: &Path) -> Vec<RunRecord> {
+    let Ok(config) = AutopilotConfig::load(project) else {
+        return Vec::new();
+    };
+    let Ok(layout) = layout::resolve(project, config.implementation_artifacts.as_deref()) else {
+        return Vec::new();
+    };
+    Progress::load(&layout.dir, &layout.rel)
+        .ok()
+        .flatten()
+        .map(|p| p.runs)
+        .unwrap_or_default()
 }
 
 fn standing(

@@ -172,6 +172,8 @@ impl Follower {
                 "runId": json["runId"],
                 "phase": json["phase"],
                 "interrupted": json.get("interrupted").cloned().unwrap_or(Value::Bool(false)),
+                // Whether a process holds the driver lock: the page says "Live." only then.
+                "driven": baton_store::driver_lock::is_driven(&project, &id),
                 "currentNodeId": json["currentNodeId"],
                 "waitingFor": json["waitingFor"],
                 "lastUpdatedAt": json["lastUpdatedAt"],

@@ -147,7 +147,12 @@ fn column(out: &mut String, status: &str, stories: &[&StoryRow], board: &Board, 
         if let Some(r) = &s.review {
             phase_badge(out, r);
         }
-        if let Some(id) = &s.run_id {
+        // The run in flight, when the progress record does not list it yet.
+        if let Some(id) = s
+            .run_id
+            .as_ref()
+            .filter(|id| !s.runs.iter().any(|r| &r.run_id == *id))
+        {
             out.push_str("<a class=\"mono\" href=\"/runs/");
             out.push_str(&esc(&url_part(id)));
             out.push_str("\">run ");
@@ -155,6 +160,7 @@ fn column(out: &mut String, status: &str, stories: &[&StoryRow], board: &Board, 
             out.push_str("</a>");
         }
         out.push_str("</div>");
+        story_runs(out, s);
         if let Some(p) = &s.problem {
             out.push_str("<p class=\"warning\">");
             push_esc(out, p);
@@ -191,6 +197,37 @@ fn column(out: &mut String, status: &str, stories: &[&StoryRow], board: &Board, 
     out.push_str("</div>");
 }
 
+/// Links to the story's phase runs, oldest first: `create-story #1`, `dev #2 (cycle 2)`, ….
+fn story_runs(out: &mut String, s: &StoryRow) {
+    if s.runs.is_empty() {
+        return;
+    }
+    out.push_str("<ol class=\"story-runs\" aria-label=\"Phase runs\">");
+    for r in &s.runs {
+        out.push_str("<li><a data-testid=\"story-run\" data-phase=\"");
+        push_esc(out, &r.phase);
+        out.push_str("\" data-run-id=\"");
+        push_esc(out, &r.run_id);
+        out.push_str("\" href=\"/runs/");
+        out.push_str(&esc(&url_part(&r.run_id)));
+        out.push_str("\" title=\"run ");
+        push_esc(out, &r.run_id);
+        out.push_str("\">");
+        push_esc(out, &r.phase);
+        let _ = write!(out, " #{}", r.n);
+        if r.review_cycle > 1 {
+            let _ = write!(out, " (cycle {})", r.review_cycle);
+        }
+        out.push_str("</a>");
+        if !r.result.is_empty() {
+            out.push(' ');
+            phase_badge(out, &r.result);
+        }
+        out.push_str("</li>");
+    }
+    out.push_str("</ol>");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,6 +238,13 @@ mod tests {
         current.phase = Some("dev".into());
         current.review_cycle = Some(2);
         current.run_id = Some("0196abcd-ef01-7000".into());
+        current.runs = vec![baton_autopilot::epic::board::PhaseRunLink {
+            phase: "create-story".into(),
+            n: 1,
+            run_id: "0196aaaa-<1>".into(),
+            review_cycle: 1,
+            result: "completed".into(),
+        }];
         current.questions = vec![PendingQuestion {
             id: "q1".into(),
             question: "Use \"OAuth\"? <script>".into(),
@@ -246,6 +290,10 @@ mod tests {
         assert!(html.contains("phase-changes-requested"));
         assert!(html.contains("class=\"story current\""));
         assert!(html.contains("href=\"/runs/0196abcd-ef01-7000\""));
+        assert!(html.contains(
+            "data-phase=\"create-story\" data-run-id=\"0196aaaa-&lt;1&gt;\" href=\"/runs/0196aaaa-%3C1%3E\""
+        ));
+        assert!(html.contains(">create-story #1</a> <span class=\"phase phase-completed\">"));
         assert!(html.contains("data-project=\"/p/&quot;x&quot;\""));
         assert!(html.contains("data-question=\"q1\""));
         assert!(html.contains("Use &quot;OAuth&quot;? &lt;script&gt;"));

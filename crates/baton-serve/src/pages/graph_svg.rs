@@ -10,7 +10,13 @@ use baton_store::NodeStatus;
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 
-const NODE_W: usize = 230;
+/// The narrowest node; nodes widen to fit the longest title (up to [`TITLE_CHARS`]).
+const NODE_W_MIN: usize = 230;
+/// Room on a node besides its title: the status mark on the left, a margin on the right.
+const NODE_PAD: usize = 44;
+/// A generous width of one title character (13 px, semi-bold): a title measured with it is
+/// never wider than its node.
+const CHAR_W: usize = 8;
 const NODE_H: usize = 46;
 const GAP_X: usize = 30;
 const GAP_Y: usize = 38;
@@ -18,7 +24,9 @@ const MARGIN: usize = 16;
 /// Room on the right for the edges that loop back.
 const LOOP_ROOM: usize = 70;
 /// A title longer than this is cut on the node (the full text is in its tooltip).
-const TITLE_CHARS: usize = 22;
+const TITLE_CHARS: usize = 48;
+/// An edge label longer than this is cut (it sits between nodes).
+const LABEL_CHARS: usize = 22;
 
 /// Where each node goes: its layer and its place in the layer.
 struct Layout {
@@ -144,6 +152,14 @@ fn layout(graph: &Graph) -> (Layout, Vec<bool>, HashMap<&str, usize>) {
     (Layout { rank, layers }, back, index)
 }
 
+/// What a node shows: its title, else its id.
+fn title_of(node: &baton_package::model::Node) -> &str {
+    node.title
+        .as_deref()
+        .filter(|t| !t.is_empty())
+        .unwrap_or(&node.id)
+}
+
 fn status_class(s: NodeStatus) -> &'static str {
     match s {
         NodeStatus::Completed => "completed",
@@ -156,8 +172,16 @@ fn status_class(s: NodeStatus) -> &'static str {
 /// Every node is a `<g class="node …" data-node-id="…" data-status="…">`.
 pub fn render(graph: &Graph, status: &HashMap<&str, NodeStatus>) -> String {
     let (layout, back, index) = layout(graph);
+    // As wide as the longest title needs: a title is cut only past TITLE_CHARS.
+    let longest = graph
+        .nodes()
+        .iter()
+        .map(|n| title_of(n).chars().count().min(TITLE_CHARS))
+        .max()
+        .unwrap_or(0);
+    let node_w = (NODE_PAD + longest * CHAR_W).max(NODE_W_MIN);
     let widest = layout.layers.iter().map(Vec::len).max().unwrap_or(0);
-    let row_width = |k: usize| k * NODE_W + k.saturating_sub(1) * GAP_X;
+    let row_width = |k: usize| k * node_w + k.saturating_sub(1) * GAP_X;
     let inner = row_width(widest);
     let width = MARGIN * 2 + inner + LOOP_ROOM;
     let height = MARGIN * 2 + layout.layers.len() * (NODE_H + GAP_Y);
@@ -166,7 +190,7 @@ pub fn render(graph: &Graph, status: &HashMap<&str, NodeStatus>) -> String {
     for (r, layer) in layout.layers.iter().enumerate() {
         let left = MARGIN + (inner - row_width(layer.len())) / 2;
         for (i, &v) in layer.iter().enumerate() {
-            at[v] = (left + i * (NODE_W + GAP_X), MARGIN + r * (NODE_H + GAP_Y));
+            at[v] = (left + i * (node_w + GAP_X), MARGIN + r * (NODE_H + GAP_Y));
         }
     }
     let mut svg = String::with_capacity(512 + graph.nodes().len() * 400);
@@ -193,16 +217,16 @@ pub fn render(graph: &Graph, status: &HashMap<&str, NodeStatus>) -> String {
         };
         let (path, mid) = if back[e] || layout.rank[to] <= layout.rank[from] {
             // Around the right side, back up to the target.
-            let (x1, y1) = (fx + NODE_W, fy + NODE_H / 2);
-            let (x2, y2) = (tx + NODE_W, ty + NODE_H / 2);
+            let (x1, y1) = (fx + node_w, fy + NODE_H / 2);
+            let (x2, y2) = (tx + node_w, ty + NODE_H / 2);
             let bulge = x1.max(x2) + LOOP_ROOM - 14;
             (
                 format!("M{x1},{y1} C{bulge},{y1} {bulge},{y2} {x2},{y2}"),
                 (bulge - 20, (y1 + y2) / 2),
             )
         } else {
-            let (x1, y1) = (fx + NODE_W / 2, fy + NODE_H);
-            let (x2, y2) = (tx + NODE_W / 2, ty);
+            let (x1, y1) = (fx + node_w / 2, fy + NODE_H);
+            let (x2, y2) = (tx + node_w / 2, ty);
             let c = (y1 + y2) / 2;
             (
                 format!("M{x1},{y1} C{x1},{c} {x2},{c} {x2},{y2}"),
@@ -220,7 +244,7 @@ pub fn render(graph: &Graph, status: &HashMap<&str, NodeStatus>) -> String {
                 "<text class=\"edge-label\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">",
                 mid.0, mid.1
             );
-            push_esc(&mut svg, &clip(&edge.label, TITLE_CHARS));
+            push_esc(&mut svg, &clip(&edge.label, LABEL_CHARS));
             svg.push_str("</text>");
         }
         svg.push_str("</g>");
@@ -233,11 +257,7 @@ pub fn render(graph: &Graph, status: &HashMap<&str, NodeStatus>) -> String {
             .unwrap_or(NodeStatus::Pending);
         let class = status_class(st);
         let kind = node.node_type.as_str();
-        let title = node
-            .title
-            .as_deref()
-            .filter(|t| !t.is_empty())
-            .unwrap_or(&node.id);
+        let title = title_of(node);
         svg.push_str("<g class=\"node ");
         svg.push_str(class);
         svg.push(' ');
@@ -256,7 +276,7 @@ pub fn render(graph: &Graph, status: &HashMap<&str, NodeStatus>) -> String {
         };
         let _ = write!(
             svg,
-            "<rect x=\"{x}\" y=\"{y}\" width=\"{NODE_W}\" height=\"{NODE_H}\" rx=\"{rx}\"/>"
+            "<rect x=\"{x}\" y=\"{y}\" width=\"{node_w}\" height=\"{NODE_H}\" rx=\"{rx}\"/>"
         );
         let mark = match st {
             NodeStatus::Completed => "✓",

@@ -3,7 +3,7 @@
 
 use super::layout::{Nav, page};
 use super::shown_path::Roots;
-use super::{epic, run_page, runs_list, session, start};
+use super::{epic, projects, run_page, run_parts, runs_list, session, start};
 use crate::server::AppState;
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::StatusCode;
@@ -102,16 +102,9 @@ fn non_empty(v: &Option<String>) -> Option<&str> {
     v.as_deref().map(str::trim).filter(|s| !s.is_empty())
 }
 
+/// The roots of the projects the store knows, newest first.
 fn known_projects(store: &Store) -> Vec<String> {
-    store
-        .projects()
-        .map(|scan| {
-            scan.projects
-                .iter()
-                .map(|p| p.root().display().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
+    projects::roots(&projects::newest_first(store))
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -119,15 +112,79 @@ pub struct RunsQuery {
     project: Option<String>,
     phase: Option<String>,
     workflow: Option<String>,
+    /// `epic`, `session` or `single`: runs of epic stories, of session steps, of neither.
+    part: Option<String>,
+    /// A story key or a session id.
+    group: Option<String>,
     cursor: Option<String>,
+}
+
+/// Pages of the index read, at most, to fill one page filtered on what runs are part of.
+const PART_PAGES: usize = 20;
+
+/// One page of runs with what each is part of, filtered on it: the listing's pages are read
+/// until a page is filled (at most [`PART_PAGES`] of [`inspect::MAX_PAGE`] runs).
+fn list_parts(
+    store: &Store,
+    query: &ListQuery<'_>,
+    filters: &runs_list::Filters,
+    parts: &mut run_parts::Parts,
+) -> Result<(inspect::Page, Vec<Option<run_parts::Part>>), inspect::ListError> {
+    if filters.part.is_empty() && filters.group.is_empty() {
+        let page = inspect::list(store, query)?;
+        let found = page.rows.iter().map(|(p, r)| parts.of(p, r)).collect();
+        return Ok((page, found));
+    }
+    let mut out = inspect::Page::default();
+    let mut found = Vec::new();
+    let mut cursor = query.cursor.map(str::to_string);
+    for _ in 0..PART_PAGES {
+        let wide = ListQuery {
+            limit: inspect::MAX_PAGE,
+            cursor: cursor.as_deref(),
+            ..query.clone()
+        };
+        let page = inspect::list(store, &wide)?;
+        for w in page.warnings {
+            if !out.warnings.contains(&w) {
+                out.warnings.push(w);
+            }
+        }
+        for (p, r) in page.rows {
+            let part = parts.of(&p, &r);
+            if !run_parts::keeps(&filters.part, &filters.group, part.as_ref()) {
+                continue;
+            }
+            if out.rows.len() == query.limit {
+                // One more than a page: the page ends at the last one kept.
+                out.next_cursor = out
+                    .rows
+                    .last()
+                    .map(|(_, r)| format!("{}~{}", r.created_at, r.run_id));
+                return Ok((out, found));
+            }
+            out.rows.push((p, r));
+            found.push(part);
+        }
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return Ok((out, found)),
+        }
+    }
+    // Not filled within the pages read: the next page goes on from there.
+    out.next_cursor = cursor;
+    Ok((out, found))
 }
 
 pub async fn runs(State(state): State<AppState>, Query(q): Query<RunsQuery>) -> Response {
     blocking(&state, Nav::Runs, move |store| {
+        let text = |v: &Option<String>| non_empty(v).unwrap_or("").to_string();
         let filters = runs_list::Filters {
-            project: non_empty(&q.project).unwrap_or("").to_string(),
-            phase: non_empty(&q.phase).unwrap_or("").to_string(),
-            workflow: non_empty(&q.workflow).unwrap_or("").to_string(),
+            project: text(&q.project),
+            phase: text(&q.phase),
+            workflow: text(&q.workflow),
+            part: text(&q.part),
+            group: text(&q.group),
         };
         let project = non_empty(&q.project).map(PathBuf::from);
         let query = ListQuery {
@@ -138,9 +195,14 @@ pub async fn runs(State(state): State<AppState>, Query(q): Query<RunsQuery>) -> 
             cursor: non_empty(&q.cursor),
         };
         let projects = known_projects(store);
-        let (listed, problem) = match inspect::list(store, &query) {
-            Ok(p) => (p, None),
-            Err(e) => (inspect::Page::default(), Some(format!("{}: {e}", e.code()))),
+        let mut parts = run_parts::Parts::default();
+        let (listed, found, problem) = match list_parts(store, &query, &filters, &mut parts) {
+            Ok((p, f)) => (p, f, None),
+            Err(e) => (
+                inspect::Page::default(),
+                Vec::new(),
+                Some(format!("{}: {e}", e.code())),
+            ),
         };
         let mut warnings: Vec<String> = listed
             .warnings
@@ -151,10 +213,12 @@ pub async fn runs(State(state): State<AppState>, Query(q): Query<RunsQuery>) -> 
         let rows = listed
             .rows
             .iter()
-            .map(|(p, r)| runs_list::Row {
+            .zip(found)
+            .map(|((p, r), part)| runs_list::Row {
                 run: r,
                 project_root: p.root(),
                 interrupted: driver_lock::is_interrupted(p, r),
+                part,
             })
             .collect();
         let body = runs_list::render(&runs_list::View {
@@ -233,6 +297,7 @@ pub async fn run(State(state): State<AppState>, UrlPath(id): UrlPath<String>) ->
             run,
             project_root: project.root(),
             interrupted: driver_lock::is_interrupted(project, run),
+            driven: driver_lock::is_driven(project, &run.run_id),
             graph: view.graph.as_ref(),
             progress,
             artifacts: &artifacts,
@@ -297,14 +362,35 @@ pub struct ProjectQuery {
 pub async fn epic_board(State(state): State<AppState>, Query(q): Query<ProjectQuery>) -> Response {
     blocking(&state, Nav::Epic, move |store| {
         let projects = known_projects(store);
-        let project = non_empty(&q.project).unwrap_or("").to_string();
+        let chosen = non_empty(&q.project).map(str::to_string);
+        // None chosen: the newest known project that has a sprint.
+        let (project, found) = match chosen {
+            Some(p) => {
+                let board = baton_autopilot::epic::status(Path::new(&p), None);
+                (p, Some(board))
+            }
+            None => projects
+                .iter()
+                .take(projects::LOOKED_AT)
+                .find_map(|p| {
+                    baton_autopilot::epic::status(Path::new(p), None)
+                        .ok()
+                        .map(|b| (p.clone(), Some(Ok(b))))
+                })
+                .unwrap_or_default(),
+        };
         let mut body = String::from("<h1>Epic board</h1>");
         epic::project_form(&mut body, "/epic", &project, &projects);
-        if project.is_empty() {
-            body.push_str("<p class=\"empty\">Choose a project to see its sprint.</p>");
+        projects::chooser(&mut body, "/epic", &project, &projects);
+        let Some(found) = found else {
+            body.push_str(if projects.is_empty() {
+                "<p class=\"empty\" id=\"epic-none\">No project yet. <code>baton demo epic</code> makes one.</p>"
+            } else {
+                "<p class=\"empty\" id=\"epic-none\">None of the known projects has a sprint status; choose another directory.</p>"
+            });
             return PageOut::ok("Epic board", Nav::Epic, body);
-        }
-        match baton_autopilot::epic::status(Path::new(&project), None) {
+        };
+        match found {
             Ok(board) => body.push_str(&epic::render(&board, &project)),
             Err(e) => {
                 body.push_str("<p class=\"error\" id=\"epic-error\" role=\"alert\"><code>");
@@ -336,18 +422,67 @@ fn session_summaries(project: &Path) -> (Vec<Value>, Vec<String>) {
 pub async fn sessions(State(state): State<AppState>, Query(q): Query<ProjectQuery>) -> Response {
     blocking(&state, Nav::Sessions, move |store| {
         let projects = known_projects(store);
-        let project = non_empty(&q.project).unwrap_or("").to_string();
+        let chosen = non_empty(&q.project).map(str::to_string);
+        // None chosen: the newest known project that has sessions.
+        let (project, listed) = match chosen {
+            Some(p) => {
+                let listed = session_summaries(Path::new(&p));
+                (p, Some(listed))
+            }
+            None => projects
+                .iter()
+                .take(projects::LOOKED_AT)
+                .find_map(|p| {
+                    let (found, problems) = session_summaries(Path::new(p));
+                    (!found.is_empty() || !problems.is_empty())
+                        .then(|| (p.clone(), Some((found, problems))))
+                })
+                .unwrap_or_default(),
+        };
         let mut body = String::from("<h1>Lifecycle sessions</h1>");
         epic::project_form(&mut body, "/sessions", &project, &projects);
-        if project.is_empty() {
-            body.push_str("<p class=\"empty\">Choose a project to see its sessions.</p>");
-        } else {
-            let (found, problems) = session_summaries(Path::new(&project));
-            body.push_str(&session::render_list(&project, &found, &problems));
+        projects::chooser(&mut body, "/sessions", &project, &projects);
+        match listed {
+            Some((found, problems)) => {
+                body.push_str(&session::render_list(&project, &found, &problems));
+            }
+            None if projects.is_empty() => body.push_str(
+                "<p class=\"empty\" id=\"sessions-none\">No project yet. <code>baton demo session</code> makes one.</p>",
+            ),
+            None => body.push_str(
+                "<p class=\"empty\" id=\"sessions-none\">None of the known projects has a lifecycle session; choose another directory.</p>",
+            ),
         }
         PageOut::ok("Sessions", Nav::Sessions, body)
     })
     .await
+}
+
+/// The task runs of session `id`'s steps (oldest first per step), from the project's runs
+/// index: a step run's `taskRef` names its session and step.
+fn step_runs_of(store: &Store, project: &Path, id: &str) -> session::StepRuns {
+    let mut found = session::StepRuns::new();
+    let Some(project) = projects::registered(store, project) else {
+        return found;
+    };
+    let Ok(listing) = project.runs(None) else {
+        return found;
+    };
+    // The index is newest first.
+    for run in listing.runs.iter().rev() {
+        if run.kind != baton_store::RunKind::Task {
+            continue;
+        }
+        if let Some((session_id, index, _)) = session::step_of(&run.workflow_ref)
+            && session_id == id
+        {
+            found.entry(index).or_default().push(session::StepRun {
+                run_id: run.run_id.clone(),
+                phase: inspect::phase_text(&project, run).to_string(),
+            });
+        }
+    }
+    found
 }
 
 pub async fn session_page(
@@ -381,7 +516,14 @@ pub async fn session_page(
         };
         let recent = decisions::read_last(&s.dir, DECISIONS).unwrap_or_default();
         let roots = Roots::new(Some(&ctx.project), Some(store.home()), ctx.home.as_deref());
-        let body = session::render(&summary_json(&s), &recent.records, recent.truncated, &roots);
+        let step_runs = step_runs_of(store, &ctx.project, &s.id);
+        let body = session::render(
+            &summary_json(&s),
+            &recent.records,
+            recent.truncated,
+            &roots,
+            &step_runs,
+        );
         PageOut::ok(format!("Session {}", s.id), Nav::Sessions, body)
     })
     .await

@@ -27,6 +27,9 @@ pub struct View<'a> {
     pub run: &'a RunMetadata,
     pub project_root: &'a Path,
     pub interrupted: bool,
+    /// Whether a process holds the run's driver lock right now (the timeline says "Live."
+    /// only then).
+    pub driven: bool,
     /// The workflow graph of the pinned package (none for a task run, or when unreadable).
     pub graph: Option<&'a Graph>,
     /// `[{nodeId, type, title, status}]` per node, as `runs show --json` reports it.
@@ -49,9 +52,10 @@ pub fn render(view: &View) -> String {
     let mut out = String::with_capacity(16 * 1024);
     let _ = write!(
         out,
-        "<div id=\"run\" data-run-id=\"{}\" data-events=\"/api/runs/{}/events\">",
+        "<div id=\"run\" data-run-id=\"{}\" data-events=\"/api/runs/{}/events\" data-driven=\"{}\">",
         esc(&r.run_id),
-        esc(&id)
+        esc(&id),
+        view.driven
     );
     out.push_str("<div class=\"heading\"><h1>Run <span class=\"mono\">");
     push_esc(&mut out, r.run_id.get(..13).unwrap_or(&r.run_id));
@@ -254,6 +258,30 @@ fn text_of(v: &Value) -> String {
     }
 }
 
+/// A person's words: a user message the engine wrapped as `USER_INPUT` (an answer or a chat
+/// message), without that header and its `- forNodeId:` line. `None` for every other
+/// user-role message: those are baton's own instructions (`RUN_DIRECTIVE`, `NODE_BRIEF`,
+/// reminders, a task's prompt, a summary of earlier turns).
+fn person_text(content: &str) -> Option<&str> {
+    let rest = content.strip_prefix("USER_INPUT")?;
+    let rest = rest.strip_prefix('\n').unwrap_or(rest);
+    Some(match rest.strip_prefix("- forNodeId:") {
+        Some(tail) => tail.split_once('\n').map_or("", |(_, answer)| answer),
+        None => rest,
+    })
+}
+
+/// One of baton's own instructions, folded under its first line (`RUN_DIRECTIVE`, …): the
+/// model reads them as user-role messages, but no person wrote them.
+fn baton_message(out: &mut String, content: &str) {
+    let first = content.lines().map(str::trim).find(|l| !l.is_empty());
+    out.push_str("<details class=\"msg baton\" data-from=\"baton\"><summary><span class=\"who\">baton</span> ");
+    push_esc(out, &clip(first.unwrap_or("instruction"), 80));
+    out.push_str("</summary><div class=\"body\">");
+    push_esc(out, &clip(content, MESSAGE_CHARS));
+    out.push_str("</div></details>");
+}
+
 fn conversation_card(out: &mut String, records: &[Value]) {
     out.push_str("<section id=\"conversation-card\" class=\"card\" data-live aria-labelledby=\"conversation-title\"><h2 id=\"conversation-title\">Conversation</h2>");
     // (reset before this message, message) in order.
@@ -287,6 +315,16 @@ fn conversation_card(out: &mut String, records: &[Value]) {
             _ => "other",
         };
         let content = m.get("content").map(text_of).unwrap_or_default();
+        if role == "user" {
+            if let Some(answer) = person_text(&content) {
+                out.push_str("<article class=\"msg user\" data-from=\"person\"><header>you</header><div class=\"body\">");
+                push_esc(out, &clip(answer, MESSAGE_CHARS));
+                out.push_str("</div></article>");
+            } else {
+                baton_message(out, &content);
+            }
+            continue;
+        }
         if role == "system" {
             // Long and the same every node: folded.
             out.push_str("<details class=\"msg system\"><summary>System prompt</summary><div class=\"body\">");
@@ -393,6 +431,7 @@ mod tests {
             run: &r,
             project_root: Path::new("/p"),
             interrupted: false,
+            driven: false,
             graph: Some(&g),
             progress: &progress,
             artifacts: &artifacts,
@@ -432,6 +471,7 @@ mod tests {
             run: &r,
             project_root: Path::new("/p"),
             interrupted: false,
+            driven: false,
             graph: None,
             progress: &[],
             artifacts: &[],

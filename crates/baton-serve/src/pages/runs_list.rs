@@ -2,16 +2,19 @@
 //! next page (the listing's cursor).
 
 use super::html::{esc, push_esc, query, url_part};
+use super::run_parts::{self, Part};
 use baton_store::RunMetadata;
 use baton_store::time::{parse_rfc3339, short_age};
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// One row: the run, where its project is, and whether it was left interrupted.
+/// One row: the run, where its project is, whether it was left interrupted, and the epic
+/// story or session step it was made for.
 pub struct Row<'a> {
     pub run: &'a RunMetadata,
     pub project_root: &'a Path,
     pub interrupted: bool,
+    pub part: Option<Part>,
 }
 
 /// The filters of the form, as given (empty = any).
@@ -20,6 +23,30 @@ pub struct Filters {
     pub project: String,
     pub phase: String,
     pub workflow: String,
+    /// `epic`, `session` or `single` (see [`run_parts::KINDS`]).
+    pub part: String,
+    /// A story key or a session id.
+    pub group: String,
+}
+
+impl Filters {
+    fn is_empty(&self) -> bool {
+        self.project.is_empty()
+            && self.phase.is_empty()
+            && self.workflow.is_empty()
+            && self.part.is_empty()
+            && self.group.is_empty()
+    }
+
+    fn pairs(&self) -> [(&'static str, &str); 5] {
+        [
+            ("project", self.project.as_str()),
+            ("phase", self.phase.as_str()),
+            ("workflow", self.workflow.as_str()),
+            ("part", self.part.as_str()),
+            ("group", self.group.as_str()),
+        ]
+    }
 }
 
 pub struct View<'a> {
@@ -82,6 +109,18 @@ fn filter_form(out: &mut String, view: &View) {
     );
     push_esc(out, &f.workflow);
     out.push_str(
+        "\"></div><div class=\"field\"><label for=\"filter-part\">Part of</label><select id=\"filter-part\" name=\"part\">",
+    );
+    for (value, label) in run_parts::KINDS {
+        let selected = if f.part == value { " selected" } else { "" };
+        let _ = write!(out, "<option value=\"{value}\"{selected}>{label}</option>");
+    }
+    out.push_str(
+        "</select></div><div class=\"field\"><label for=\"filter-group\">Story or session</label>\
+         <input id=\"filter-group\" name=\"group\" placeholder=\"any\" value=\"",
+    );
+    push_esc(out, &f.group);
+    out.push_str(
         "\"></div><div class=\"field\"><button type=\"submit\" id=\"filter-apply\">Filter</button></div></form>",
     );
 }
@@ -104,10 +143,7 @@ pub fn render(view: &View) -> String {
     }
     if view.rows.is_empty() {
         out.push_str("<p id=\"runs-empty\" class=\"empty\">No runs");
-        if view.filters.project.is_empty()
-            && view.filters.phase.is_empty()
-            && view.filters.workflow.is_empty()
-        {
+        if view.filters.is_empty() {
             out.push_str(" yet. <a href=\"/start\">Start one</a>.");
         } else {
             out.push_str(" match these filters.");
@@ -118,54 +154,26 @@ pub fn render(view: &View) -> String {
             "<div class=\"table-wrap\"><table id=\"runs-table\" data-testid=\"runs-table\"><thead><tr>\
              <th scope=\"col\">Run</th><th scope=\"col\">Phase</th><th scope=\"col\">Workflow</th>\
              <th scope=\"col\">Node</th><th scope=\"col\">Agent</th><th scope=\"col\">Created</th>\
-             <th scope=\"col\">Project</th></tr></thead><tbody>",
+             <th scope=\"col\">Project</th></tr></thead>",
         );
-        for row in &view.rows {
-            let r = row.run;
-            let phase = if row.interrupted {
-                "interrupted"
-            } else {
-                r.phase.as_str()
-            };
-            out.push_str("<tr data-run-id=\"");
-            push_esc(&mut out, &r.run_id);
-            out.push_str("\"><td><a class=\"mono\" href=\"/runs/");
-            out.push_str(&esc(&url_part(&r.run_id)));
-            out.push_str("\">");
-            push_esc(&mut out, r.run_id.get(..13).unwrap_or(&r.run_id));
-            out.push_str("</a>");
-            if r.kind == baton_store::RunKind::Task {
-                out.push_str(" <span class=\"tag\">task</span>");
+        for entry in grouped(&view.rows) {
+            match entry {
+                Entry::Single(row) => {
+                    out.push_str("<tbody>");
+                    run_row(&mut out, row, view.now_secs);
+                    out.push_str("</tbody>");
+                }
+                Entry::Group { key, rows } => group(&mut out, &key, &rows, view.now_secs),
             }
-            out.push_str("</td><td>");
-            phase_badge(&mut out, phase);
-            out.push_str("</td><td>");
-            push_esc(&mut out, &r.workflow_ref);
-            out.push_str("</td><td>");
-            push_esc(&mut out, r.current_node_id.as_deref().unwrap_or("—"));
-            out.push_str("</td><td>");
-            push_esc(&mut out, &r.active_agent_id);
-            out.push_str("</td><td><time datetime=\"");
-            push_esc(&mut out, &r.created_at);
-            out.push_str("\" title=\"");
-            push_esc(&mut out, &r.created_at);
-            out.push_str("\">");
-            let age = parse_rfc3339(&r.created_at)
-                .map(|t| format!("{} ago", short_age(view.now_secs.saturating_sub(t))))
-                .unwrap_or_else(|| r.created_at.clone());
-            push_esc(&mut out, &age);
-            out.push_str("</time></td><td class=\"path\">");
-            push_esc(&mut out, &row.project_root.display().to_string());
-            out.push_str("</td></tr>");
         }
-        out.push_str("</tbody></table></div>");
+        out.push_str("</table></div>");
     }
-    let f = view.filters;
-    let base = [
-        ("project", f.project.as_str()),
-        ("phase", f.phase.as_str()),
-        ("workflow", f.workflow.as_str()),
-    ];
+    let pairs = view.filters.pairs();
+    let base: Vec<(&str, &str)> = pairs
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .copied()
+        .collect();
     out.push_str("<nav class=\"pager\" aria-label=\"Pages\">");
     if view.paged {
         let _ = write!(
@@ -175,7 +183,7 @@ pub fn render(view: &View) -> String {
         );
     }
     if let Some(cursor) = view.next_cursor {
-        let mut pairs = base.to_vec();
+        let mut pairs = base.clone();
         pairs.push(("cursor", cursor));
         let _ = write!(
             out,
@@ -185,6 +193,140 @@ pub fn render(view: &View) -> String {
     }
     out.push_str("</nav></div>");
     out
+}
+
+/// The rows of a page in order, the runs of one epic story or session step gathered under
+/// it (where its newest run is; newest first inside).
+enum Entry<'v, 'a> {
+    Single(&'v Row<'a>),
+    Group { key: String, rows: Vec<&'v Row<'a>> },
+}
+
+fn grouped<'v, 'a>(rows: &'v [Row<'a>]) -> Vec<Entry<'v, 'a>> {
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for row in rows {
+        let Some(part) = &row.part else {
+            entries.push(Entry::Single(row));
+            continue;
+        };
+        let key = part.group_key(row.project_root);
+        match at.get(&key).and_then(|&i| entries.get_mut(i)) {
+            Some(Entry::Group { rows, .. }) => rows.push(row),
+            _ => {
+                at.insert(key.clone(), entries.len());
+                entries.push(Entry::Group {
+                    key,
+                    rows: vec![row],
+                });
+            }
+        }
+    }
+    entries
+}
+
+/// A group: a heading row naming the story or step (with a link to its board or session, and
+/// one that filters the list on it), then its runs.
+fn group(out: &mut String, key: &str, rows: &[&Row], now_secs: u64) {
+    let Some(first) = rows.first() else { return };
+    let Some(part) = &first.part else { return };
+    let root = first.project_root.display().to_string();
+    out.push_str("<tbody class=\"group\" data-group=\"");
+    push_esc(out, key);
+    let _ = write!(
+        out,
+        "\" data-part=\"{}\"><tr class=\"group-head\"><th colspan=\"7\" scope=\"rowgroup\">",
+        part.kind()
+    );
+    let runs = if rows.len() == 1 { "run" } else { "runs" };
+    match part {
+        Part::Story { story, .. } => {
+            out.push_str("Epic story <a href=\"");
+            push_esc(out, &format!("/epic{}", query(&[("project", &root)])));
+            out.push_str("\" class=\"mono\">");
+            push_esc(out, story);
+            let _ = write!(
+                out,
+                "</a> <span class=\"muted\">{} phase {runs}</span>",
+                rows.len()
+            );
+        }
+        Part::Step {
+            session,
+            index,
+            skill,
+        } => {
+            out.push_str("Session <a href=\"");
+            push_esc(
+                out,
+                &format!(
+                    "/sessions/{}{}",
+                    url_part(session),
+                    query(&[("project", &root)])
+                ),
+            );
+            out.push_str("\" class=\"mono\">");
+            push_esc(out, session);
+            let _ = write!(out, "</a> step {index} (");
+            push_esc(out, skill);
+            let _ = write!(
+                out,
+                ") <span class=\"muted\">{} task {runs}</span>",
+                rows.len()
+            );
+        }
+    }
+    out.push_str(" <a class=\"only\" href=\"/");
+    push_esc(out, &query(&[("group", part.name())]));
+    out.push_str("\">only these</a></th></tr>");
+    for row in rows {
+        run_row(out, row, now_secs);
+    }
+    out.push_str("</tbody>");
+}
+
+fn run_row(out: &mut String, row: &Row, now_secs: u64) {
+    let r = row.run;
+    let phase = if row.interrupted {
+        "interrupted"
+    } else {
+        r.phase.as_str()
+    };
+    out.push_str("<tr data-run-id=\"");
+    push_esc(out, &r.run_id);
+    out.push_str("\"><td><a class=\"mono\" href=\"/runs/");
+    out.push_str(&esc(&url_part(&r.run_id)));
+    out.push_str("\">");
+    push_esc(out, r.run_id.get(..13).unwrap_or(&r.run_id));
+    out.push_str("</a>");
+    if r.kind == baton_store::RunKind::Task {
+        out.push_str(" <span class=\"tag\">task</span>");
+    }
+    if let Some(Part::Story { phase, n, .. }) = &row.part {
+        out.push_str(" <span class=\"tag\">");
+        push_esc(out, phase);
+        let _ = write!(out, " #{n}</span>");
+    }
+    out.push_str("</td><td>");
+    phase_badge(out, phase);
+    out.push_str("</td><td>");
+    push_esc(out, &r.workflow_ref);
+    out.push_str("</td><td>");
+    push_esc(out, r.current_node_id.as_deref().unwrap_or("—"));
+    out.push_str("</td><td>");
+    push_esc(out, &r.active_agent_id);
+    out.push_str("</td><td><time datetime=\"");
+    push_esc(out, &r.created_at);
+    out.push_str("\" title=\"");
+    push_esc(out, &r.created_at);
+    out.push_str("\">");
+    let age = parse_rfc3339(&r.created_at)
+        .map(|t| format!("{} ago", short_age(now_secs.saturating_sub(t))))
+        .unwrap_or_else(|| r.created_at.clone());
+    push_esc(out, &age);
+    out.push_str("</time></td><td class=\"path\">");
+    push_esc(out, &row.project_root.display().to_string());
+    out.push_str("</td></tr>");
 }
 
 #[cfg(test)]
@@ -213,6 +355,8 @@ mod tests {
             project: "\"><script>".into(),
             phase: "completed".into(),
             workflow: String::new(),
+            part: String::new(),
+            group: String::new(),
         };
         let root = Path::new("/home/<me>/proj");
         let view = View {
@@ -221,11 +365,13 @@ mod tests {
                     run: &a,
                     project_root: root,
                     interrupted: true,
+                    part: None,
                 },
                 Row {
                     run: &b,
                     project_root: root,
                     interrupted: false,
+                    part: None,
                 },
             ],
             filters: &filters,

@@ -71,6 +71,25 @@ pub fn render_list(project: &str, sessions: &[Value], problems: &[String]) -> St
     out
 }
 
+/// Links to a step's task runs (each attempt), where its conversation and tool calls are.
+fn step_run_links(out: &mut String, runs: Option<&Vec<StepRun>>) {
+    let Some(runs) = runs.filter(|r| !r.is_empty()) else {
+        return;
+    };
+    out.push_str("<span class=\"step-runs\">");
+    for r in runs {
+        out.push_str("<a class=\"mono\" data-testid=\"step-run\" data-run-id=\"");
+        push_esc(out, &r.run_id);
+        out.push_str("\" href=\"/runs/");
+        out.push_str(&esc(&super::html::url_part(&r.run_id)));
+        out.push_str("\">run ");
+        push_esc(out, r.run_id.get(..13).unwrap_or(&r.run_id));
+        out.push_str("</a> ");
+        phase_badge(out, &r.phase);
+    }
+    out.push_str("</span>");
+}
+
 /// Seed 003's icon of a step, and a class for its colour.
 fn icon(step: &Value, active: Option<u64>) -> (&'static str, &'static str) {
     let status = s(step, "status");
@@ -88,6 +107,23 @@ fn icon(step: &Value, active: Option<u64>) -> (&'static str, &'static str) {
     }
 }
 
+/// A task run made for a session step (the step's attempts: the newest last).
+pub struct StepRun {
+    pub run_id: String,
+    /// Its phase as people should read it (`interrupted` for a run no process drives).
+    pub phase: String,
+}
+
+/// The task runs of a session's steps, by step index.
+pub type StepRuns = std::collections::BTreeMap<u64, Vec<StepRun>>;
+
+/// The step a task run was made for: its `taskRef` is `<session>/step-<index>-<skill>`.
+pub fn step_of<'a>(task_ref: &'a str) -> Option<(&'a str, u64, &'a str)> {
+    let (session, step) = task_ref.split_once('/')?;
+    let (index, skill) = step.strip_prefix("step-")?.split_once('-')?;
+    Some((session, index.parse().ok()?, skill))
+}
+
 /// One session: `summary` is its read model, `decisions` the newest decision records (oldest
 /// first), `older_decisions` whether earlier ones exist; command paths are shown from `roots`.
 pub fn render(
@@ -95,6 +131,7 @@ pub fn render(
     decisions: &[Value],
     older_decisions: bool,
     roots: &Roots,
+    step_runs: &StepRuns,
 ) -> String {
     let mut out = String::with_capacity(8192);
     let active = n(summary, "active_step_index");
@@ -158,6 +195,10 @@ pub fn render(
                 out.push_str("</small>");
             }
         }
+        step_run_links(
+            &mut out,
+            step_runs.get(&n(step, "index").unwrap_or(u64::MAX)),
+        );
         out.push_str("</span><span>");
         // The status in words as well: the icon alone says nothing to a screen reader.
         let status = s(step, "status");
@@ -328,7 +369,21 @@ mod tests {
             json!({"node_id": "goal-audit", "verdict": "FIX", "close_call": true, "timestamp": "t2"}),
         ];
         let roots = Roots::new(None, Some(Path::new("/h/.baton")), Some(Path::new("/h")));
-        let html = render(&summary(), &decisions, true, &roots);
+        let mut step_runs = StepRuns::new();
+        step_runs.insert(
+            1,
+            vec![StepRun {
+                run_id: "0196abcd-<r>".into(),
+                phase: "completed".into(),
+            }],
+        );
+        let html = render(&summary(), &decisions, true, &roots, &step_runs);
+        assert!(html.contains(
+            "data-testid=\"step-run\" data-run-id=\"0196abcd-&lt;r&gt;\" href=\"/runs/0196abcd-%3Cr%3E\">run 0196abcd-&lt;r&gt;</a>"
+        ));
+        assert_eq!(step_of("S-1/step-3-build"), Some(("S-1", 3, "build")));
+        assert_eq!(step_of("S-1/step-x-build"), None);
+        assert_eq!(step_of("create-story"), None);
         assert!(
             html.contains(
                 "<small class=\"path\">$BATON_HOME/bundled/ls-1/commands/plan.md</small>"
