@@ -59,6 +59,10 @@ impl ChatModel for UniqueCallIds<'_> {
     fn model_name(&self) -> &str {
         self.inner.model_name()
     }
+
+    fn identity(&self) -> baton_llm::ModelIdentity {
+        self.inner.identity()
+    }
 }
 
 #[cfg(test)]

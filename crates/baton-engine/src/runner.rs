@@ -692,4 +692,8 @@ impl ChatModel for Checkpointed<'_> {
     fn model_name(&self) -> &str {
         self.inner.model_name()
     }
+
+    fn identity(&self) -> baton_llm::ModelIdentity {
+        self.inner.identity()
+    }
 }

@@ -4,7 +4,7 @@
 use crate::body::{self, BodyError, ReadError};
 use crate::config::LlmConfig;
 use crate::error::LlmError;
-use crate::model::{BoxFuture, CallOptions, ChatModel};
+use crate::model::{BoxFuture, CallOptions, ChatModel, ModelIdentity};
 use crate::names::ToolNames;
 use crate::scrub::Scrubber;
 use crate::types::{ChatRequest, ChatResponse, Message, StreamEvent};
@@ -12,6 +12,7 @@ use crate::wire::{self, StreamAccumulator};
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures_util::StreamExt;
 use std::sync::Once;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
 
@@ -22,12 +23,18 @@ pub struct HttpChatModel {
     config: LlmConfig,
     model: String,
     scrubber: Scrubber,
+    /// The endpoint answered once: from then on a refused connection is a restart worth
+    /// waiting for, not a wrong address.
+    reached: AtomicBool,
 }
 
 /// How one attempt failed.
 enum Failure {
     /// The stream broke before any of the answer arrived: worth one plain (non-streamed) try.
     StreamBrokeEarly(LlmError),
+    /// The connection was refused or the host name did not resolve: a wrong or stopped
+    /// endpoint, reported at once unless it answered before.
+    Unreachable(LlmError),
     Error(LlmError),
 }
 
@@ -46,8 +53,11 @@ fn install_crypto_provider() {
 }
 
 impl HttpChatModel {
+    /// Refuses a configuration without a model name, or without a key for an endpoint that
+    /// is not on this machine, before any request.
     pub fn new(config: LlmConfig) -> Result<HttpChatModel, LlmError> {
         let model = config.require_model()?.to_string();
+        config.check_key()?;
         let scrubber = Scrubber::new(config.api_key.as_ref().map(|k| k.expose()));
         install_crypto_provider();
         let http = reqwest::Client::builder()
@@ -60,6 +70,7 @@ impl HttpChatModel {
             config,
             model,
             scrubber,
+            reached: AtomicBool::new(false),
         })
     }
 
@@ -94,9 +105,10 @@ impl HttpChatModel {
         let cap = self.config.max_response_bytes;
         let mut response = match tokio::time::timeout(timeout, builder.body(body).send()).await {
             Err(_) => return Err(LlmError::Timeout(timeout).into()),
-            Ok(Err(e)) => return Err(transport_error(&e, timeout).into()),
+            Ok(Err(e)) => return Err(self.send_error(&e, timeout)),
             Ok(Ok(r)) => r,
         };
+        self.reached.store(true, Ordering::Relaxed);
         let status = response.status();
         if !status.is_success() {
             let retry_after = retry_after(response.headers());
@@ -209,7 +221,12 @@ impl HttpChatModel {
                     stream = false;
                     continue;
                 }
-                Err(Failure::StreamBrokeEarly(e)) | Err(Failure::Error(e)) => e,
+                Err(Failure::Unreachable(e)) if !self.reached.load(Ordering::Relaxed) => {
+                    return Err(e);
+                }
+                Err(Failure::StreamBrokeEarly(e))
+                | Err(Failure::Unreachable(e))
+                | Err(Failure::Error(e)) => e,
             };
             if !error.is_retryable() || retries >= self.config.max_retries {
                 return Err(error);
@@ -267,6 +284,28 @@ fn is_empty(response: &ChatResponse) -> bool {
     response.message.tool_calls.is_empty() && response.message.text().trim().is_empty()
 }
 
+impl HttpChatModel {
+    /// A request that got no response: a connect error names the endpoint and the setting
+    /// that chose it.
+    fn send_error(&self, e: &reqwest::Error, timeout: Duration) -> Failure {
+        match transport_error(e, timeout) {
+            LlmError::Connect(cause) => {
+                let error = LlmError::Connect(format!(
+                    "{} (set by {}): {cause}",
+                    self.config.endpoint_shown(),
+                    self.config.base_url_source
+                ));
+                if refused_or_unknown_host(e) {
+                    Failure::Unreachable(error)
+                } else {
+                    Failure::Error(error)
+                }
+            }
+            other => Failure::Error(other),
+        }
+    }
+}
+
 fn transport_error(e: &reqwest::Error, timeout: Duration) -> LlmError {
     if e.is_timeout() {
         LlmError::Timeout(timeout)
@@ -275,6 +314,24 @@ fn transport_error(e: &reqwest::Error, timeout: Duration) -> LlmError {
     } else {
         LlmError::StreamInterrupted(without_url(e))
     }
+}
+
+/// A refused connection, or a host name that did not resolve (hyper's "dns error"): nobody
+/// listens there, and waiting will not change that.
+fn refused_or_unknown_host(e: &reqwest::Error) -> bool {
+    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return true;
+        }
+        if s.to_string().starts_with("dns error") {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// reqwest's messages include the URL; keep only the cause.
@@ -339,6 +396,14 @@ impl ChatModel for HttpChatModel {
 
     fn model_name(&self) -> &str {
         &self.model
+    }
+
+    fn identity(&self) -> ModelIdentity {
+        ModelIdentity {
+            name: self.model.clone(),
+            base_url: self.config.endpoint_recordable(),
+            ..ModelIdentity::default()
+        }
     }
 }
 

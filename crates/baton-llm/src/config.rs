@@ -2,6 +2,7 @@
 //! `baton.toml`, then the environment, then command-line flags. The API key only ever comes
 //! from an environment variable and is never printed.
 
+use crate::endpoint;
 use crate::error::LlmError;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -34,6 +35,8 @@ impl fmt::Debug for ApiKey {
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlmConfig {
     pub base_url: String,
+    /// Which setting chose `base_url`, for error messages.
+    pub base_url_source: Setting,
     pub model: Option<String>,
     pub api_key_env: String,
     pub api_key: Option<ApiKey>,
@@ -110,6 +113,7 @@ impl Default for LlmConfig {
     fn default() -> Self {
         LlmConfig {
             base_url: DEFAULT_BASE_URL.to_string(),
+            base_url_source: Setting::Default,
             model: None,
             api_key_env: "OPENAI_API_KEY".to_string(),
             api_key: None,
@@ -157,11 +161,46 @@ struct ConfigFile {
     models: BTreeMap<String, ModelTable>,
 }
 
+/// Where a setting came from, named as the user would write it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Setting {
+    /// Built in (`https://api.openai.com/v1`).
+    Default,
+    /// `$BATON_HOME/config.toml`, `[llm]`.
+    HomeFile,
+    /// The project's `baton.toml`, `[llm]`.
+    ProjectFile,
+    /// `OPENAI_BASE_URL` (or `BATON_MODEL`).
+    Env(&'static str),
+    /// What the run recorded when it was started (a continuation).
+    Recorded,
+    /// A command-line flag or an API field.
+    Flag(&'static str),
+}
+
+impl fmt::Display for Setting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Setting::Default => f.write_str("the default"),
+            Setting::HomeFile => f.write_str("$BATON_HOME/config.toml [llm] base_url"),
+            Setting::ProjectFile => f.write_str("baton.toml [llm] base_url"),
+            Setting::Env(name) => f.write_str(name),
+            Setting::Recorded => f.write_str("the endpoint the run was started with"),
+            Setting::Flag(name) => f.write_str(name),
+        }
+    }
+}
+
 /// Values given on the command line; each wins over every other source.
 #[derive(Debug, Clone, Default)]
 pub struct LlmOverrides {
     pub base_url: Option<String>,
+    /// How `base_url` was given (default: `--base-url`).
+    pub base_url_flag: Option<&'static str>,
     pub model: Option<String>,
+    /// What a run being continued recorded: above the files and the environment, below flags.
+    pub recorded_model: Option<String>,
+    pub recorded_base_url: Option<String>,
     pub timeout_s: Option<f64>,
     pub max_retries: Option<u32>,
     pub temperature: Option<f32>,
@@ -179,22 +218,31 @@ impl LlmConfig {
     ) -> Result<LlmConfig, LlmError> {
         let mut config = LlmConfig::default();
         if let Some(home) = home {
-            config.apply_file(&home.join("config.toml"))?;
+            config.apply_file(&home.join("config.toml"), Setting::HomeFile)?;
         }
         if let Some(project) = project {
-            config.apply_file(&project.join("baton.toml"))?;
+            config.apply_file(&project.join("baton.toml"), Setting::ProjectFile)?;
         }
         let env = |k: &str| env(k).filter(|v| !v.trim().is_empty());
         if let Some(url) = env("OPENAI_BASE_URL") {
             config.base_url = url;
+            config.base_url_source = Setting::Env("OPENAI_BASE_URL");
         }
         if let Some(model) = env("BATON_MODEL") {
             config.model = Some(model);
         }
         config.api_key = env(&config.api_key_env).map(ApiKey::new);
         let o = overrides;
+        if let Some(v) = &o.recorded_base_url {
+            config.base_url = v.clone();
+            config.base_url_source = Setting::Recorded;
+        }
+        if let Some(v) = &o.recorded_model {
+            config.model = Some(v.clone());
+        }
         if let Some(v) = &o.base_url {
             config.base_url = v.clone();
+            config.base_url_source = Setting::Flag(o.base_url_flag.unwrap_or("--base-url"));
         }
         if let Some(v) = &o.model {
             config.model = Some(v.clone());
@@ -212,16 +260,41 @@ impl LlmConfig {
             config.stream = v;
         }
         config.base_url = config.base_url.trim_end_matches('/').to_string();
-        if !(config.base_url.starts_with("http://") || config.base_url.starts_with("https://")) {
-            return Err(LlmError::Config(format!(
-                "base_url '{}' must start with http:// or https://",
-                config.base_url
-            )));
-        }
+        endpoint::check(&config.base_url).map_err(|why| {
+            LlmError::Config(format!(
+                "base_url '{}' (from {}) {why}",
+                endpoint::shown(&config.base_url),
+                config.base_url_source
+            ))
+        })?;
         Ok(config)
     }
 
-    fn apply_file(&mut self, path: &Path) -> Result<(), LlmError> {
+    /// The endpoint as it may be shown and recorded: no user, password, query or fragment.
+    pub fn endpoint_shown(&self) -> String {
+        endpoint::shown(&self.base_url)
+    }
+
+    /// The endpoint a run may remember, `None` when it carries a secret (a user or password,
+    /// a query): remembering it would write the secret into the store.
+    pub fn endpoint_recordable(&self) -> Option<String> {
+        endpoint::recordable(&self.base_url)
+    }
+
+    /// A key is needed and missing: the endpoint is not on this machine (a local server such
+    /// as Ollama needs none) and the key variable is unset. Said before any request is sent.
+    pub fn check_key(&self) -> Result<(), LlmError> {
+        if self.api_key.is_some() || endpoint::is_loopback(&self.base_url) {
+            return Ok(());
+        }
+        Err(LlmError::KeyMissing {
+            variable: self.api_key_env.clone(),
+            endpoint: self.endpoint_shown(),
+            setting: self.base_url_source.to_string(),
+        })
+    }
+
+    fn apply_file(&mut self, path: &Path, source: Setting) -> Result<(), LlmError> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -252,6 +325,7 @@ impl LlmConfig {
         }
         if let Some(v) = t.base_url {
             self.base_url = v;
+            self.base_url_source = source;
         }
         if let Some(v) = t.model {
             self.model = Some(v);
@@ -386,6 +460,51 @@ mod tests {
         };
         let c = LlmConfig::load(Some(home.path()), Some(project.path()), &env2, &flags).unwrap();
         assert_eq!(c.model.as_deref(), Some("flag-model"));
+    }
+
+    #[test]
+    fn the_setting_that_chose_the_endpoint_is_known() {
+        let project = tempfile::tempdir().unwrap();
+        let none = LlmOverrides::default();
+        let load = |env: &dyn Fn(&str) -> Option<String>, o: &LlmOverrides| {
+            LlmConfig::load(None, Some(project.path()), env, o).unwrap()
+        };
+        assert_eq!(load(&|_| None, &none).base_url_source, Setting::Default);
+        std::fs::write(
+            project.path().join("baton.toml"),
+            "[llm]\nbase_url = \"http://file/v1\"\n",
+        )
+        .unwrap();
+        let c = load(&|_| None, &none);
+        assert_eq!(c.base_url_source.to_string(), "baton.toml [llm] base_url");
+        let env = |k: &str| (k == "OPENAI_BASE_URL").then(|| "http://env/v1".to_string());
+        assert_eq!(
+            load(&env, &none).base_url_source.to_string(),
+            "OPENAI_BASE_URL"
+        );
+        // A continued run's record beats the files and the environment; flags beat it.
+        let recorded = LlmOverrides {
+            recorded_model: Some("started-with".into()),
+            recorded_base_url: Some("http://recorded/v1".into()),
+            ..Default::default()
+        };
+        let c = load(&env, &recorded);
+        assert_eq!(
+            (c.model.as_deref(), c.base_url.as_str()),
+            (Some("started-with"), "http://recorded/v1")
+        );
+        assert_eq!(c.base_url_source, Setting::Recorded);
+        let flagged = LlmOverrides {
+            model: Some("flag".into()),
+            base_url: Some("http://flag/v1".into()),
+            ..recorded
+        };
+        let c = load(&env, &flagged);
+        assert_eq!(
+            (c.model.as_deref(), c.base_url.as_str()),
+            (Some("flag"), "http://flag/v1")
+        );
+        assert_eq!(c.base_url_source.to_string(), "--base-url");
     }
 
     #[test]

@@ -17,8 +17,17 @@ pub enum LlmError {
         message: String,
         retry_after: Option<Duration>,
     },
-    #[error("cannot reach the model endpoint: {0}")]
+    #[error("cannot reach the model endpoint {0}")]
     Connect(String),
+    #[error(
+        "no API key for the model endpoint {endpoint} (set by {setting}): {variable} is not set"
+    )]
+    KeyMissing {
+        /// The environment variable the key is read from.
+        variable: String,
+        endpoint: String,
+        setting: String,
+    },
     #[error("the model's answer cannot be understood: {0}")]
     BadResponse(String),
     #[error("the stream broke after the model had started answering: {0}")]
@@ -45,10 +54,30 @@ impl LlmError {
             LlmError::BadResponse(_) | LlmError::StreamInterrupted(_) => "LLM_BAD_RESPONSE",
             LlmError::Cancelled => "LLM_CANCELLED",
             LlmError::Config(_) => "LLM_CONFIG_INVALID",
+            LlmError::KeyMissing { .. } => "LLM_KEY_MISSING",
             LlmError::ReplayExhausted { .. } => "REPLAY_EXHAUSTED",
             LlmError::ReplayMismatch { .. } => "REPLAY_MISMATCH",
             LlmError::TraceInvalid(_) => "TRACE_INVALID",
         }
+    }
+
+    /// What to do about it, for the errors a person can fix.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            LlmError::KeyMissing { variable, .. } => Some(format!(
+                "export {variable}=<your key> (any value for a server that needs none), or point OPENAI_BASE_URL at a model on this machine"
+            )),
+            LlmError::Connect(_) => Some(
+                "start the model server, or fix the endpoint: --base-url, OPENAI_BASE_URL or base_url under [llm] in baton.toml".into(),
+            ),
+            _ => None,
+        }
+    }
+
+    /// True when the model was never reached (nothing was sent to it): the endpoint refused,
+    /// its name did not resolve, or no connection could be made.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, LlmError::Connect(_) | LlmError::KeyMissing { .. })
     }
 
     /// Worth another attempt: the request had no effect and may succeed later.

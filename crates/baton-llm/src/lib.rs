@@ -7,6 +7,7 @@
 mod body;
 pub mod client;
 pub mod config;
+pub mod endpoint;
 pub mod error;
 pub mod model;
 pub mod names;
@@ -21,7 +22,7 @@ pub mod wire;
 pub use client::HttpChatModel;
 pub use config::{ApiKey, LlmConfig, LlmOverrides};
 pub use error::LlmError;
-pub use model::{BoxFuture, CallOptions, ChatModel};
+pub use model::{BoxFuture, CallOptions, ChatModel, ModelIdentity};
 pub use replay::{RecordingModel, ReplayModel};
 pub use trace::{Trace, TraceRecorder};
 pub use types::{

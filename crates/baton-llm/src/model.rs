@@ -40,6 +40,27 @@ pub trait ChatModel: Send + Sync {
 
     /// The model name, for logs and traces.
     fn model_name(&self) -> &str;
+
+    /// What a run remembers of this model, to be continued with it (never a key).
+    fn identity(&self) -> ModelIdentity {
+        ModelIdentity {
+            name: self.model_name().to_string(),
+            ..ModelIdentity::default()
+        }
+    }
+}
+
+/// What a run remembers of the model that drove it, so `answer`, `resume` and `chat` go on
+/// with the same one. Never a key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelIdentity {
+    pub name: String,
+    /// The endpoint, when it holds no secret (no user, password or query).
+    pub base_url: Option<String>,
+    /// A recorded trace answers, not a model.
+    pub replay: bool,
+    /// Where the replayed trace comes from (a file path, or `bundled:<name>`), when known.
+    pub trace: Option<String>,
 }
 
 /// A borrowed model is a model (so wrappers can hold `&dyn ChatModel`).
@@ -54,5 +75,9 @@ impl<T: ChatModel + ?Sized> ChatModel for &T {
 
     fn model_name(&self) -> &str {
         (**self).model_name()
+    }
+
+    fn identity(&self) -> ModelIdentity {
+        (**self).identity()
     }
 }

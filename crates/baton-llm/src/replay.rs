@@ -1,7 +1,7 @@
 //! Serving a recorded trace as the model: offline, deterministic runs for tests, CI and demos.
 
 use crate::error::LlmError;
-use crate::model::{BoxFuture, CallOptions, ChatModel};
+use crate::model::{BoxFuture, CallOptions, ChatModel, ModelIdentity};
 use crate::trace::{Entry, Trace, TraceRecorder};
 use crate::types::{ChatRequest, ChatResponse, Message, Role, StreamEvent, Usage};
 use serde_json::Map;
@@ -24,6 +24,8 @@ struct Cursor {
 pub struct ReplayModel {
     trace: Trace,
     cursor: Mutex<Cursor>,
+    /// Where the trace comes from, remembered by the runs it drives.
+    source: Option<String>,
 }
 
 impl ReplayModel {
@@ -31,7 +33,15 @@ impl ReplayModel {
         ReplayModel {
             trace,
             cursor: Mutex::new(Cursor::default()),
+            source: None,
         }
+    }
+
+    /// Names where the trace comes from (a file path, or `bundled:<name>`), so a run it drives
+    /// remembers it and is continued from the same trace.
+    pub fn with_source(mut self, source: impl Into<String>) -> ReplayModel {
+        self.source = Some(source.into());
+        self
     }
 
     pub fn trace(&self) -> &Trace {
@@ -166,6 +176,15 @@ impl ChatModel for ReplayModel {
     fn model_name(&self) -> &str {
         "replay"
     }
+
+    fn identity(&self) -> ModelIdentity {
+        ModelIdentity {
+            name: "replay".into(),
+            replay: true,
+            trace: self.source.clone(),
+            ..ModelIdentity::default()
+        }
+    }
 }
 
 /// Wraps a model and records every call it answers.
@@ -206,5 +225,9 @@ impl<M: ChatModel> ChatModel for RecordingModel<M> {
 
     fn model_name(&self) -> &str {
         self.inner.model_name()
+    }
+
+    fn identity(&self) -> ModelIdentity {
+        self.inner.identity()
     }
 }

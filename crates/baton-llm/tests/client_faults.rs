@@ -402,6 +402,105 @@ async fn unreachable_endpoint_is_a_connect_error() {
     assert_eq!(err.code(), "LLM_CONNECT_ERROR");
 }
 
+/// A port nobody listens on.
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    port
+}
+
+#[tokio::test]
+async fn a_refused_connection_fails_at_once_naming_the_endpoint_and_its_setting() {
+    let url = format!("http://127.0.0.1:{}/v1", closed_port());
+    let env = |k: &str| match k {
+        "OPENAI_BASE_URL" => Some(url.clone()),
+        "BATON_MODEL" => Some("m".to_string()),
+        _ => None,
+    };
+    // The default retries (4, from 500 ms) would take 7.5 s.
+    let c = LlmConfig::load(None, None, &env, &Default::default()).unwrap();
+    let model = HttpChatModel::new(c).unwrap();
+    let started = Instant::now();
+    let err = call(&model).await.unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(err.code(), "LLM_CONNECT_ERROR");
+    let message = err.to_string();
+    assert!(message.contains(&url), "{message}");
+    assert!(message.contains("OPENAI_BASE_URL"), "{message}");
+    assert!(err.is_unreachable());
+    assert!(err.hint().unwrap().contains("OPENAI_BASE_URL"));
+}
+
+#[tokio::test]
+async fn a_refused_connection_after_an_answer_is_retried() {
+    // The endpoint answered once: a refusal now is a restart, worth the usual retries.
+    let server = ScriptedServer::start(vec![Reply::text("hello")])
+        .await
+        .unwrap();
+    let mut c = config(&server, false);
+    c.retry_base_delay = Duration::from_millis(150);
+    c.max_retries = 1;
+    let model = HttpChatModel::new(c).unwrap();
+    call(&model).await.unwrap();
+    let addr = server
+        .base_url()
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .to_string();
+    drop(server);
+    // Until the listener is gone (the server's task ends on the runtime).
+    for _ in 0..500 {
+        if std::net::TcpStream::connect(&addr).is_err() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let started = Instant::now();
+    let err = call(&model).await.unwrap_err();
+    assert_eq!(err.code(), "LLM_CONNECT_ERROR", "{err}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(100),
+        "not retried: {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_missing_key_for_a_remote_endpoint_is_said_before_any_request() {
+    let remote = LlmConfig {
+        base_url: "http://192.0.2.1:9/v1".into(),
+        model: Some("m".into()),
+        ..LlmConfig::default()
+    };
+    let Err(err) = HttpChatModel::new(remote.clone()) else {
+        panic!("a model without a key for a remote endpoint")
+    };
+    assert_eq!(err.code(), "LLM_KEY_MISSING");
+    let message = err.to_string();
+    assert!(message.contains("OPENAI_API_KEY"), "{message}");
+    assert!(message.contains("http://192.0.2.1:9/v1"), "{message}");
+    assert!(err.hint().unwrap().contains("OPENAI_API_KEY"));
+    let with_key = LlmConfig {
+        api_key: Some(ApiKey::new("sk-x")),
+        ..remote
+    };
+    assert!(HttpChatModel::new(with_key).is_ok());
+    let local = LlmConfig {
+        base_url: "http://localhost:11434/v1".into(),
+        model: Some("m".into()),
+        ..LlmConfig::default()
+    };
+    assert!(
+        HttpChatModel::new(local).is_ok(),
+        "a local server needs no key"
+    );
+}
+
 #[tokio::test]
 async fn request_bodies_snapshot() {
     let server = ScriptedServer::start(vec![Reply::text("a"), Reply::text("b")])
