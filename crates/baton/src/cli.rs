@@ -11,6 +11,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Write a minimal valid package (one agent, a two-step workflow) and a scripted model
+    /// that runs it offline.
+    New(NewArgs),
     /// Check a package (directory or .bmad) and report every problem with its location.
     Validate(ValidateArgs),
     /// Draw a workflow graph as Mermaid, Graphviz DOT or JSON.
@@ -208,6 +211,18 @@ pub enum RunsCommand {
         #[arg(long, short = 'f')]
         follow: bool,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct NewArgs {
+    /// The directory to create (it may exist if it is empty).
+    pub dir: PathBuf,
+    /// Package name, also the workflow id (default: the directory's name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Print what was written as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@ pub mod epic;
 pub mod epic_demo;
 mod graph;
 pub mod mcp;
+mod new;
 mod package;
 pub mod ralph;
 mod run;
@@ -19,6 +20,7 @@ use crate::cli::{Cli, Command};
 /// Runs one command and returns the process exit code.
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
+        Command::New(args) => new::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Graph(args) => graph::run(args),
         Command::Package(cmd) => package::run(cmd),
