@@ -13,7 +13,9 @@
 //!   with ABI 6 and later, no signals to processes outside the sandbox;
 //! - **process** (seccomp): the command stays in its process group (`setsid`/`setpgid` do
 //!   nothing), so killing the group at the end kills every descendant; `kill(-1)`, `io_uring`
-//!   and the kernel keyring are refused;
+//!   and the kernel keyring are refused, and so are Unix sockets unless the spec allows them;
+//! - **descriptors**: every descriptor above 2 is closed at `exec`, whether or not it had
+//!   close-on-exec;
 //! - **network**: a new, empty network namespace (loopback only), or where namespaces are
 //!   not allowed, seccomp refusing IPv4/IPv6 sockets;
 //! - **protected paths**: a private mount namespace in which every mount is read-only except
@@ -32,7 +34,10 @@ mod linux;
 use std::path::PathBuf;
 
 #[cfg(target_os = "linux")]
-pub use linux::{Confinement, Signal, capabilities, kill_group, probe};
+pub use linux::{
+    Confinement, Signal, capabilities, close_inherited_fds, dumpable, kill_group, probe,
+    protect_process,
+};
 
 /// What a child process may do. Paths should be absolute; they are canonicalized.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -42,10 +47,18 @@ pub struct SandboxSpec {
     /// Paths the command may not read (nor write), wherever they are, except beneath a
     /// writable directory.
     pub read_denied: Vec<PathBuf>,
+    /// Paths beneath a denied path that stay readable (a hole in one denied path, never in
+    /// two: a denied path beneath an allowed one stays denied).
+    pub read_allowed: Vec<PathBuf>,
     /// Existing paths beneath a writable directory that stay read-only (bind mounts).
     pub read_only: Vec<PathBuf>,
     /// Whether the command may use the network.
     pub network: bool,
+    /// Whether the command may create Unix sockets. When false and Landlock is older than ABI
+    /// 9 (which confines `connect` to named sockets by path), seccomp refuses
+    /// `socket(AF_UNIX, …)`; with ABI 9, named sockets outside the writable directories are
+    /// refused by Landlock either way.
+    pub unix_sockets: bool,
     pub limits: Limits,
     /// When true, a layer this spec needs and the kernel lacks is an error
     /// (`SANDBOX_UNAVAILABLE`); when false, the command runs with the layers that exist.
@@ -291,6 +304,17 @@ mod other {
         Probe,
     }
 
+    /// Nothing to mark outside Linux (the child keeps what it inherits).
+    pub fn close_inherited_fds(_cmd: &mut Command) {}
+
+    pub fn protect_process() -> bool {
+        false
+    }
+
+    pub fn dumpable() -> Option<bool> {
+        None
+    }
+
     /// Signals every process of group `pgid` (ids 0 and 1 refused), as on Linux.
     pub fn kill_group(pgid: u32, signal: Signal) -> bool {
         let Ok(pgid) = i32::try_from(pgid) else {
@@ -309,4 +333,7 @@ mod other {
     }
 }
 #[cfg(not(target_os = "linux"))]
-pub use other::{Confinement, Signal, capabilities, kill_group, probe};
+pub use other::{
+    Confinement, Signal, capabilities, close_inherited_fds, dumpable, kill_group, probe,
+    protect_process,
+};

@@ -44,6 +44,7 @@ fn spec(d: &Dirs) -> SandboxSpec {
         network: false,
         limits: Limits::default(),
         enforce: true,
+        ..SandboxSpec::default()
     }
 }
 

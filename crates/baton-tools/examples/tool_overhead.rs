@@ -193,6 +193,7 @@ fn main() {
         network: false,
         limits: Limits::default(),
         enforce: true,
+        ..SandboxSpec::default()
     };
     stats(
         "`/bin/true` in the sandbox only (prepare + spawn)",

@@ -78,6 +78,8 @@ struct TerminalTable {
     max_cpu_s: Option<u64>,
     require_sandbox: Option<bool>,
     kill_grace_ms: Option<u64>,
+    home_readable: Option<Vec<String>>,
+    unix_sockets: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -247,7 +249,30 @@ fn apply_terminal(t: &mut TerminalSettings, table: TerminalTable) -> Result<(), 
         &mut t.kill_grace_ms,
         millis("tools.terminal.kill_grace_ms", table.kill_grace_ms)?,
     );
+    if let Some(list) = table.home_readable {
+        if let Some(bad) = list.iter().find(|p| !home_relative(p)) {
+            return Err(format!(
+                "tools.terminal.home_readable: '{bad}' is not a path inside $HOME (relative, without '..'; \".\" for all of it)"
+            ));
+        }
+        t.home_readable = list;
+    }
+    set(&mut t.unix_sockets, table.unix_sockets);
     Ok(())
+}
+
+/// `.cargo`, `.local/bin`, `.`: relative, no `..`, no `~`.
+fn home_relative(p: &str) -> bool {
+    let path = Path::new(p);
+    !p.is_empty()
+        && !p.starts_with('~')
+        && !p.contains('\0')
+        && path.components().all(|c| {
+            matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        })
 }
 
 fn set<T>(slot: &mut T, value: Option<T>) {
@@ -328,6 +353,14 @@ mod tests {
             c.apply("[tools.terminal]\nallowed_roots = [\"@pkg\"]\n")
                 .is_err()
         );
+        for bad in ["/etc", "../x", "~/.ssh", ".cargo/../.ssh", ""] {
+            let text = format!("[tools.terminal]\nhome_readable = [\"{bad}\"]\n");
+            assert!(c.apply(&text).is_err(), "{bad}");
+        }
+        c.apply("[tools.terminal]\nhome_readable = [\".\", \".cache/pip\"]\nunix_sockets = true\n")
+            .unwrap();
+        assert_eq!(c.system.terminal.home_readable, [".", ".cache/pip"]);
+        assert!(c.system.terminal.unix_sockets);
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("baton.toml"), "[tools\n").unwrap();
         let e = ToolsConfig::load(None, Some(dir.path())).unwrap_err();

@@ -36,7 +36,27 @@ pub struct TerminalSettings {
     pub require_sandbox: bool,
     /// Between SIGTERM and SIGKILL when a command times out.
     pub kill_grace_ms: u64,
+    /// Paths relative to the user's `$HOME` a command may read; the rest of `$HOME` is
+    /// unreadable (`"."` opens all of it but the known secrets).
+    pub home_readable: Vec<String>,
+    /// Commands may create Unix sockets (and so, before Landlock ABI 9, connect to the named
+    /// sockets of the machine: a desktop session's, an SSH agent's, a container daemon's).
+    pub unix_sockets: bool,
 }
+
+/// What a command may read of `$HOME` by default: toolchains and the packages they installed,
+/// never configuration, histories, caches or credentials.
+pub const DEFAULT_HOME_READABLE: [&str; 9] = [
+    ".cargo",
+    ".rustup",
+    ".local/bin",
+    ".local/lib",
+    ".nvm",
+    ".pyenv",
+    ".rbenv",
+    ".sdkman",
+    "go",
+];
 
 pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
 pub const DEFAULT_MAX_STDOUT_BYTES: u64 = 50 * 1024;
@@ -61,6 +81,11 @@ impl Default for TerminalSettings {
             max_cpu_s: None,
             require_sandbox: true,
             kill_grace_ms: 2000,
+            home_readable: DEFAULT_HOME_READABLE
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            unix_sockets: false,
         }
     }
 }

@@ -447,26 +447,47 @@ impl<'a> Ctx<'a> {
         }
         let timeout = Duration::from_secs(self.config.verify.timeout_s);
         let on_event = self.on_event;
-        let failed = verify::run_all(
-            &commands,
+        // Confined like the model's own commands: they run what the model wrote.
+        let sandbox = verify::Sandbox::new(
             &self.layout.project,
-            timeout,
-            &self.cancel,
-            |r| {
-                if let Some(f) = on_event {
-                    f(EpicEvent::Verify {
-                        command: r.command.clone(),
-                        passed: r.passed(),
-                        millis: r.duration.as_millis(),
-                    });
-                }
+            &self.tools.system.terminal,
+            self.tools.system.allow_git_writes,
+            baton_tools::TerminalRuntime {
+                store_home: Some(self.store.home().to_path_buf()),
+                ..baton_tools::TerminalRuntime::default()
             },
-        );
+        )
+        .map_err(|(_, message)| {
+            EpicError::failure("SANDBOX_SETUP_FAILED", message).hint("run `baton doctor`")
+        })?;
+        let failed = verify::run_all(&commands, &sandbox, timeout, &self.cancel, |r| {
+            if let Some(f) = on_event {
+                f(EpicEvent::Verify {
+                    command: r.command.clone(),
+                    passed: r.passed(),
+                    millis: r.duration.as_millis(),
+                });
+            }
+        });
         let Some(failed) = failed else {
             return Ok(None);
         };
         if failed.verdict == verify::Verdict::Cancelled {
             return Ok(Some(Next::Pause(self.pause(EpicOutcome::Interrupted)?)));
+        }
+        if let verify::Verdict::Refused {
+            code,
+            message,
+            hint,
+        } = &failed.verdict
+        {
+            // Not the developer's fault: the epic stops until the machine or the settings
+            // allow the sandbox, and the check is not counted as a failed attempt.
+            return Err(EpicError::failure(
+                code,
+                format!("verify command `{}` was not run: {message}", failed.command),
+            )
+            .hint(hint.clone()));
         }
         let max = self.config.verify.max_attempts;
         let Some(sp) = self.progress.story.as_mut() else {

@@ -12,7 +12,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 const MARK: i32 = 0x4261_0000;
 
 /// The steps, in order; their index is reported on failure.
-pub const STEPS: [&str; 14] = [
+pub const STEPS: [&str; 15] = [
     "process group",
     "resource limits",
     "working directory",
@@ -27,6 +27,7 @@ pub const STEPS: [&str; 14] = [
     "no_new_privs",
     "Landlock",
     "seccomp",
+    "descriptors",
 ];
 
 const STEP_PGROUP: i32 = 0;
@@ -42,6 +43,7 @@ const STEP_CAPS: i32 = 10;
 const STEP_NNP: i32 = 11;
 const STEP_LANDLOCK: i32 = 12;
 const STEP_SECCOMP: i32 = 13;
+const STEP_FDS: i32 = 14;
 
 /// `struct mount_attr` of `mount_setattr(2)`.
 #[repr(C)]
@@ -132,6 +134,9 @@ impl ChildSetup {
             if libc::setpgid(0, 0) != 0 {
                 return Err(fail(STEP_PGROUP));
             }
+            if !cloexec_inherited() {
+                return Err(fail(STEP_FDS));
+            }
             for &(resource, value) in &self.rlimits {
                 let limit = libc::rlimit {
                     rlim_cur: value as libc::rlim_t,
@@ -163,11 +168,21 @@ impl ChildSetup {
                 return Err(fail(STEP_UNSHARE));
             }
             if let Some(maps) = &self.user_maps {
+                // A non-dumpable process (baton, once its key is loaded) has its /proc files
+                // owned by the initial namespace's root: this child could not write its own
+                // maps. It becomes dumpable for the writes; exec resets the flag anyway.
+                let dumpable = libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0);
+                if dumpable == 0 {
+                    libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+                }
                 // `setgroups` must be denied before an unprivileged process writes gid_map.
-                if !write_file(c"/proc/self/setgroups", b"deny")
-                    || !write_file(c"/proc/self/uid_map", &maps.uid_map)
-                    || !write_file(c"/proc/self/gid_map", &maps.gid_map)
-                {
+                let written = write_file(c"/proc/self/setgroups", b"deny")
+                    && write_file(c"/proc/self/uid_map", &maps.uid_map)
+                    && write_file(c"/proc/self/gid_map", &maps.gid_map);
+                if dumpable == 0 {
+                    libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+                }
+                if !written {
                     return Err(fail(STEP_MAPS));
                 }
             }
@@ -272,6 +287,77 @@ impl ChildSetup {
             }
         }
         Ok(())
+    }
+}
+
+/// Marks every descriptor above 2 close-on-exec: one baton inherited without the flag (from
+/// its own parent, or a library that forgot it) must not reach the command. Marked rather than
+/// closed, so the pipe on which `std` reports a failed `exec` keeps working until the `exec`.
+/// Async-signal-safe: `close_range` (Linux 5.11), else `/proc/self/fd` read with `getdents64`
+/// into a stack buffer.
+///
+/// # Safety
+/// Only system calls; meant for a forked child before `exec`.
+pub unsafe fn cloexec_inherited() -> bool {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: system calls on integers and on a stack buffer of the given length.
+    unsafe {
+        if libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        ) == 0
+        {
+            return true;
+        }
+        let dir = libc::open(
+            c"/proc/self/fd".as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        );
+        if dir < 0 {
+            return false;
+        }
+        let mut buf = [0u8; 4096];
+        let ok;
+        loop {
+            let n = libc::syscall(libc::SYS_getdents64, dir, buf.as_mut_ptr(), buf.len());
+            if n <= 0 {
+                ok = n == 0;
+                break;
+            }
+            let n = n as usize;
+            let mut at = 0;
+            // struct linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type u8, d_name.
+            while at + 19 < n {
+                let reclen = u16::from_ne_bytes([buf[at + 16], buf[at + 17]]) as usize;
+                if reclen == 0 {
+                    break;
+                }
+                let mut fd: i32 = 0;
+                let mut digits = 0;
+                let mut i = at + 19;
+                while i < at + reclen && i < n && buf[i] != 0 {
+                    let c = buf[i];
+                    if !c.is_ascii_digit() || fd > i32::MAX / 10 - 10 {
+                        digits = 0;
+                        break;
+                    }
+                    fd = fd * 10 + i32::from(c - b'0');
+                    digits += 1;
+                    i += 1;
+                }
+                if digits > 0 && fd > 2 && fd != dir {
+                    let flags = libc::fcntl(fd, libc::F_GETFD);
+                    if flags >= 0 {
+                        libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+                    }
+                }
+                at += reclen;
+            }
+        }
+        libc::close(dir);
+        ok
     }
 }
 

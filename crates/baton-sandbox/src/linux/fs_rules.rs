@@ -3,7 +3,9 @@
 //!
 //! Landlock only grants, so "everything except D" is built by walking from `/` towards each
 //! denied path: a directory that holds no denied path is granted as a whole; one that does
-//! (an "ancestor") gets no rule of its own and its entries are visited one by one. Symbolic
+//! (an "ancestor") gets no rule of its own and its entries are visited one by one. Paths
+//! beneath a denied one that stay readable (the toolchains in a denied `$HOME`) are granted
+//! the same way, so a denied path beneath them stays denied. Symbolic
 //! links are never granted: an access through a link is checked against where it leads, so
 //! `/bin -> usr/bin` works through `/usr`, and a link into a denied directory leads nowhere.
 //! Of `/dev`, only the harmless character devices are granted: a disk device would read the
@@ -34,6 +36,8 @@ const DEV_WRITE: [&str; 2] = ["null", "full"];
 pub struct FsRules {
     pub writable: Vec<PathBuf>,
     pub denied: Vec<PathBuf>,
+    /// Readable although beneath a denied path.
+    pub allowed: Vec<PathBuf>,
 }
 
 static CACHE: Mutex<Option<(FsRules, Instant, OwnedFd)>> = Mutex::new(None);
@@ -72,6 +76,26 @@ fn build_now(rules: &FsRules) -> Result<Option<OwnedFd>, String> {
         grants.push((w.clone(), all));
     }
     read_everywhere_except(Path::new("/"), &rules.denied, read, &mut grants);
+    for path in &rules.allowed {
+        let Ok(meta) = path.symlink_metadata() else {
+            continue;
+        };
+        // A hole in exactly one denied path, never the denied path itself: an allowed path
+        // inside a second denied one (`.ssh` inside a denied `$HOME`) stays denied.
+        let within: Vec<&PathBuf> = rules
+            .denied
+            .iter()
+            .filter(|d| path.starts_with(d))
+            .collect();
+        if meta.file_type().is_symlink() || within.len() != 1 || within.iter().any(|d| *d == path) {
+            continue;
+        }
+        if meta.is_dir() && rules.denied.iter().any(|d| d.starts_with(path)) {
+            read_everywhere_except(path, &rules.denied, read, &mut grants);
+        } else {
+            grants.push((path.clone(), read));
+        }
+    }
     for (path, access) in grants {
         let Ok(fd) = PathFd::new(&path) else {
             // Gone since it was listed: nothing to grant.

@@ -31,7 +31,7 @@ pub fn probe() -> Capabilities {
     };
     let seccomp = seccomp::SUPPORTED
         && in_child(&ChildSetup {
-            seccomp: Some(seccomp::program(true)),
+            seccomp: Some(seccomp::program(true, true)),
             ..ChildSetup::default()
         });
     let probe_dir = probe_dir();
@@ -257,6 +257,8 @@ impl Confinement {
             missing.push(Layer::Process);
         }
         let net_namespace = !spec.network && ns_ok;
+        // Landlock ABI 9 refuses `connect` to a named socket outside the writable directories.
+        let deny_unix = !spec.unix_sockets && caps.landlock_abi.is_none_or(|a| a < 9);
         let deny_inet = !spec.network && !ns_ok && caps.seccomp;
         if !spec.network && !net_namespace && !deny_inet {
             missing.push(Layer::Network);
@@ -320,9 +322,15 @@ impl Confinement {
         }
         if let Some(abi) = caps.landlock_abi {
             let denied: Vec<PathBuf> = spec.read_denied.iter().filter_map(|d| resolve(d)).collect();
+            let allowed: Vec<PathBuf> = spec
+                .read_allowed
+                .iter()
+                .filter_map(|a| a.canonicalize().ok())
+                .collect();
             setup.ruleset = fs_rules::build(&fs_rules::FsRules {
                 writable: writable.clone(),
                 denied,
+                allowed,
             })
             .map_err(SandboxError::Setup)?;
             applied.push((Layer::Filesystem, format!("landlock-abi-{abi}")));
@@ -331,8 +339,15 @@ impl Confinement {
             }
         }
         if caps.seccomp {
-            setup.seccomp = Some(seccomp::program(deny_inet));
-            applied.push((Layer::Process, "seccomp".into()));
+            setup.seccomp = Some(seccomp::program(deny_inet, deny_unix));
+            applied.push((
+                Layer::Process,
+                if deny_unix {
+                    "seccomp-no-unix-sockets".into()
+                } else {
+                    "seccomp".into()
+                },
+            ));
         }
         if spec.network {
             applied.push((Layer::Network, "allowed".into()));
@@ -393,6 +408,37 @@ impl Confinement {
             None => SpawnFailure::Exec(e.kind()),
         }
     }
+}
+
+/// Makes a `Command` that is not confined (an MCP server) close every descriptor above 2 at
+/// `exec`, as a confined one does: nothing baton inherited without close-on-exec reaches it.
+pub fn close_inherited_fds(cmd: &mut Command) {
+    // SAFETY: the closure makes system calls only (see `cloexec_inherited`).
+    unsafe {
+        cmd.pre_exec(|| {
+            if child::cloexec_inherited() {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+}
+
+/// Makes this process non-dumpable (`PR_SET_DUMPABLE 0`): another process of the same user
+/// (an MCP server, which runs outside the sandbox) can no longer read its memory or
+/// `/proc/<pid>/environ`, where the API key is. Without `CAP_SYS_PTRACE`, that is. Children
+/// are dumpable again after their `exec`. True when the flag is set.
+pub fn protect_process() -> bool {
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) == 0 }
+}
+
+/// Whether this process is dumpable (`PR_GET_DUMPABLE`), `None` when it cannot be read.
+pub fn dumpable() -> Option<bool> {
+    // SAFETY: prctl with integer arguments.
+    let v = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) };
+    (v >= 0).then_some(v != 0)
 }
 
 /// A signal for [`kill_group`].

@@ -9,7 +9,11 @@
 //!   keyring (`keyctl`, `add_key`, `request_key`);
 //! - `chmod` with the set-user-ID or set-group-ID bit is refused: run as root, a command could
 //!   otherwise leave a set-user-ID root program behind for anyone;
-//! - when the network must be cut without a namespace, `socket(AF_INET|AF_INET6, …)`.
+//! - when the network must be cut without a namespace, `socket(AF_INET|AF_INET6, …)`;
+//! - unless the policy allows them, `socket(AF_UNIX, …)`: a filter cannot see the path a
+//!   `connect` names, and before Landlock ABI 9 nothing else keeps a command from the named
+//!   sockets outside the project (a desktop session's, an agent's, a container daemon's).
+//!   `socketpair` stays allowed: its sockets have no name.
 
 use libc::{sock_filter, sock_fprog};
 
@@ -58,9 +62,9 @@ fn errno(e: i32) -> u32 {
     RET_ERRNO | (e as u32 & 0xffff)
 }
 
-/// The filter program. `deny_inet` refuses IPv4 and IPv6 sockets.
+/// The filter program. `deny_inet` refuses IPv4 and IPv6 sockets, `deny_unix` Unix sockets.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-pub fn program(deny_inet: bool) -> Vec<sock_filter> {
+pub fn program(deny_inet: bool, deny_unix: bool) -> Vec<sock_filter> {
     let mut p = vec![
         stmt(LD_W_ABS, OFF_ARCH),
         jump(JEQ_K, AUDIT_ARCH, 1, 0),
@@ -114,11 +118,21 @@ pub fn program(deny_inet: bool) -> Vec<sock_filter> {
         p.push(stmt(RET_K, errno(libc::EPERM)));
         p.push(stmt(RET_K, RET_ALLOW));
     }
+    let mut families: Vec<u32> = Vec::new();
     if deny_inet {
-        p.push(jump(JEQ_K, libc::SYS_socket as u32, 0, 5));
+        families.extend([libc::AF_INET as u32, libc::AF_INET6 as u32]);
+    }
+    if deny_unix {
+        families.push(libc::AF_UNIX as u32);
+    }
+    if !families.is_empty() {
+        // socket(family, …): each refused family jumps to the EACCES return at the end.
+        let n = families.len() as u8;
+        p.push(jump(JEQ_K, libc::SYS_socket as u32, 0, n + 3));
         p.push(stmt(LD_W_ABS, OFF_ARG0_LOW));
-        p.push(jump(JEQ_K, libc::AF_INET as u32, 2, 0));
-        p.push(jump(JEQ_K, libc::AF_INET6 as u32, 1, 0));
+        for (i, family) in families.iter().enumerate() {
+            p.push(jump(JEQ_K, *family, n - i as u8, 0));
+        }
         p.push(stmt(RET_K, RET_ALLOW));
         p.push(stmt(RET_K, errno(libc::EACCES)));
     }
@@ -127,7 +141,7 @@ pub fn program(deny_inet: bool) -> Vec<sock_filter> {
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-pub fn program(_deny_inet: bool) -> Vec<sock_filter> {
+pub fn program(_deny_inet: bool, _deny_unix: bool) -> Vec<sock_filter> {
     Vec::new()
 }
 
@@ -160,15 +174,21 @@ mod tests {
     /// Every jump lands inside the program, and the program ends with a return.
     #[test]
     fn jumps_stay_inside() {
-        for deny in [false, true] {
-            let p = program(deny);
+        for (inet, unix) in [(false, false), (true, false), (false, true), (true, true)] {
+            let p = program(inet, unix);
             if p.is_empty() {
                 continue;
             }
             for (i, ins) in p.iter().enumerate() {
                 if ins.code == JEQ_K || ins.code == JGE_K || ins.code == JSET_K {
-                    assert!(i + 1 + (ins.jt as usize) < p.len(), "jt at {i}");
-                    assert!(i + 1 + (ins.jf as usize) < p.len(), "jf at {i}");
+                    assert!(
+                        i + 1 + (ins.jt as usize) < p.len(),
+                        "jt at {i} ({inet}, {unix})"
+                    );
+                    assert!(
+                        i + 1 + (ins.jf as usize) < p.len(),
+                        "jf at {i} ({inet}, {unix})"
+                    );
                 }
             }
             assert_eq!(p.last().map(|i| i.code), Some(RET_K));

@@ -27,9 +27,7 @@ const MAX_STARTS: u32 = 3;
 /// How often a waiting caller looks at the abort flag.
 const POLL: Duration = Duration::from_millis(50);
 /// Variables of baton's environment a server sees (never an API key), beside its `env`.
-const SERVER_ENV: [&str; 10] = [
-    "HOME", "LOGNAME", "PATH", "SHELL", "USER", "LANG", "LC_ALL", "TERM", "TMPDIR", "TZ",
-];
+const SERVER_ENV: [&str; 3] = ["PATH", "HOME", "LANG"];
 
 /// One tool of a server, as the model sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -384,7 +382,10 @@ async fn start(
         server: server.to_string(),
         message,
     };
-    let mut cmd = tokio::process::Command::new(&cfg.command);
+    let mut std_cmd = std::process::Command::new(&cfg.command);
+    // Descriptors baton inherited without close-on-exec stay with baton.
+    baton_sandbox::close_inherited_fds(&mut std_cmd);
+    let mut cmd = tokio::process::Command::from(std_cmd);
     cmd.args(&cfg.args)
         .env_clear()
         .envs(

@@ -1,5 +1,6 @@
-//! Running one confined command to its end: output read on two threads and kept up to the
-//! caps (the rest is drained, so a chatty command never blocks), the exit awaited on a third,
+//! Running one confined command to its end: output read on two threads (one when stderr is
+//! merged into stdout) and kept up to the caps, head or tail (the rest is drained, so a chatty
+//! command never blocks), the exit awaited on a third,
 //! a deadline, an abort flag, and at the end, whatever happened, the whole process group
 //! killed — a background process the command left behind does not outlive the call.
 
@@ -33,6 +34,10 @@ pub struct ExecRequest<'a> {
     pub max_total: u64,
     pub kill_grace: Duration,
     pub abort: Option<&'a (dyn Fn() -> bool + Send + Sync)>,
+    /// stderr goes into the stdout pipe, so the two are kept interleaved as written.
+    pub merge_stderr: bool,
+    /// Keep the last `max_stdout`/`max_stderr` bytes rather than the first.
+    pub keep_tail: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,24 +73,49 @@ pub fn run(req: ExecRequest<'_>) -> Result<ExecOutput, std::io::Error> {
     cmd.args(&req.args)
         .env_clear()
         .envs(req.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stdin(Stdio::null());
+    let merged = if req.merge_stderr {
+        let (read, write) = std::io::pipe()?;
+        cmd.stdout(write.try_clone()?).stderr(write);
+        Some(read)
+    } else {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        None
+    };
     req.confinement.install(&mut cmd, Some(req.cwd));
     let started = Instant::now();
-    let mut child = cmd.spawn()?;
+    let spawned = cmd.spawn();
+    // The command holds the parent's copies of a merged pipe's write end: without this drop
+    // the reader would never see the end of the output.
+    drop(cmd);
+    let mut child = spawned?;
     let pgid = child.id();
     let (tx, rx) = mpsc::channel::<Event>();
     let total = Arc::new(AtomicU64::new(0));
     let out = Arc::new(Mutex::new(Captured::default()));
     let err = Arc::new(Mutex::new(Captured::default()));
     let mut streams = 0;
+    let keep = |cap| Keep {
+        cap,
+        tail: req.keep_tail,
+    };
+    if let Some(s) = merged {
+        streams += 1;
+        reader(
+            s,
+            out.clone(),
+            keep(req.max_stdout),
+            total.clone(),
+            req.max_total,
+            tx.clone(),
+        );
+    }
     if let Some(s) = child.stdout.take() {
         streams += 1;
         reader(
             s,
             out.clone(),
-            req.max_stdout,
+            keep(req.max_stdout),
             total.clone(),
             req.max_total,
             tx.clone(),
@@ -96,7 +126,7 @@ pub fn run(req: ExecRequest<'_>) -> Result<ExecOutput, std::io::Error> {
         reader(
             s,
             err.clone(),
-            req.max_stderr,
+            keep(req.max_stderr),
             total.clone(),
             req.max_total,
             tx.clone(),
@@ -178,13 +208,13 @@ pub fn run(req: ExecRequest<'_>) -> Result<ExecOutput, std::io::Error> {
         },
         (None, None) => Ended::Exited(-1),
     };
-    let take = |c: &Arc<Mutex<Captured>>| {
+    let take = |c: &Arc<Mutex<Captured>>, cap: usize| {
         c.lock()
-            .map(|mut c| (std::mem::take(&mut c.kept), c.total))
+            .map(|mut c| (c.take(req.keep_tail, cap), c.total))
             .unwrap_or_default()
     };
-    let (stdout, stdout_total) = take(&out);
-    let (stderr, stderr_total) = take(&err);
+    let (stdout, stdout_total) = take(&out, req.max_stdout);
+    let (stderr, stderr_total) = take(&err, req.max_stderr);
     Ok(ExecOutput {
         ended,
         stdout,
@@ -201,10 +231,42 @@ struct Captured {
     total: u64,
 }
 
+#[derive(Clone, Copy)]
+struct Keep {
+    cap: usize,
+    tail: bool,
+}
+
+impl Captured {
+    fn push(&mut self, chunk: &[u8], keep: Keep) {
+        self.total += chunk.len() as u64;
+        if !keep.tail {
+            let room = keep.cap.saturating_sub(self.kept.len());
+            self.kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            return;
+        }
+        let chunk = &chunk[chunk.len().saturating_sub(keep.cap)..];
+        self.kept.extend_from_slice(chunk);
+        // Trimmed once it holds twice the cap: amortized, and never more than that.
+        if self.kept.len() > keep.cap.saturating_mul(2) {
+            let extra = self.kept.len() - keep.cap;
+            self.kept.drain(..extra);
+        }
+    }
+
+    fn take(&mut self, keep_tail: bool, cap: usize) -> Vec<u8> {
+        let mut kept = std::mem::take(&mut self.kept);
+        if keep_tail && kept.len() > cap {
+            kept.drain(..kept.len() - cap);
+        }
+        kept
+    }
+}
+
 fn reader(
     mut stream: impl Read + Send + 'static,
     into: Arc<Mutex<Captured>>,
-    cap: usize,
+    keep: Keep,
     total: Arc<AtomicU64>,
     max_total: u64,
     tx: mpsc::Sender<Event>,
@@ -220,9 +282,7 @@ fn reader(
                 Err(_) => break,
             };
             if let Ok(mut c) = into.lock() {
-                let room = cap.saturating_sub(c.kept.len());
-                c.kept.extend_from_slice(&buf[..n.min(room)]);
-                c.total += n as u64;
+                c.push(&buf[..n], keep);
             }
             let all = total.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
             if all > max_total && !flooded {

@@ -5,19 +5,33 @@
 
 mod command;
 mod exec;
+mod project;
+
+pub use project::ProjectShell;
 
 use crate::mounts::{Mount, Mounts};
 use crate::policy::{EffectivePolicy, TerminalSettings};
 use crate::result::{ToolError, ok};
 use baton_sandbox::{Capabilities, Confinement, Limits, SandboxSpec, SpawnFailure};
-use exec::{Ended, ExecRequest};
+use exec::ExecRequest;
+pub use exec::{Ended, ExecOutput};
 use serde_json::{Value, json};
 use std::ffi::OsString;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Files beneath `$HOME` no command may read, whoever runs baton.
-const HOME_SECRETS: [&str; 17] = [
+/// Files beneath `$HOME` no command may read, whoever runs baton: `$HOME` as a whole is
+/// denied except `[tools.terminal] home_readable`, and these stay denied even when that list
+/// opens more (or all of it, with `"."`).
+const HOME_SECRETS: [&str; 24] = [
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".psql_history",
+    ".mysql_history",
+    ".config/openai",
+    ".config/anthropic",
     ".ssh",
     ".aws",
     ".azure",
@@ -115,35 +129,24 @@ impl Terminal {
         let project = mounts.host_root(Mount::Project).to_path_buf();
         let (cwd_fd, cwd_host) = command::open_cwd(mounts, &call.cwd)?;
         let program = command::resolve(&call.program, &call.shown, mounts, &cwd_host, &call.env)?;
-        let before = Protected::snapshot(&project, policy.allow_git_writes);
-        let caps = match &self.runtime.capabilities {
-            Some(c) => c.clone(),
-            None => baton_sandbox::capabilities().clone(),
-        };
-        let spec = spec(&self.runtime, &project, home.path(), policy);
-        let confinement = Confinement::prepare(&spec, &caps).map_err(|e| {
-            ToolError::new(e.code(), e.to_string()).with_details(json!({"hint": e.hint()}))
-        })?;
-        let applied: Vec<String> = confinement
-            .applied()
-            .iter()
-            .map(|(layer, how)| format!("{}:{how}", layer.as_str()))
-            .collect();
-        let output = exec::run(ExecRequest {
+        let output = run_confined(ConfinedRequest {
+            project: &project,
+            cwd: cwd_fd,
             program,
             args: call.args.clone(),
             env: call.env.clone(),
-            cwd: cwd_fd,
-            confinement,
+            home: home.path(),
+            settings: t,
+            allow_git_writes: policy.allow_git_writes,
+            runtime: &self.runtime,
             timeout: Duration::from_millis(call.timeout_ms),
-            max_stdout: usize::try_from(t.max_stdout_bytes).unwrap_or(usize::MAX),
-            max_stderr: usize::try_from(t.max_stderr_bytes).unwrap_or(usize::MAX),
-            max_total: t.max_output_bytes,
-            kill_grace: Duration::from_millis(t.kill_grace_ms),
+            output: OutputKeep::Head,
             abort,
-        })
-        .map_err(|e| spawn_error(&e, &call.shown))?;
-        let warnings = before.restore(&project);
+            shown: &call.shown,
+        })?;
+        let applied = output.applied;
+        let warnings = output.warnings;
+        let output = output.exec;
         let scrub = Scrubber::new(&self.project_given, mounts, home.path());
         let stdout = scrub.text(&output.stdout);
         let stderr = scrub.text(&output.stderr);
@@ -261,12 +264,7 @@ impl Terminal {
     }
 
     fn parent_env(&self) -> Vec<(String, String)> {
-        match &self.runtime.parent_env {
-            Some(e) => e.clone(),
-            None => std::env::vars_os()
-                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-                .collect(),
-        }
+        parent_env(&self.runtime)
     }
 
     /// The run's temporary home (also TMPDIR), created on first use.
@@ -299,22 +297,166 @@ impl Terminal {
     }
 }
 
+/// What to keep of a command's output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputKeep {
+    /// stdout and stderr apart, the first `max_stdout_bytes` / `max_stderr_bytes` of each.
+    Head,
+    /// Both interleaved in stdout as written, the last `n` bytes.
+    MergedTail(usize),
+}
+
+/// One command baton starts in a project, for the model (`terminal.run`) or on its behalf (an
+/// orchestrator's verify command): [`run_confined`] runs it in the sandbox the project's
+/// `[tools.terminal]` settings describe.
+pub struct ConfinedRequest<'a> {
+    /// The project root, canonical: the command may write beneath it (and `home`), except
+    /// `baton.toml`, `.workflow/.maestro/` and, without `allow_git_writes`, `.git`.
+    pub project: &'a Path,
+    /// The working directory, opened through the project capability.
+    pub cwd: OwnedFd,
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    /// The whole environment (nothing of baton's own is added).
+    pub env: Vec<(String, String)>,
+    /// The command's `$HOME` and `$TMPDIR`, writable.
+    pub home: &'a Path,
+    /// Network, limits, readable parts of the user's home, Unix sockets, output caps,
+    /// whether a missing layer is an error.
+    pub settings: &'a TerminalSettings,
+    pub allow_git_writes: bool,
+    pub runtime: &'a TerminalRuntime,
+    pub timeout: Duration,
+    pub output: OutputKeep,
+    pub abort: Option<&'a (dyn Fn() -> bool + Send + Sync)>,
+    /// How the command is named in errors.
+    pub shown: &'a str,
+}
+
+/// How a confined command ended.
+#[derive(Debug)]
+pub struct ConfinedOutput {
+    pub exec: ExecOutput,
+    /// The layers applied, `layer:how`.
+    pub applied: Vec<String>,
+    /// Protected paths the command created and that were removed.
+    pub warnings: Vec<String>,
+}
+
+/// Runs one command in the project, confined like every command baton starts there: Landlock
+/// (writes in the project and `home` only; no store, no secrets, no `$HOME` but its
+/// toolchains), seccomp (its process group, no Unix sockets unless allowed), namespaces (no
+/// network unless allowed, protected paths read-only), rlimits, descriptors above 2 closed,
+/// the environment given and nothing else, output capped, a deadline, and the whole process
+/// group killed at the end. A new `baton.toml` (or `.git`) it made is removed.
+pub fn run_confined(req: ConfinedRequest<'_>) -> Result<ConfinedOutput, ToolError> {
+    let t = req.settings;
+    let caps = match &req.runtime.capabilities {
+        Some(c) => c.clone(),
+        None => baton_sandbox::capabilities().clone(),
+    };
+    let before = Protected::snapshot(req.project, req.allow_git_writes);
+    let spec = spec(req.runtime, req.project, req.home, t, req.allow_git_writes);
+    let confinement = Confinement::prepare(&spec, &caps).map_err(|e| {
+        ToolError::new(e.code(), e.to_string()).with_details(json!({"hint": e.hint()}))
+    })?;
+    let applied: Vec<String> = confinement
+        .applied()
+        .iter()
+        .map(|(layer, how)| format!("{}:{how}", layer.as_str()))
+        .collect();
+    let (max_stdout, max_stderr, merge, tail) = match req.output {
+        OutputKeep::Head => (
+            usize::try_from(t.max_stdout_bytes).unwrap_or(usize::MAX),
+            usize::try_from(t.max_stderr_bytes).unwrap_or(usize::MAX),
+            false,
+            false,
+        ),
+        OutputKeep::MergedTail(n) => (n, n, true, true),
+    };
+    let output = exec::run(ExecRequest {
+        program: req.program,
+        args: req.args,
+        env: req.env,
+        cwd: req.cwd,
+        confinement,
+        timeout: req.timeout,
+        max_stdout,
+        max_stderr,
+        max_total: t.max_output_bytes,
+        kill_grace: Duration::from_millis(t.kill_grace_ms),
+        abort: req.abort,
+        merge_stderr: merge,
+        keep_tail: tail,
+    })
+    .map_err(|e| spawn_error(&e, req.shown))?;
+    let warnings = before.restore(req.project);
+    Ok(ConfinedOutput {
+        exec: output,
+        applied,
+        warnings,
+    })
+}
+
+/// A command's environment when baton starts it on its own (no arguments from a model): PATH,
+/// LANG and `[tools.terminal] env_allowlist` from baton's environment, `HOME` and `TMPDIR` =
+/// `home`.
+pub fn base_environment(
+    settings: &TerminalSettings,
+    runtime: &TerminalRuntime,
+    home: &Path,
+) -> Vec<(String, String)> {
+    let parent = parent_env(runtime);
+    let mut env = command::environment(None, settings, &parent).unwrap_or_default();
+    let home = home.to_string_lossy().into_owned();
+    command::set(&mut env, "HOME", home.clone());
+    command::set(&mut env, "TMPDIR", home);
+    env
+}
+
+/// Opens `project` as a working directory (the root itself: nothing to resolve beneath it).
+pub fn open_project_dir(project: &Path) -> Result<OwnedFd, ToolError> {
+    std::fs::File::open(project)
+        .map(OwnedFd::from)
+        .map_err(|e| {
+            ToolError::new(
+                "CWD_NOT_ALLOWED",
+                format!("the project cannot be the working directory ({})", e.kind()),
+            )
+        })
+}
+
+fn parent_env(runtime: &TerminalRuntime) -> Vec<(String, String)> {
+    match &runtime.parent_env {
+        Some(e) => e.clone(),
+        None => std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .collect(),
+    }
+}
+
 /// What a command of this run may touch.
 fn spec(
     runtime: &TerminalRuntime,
     project: &Path,
     home: &Path,
-    policy: &EffectivePolicy,
+    t: &TerminalSettings,
+    allow_git_writes: bool,
 ) -> SandboxSpec {
-    let t = &policy.terminal;
     let mut denied: Vec<PathBuf> = runtime.read_denied.clone();
     denied.extend(runtime.store_home.clone());
     let user_home = runtime
         .user_home
         .clone()
-        .or_else(|| std::env::var_os("HOME").map(PathBuf::from));
+        .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
+        .filter(|h| h.is_absolute() && h.parent().is_some());
+    let mut allowed = Vec::new();
     if let Some(h) = user_home {
         denied.extend(HOME_SECRETS.iter().map(|s| h.join(s)));
+        if !t.home_readable.iter().any(|r| r == ".") {
+            allowed.extend(t.home_readable.iter().map(|r| h.join(r)));
+            denied.push(h);
+        }
     }
     denied.extend(SYSTEM_SECRETS.iter().map(PathBuf::from));
     // Lifecycle sessions' own files: only the orchestrator writes them (see
@@ -323,14 +465,16 @@ fn spec(
         project.join(CONFIG_FILE),
         project.join(".workflow/.maestro"),
     ];
-    if !policy.allow_git_writes {
+    if !allow_git_writes {
         read_only.push(project.join(".git"));
     }
     SandboxSpec {
         writable: vec![project.to_path_buf(), home.to_path_buf()],
         read_denied: denied,
+        read_allowed: allowed,
         read_only,
         network: t.network,
+        unix_sockets: t.unix_sockets,
         limits: Limits {
             processes: t.max_processes,
             address_space: t.max_memory_bytes,
@@ -354,7 +498,14 @@ pub fn readiness(
     let project = project.canonicalize().map_err(|e| {
         baton_sandbox::SandboxError::Setup(format!("the project is missing ({})", e.kind()))
     })?;
-    let confinement = Confinement::prepare(&spec(runtime, &project, home.path(), policy), caps)?;
+    let spec = spec(
+        runtime,
+        &project,
+        home.path(),
+        &policy.terminal,
+        policy.allow_git_writes,
+    );
+    let confinement = Confinement::prepare(&spec, caps)?;
     Ok(confinement
         .applied()
         .iter()

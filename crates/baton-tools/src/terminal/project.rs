@@ -1,0 +1,83 @@
+//! Commands an orchestrator starts in a project on a model's behalf (the epic's verify
+//! commands): the same sandbox as `terminal.run`, through [`run_confined`], with the project's
+//! `[tools.terminal]` settings, whether or not the terminal tool is enabled for agents.
+
+use super::{
+    ConfinedOutput, ConfinedRequest, OutputKeep, TerminalRuntime, base_environment,
+    open_project_dir, run_confined,
+};
+use crate::policy::TerminalSettings;
+use crate::result::ToolError;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Runs commands in one project, each confined; they share a temporary `$HOME`, removed with
+/// this value.
+pub struct ProjectShell {
+    project: PathBuf,
+    settings: TerminalSettings,
+    allow_git_writes: bool,
+    runtime: TerminalRuntime,
+    home: tempfile::TempDir,
+}
+
+impl ProjectShell {
+    /// `runtime.store_home` should name baton's store: a command never reads it.
+    pub fn new(
+        project: &Path,
+        settings: TerminalSettings,
+        allow_git_writes: bool,
+        runtime: TerminalRuntime,
+    ) -> Result<ProjectShell, ToolError> {
+        let project = project.canonicalize().map_err(|e| {
+            ToolError::new(
+                "CWD_NOT_ALLOWED",
+                format!("the project cannot be opened ({})", e.kind()),
+            )
+        })?;
+        let root = runtime.temp_root.clone().unwrap_or_else(std::env::temp_dir);
+        let home = tempfile::Builder::new()
+            .prefix("baton-cmd-")
+            .tempdir_in(root)
+            .map_err(|e| {
+                ToolError::new(
+                    "SANDBOX_SETUP_FAILED",
+                    format!("a temporary directory cannot be created ({})", e.kind()),
+                )
+            })?;
+        Ok(ProjectShell {
+            project,
+            settings,
+            allow_git_writes,
+            runtime,
+            home,
+        })
+    }
+
+    /// `sh -c script` in the project root; the last `tail` bytes of stdout and stderr kept,
+    /// interleaved.
+    pub fn shell(
+        &self,
+        script: &str,
+        timeout: Duration,
+        tail: usize,
+        abort: Option<&(dyn Fn() -> bool + Send + Sync)>,
+    ) -> Result<ConfinedOutput, ToolError> {
+        run_confined(ConfinedRequest {
+            project: &self.project,
+            cwd: open_project_dir(&self.project)?,
+            program: PathBuf::from("/bin/sh"),
+            args: vec![OsString::from("-c"), OsString::from(script)],
+            env: base_environment(&self.settings, &self.runtime, self.home.path()),
+            home: self.home.path(),
+            settings: &self.settings,
+            allow_git_writes: self.allow_git_writes,
+            runtime: &self.runtime,
+            timeout,
+            output: OutputKeep::MergedTail(tail),
+            abort,
+            shown: script,
+        })
+    }
+}
