@@ -248,3 +248,169 @@ fn a_denied_path_created_later_stays_unreadable() {
         "{out:?}"
     );
 }
+
+/// A descriptor opened for writing outside the project, inherited without close-on-exec (as
+/// from baton's own parent): not open in the command.
+#[test]
+fn an_inherited_descriptor_does_not_reach_the_command() {
+    use std::os::unix::ffi::OsStrExt;
+    let d = dirs();
+    let s = spec(&d);
+    if !full_sandbox(&s) {
+        return;
+    }
+    let target = d.outside.join("through-fd");
+    let c_path = std::ffi::CString::new(target.as_os_str().as_bytes()).unwrap();
+    // SAFETY: plain system calls; the descriptors are closed below. A high number, so no
+    // other test's descriptor is disturbed; no O_CLOEXEC, on purpose.
+    let fd = unsafe {
+        let raw = libc::open(c_path.as_ptr(), libc::O_WRONLY | libc::O_CREAT, 0o600);
+        assert!(raw >= 0);
+        let high = libc::fcntl(raw, libc::F_DUPFD, 700);
+        libc::close(raw);
+        assert!(high >= 700);
+        high
+    };
+    let out = run_sh(&s, &d.project, &format!("echo leaked >&{fd}; echo rc=$?"));
+    // Unconfined children (MCP servers) get the same treatment.
+    let mut plain = Command::new("/bin/sh");
+    plain
+        .arg("-c")
+        .arg(format!("echo leaked-plain >&{fd}; echo rc=$?"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    baton_sandbox::close_inherited_fds(&mut plain);
+    let plain_out = plain.output().unwrap();
+    // SAFETY: closing the descriptor opened above.
+    unsafe { libc::close(fd) };
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "",
+        "{out:?} {plain_out:?}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("rc=0"),
+        "{out:?}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&plain_out.stdout).contains("rc=0"),
+        "{plain_out:?}"
+    );
+}
+
+/// `$HOME` denied as a whole, a toolchain folder in it allowed, a secret in that folder still
+/// denied.
+#[test]
+fn a_denied_home_keeps_only_its_allowed_folders_readable() {
+    let d = dirs();
+    let home = d.outside.join("home");
+    for dir in [".cargo/bin", ".config/openai", ".ssh"] {
+        std::fs::create_dir_all(home.join(dir)).unwrap();
+    }
+    std::fs::write(home.join(".bashrc"), "export OPENAI_API_KEY=sk-bashrc\n").unwrap();
+    std::fs::write(home.join(".config/openai/key"), "sk-config").unwrap();
+    std::fs::write(home.join(".cargo/bin/tool"), "toolchain").unwrap();
+    std::fs::write(home.join(".cargo/credentials.toml"), "token-cargo").unwrap();
+    let mut s = spec(&d);
+    s.read_denied.push(home.clone());
+    s.read_denied.push(home.join(".cargo/credentials.toml"));
+    s.read_denied.push(home.join(".ssh"));
+    s.read_allowed = vec![home.join(".cargo"), home.join(".ssh")];
+    if !full_sandbox(&s) {
+        return;
+    }
+    let h = home.display();
+    let out = run_sh(
+        &s,
+        &d.project,
+        &format!(
+            "cat {h}/.bashrc; cat {h}/.config/openai/key; cat {h}/.cargo/credentials.toml; ls {h}; ls {h}/.ssh; cat {h}/.cargo/bin/tool"
+        ),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("toolchain"), "{out:?}");
+    for secret in ["sk-bashrc", "sk-config", "token-cargo", ".bashrc"] {
+        assert!(!stdout.contains(secret), "{secret}: {out:?}");
+    }
+}
+
+/// Run as `connect` helper by the Unix socket test (inside the sandbox); a no-op otherwise.
+#[test]
+fn helper_unix_connect() {
+    let Some(path) = std::env::var_os("BATON_TEST_CONNECT") else {
+        return;
+    };
+    match std::os::unix::net::UnixStream::connect(&path) {
+        Ok(_) => println!("CONNECT-RESULT=connected"),
+        Err(e) => println!("CONNECT-RESULT=refused {e}"),
+    }
+}
+
+fn connect_from_sandbox(spec: &SandboxSpec, cwd: &Path, socket: &Path) -> String {
+    let c = Confinement::prepare(spec, capabilities()).unwrap();
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "helper_unix_connect",
+        "--exact",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("BATON_TEST_CONNECT", socket)
+    .current_dir(cwd)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    c.install(&mut cmd, None);
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    stdout
+        .lines()
+        .find_map(|l| l.split_once("CONNECT-RESULT="))
+        .map(|(_, r)| r.to_string())
+        .unwrap_or_else(|| format!("no result: {out:?}"))
+}
+
+/// A named socket listening outside the project (an agent's, a daemon's) cannot be reached;
+/// the policy switch allows Unix sockets again (before Landlock ABI 9, which confines them by
+/// path, that includes this one).
+#[test]
+fn a_unix_socket_outside_the_project_cannot_be_connected_to() {
+    let d = dirs();
+    let mut s = spec(&d);
+    if !full_sandbox(&s) {
+        return;
+    }
+    let socket = d.outside.join("agent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let result = connect_from_sandbox(&s, &d.project, &socket);
+    assert!(result.starts_with("refused"), "{result}");
+    // The test's own connection still works: the socket was there to be reached.
+    assert!(std::os::unix::net::UnixStream::connect(&socket).is_ok());
+    s.unix_sockets = true;
+    let result = connect_from_sandbox(&s, &d.project, &socket);
+    if capabilities().landlock_abi.is_some_and(|a| a >= 9) {
+        assert!(result.starts_with("refused"), "Landlock ABI 9: {result}");
+    } else {
+        assert_eq!(result, "connected");
+    }
+    drop(listener);
+}
+
+/// Non-dumpable once protected (the API key is in the process), and a confined child still
+/// starts (through a user namespace too, whose maps need a dumpable child).
+#[test]
+fn protect_process_makes_baton_non_dumpable() {
+    assert!(baton_sandbox::protect_process());
+    assert_eq!(baton_sandbox::dumpable(), Some(false));
+    let d = dirs();
+    let s = spec(&d);
+    if !full_sandbox(&s) {
+        return;
+    }
+    let out = run_sh(&s, &d.project, "echo started");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "started",
+        "{out:?}"
+    );
+}

@@ -1037,3 +1037,64 @@ fn a_stopping_run_aborts_the_command_in_flight() {
     no_marked_process(&ctx);
     assert_eq!(env.audit().len(), 1);
 }
+
+/// `$HOME` is unreadable but for its toolchains: the shell's rc file and history, the
+/// OpenAI CLI's folder, `.netrc`, `.docker`, `.kube` and a cloud CLI's folder leak nothing,
+/// while `~/.cargo` stays readable (its credentials excepted); `home_readable = ["."]` opens
+/// the rest again, secrets list excepted.
+#[test]
+fn the_users_home_is_unreadable_but_its_toolchains() {
+    let (mut env, ctx) = setup();
+    if !sandbox_complete(capabilities()) {
+        return;
+    }
+    let h = &ctx.user_home;
+    let secrets = [
+        (".bashrc", "export OPENAI_API_KEY=sk-from-bashrc"),
+        (
+            ".bash_history",
+            "curl -H 'Authorization: Bearer tok-history'",
+        ),
+        (".config/openai/auth.json", "sk-openai-cli"),
+        (".netrc", "machine x password netrc-pass"),
+        (".docker/config.json", "docker-auth-token"),
+        (".kube/config", "kube-client-key"),
+        (".config/doctl/config.yaml", "doctl-token"),
+        (".cargo/credentials.toml", "cargo-registry-token"),
+    ];
+    for (rel, text) in secrets {
+        fs::create_dir_all(h.join(rel).parent().unwrap()).unwrap();
+        fs::write(h.join(rel), text).unwrap();
+    }
+    fs::create_dir_all(h.join(".cargo/bin")).unwrap();
+    fs::write(h.join(".cargo/env"), "toolchain-env").unwrap();
+    let script = secrets
+        .iter()
+        .map(|(rel, _)| format!("cat {}/{rel};", h.display()))
+        .chain([format!(
+            "ls -a {}; cat {}/.cargo/env",
+            h.display(),
+            h.display()
+        )])
+        .collect::<String>();
+    let out = env.call("terminal.run", sh(script.clone()));
+    let text = stdout(&out.result);
+    assert!(text.contains("toolchain-env"), "{:#}", out.result);
+    for (rel, secret) in secrets {
+        assert!(!text.contains(secret), "{rel} leaked: {:#}", out.result);
+    }
+    assert!(!text.contains(".bashrc"), "the home is listed: {text}");
+
+    env.policy.terminal.home_readable = vec![".".into()];
+    let out = env.call("terminal.run", sh(script));
+    let text = stdout(&out.result);
+    assert!(text.contains("sk-from-bashrc"), "{:#}", out.result);
+    for secret in [
+        "netrc-pass",
+        "docker-auth-token",
+        "kube-client-key",
+        "cargo-registry-token",
+    ] {
+        assert!(!text.contains(secret), "{secret} leaked: {:#}", out.result);
+    }
+}

@@ -8,6 +8,7 @@ mod failure;
 mod progress;
 mod report;
 mod signals;
+mod ui;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -23,6 +24,11 @@ pub mod exit {
 }
 
 fn main() -> ExitCode {
+    // The API key is in this process's environment from the start (and in its memory once
+    // loaded): a process of the same user, such as an MCP server (which runs outside the
+    // sandbox), must not read it from /proc/<pid>/environ or /proc/<pid>/mem. Children are
+    // dumpable again after their exec.
+    baton_sandbox::protect_process();
     // A script that asked for JSON gets JSON, even for an error found while parsing.
     let as_json = std::env::args_os().skip(1).any(|a| a == "--json");
     let cli = match cli::Cli::try_parse() {
@@ -40,6 +46,7 @@ fn main() -> ExitCode {
         }
         Err(e) => e.exit(),
     };
+    ui::color::init(cli.color);
     match commands::run(cli) {
         Ok(code) => ExitCode::from(code),
         // The reader went away (`baton runs list --json | head`): nothing left to say.
