@@ -7,6 +7,7 @@ use baton_testkit::{sample_project, seed_000};
 use common::{Baton, example, trace_until_question, walk};
 use serde_json::Value;
 use std::fs;
+use std::path::Path;
 
 const SIX_ARTIFACTS: [&str; 6] = [
     "artifacts/create-story/target.md",
@@ -376,4 +377,96 @@ fn continuations_are_checked_before_any_model_is_configured() {
     refused(&["answer", &waiting, "1-2"], "STATE_INVALID", 1);
     let text = baton.run(&["answer", &waiting, "1-2"]);
     assert!(text.stderr.contains("ghost"), "{}", text.stderr);
+}
+
+/// `baton` in `cwd` with exactly these store variables (the others removed).
+fn baton_with_store(project: &Path, store_env: &[(&str, &Path)], args: &[&str]) -> (i32, Value) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_baton"));
+    cmd.args(args)
+        .arg("--project")
+        .arg(project)
+        .arg("--json")
+        .current_dir(project)
+        .env_remove("BATON_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("BATON_MODEL")
+        .env_remove("OPENAI_BASE_URL");
+    for (k, v) in store_env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "{args:?}: stdout is not JSON ({e}): {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), json)
+}
+
+/// The store and the project never overlap (the model would reach its own run's state through
+/// `@project`, or the store): every command that pairs them refuses before any work, both ways.
+#[test]
+fn the_store_and_the_project_never_overlap() {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = sample_project(tmp.path());
+    let pkg = example("create-story-micro");
+    let pkg = pkg.to_str().unwrap();
+    let commands: [&[&str]; 5] = [
+        &["run", pkg],
+        &["epic", "run", "epic-1", "--dry-run"],
+        &["session", "continue"],
+        &["ralph", "check"],
+        &["agent", pkg, "--input", "hello"],
+    ];
+    let inside = project.join(".baton-store");
+    // `--project ~` with the default store under ~/.local/share.
+    let home = tmp.path().join("home");
+    fs::create_dir_all(&home).unwrap();
+    let store = tmp.path().join("store");
+    let in_store = store.join("projects/p");
+    fs::create_dir_all(&in_store).unwrap();
+    let cases: [(&str, Vec<(&str, &Path)>, &Path); 3] = [
+        (
+            "store inside the project",
+            vec![("BATON_HOME", &inside)],
+            &project,
+        ),
+        (
+            "project holding the default store",
+            vec![("HOME", &home)],
+            &home,
+        ),
+        (
+            "project inside the store",
+            vec![("BATON_HOME", &store)],
+            &in_store,
+        ),
+    ];
+    for (what, env, project) in &cases {
+        for args in commands {
+            let (code, v) = baton_with_store(project, env, args);
+            let error = &v["error"];
+            assert_eq!(
+                error["code"], "STORE_PROJECT_OVERLAP",
+                "{what}: {args:?}: {v}"
+            );
+            assert_ne!(code, 0, "{what}: {args:?}");
+            // The way out is named (ralph keeps maestro's error shape: it is in the message).
+            assert!(
+                format!("{}{}", error["message"], error["hint"]).contains("BATON_HOME"),
+                "{what}: {args:?}: {v}"
+            );
+        }
+    }
+    assert!(
+        !inside.exists(),
+        "nothing of the store was made in the project"
+    );
+    assert!(
+        !home.join(".local").exists(),
+        "nothing of the store was made in the project"
+    );
 }

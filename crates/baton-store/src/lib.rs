@@ -3,6 +3,7 @@
 //!
 //! Nothing here knows about models or tools.
 
+pub mod apart;
 pub mod driver_lock;
 pub mod durable;
 pub mod guard;
@@ -28,6 +29,7 @@ pub use projects::{Project, ProjectRecord, ProjectScan, Store, StoreListing};
 pub use reindex::ReindexReport;
 pub use run_gc::GarbageReport;
 pub use runs::{Durability, NewRun, Phase, RunError, RunKind, RunListing, RunMetadata, RunPaths};
+pub use run_meta::{MODEL_UNREACHABLE, ModelRecord};
 pub use runs_index::StoreWarning;
 pub use state::{NodeProgress, NodeStatus, StateCode, StateDoc, StateError, UpdateSummary};
 pub use state_file::{StateFile, StateFileError, StateRead, StateWrite};

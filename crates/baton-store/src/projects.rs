@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-const DEMO_PROJECTS: &str = "demo-projects";
+use crate::apart::DEMO_PROJECTS;
 
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -76,6 +76,12 @@ impl Store {
         self.home.join(DEMO_PROJECTS)
     }
 
+    /// Refuses a project that overlaps the store, either way ([`crate::apart`]). Every command
+    /// pairing a project with the store calls this before any work.
+    pub fn check_apart(&self, project: &Path) -> Result<(), RunError> {
+        crate::apart::check(&self.home, project)
+    }
+
     /// Registers `root` (idempotent) and returns its project.
     pub fn project(&self, root: &Path) -> Result<Project, RunError> {
         let real = fs::canonicalize(root).map_err(|e| RunError::ProjectRootInvalid {
@@ -88,16 +94,7 @@ impl Store {
                 reason: "not a directory".into(),
             });
         }
-        let inside = |home: &Path| {
-            // A copy directly in `demo-projects/` holds nothing of the store but itself.
-            real.starts_with(home) && real.parent() != Some(&home.join(DEMO_PROJECTS))
-        };
-        if inside(&self.home) || fs::canonicalize(&self.home).is_ok_and(|h| inside(&h)) {
-            return Err(RunError::ProjectRootInvalid {
-                path: root.to_path_buf(),
-                reason: "the project cannot be inside baton's own store".into(),
-            });
-        }
+        self.check_apart(&real)?;
         let id = project_id(&real);
         let dir = self.projects_dir().join(&id);
         let record_path = dir.join("project.json");
@@ -285,7 +282,7 @@ mod tests {
             demo.join("link"),
         ] {
             let e = store.project(&refused).unwrap_err();
-            assert_eq!(e.code(), "PROJECT_ROOT_INVALID", "{}", refused.display());
+            assert_eq!(e.code(), "STORE_PROJECT_OVERLAP", "{}", refused.display());
         }
         let copy = store.project(&demo.join("copy")).unwrap();
         assert_eq!(copy.root(), fs::canonicalize(demo.join("copy")).unwrap());

@@ -37,6 +37,12 @@ const AMBIGUOUS_SHOWN: usize = 10;
 pub enum RunError {
     #[error("project root {} is not usable: {reason}", path.display())]
     ProjectRootInvalid { path: PathBuf, reason: String },
+    #[error("{}", overlap_message(store, project, *store_inside_project))]
+    StoreOverlap {
+        store: PathBuf,
+        project: PathBuf,
+        store_inside_project: bool,
+    },
     #[error("project.json of {} is damaged: {reason}", dir.display())]
     ProjectRecordInvalid { dir: PathBuf, reason: String },
     #[error("{message}")]
@@ -73,6 +79,22 @@ pub enum RunError {
     Store(#[from] StoreError),
 }
 
+fn overlap_message(store: &Path, project: &Path, store_inside_project: bool) -> String {
+    if store_inside_project {
+        format!(
+            "baton's store {} is inside the project {}: the project's model could rewrite its own run's state",
+            store.display(),
+            project.display()
+        )
+    } else {
+        format!(
+            "the project {} is inside baton's store {}: the project's model could rewrite the store",
+            project.display(),
+            store.display()
+        )
+    }
+}
+
 fn unsearched_note(unsearched: &[String]) -> String {
     if unsearched.is_empty() {
         String::new()
@@ -93,6 +115,7 @@ impl RunError {
     pub fn code(&self) -> &'static str {
         match self {
             RunError::ProjectRootInvalid { .. } => "PROJECT_ROOT_INVALID",
+            RunError::StoreOverlap { .. } => "STORE_PROJECT_OVERLAP",
             RunError::ProjectRecordInvalid { .. } => "PROJECT_RECORD_INVALID",
             RunError::Workflow { code, .. } => code,
             RunError::PackageMismatch { .. } => "PACKAGE_MISMATCH",
@@ -113,6 +136,9 @@ impl RunError {
                 "restore it from a backup, or remove it: the next baton command given `--project <DIR>` for that project registers it again (its runs in {} are kept)",
                 dir.join("runs").display()
             )),
+            RunError::StoreOverlap { .. } => Some(
+                "keep the store and the project apart: set BATON_HOME to a directory outside the project (the default is ~/.local/share/baton), or pass a --project that does not contain the store".into(),
+            ),
             RunError::PackageChanged { .. } => Some(
                 "installed packages are read-only; reinstall the original package or start a new run".into(),
             ),
@@ -439,6 +465,8 @@ impl Project {
             last_updated_at: now,
             current_node_id: Some(workflow.graph.entry_node_id().to_string()),
             waiting_for: None,
+            model: None,
+            stop_reason: None,
         };
 
         let artifacts = self.root().join("artifacts");

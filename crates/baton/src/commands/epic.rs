@@ -216,7 +216,10 @@ pub fn show_event(bar: &Progress, e: EpicEvent) {
             bar.event(e);
             return;
         }
-        EpicEvent::Story { index, total, key } => format!("story {index}/{total} · {key}"),
+        EpicEvent::Story { index, total, key } => {
+            bar.reset();
+            format!("story {index}/{total} · {key}")
+        }
         EpicEvent::Phase {
             phase,
             run_id,
@@ -225,6 +228,8 @@ pub fn show_event(bar: &Progress, e: EpicEvent) {
             resumed,
             ..
         } => {
+            // A new phase run: the spinner must not go on showing the last phase's node.
+            bar.reset();
             let mut l = format!("  {phase} · run {}", &run_id[..run_id.len().min(13)]);
             if review_cycle > 1 {
                 l.push_str(&format!(" · review cycle {review_cycle}"));
@@ -257,6 +262,13 @@ pub fn show_event(bar: &Progress, e: EpicEvent) {
 
 fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> anyhow::Result<u8> {
     let store = Store::open_default()?;
+    if let Err(e) = store.check_apart(project) {
+        return Ok(Failure::from(&e).report(args.json));
+    }
+    // Missing or broken files are said before anything asks for a model.
+    if let Err(e) = epic::preflight(project, &command) {
+        return Ok(failure(&e).report(args.json));
+    }
     let live = match (&args.replay, dry_run) {
         (None, false) => match live_model(args, &store, project) {
             Ok(m) => Some(m),

@@ -12,7 +12,7 @@ use baton_autopilot::ralph::{Context, Output, RalphError};
 use clap::{Args, Subcommand};
 use serde_json::json;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Args)]
 pub struct RalphArgs {
@@ -224,10 +224,29 @@ fn cli_name() -> String {
 pub fn run(args: RalphArgs) -> anyhow::Result<u8> {
     let project = args.project.unwrap_or_else(|| PathBuf::from("."));
     let ctx = Context::from_env(&project, cli_name());
+    if let Some(refused) = overlap(&project) {
+        // As main.rs does for a parse error: a script that asked for JSON gets JSON.
+        let json = std::env::args_os().skip(1).any(|a| a == "--json");
+        return Ok(report(&ctx, "start", json, &refused));
+    }
     let (verb, json, result) = dispatch(&ctx, args.command);
     Ok(match result {
         Ok(out) => print(&out, json),
         Err(e) => report(&ctx, verb, json, &e),
+    })
+}
+
+/// The store and the project overlap (see `baton_store::apart`). Without a resolvable store
+/// there is nothing to overlap: ralph verbs alone never need one.
+fn overlap(project: &Path) -> Option<RalphError> {
+    let home = baton_store::resolve_home().ok()?;
+    let e = baton_store::Store::new(home).check_apart(project).err()?;
+    Some(RalphError::Usage {
+        code: e.code(),
+        message: match e.hint() {
+            Some(hint) => format!("{e}; {hint}"),
+            None => e.to_string(),
+        },
     })
 }
 

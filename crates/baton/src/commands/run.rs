@@ -8,8 +8,10 @@ use crate::progress::Progress;
 use crate::report;
 use crate::signals;
 use baton_engine::driver::ABORTED;
-use baton_engine::model_choice::{self, LoadedModel, ModelChoice};
-use baton_engine::runner::{self, AskFn, Continuation, Finished, RunnerError, Settings, StartRun};
+use baton_engine::model_choice::{self, LoadedModel, ModelError, Requested};
+use baton_engine::runner::{
+    self, AskFn, Claimed, Continuation, Finished, RunnerError, Settings, StartRun,
+};
 use baton_engine::{Budget, ContextPolicy, EngineEvent, Outcome};
 use baton_llm::{ChatModel, ReplayModel, TraceRecorder};
 use baton_store::Store;
@@ -38,30 +40,42 @@ impl Model {
     }
 }
 
+fn requested(args: &ModelArgs) -> Requested {
+    Requested {
+        model: args.model.clone(),
+        base_url: args.base_url.clone(),
+        replay: args.replay.clone(),
+    }
+}
+
 pub(crate) fn load_model(
     args: &ModelArgs,
     store: &Store,
     project: Option<&Path>,
 ) -> Result<Model, Failure> {
-    let choice = match &args.replay {
-        Some(path) => ModelChoice::Replay(path.clone()),
-        None => ModelChoice::Configured {
-            model: args.model.clone(),
-        },
-    };
+    // A new run: the flags over the configuration (nothing is remembered yet).
+    let choice = model_choice::continuation_choice(&requested(args), None, || false);
     let env = |k: &str| std::env::var(k).ok();
     model_choice::load_model(&choice, store.home(), project, &env)
         .map(Model)
-        .map_err(|e| {
-            let failure = Failure::new(e.code, e.message, exit::INVALID);
-            if e.configuration {
-                failure.hint(Some(
-                    "pass --model (and set OPENAI_API_KEY / OPENAI_BASE_URL), or --replay TRACE to run offline".into(),
-                ))
-            } else {
-                failure
-            }
-        })
+        .map_err(model_failure)
+}
+
+/// The model that continues a claimed run: the one it was started with, unless flags say
+/// otherwise (`baton_engine::model_choice::for_run`, as `baton serve` does).
+fn continuation_model(args: &ModelArgs, store: &Store, claimed: &Claimed) -> Result<Model, Failure> {
+    let env = |k: &str| std::env::var(k).ok();
+    model_choice::for_run(claimed, &requested(args), store.home(), &env)
+        .map(Model)
+        .map_err(model_failure)
+}
+
+fn model_failure(e: ModelError) -> Failure {
+    let general = e.configuration.then(|| {
+        "pass --model (and set OPENAI_API_KEY / OPENAI_BASE_URL), or --replay TRACE to run offline"
+            .to_string()
+    });
+    Failure::new(e.code, e.message, exit::INVALID).hint(e.hint.or(general))
 }
 
 /// Two threads: `block_on` drives the run on this one while the signal watcher runs on the
@@ -170,6 +184,11 @@ pub(crate) fn present(
         }
         Outcome::Failed { code, message } => {
             eprintln!("error[{code}]: {message}");
+            if code == "LLM_CONNECT_ERROR" {
+                eprintln!(
+                    "hint: the model was never reached; start its server, or fix the endpoint (--base-url, OPENAI_BASE_URL, base_url under [llm] in baton.toml)"
+                );
+            }
             eprintln!("  the run is kept; retry with: baton resume {short}");
         }
     }
@@ -203,6 +222,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         return Ok(f.report(json));
     }
     let store = Store::open_default()?;
+    if let Err(e) = store.check_apart(&args.project) {
+        return Ok(Failure::from(&e).report(json));
+    }
     let tools = match load_tools(&store, &args.project) {
         Ok(t) => t,
         Err(f) => return Ok(f.report(json)),
@@ -258,11 +280,14 @@ fn continue_with(query: &str, continuation: Continuation, args: &ModelArgs) -> a
         Ok(c) => c,
         Err(e) => return present(Err(e), args, None),
     };
+    if let Err(e) = store.check_apart(claimed.project_root()) {
+        return Ok(Failure::from(&e).report(args.json));
+    }
     let tools = match load_tools(&store, claimed.project_root()) {
         Ok(t) => t,
         Err(f) => return Ok(f.report(args.json)),
     };
-    let model = match load_model(args, &store, Some(claimed.project_root())) {
+    let model = match continuation_model(args, &store, &claimed) {
         Ok(m) => m,
         Err(f) => return Ok(f.report(args.json)),
     };

@@ -92,6 +92,7 @@ fn prepare_in(store: Store, project: &Path, args: &LoopArgs) -> Result<Setup, Fa
             "pass the project directory with --project DIR",
         ));
     }
+    store.check_apart(project).map_err(|e| Failure::from(&e))?;
     let ctx = super::context(project)
         .with_bundled_skills(store.home())
         .map_err(|e| super::errors::failure(&e))?;
