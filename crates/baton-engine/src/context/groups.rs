@@ -4,7 +4,7 @@
 
 use baton_llm::{Message, Role};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 
 pub const TOOL_SUMMARY: &str = "TOOL_CALL_HISTORY_SUMMARY";
@@ -190,6 +190,41 @@ pub fn tool_group_summary(group: &[Message]) -> Message {
     Message::assistant(s)
 }
 
+/// A tool group cut in two, for a last group too large to send whole: a summary of its first
+/// calls, then its last `keep` calls (in a message of their own) with their results. Every
+/// call of an executed group has its result, so both parts keep the tool protocol.
+pub fn split_group(group: &[Message], keep: usize) -> Vec<Message> {
+    let Some((call_msg, results)) = group.split_first() else {
+        return Vec::new();
+    };
+    let n = call_msg.tool_calls.len();
+    if keep >= n {
+        return group.to_vec();
+    }
+    let (head, tail) = call_msg.tool_calls.split_at(n - keep);
+    let of = |calls: &[baton_llm::ToolCall]| -> Vec<Message> {
+        let ids: HashSet<&str> = calls.iter().map(|c| c.id.as_str()).collect();
+        results
+            .iter()
+            .filter(|r| r.tool_call_id.as_deref().is_some_and(|id| ids.contains(id)))
+            .cloned()
+            .collect()
+    };
+    let mut first = call_msg.clone();
+    first.tool_calls = head.to_vec();
+    let mut summarized = vec![first];
+    summarized.extend(of(head));
+    let mut out = vec![tool_group_summary(&summarized)];
+    if !tail.is_empty() {
+        let mut rest = Message::assistant("");
+        rest.tool_calls = tail.to_vec();
+        rest.extra = call_msg.extra.clone();
+        out.push(rest);
+        out.extend(of(tail));
+    }
+    out
+}
+
 fn list(items: &[String]) -> String {
     let mut s = items
         .iter()
@@ -271,6 +306,22 @@ mod tests {
         );
         assert_eq!(tool_group_summary(&group()), s);
         assert_eq!(kind(&s), Kind::ToolSummary);
+    }
+
+    #[test]
+    fn a_split_group_keeps_its_last_calls_whole_and_the_protocol() {
+        let g = group();
+        let split = split_group(&g, 1);
+        assert_eq!(split.len(), 3);
+        assert_eq!(kind(&split[0]), Kind::ToolSummary);
+        assert!(split[0].text().contains("@project/docs/epics.md"));
+        assert_eq!(split[1].tool_calls, g[0].tool_calls[1..]);
+        assert_eq!(split[2], g[2]);
+        assert_eq!(baton_llm::protocol::validate(&split), Ok(()));
+        assert_eq!(split_group(&g, 2), g);
+        let none = split_group(&g, 0);
+        assert_eq!(none.len(), 1);
+        assert_eq!(kind(&none[0]), Kind::ToolSummary);
     }
 
     #[test]

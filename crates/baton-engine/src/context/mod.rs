@@ -3,6 +3,7 @@
 //! protocol. Everything here is pure (no I/O, clock or randomness); the summary model call is
 //! an action the driver performs.
 
+pub mod elide;
 pub mod groups;
 pub mod offload;
 pub mod plan;

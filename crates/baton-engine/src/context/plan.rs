@@ -4,13 +4,19 @@
 //!    (run mode) and the latest of each runtime instruction; drop instructions a later one
 //!    replaced.
 //! 2. Turn every older tool group into one `TOOL_CALL_HISTORY_SUMMARY` (deterministic).
-//! 3. Still over the target: ask for a rolling `CONVERSATION_SUMMARY` of everything else
+//! 3. Still over the target: replace the bulky arguments of executed calls by their size and
+//!    sha256, oldest first (what they wrote is on disk).
+//! 4. Still over the target: ask for a rolling `CONVERSATION_SUMMARY` of everything else
 //!    older (one model call without tools; a deterministic fallback when it fails).
-//! 4. Still too large with the smallest preservation window: `CONTEXT_STILL_TOO_LARGE`.
+//! 5. Still too large: the same with a smaller preservation window, down to the latest input,
+//!    the latest instructions and the last tool group, whose first calls are summarized when
+//!    even it cannot fit. `CONTEXT_STILL_TOO_LARGE` only when that cannot fit either (an input
+//!    or a node brief larger than the window).
 //!
 //! The result is checked against the tool protocol before it replaces anything.
 
 use super::Budget;
+use super::elide;
 use super::groups::{self, Kind, Unit, tool_group_summary, units};
 use super::summary::{self, Source};
 use super::tokens::TokenCounter;
@@ -38,12 +44,20 @@ pub struct Report {
     pub target: usize,
     pub summarized_tool_groups: usize,
     pub dropped_instructions: usize,
+    /// Executed calls whose bulky arguments were replaced by their size and sha256.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub elided_arguments: usize,
     /// `model`, or `fallback: <code>`; none when no rolling summary was made.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
-    /// `default` or `minimal` (only the last tool group kept whole).
+    /// `default`, `minimal` (only the last tool group kept whole) or `bare` (nothing kept but
+    /// the latest input and the shells; the last tool group cut if it cannot fit).
     pub window: &'static str,
     pub target_exceeded: bool,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A compressed window.
@@ -81,6 +95,28 @@ pub enum Plan {
     },
 }
 
+/// How much of the recent window a compression pass keeps whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// The last tool groups and messages.
+    Default,
+    /// Only the last tool group (and, in a chat, the last two messages).
+    Minimal,
+    /// Nothing but the latest input and the shells; the last tool group is cut when even it
+    /// cannot fit (its first calls summarized).
+    Bare,
+}
+
+impl Pass {
+    fn name(self) -> &'static str {
+        match self {
+            Pass::Default => "default",
+            Pass::Minimal => "minimal",
+            Pass::Bare => "bare",
+        }
+    }
+}
+
 /// `fixed`: tokens of what is sent besides the window (system layers, tools).
 pub fn plan(
     window: &[Message],
@@ -94,8 +130,8 @@ pub fn plan(
         return Plan::NotNeeded;
     }
     let cut = units(window);
-    for minimal in [false, true] {
-        let protect = protected(window, &cut, budget, minimal, mode);
+    for pass in [Pass::Default, Pass::Minimal, Pass::Bare] {
+        let protect = protected(window, &cut, budget, pass, mode);
         let mut report = Report {
             status: "attempted_effective",
             tokens_before: before,
@@ -104,13 +140,25 @@ pub fn plan(
             target: budget.target(),
             summarized_tool_groups: 0,
             dropped_instructions: 0,
+            elided_arguments: 0,
             summary: None,
-            window: if minimal { "minimal" } else { "default" },
+            window: pass.name(),
             target_exceeded: false,
         };
-        let stage = stage(window, &cut, &protect, mode, &mut report);
+        let mut stage = stage(window, &cut, &protect, mode, pass, &mut report);
+        let mut staged = fixed + count(&stage, counter);
+        // Executed calls' bulky arguments go before any message is summarized: what they
+        // wrote is on disk.
+        if staged > budget.target() {
+            let (n, _) = elide(&mut stage, staged - budget.target(), counter);
+            report.elided_arguments = n;
+            staged = fixed + count(&stage, counter);
+        }
+        if pass == Pass::Bare && staged > budget.limit() {
+            staged = cut_last_group(&mut stage, window, &cut, fixed, budget, counter);
+            report.summarized_tool_groups += 1;
+        }
         let all: Vec<Message> = stage.iter().map(|(m, _)| m.clone()).collect();
-        let staged = fixed + counter.messages(&all);
         let material: Vec<Message> = stage
             .iter()
             .filter(|(_, is_material)| *is_material)
@@ -120,11 +168,14 @@ pub fn plan(
             return compressed(window, all, staged, report);
         }
         if material.is_empty() {
-            if !minimal {
+            if pass == Pass::Default {
                 continue;
             }
             if staged <= budget.limit() {
                 return compressed(window, all, staged, report);
+            }
+            if pass == Pass::Minimal {
+                continue;
             }
             return Plan::TooLarge {
                 tokens: staged,
@@ -138,10 +189,13 @@ pub fn plan(
             .collect();
         // The summary is cut to `summary_tokens`, so this bounds the result.
         let estimate = fixed + counter.messages(&kept) + budget.summary_tokens;
-        if !minimal && estimate > budget.trigger() {
+        if pass == Pass::Default && estimate > budget.trigger() {
             continue;
         }
         if estimate > budget.limit() {
+            if pass == Pass::Minimal {
+                continue;
+            }
             return Plan::TooLarge {
                 tokens: estimate,
                 limit: budget.limit(),
@@ -172,10 +226,61 @@ pub fn plan(
             report,
         }));
     }
-    // Not reached: the minimal pass always returns.
+    // Not reached: the bare pass always returns.
     Plan::TooLarge {
         tokens: before,
         limit: budget.limit(),
+    }
+}
+
+fn count(stage: &[(Message, bool)], counter: &mut TokenCounter) -> usize {
+    stage.iter().map(|(m, _)| counter.message(m)).sum()
+}
+
+/// [`elide::elide_oldest`] over the staged window.
+fn elide(stage: &mut [(Message, bool)], over: usize, counter: &mut TokenCounter) -> (usize, usize) {
+    let mut messages: Vec<Message> = stage.iter().map(|(m, _)| m.clone()).collect();
+    let done = elide::elide_oldest(&mut messages, over, counter);
+    for ((m, _), elided) in stage.iter_mut().zip(messages) {
+        *m = elided;
+    }
+    done
+}
+
+/// The last unit, when it is a tool group, cut until the window reaches the target: its first
+/// calls summarized, as many of its last calls kept whole as fit. Returns the new token count.
+fn cut_last_group(
+    stage: &mut Vec<(Message, bool)>,
+    window: &[Message],
+    cut: &[Unit],
+    fixed: usize,
+    budget: &Budget,
+    counter: &mut TokenCounter,
+) -> usize {
+    let staged = fixed + count(stage, counter);
+    let Some(last) = cut.last().filter(|u| u.group) else {
+        return staged;
+    };
+    let len = last.end - last.start;
+    if stage.len() < len {
+        return staged;
+    }
+    // The last unit is always kept, so it ends the staged window (elided as staged).
+    let group: Vec<Message> = stage[stage.len() - len..]
+        .iter()
+        .map(|(m, _)| m.clone())
+        .collect();
+    stage.truncate(stage.len() - len);
+    let rest = fixed + count(stage, counter);
+    let mut keep = window[last.start].tool_calls.len();
+    loop {
+        keep /= 2;
+        let split = groups::split_group(&group, keep);
+        let tokens = rest + counter.messages(&split);
+        if tokens <= budget.target() || keep == 0 {
+            stage.extend(split.into_iter().map(|m| (m, false)));
+            return tokens;
+        }
     }
 }
 
@@ -273,13 +378,14 @@ fn protected(
     window: &[Message],
     cut: &[Unit],
     budget: &Budget,
-    minimal: bool,
+    pass: Pass,
     mode: Mode,
 ) -> Vec<bool> {
-    let (recent_groups, recent_messages) = match (minimal, mode) {
-        (false, _) => (budget.recent_groups, budget.min_recent_messages),
-        (true, Mode::Run) => (1, 0),
-        (true, Mode::Chat) => (1, 2),
+    let (recent_groups, recent_messages) = match (pass, mode) {
+        (Pass::Default, _) => (budget.recent_groups, budget.min_recent_messages),
+        (Pass::Minimal, Mode::Run) => (1, 0),
+        (Pass::Minimal, Mode::Chat) => (1, 2),
+        (Pass::Bare, _) => (0, 0),
     };
     let mut keep = vec![false; cut.len()];
     let mut groups_left = recent_groups;
@@ -306,8 +412,13 @@ fn stage(
     cut: &[Unit],
     protect: &[bool],
     mode: Mode,
+    pass: Pass,
     report: &mut Report,
 ) -> Vec<(Message, bool)> {
+    // The bare pass keeps only the person's latest input; earlier ones are summarized.
+    let latest_input = cut
+        .iter()
+        .rposition(|u| !u.group && groups::kind(&window[u.start]) == Kind::UserInput);
     let mut out = Vec::with_capacity(window.len());
     for (i, u) in cut.iter().enumerate() {
         let messages = &window[u.start..u.end];
@@ -332,7 +443,11 @@ fn stage(
                     out.push((m.clone(), false));
                 }
             }
-            Kind::UserInput if mode == Mode::Run => out.push((m.clone(), false)),
+            Kind::UserInput
+                if mode == Mode::Run && (pass != Pass::Bare || latest_input == Some(i)) =>
+            {
+                out.push((m.clone(), false))
+            }
             _ => out.push((m.clone(), true)),
         }
     }
@@ -509,6 +624,156 @@ mod tests {
             .count();
         assert_eq!(directives, 1, "only the latest directive stays");
         assert_eq!(check(&out), Ok(()));
+    }
+
+    fn writes(calls: usize, content: &str) -> Vec<Message> {
+        let mut call = Message::assistant("");
+        call.tool_calls = (0..calls)
+            .map(|i| ToolCall {
+                id: format!("w{i}"),
+                name: "fs.write".into(),
+                arguments:
+                    serde_json::json!({"path": format!("@project/out/f{i}.md"), "content": content})
+                        .to_string(),
+            })
+            .collect();
+        let mut g = vec![call];
+        g.extend((0..calls).map(|i| {
+            Message::tool_result(
+                format!("w{i}"),
+                format!(
+                    "{{\"ok\":true,\"path\":\"@project/out/f{i}.md\",\"bytesWritten\":{},\"sha256After\":\"{}\"}}",
+                    content.len(),
+                    "a".repeat(64)
+                ),
+            )
+        }));
+        g
+    }
+
+    /// Compresses like the window does: a summary request is answered.
+    fn settle(w: &[Message], budget: &Budget, c: &mut TokenCounter) -> Compaction {
+        match plan(w, 2_000, budget, Mode::Run, c) {
+            Plan::Compressed(d) => d,
+            Plan::NeedsSummary(p) => match finish(*p, Ok("summary".into()), budget, c) {
+                Plan::Compressed(d) => d,
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_3mb_refused_write_is_elided_from_the_window() {
+        let mut c = counter();
+        let mut w = window(0);
+        let mut call = Message::assistant("");
+        call.tool_calls = vec![ToolCall {
+            id: "big".into(),
+            name: "fs.write".into(),
+            arguments:
+                serde_json::json!({"path": "@project/out/big.md", "content": "q".repeat(3 << 20)})
+                    .to_string(),
+        }];
+        w.push(call);
+        w.push(Message::tool_result(
+            "big",
+            r#"{"ok":false,"error":{"code":"E_WRITE_LIMIT","message":"over the limit"}}"#,
+        ));
+        let budget = Budget::default();
+        let done = settle(&w, &budget, &mut c);
+        assert_eq!(done.report.elided_arguments, 1);
+        assert!(
+            done.report.tokens_after <= budget.target(),
+            "{:?}",
+            done.report
+        );
+        assert_eq!(check(&done.messages), Ok(()));
+        let args: serde_json::Value =
+            serde_json::from_str(&done.messages[2].tool_calls[0].arguments).unwrap();
+        assert_eq!(args["path"], "@project/out/big.md");
+        assert_eq!(args["content"]["bytes"], 3 << 20);
+        assert_eq!(done.messages[3], w[3], "the result is untouched");
+    }
+
+    #[test]
+    fn a_turn_of_400_writes_fits_the_default_window() {
+        let mut c = counter();
+        let mut w = window(3);
+        w.extend(writes(400, &"n".repeat(1_000)));
+        let budget = Budget::default();
+        let done = settle(&w, &budget, &mut c);
+        assert!(
+            done.report.tokens_after <= budget.limit(),
+            "{:?}",
+            done.report
+        );
+        assert!(done.report.elided_arguments > 0);
+        assert_eq!(check(&done.messages), Ok(()));
+        assert_eq!(done.report.window, "bare", "{:?}", done.report);
+        // The latest calls are kept whole with their results; the first ones summarized.
+        let last = done.messages.last().unwrap();
+        assert_eq!(last.tool_call_id.as_deref(), Some("w399"));
+        assert!(
+            done.messages
+                .iter()
+                .any(|m| m.text().starts_with("TOOL_CALL_HISTORY_SUMMARY")
+                    && m.text().contains("fs.write ×"))
+        );
+        // Fewer writes fit by elision alone, every call and result kept.
+        let mut w = window(0);
+        w.extend(writes(100, &"n".repeat(4_000)));
+        let done = settle(&w, &budget, &mut c);
+        // Oldest first, only as many as needed: the newest writes are still whole.
+        assert!(done.report.elided_arguments > 50, "{:?}", done.report);
+        assert!(done.report.elided_arguments < 100, "{:?}", done.report);
+        assert_eq!(done.report.window, "default");
+        assert_eq!(done.messages.len(), w.len());
+        assert!(done.messages[2].tool_calls[0].arguments.len() < 200);
+        assert!(done.messages[2].tool_calls[99].arguments.len() > 4_000);
+        assert!(
+            done.report.tokens_after <= budget.target(),
+            "{:?}",
+            done.report
+        );
+    }
+
+    #[test]
+    fn only_an_input_or_a_brief_larger_than_the_window_is_refused() {
+        let mut c = counter();
+        let mut w = vec![
+            Message::user("RUN_DIRECTIVE\n- intent: start"),
+            Message::user(format!(
+                "NODE_BRIEF\n- currentNodeId: a\n{}",
+                "b".repeat(200_000)
+            )),
+        ];
+        w.extend(writes(3, "x"));
+        assert!(matches!(
+            plan(&w, 2_000, &Budget::default(), Mode::Run, &mut c),
+            Plan::TooLarge { .. }
+        ));
+        // Older inputs and their groups give way to the latest input in the bare pass.
+        let mut w = window(0);
+        for i in 0..6 {
+            w.push(Message::user(format!(
+                "USER_INPUT\n- forNodeId: a\n{i}{}",
+                "i".repeat(24_000)
+            )));
+            w.extend(group(i, 100));
+        }
+        let budget = Budget::default();
+        let done = settle(&w, &budget, &mut c);
+        assert!(
+            done.report.tokens_after <= budget.limit(),
+            "{:?}",
+            done.report
+        );
+        assert!(
+            done.messages
+                .iter()
+                .any(|m| m.text().starts_with("USER_INPUT\n- forNodeId: a\n5"))
+        );
     }
 
     #[test]

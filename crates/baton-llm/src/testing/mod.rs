@@ -11,6 +11,7 @@ mod reply;
 mod tool_protocol;
 
 pub use reply::Reply;
+pub use tool_protocol::violation;
 
 use serde_json::Value;
 use std::collections::VecDeque;
