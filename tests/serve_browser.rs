@@ -156,6 +156,15 @@ fn wait(browser: &mut Browser, what: &str, condition: &str) -> Value {
     }
 }
 
+/// A condition true once the page shows `project` opened by the project form (a GET with
+/// `?project=`), so nothing on the page the form left is taken for its answer.
+fn opened_project(project: &str) -> String {
+    format!(
+        "new URLSearchParams(location.search).get('project') === {}",
+        serde_json::to_string(project).unwrap()
+    )
+}
+
 #[test]
 fn a_person_starts_the_demo_answers_its_question_and_sees_it_complete() {
     let Some(chromium) = chromium_or_skip("serve_browser") else {
@@ -319,7 +328,7 @@ fn a_person_starts_the_demo_answers_its_question_and_sees_it_complete() {
         &mut browser,
         "the run in the runs list",
         &format!(
-            "(b => b && b.textContent)\
+            "location.pathname === '/' && (b => b && b.textContent)\
              (document.querySelector('tr[data-run-id=\"{run_id}\"] .phase'))"
         ),
     );
@@ -612,16 +621,20 @@ fn the_epic_board_answers_a_pending_question_in_place() {
     wait(
         &mut browser,
         "the epic page",
-        "!!document.getElementById('project-input')",
+        "location.pathname === '/epic' && !!document.getElementById('project-input')",
     );
     browser.type_into("#project-input", p).unwrap();
     browser.click("#project-open").unwrap();
 
     let form = "#answer-2-1-create-board-q1";
+    // On the page the form opened, not the one before it (which may show the board already).
     wait(
         &mut browser,
         "the pending question on the board",
-        &format!("!!document.querySelector('{form}')"),
+        &format!(
+            "{} && !!document.querySelector('{form}')",
+            opened_project(p)
+        ),
     );
     let question = browser
         .eval(&format!("document.querySelector('{form} .q').textContent"))
@@ -759,17 +772,22 @@ fn a_lifecycle_session_shows_its_steps_and_decisions() {
     wait(
         &mut browser,
         "the sessions page",
-        "!!document.getElementById('project-input')",
+        "location.pathname === '/sessions' && !!document.getElementById('project-input')",
     );
     browser
         .type_into("#project-input", project.to_str().unwrap())
         .unwrap();
     browser.click("#project-open").unwrap();
     let row = format!("tr[data-session-id=\"{id}\"]");
+    // On the page the form opened (the page before it may list the project already: a click
+    // there would race the form's navigation).
     wait(
         &mut browser,
         "the session in the list",
-        &format!("!!document.querySelector('{row}')"),
+        &format!(
+            "{} && !!document.querySelector('{row}')",
+            opened_project(project.to_str().unwrap())
+        ),
     );
     browser.click(&format!("{row} a")).unwrap();
     let shown = wait(
