@@ -130,6 +130,9 @@ impl Capabilities {
                 layer: Layer::Filesystem,
                 available: self.landlock_abi.is_some(),
                 how: match self.landlock_abi {
+                    Some(abi) if abi >= 9 => {
+                        format!("Landlock ABI {abi} (named Unix sockets confined by path)")
+                    }
                     Some(abi) => format!("Landlock ABI {abi}"),
                     None => "Landlock missing or disabled".into(),
                 },
@@ -142,10 +145,13 @@ impl Capabilities {
             LayerReport {
                 layer: Layer::Process,
                 available: self.seccomp,
-                how: if self.seccomp {
-                    "seccomp filter".into()
-                } else {
+                how: if !self.seccomp {
                     "seccomp unavailable".into()
+                } else if self.landlock_abi.is_some_and(|a| a >= 9) {
+                    "seccomp filter (process group kept)".into()
+                } else {
+                    "seccomp filter (process group kept; Unix sockets refused unless allowed)"
+                        .into()
                 },
             },
             LayerReport {
@@ -174,9 +180,9 @@ impl Capabilities {
                 layer: Layer::Limits,
                 available: cfg!(unix),
                 how: if self.root {
-                    "rlimits (RLIMIT_NPROC is not enforced for root; the process-group kill bounds a fork bomb)".into()
+                    "rlimits (RLIMIT_NPROC is not enforced for root; the process-group kill bounds a fork bomb), descriptors above 2 closed at exec".into()
                 } else {
-                    "rlimits".into()
+                    "rlimits, descriptors above 2 closed at exec".into()
                 },
             },
         ]
