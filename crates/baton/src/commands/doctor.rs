@@ -57,10 +57,14 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
         .iter()
         .map(|p| p.display().to_string())
         .collect();
+    // Set in `main`: MCP servers (outside the sandbox) cannot read baton's memory or
+    // environment, where the API key is.
+    let dumpable = baton_sandbox::dumpable();
     let report = json!({
         "os": caps.os,
         "root": caps.root,
         "layers": layers,
+        "process": {"dumpable": dumpable},
         "terminal": {
             "enabled": t.enabled,
             "network": t.network,
@@ -94,6 +98,12 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
             l.how
         );
     }
+    println!(
+        "  {:<16} {:<4} {}",
+        "baton itself",
+        if dumpable == Some(false) { "yes" } else { "no" },
+        "non-dumpable: MCP servers cannot read its memory or /proc/<pid>/environ (the key) without CAP_SYS_PTRACE"
+    );
     println!();
     let state = if t.enabled { "enabled" } else { "disabled" };
     println!(
