@@ -10,7 +10,9 @@
 # Usage: bench/flaky.sh [-n N] [--load build|spin|both|none] [PACKAGE:TEST]...
 #   -n N           runs of each test binary (default 30)
 #   PACKAGE:TEST   more integration test targets, e.g. baton:cli_runs baton-tools:terminal
-#                  (default set: baton-testkit:cdp baton-serve:pages baton:serve_browser)
+#                  (always run: every test target that drives Chromium, i.e. whose file
+#                  calls `chromium_or_skip`: baton-testkit:cdp, baton-serve:pages,
+#                  baton:serve_browser, baton:serve_browser_pages, ...)
 # Exit status: 0 when every run of every binary passed, 1 otherwise. Logs of failed runs go
 # to target/flaky/.
 set -euo pipefail
@@ -23,14 +25,23 @@ while [ $# -gt 0 ]; do
   case "$1" in
     -n) runs=$2; shift 2 ;;
     --load) load=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *:*) targets+=("$1"); shift ;;
     *) echo "error: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 case "$runs" in ''|*[!0-9]*) echo "error: -n wants a number, got $runs" >&2; exit 2 ;; esac
 case "$load" in build|spin|both|none) ;; *) echo "error: --load build|spin|both|none" >&2; exit 2 ;; esac
-targets=(baton-testkit:cdp baton-serve:pages baton:serve_browser "${targets[@]}")
+# The browser tests: every integration test target whose source drives Chromium.
+browser_targets=$(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
+import json, sys
+for package in json.load(sys.stdin)["packages"]:
+    for target in package["targets"]:
+        if target["kind"] == ["test"] and "chromium_or_skip" in open(target["src_path"]).read():
+            print(package["name"] + ":" + target["name"])
+')
+# shellcheck disable=SC2206 # one PACKAGE:TEST per word
+targets=($browser_targets ${targets[@]+"${targets[@]}"})
 
 # The browser tests must run, never skip.
 export BATON_REQUIRE_BROWSER=1
@@ -85,7 +96,12 @@ fi
 set -m
 start_build_load() {
   echo "== load: cargo build of a scratch copy (its own target directory), again and again"
-  git ls-files -z | tar --null -T - -cf - | (mkdir -p "$scratch/src" && tar -xf - -C "$scratch/src")
+  mkdir -p "$scratch/src"
+  if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$scratch/src"
+  else
+    tar --exclude=./target -cf - . | tar -xf - -C "$scratch/src"
+  fi
   (
     cd "$scratch/src"
     while true; do

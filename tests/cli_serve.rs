@@ -62,7 +62,8 @@ impl Serve {
         let pid = self.child.id().to_string();
         let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
         assert!(sent.success());
-        let deadline = Instant::now() + Duration::from_secs(20);
+        // Generous for a loaded 2-core machine; it ends when the server exits.
+        let deadline = Instant::now() + Duration::from_secs(60);
         let code = loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 break status.code();
@@ -75,7 +76,7 @@ impl Serve {
         };
         let stderr = self
             .stderr
-            .recv_timeout(Duration::from_secs(5))
+            .recv_timeout(Duration::from_secs(30))
             .unwrap_or_default();
         (code, stderr)
     }

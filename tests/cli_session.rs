@@ -683,10 +683,10 @@ fn on_a_terminal_the_chain_a_steps_question_and_a_failed_step_are_asked() {
         "{screen}"
     );
     tmux.type_line("skip");
+    tmux.wait_for_change(&screen);
     // The gates after it (review, test, goal audit) are confirmed the same way.
     let mut accepted = 0;
     let screen = loop {
-        std::thread::sleep(std::time::Duration::from_millis(300));
         let screen = tmux.screen();
         if screen.contains("SESSION-ENDED") {
             break screen;
@@ -696,7 +696,10 @@ fn on_a_terminal_the_chain_a_steps_question_and_a_failed_step_are_asked() {
             assert!(accepted <= 5, "verdicts never end:\n{screen}");
             assert!(screen.contains("the model says"), "{screen}");
             tmux.type_line("accept");
+            // The prompt answered is gone before the screen is looked at again.
+            tmux.wait_for_change(&screen);
         }
+        std::thread::sleep(std::time::Duration::from_millis(50));
     };
     assert!(accepted >= 1, "{screen}");
     assert!(screen.contains("SESSION-ENDED 0"), "{screen}");
@@ -739,8 +742,8 @@ fn on_a_terminal_the_build_questions_are_asked_even_with_y() {
             answered += 1;
             assert!(answered <= 6, "questions never end:\n{screen}");
             tmux.type_line("1");
-            // Give the answer time to be read before looking for the next prompt.
-            std::thread::sleep(std::time::Duration::from_millis(300));
+            // The prompt answered is gone before the screen is looked at again.
+            tmux.wait_for_change(&screen);
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
@@ -935,4 +938,89 @@ fn without_y_a_gate_verdict_stops_with_exit_10_and_answer_accept_goes_on() {
         "{summary}"
     );
     fx.ralph(&["check", "--json"]).code(0);
+}
+
+/// Without a terminal and without -y the chain is printed once, as it will run (no
+/// `{intent}` or `{phase}` left), and the command to go on is the real one, ready to paste.
+#[test]
+fn the_chain_to_confirm_is_shown_once_filled_in_with_a_command_to_paste() {
+    let fx = csvsum();
+    let player = Player::start(scenario());
+    let text = played(&fx, &player, &["start", INTENT, "--non-interactive"]);
+    text.code(10);
+    let all = format!("{}{}", text.stdout, text.stderr);
+    assert_eq!(all.matches("◆ post-verify").count(), 1, "{all}");
+    assert!(
+        !all.contains("{intent}") && !all.contains("{phase}"),
+        "{all}"
+    );
+    assert!(
+        text.stdout
+            .contains("add -y: baton session start 'add a header row to the csvsum output'"),
+        "{}",
+        text.stdout
+    );
+    assert!(!all.contains("<intent>"), "{all}");
+}
+
+/// A build-phase question names the intent (and the flags given) in its hint.
+#[test]
+fn a_build_question_hint_is_the_command_with_the_real_intent() {
+    let fx = csvsum();
+    let player = Player::start(scenario());
+    let intent = "rewrite the csvsum output format";
+    let text = played(&fx, &player, &["start", intent, "--quality", "quick"]);
+    text.code(10);
+    assert!(
+        text.stdout.contains(
+            "answer on the command line: baton session start 'rewrite the csvsum output format' --quality quick --answer "
+        ),
+        "{}",
+        text.stdout
+    );
+    assert!(!text.stdout.contains("<intent>"), "{}", text.stdout);
+}
+
+/// While a step's run waits on a question the board says so, not `running`; a completed
+/// session is not shown at the position it started from.
+#[test]
+fn status_says_waiting_while_a_question_waits_and_done_when_completed() {
+    let fx = csvsum();
+    let player = Player::start(Scenario {
+        questions: vec![(
+            "maestro-plan".into(),
+            "Should the header row be optional?".into(),
+        )],
+        ..scenario()
+    });
+    played(&fx, &player, &["start", INTENT, "-y", "--json"]).code(10);
+    let board = session(&fx, &["status"]);
+    board.code(0);
+    assert!(
+        board.stdout.contains("Status:   waiting for an answer"),
+        "{}",
+        board.stdout
+    );
+    assert!(
+        !board.stdout.contains("Status:   running"),
+        "{}",
+        board.stdout
+    );
+
+    played(&fx, &player, &["answer", "yes, optional", "--json"]).code(0);
+    let board = session(&fx, &["status"]);
+    assert!(
+        board.stdout.contains("Status:   completed"),
+        "{}",
+        board.stdout
+    );
+    let position = board
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Position:"))
+        .unwrap();
+    assert!(
+        position.starts_with("Position: done (started at "),
+        "{position}"
+    );
 }

@@ -126,7 +126,8 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// Waits (30 s at most) until the screen shows `what`; returns the screen.
+    /// Waits (60 s at most: a loaded 2-core machine) until the screen shows `what`; returns
+    /// the screen.
     pub fn wait_for(&self, what: &str) -> String {
         let start = std::time::Instant::now();
         loop {
@@ -135,10 +136,28 @@ impl Tmux {
                 return screen;
             }
             assert!(
-                start.elapsed() < std::time::Duration::from_secs(30),
+                start.elapsed() < std::time::Duration::from_secs(60),
                 "waited for {what:?}; the screen shows:\n{screen}"
             );
             std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
+    /// Waits (60 s at most) until the screen is no longer `before` (a line typed was echoed
+    /// or answered); returns the screen. A prompt still on the screen after typing is then
+    /// never answered twice.
+    pub fn wait_for_change(&self, before: &str) -> String {
+        let start = std::time::Instant::now();
+        loop {
+            let screen = self.screen();
+            if screen != before {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(60),
+                "the screen did not change; it shows:\n{screen}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
     }
 

@@ -180,7 +180,8 @@ fn the_process_group_holds_every_descendant() {
             .is_ok_and(|s| !s.contains(") Z "))
     {
         assert!(
-            started.elapsed() < Duration::from_secs(5),
+            // Generous for a loaded machine, well under the sleeper's own 30 s.
+            started.elapsed() < Duration::from_secs(15),
             "sleeper survived"
         );
         std::thread::sleep(Duration::from_millis(10));

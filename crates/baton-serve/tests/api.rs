@@ -57,7 +57,7 @@ impl Server {
                     .unwrap();
             });
         });
-        let (addr, token, state) = ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let (addr, token, state) = ready_rx.recv_timeout(Duration::from_secs(60)).unwrap();
         Server {
             addr,
             token,
@@ -584,6 +584,53 @@ fn a_waiting_run_is_answered_in_the_background_and_completes() {
     assert_eq!(unknown.status, 404);
 }
 
+/// A run started with a live model (its name and endpoint given then, not in the server's
+/// environment) is answered from the page with that model: the answer body names none.
+#[test]
+fn a_live_run_is_answered_with_the_model_it_was_started_with() {
+    use baton_llm::testing::{Reply as Scripted, ScriptedServer};
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let project = sample_project(dir.path());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let trace = baton_llm::Trace::load(&baton_testkit::demo_trace()).unwrap();
+    let scripted = runtime
+        .block_on(ScriptedServer::start(Scripted::from_trace(&trace)))
+        .unwrap();
+    let model = baton_llm::HttpChatModel::new(baton_llm::LlmConfig {
+        base_url: scripted.base_url(),
+        model: Some("model-x".into()),
+        ..baton_llm::LlmConfig::default()
+    })
+    .unwrap();
+    let pkg = examples().join("packages/create-story-micro");
+    let started = runtime
+        .block_on(baton_engine::runner::start(
+            &server.store(),
+            baton_engine::runner::StartRun::new(&pkg, &project),
+            baton_engine::runner::Settings::new(&model),
+        ))
+        .unwrap();
+    let id = started.run.run_id.clone();
+    wait_for_phase(&server, &id, "waiting-user");
+    let asked = scripted.received().len();
+
+    let answered = server.post(
+        &format!("/api/runs/{id}/answer"),
+        &json!({"text": "1-2-user-authentication"}),
+    );
+    assert_eq!(answered.status, 202, "{}", answered.text());
+    let done = wait_for_phase(&server, &id, "completed");
+    assert_eq!(done["complete"], true, "{done:#}");
+    let models: Vec<String> = scripted
+        .received()
+        .iter()
+        .map(|r| r.body["model"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(models.len() > asked, "the answer went to the run's endpoint");
+    assert!(models.iter().all(|m| m == "model-x"), "{models:?}");
+}
+
 #[test]
 fn a_run_the_server_drives_is_held_with_the_driver_lock() {
     let server = Server::start();
@@ -628,7 +675,7 @@ impl Events {
     fn open(server: &Server, path: &str, last_event_id: Option<u64>) -> Events {
         let stream = TcpStream::connect(server.addr).unwrap();
         stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
+            .set_read_timeout(Some(Duration::from_secs(60)))
             .unwrap();
         let bearer = server.bearer();
         let last = last_event_id.map(|n| n.to_string());
@@ -741,7 +788,9 @@ fn events_deliver_every_audit_line_new_ones_and_resume_after_last_event_id() {
         serde_json::from_str::<Value>(&e.data).unwrap()["kind"],
         "test.appended"
     );
-    assert!(latency < Duration::from_secs(2), "{latency:?}");
+    // A bound on liveness, generous for a loaded 2-core machine (the server polls every
+    // 50 ms; the figure is in docs/BENCHMARKS.md).
+    assert!(latency < Duration::from_secs(10), "{latency:?}");
     // A half-written line waits for its end; a line that is not JSON is reported, numbered.
     append(&log, "{\"kind\":\"test.half\"");
     std::thread::sleep(Duration::from_millis(200));
@@ -797,7 +846,7 @@ fn events_deliver_every_audit_line_new_ones_and_resume_after_last_event_id() {
     server.stop();
     while events.next().is_some() {}
     while resumed.next().is_some() {}
-    assert!(stopped.elapsed() < Duration::from_secs(10));
+    assert!(stopped.elapsed() < Duration::from_secs(30));
 }
 
 // ---------------------------------------------------------------- artifacts

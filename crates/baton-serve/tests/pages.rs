@@ -75,7 +75,7 @@ impl Server {
                     .await;
             });
         });
-        let addr = addr_rx.recv_timeout(Duration::from_secs(20)).unwrap();
+        let addr = addr_rx.recv_timeout(Duration::from_secs(60)).unwrap();
         Server {
             addr,
             store,
@@ -89,7 +89,7 @@ impl Server {
     fn get_with(&self, path: &str, headers: &[String]) -> (u16, String, String) {
         let mut stream = TcpStream::connect(self.addr).unwrap();
         stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
+            .set_read_timeout(Some(Duration::from_secs(60)))
             .unwrap();
         let mut request = format!(
             "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",

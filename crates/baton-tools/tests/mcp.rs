@@ -383,7 +383,8 @@ fn no_server_outlives_its_hub() {
     let started = Instant::now();
     while !servers_alive(&marker).is_empty() {
         assert!(
-            started.elapsed() < Duration::from_secs(5),
+            // Generous for a loaded 2-core machine (the servers never end by themselves).
+            started.elapsed() < Duration::from_secs(30),
             "{:?}",
             servers_alive(&marker)
         );
