@@ -93,6 +93,8 @@ pub const PROJECT: &[(&str, &[u8])] = &[
 
 /// The recorded model of one create-story-micro run (its user input included).
 pub const TRACE: &str = include_str!("../../../examples/traces/create-story-micro.trace.json");
+/// How a run replaying [`TRACE`] remembers it (see `model_choice`).
+pub const TRACE_SOURCE: &str = "bundled:create-story-micro";
 
 /// Writes `files` under `root`, creating the directories they need.
 pub fn write_files(root: &Path, files: &[(&str, &[u8])]) -> std::io::Result<()> {

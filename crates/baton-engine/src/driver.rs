@@ -202,7 +202,14 @@ impl<'a> Driver<'a> {
             waits: 0,
             usage: Usage::default(),
         };
-        self.set_phase(Phase::Running, None, &state.node_id)?;
+        run_io::set_running(
+            self.project,
+            &self.run_id,
+            Some(&state.node_id),
+            self.model,
+            // After a power cut nobody drives the run, which the phase before says as well.
+            baton_store::Durability::Kill,
+        )?;
         let intent_name = match intent {
             Intent::Start => "start",
             Intent::Continue => "continue",

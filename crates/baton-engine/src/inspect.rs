@@ -18,10 +18,15 @@ pub struct Listed<'a> {
     pub interrupted: bool,
 }
 
-/// The phase as people should read it: a `running` run that no process drives was interrupted.
+/// The phase as people should read it: a `running` run that no process drives was
+/// interrupted; a failed run that never reached its model says so (`model-unreachable`).
 pub fn phase_text(project: &Project, run: &RunMetadata) -> &'static str {
     if driver_lock::is_interrupted(project, run) {
         "interrupted"
+    } else if run.phase == Phase::Failed
+        && run.stop_reason.as_deref() == Some(baton_store::MODEL_UNREACHABLE)
+    {
+        baton_store::MODEL_UNREACHABLE
     } else {
         run.phase.as_str()
     }

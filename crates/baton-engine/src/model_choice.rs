@@ -1,9 +1,11 @@
 //! Which model answers a run: a recorded trace (offline), or the live model the configuration
 //! names (`config.toml` of the store, the project's `baton.toml`, the environment, overrides).
-//! The CLI and `baton serve` build their model here, the same way.
+//! The CLI and `baton serve` build their model here, the same way, and continue a run with
+//! the model it remembers ([`for_run`]).
 
 use crate::context::Budget;
 use baton_llm::{ChatModel, HttpChatModel, LlmConfig, LlmOverrides, ReplayModel, Trace};
+use baton_store::ModelRecord;
 use std::path::{Path, PathBuf};
 
 /// What the caller asked for.
@@ -13,6 +15,102 @@ pub enum ModelChoice {
     Replay(PathBuf),
     /// The configured live model, optionally with another model name.
     Configured { model: Option<String> },
+    /// The configured live model with these overrides (flags, a run's record).
+    Live(LlmOverrides),
+    /// A trace inside baton (`bundled:<name>`, the demos').
+    Bundled(String),
+}
+
+/// What a person asked for when continuing something: flags (or API fields), each optional.
+#[derive(Debug, Clone, Default)]
+pub struct Requested {
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+    /// A trace file (or, for the orchestrators, a directory of traces).
+    pub replay: Option<PathBuf>,
+}
+
+impl Requested {
+    fn overrides(&self) -> LlmOverrides {
+        LlmOverrides {
+            model: self.model.clone(),
+            base_url: self.base_url.clone(),
+            ..LlmOverrides::default()
+        }
+    }
+}
+
+/// The model to continue something with that remembers `recorded` (a run's metadata, or the
+/// newest run of an epic or a session):
+///
+/// - `--replay` wins;
+/// - a live model is remembered: its name and endpoint, under `--model` / `--base-url`, over
+///   the configuration and the environment (the key still comes from the environment);
+/// - a replay is remembered: the same trace, unless a model is configured (`BATON_MODEL`,
+///   `baton.toml`) or asked for, which then answers live;
+/// - nothing remembered: the configuration, as for a new run.
+pub fn continuation_choice(
+    requested: &Requested,
+    recorded: Option<&ModelRecord>,
+    configured_model: impl FnOnce() -> bool,
+) -> ModelChoice {
+    if let Some(path) = &requested.replay {
+        return ModelChoice::Replay(path.clone());
+    }
+    let mut overrides = requested.overrides();
+    match recorded {
+        Some(r) if !r.replay => {
+            overrides.recorded_model = Some(r.name.clone()).filter(|n| !n.is_empty());
+            overrides.recorded_base_url = r.base_url.clone();
+        }
+        Some(ModelRecord {
+            replay: true,
+            trace: Some(trace),
+            ..
+        }) if requested.model.is_none() && requested.base_url.is_none() && !configured_model() => {
+            return match trace.strip_prefix(BUNDLED) {
+                Some(_) => ModelChoice::Bundled(trace.clone()),
+                None => ModelChoice::Replay(PathBuf::from(trace)),
+            };
+        }
+        _ => {}
+    }
+    ModelChoice::Live(overrides)
+}
+
+/// The prefix of a trace inside baton.
+pub const BUNDLED: &str = "bundled:";
+
+/// True when the configuration names a model (`BATON_MODEL`, `baton.toml`, `config.toml`).
+pub fn configured_model(
+    home: &Path,
+    project: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> bool {
+    LlmConfig::load(Some(home), project, env, &LlmOverrides::default())
+        .is_ok_and(|c| c.model.is_some())
+}
+
+/// The model that continues a claimed run: [`continuation_choice`] with what the run
+/// remembers. A remembered trace is positioned where the run stands (an answer passes over
+/// the recorded one: the person answered).
+pub fn for_run(
+    claimed: &crate::runner::Claimed,
+    requested: &Requested,
+    home: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<LoadedModel, ModelError> {
+    let project = claimed.project_root();
+    let choice = continuation_choice(requested, claimed.run().model.as_ref(), || {
+        configured_model(home, Some(project), env)
+    });
+    let remembered_trace = matches!(choice, ModelChoice::Bundled(_))
+        || (requested.replay.is_none() && matches!(choice, ModelChoice::Replay(_)));
+    let model = load_model(&choice, home, Some(project), env)?;
+    if remembered_trace && let LoadedModel::Replay(replay) = &model {
+        claimed.position_replay(replay);
+    }
+    Ok(model)
 }
 
 /// A model ready to drive a run.
@@ -31,6 +129,8 @@ pub struct ModelError {
     pub message: String,
     /// True for the live model's configuration (as opposed to a trace).
     pub configuration: bool,
+    /// What to do about it, when the error knows better than the caller's general hint.
+    pub hint: Option<String>,
 }
 
 impl LoadedModel {
@@ -69,31 +169,59 @@ pub fn load_model(
     project: Option<&Path>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<LoadedModel, ModelError> {
-    match choice {
-        ModelChoice::Replay(path) => Trace::load(path)
-            .map(|t| LoadedModel::Replay(ReplayModel::new(t)))
-            .map_err(|e| ModelError {
-                code: e.code(),
-                message: e.to_string(),
-                configuration: false,
-            }),
-        ModelChoice::Configured { model } => {
-            let overrides = LlmOverrides {
-                model: model.clone(),
-                ..Default::default()
-            };
-            LlmConfig::load(Some(home), project, env, &overrides)
-                .and_then(|config| {
-                    let tokens = config.context_tokens();
-                    HttpChatModel::new(config).map(|m| LoadedModel::Http(m, tokens))
+    let trace_error = |e: baton_llm::LlmError| ModelError {
+        code: e.code(),
+        message: e.to_string(),
+        configuration: false,
+        hint: None,
+    };
+    let overrides = match choice {
+        ModelChoice::Replay(path) => {
+            // Named as given and as found, so a continuation finds it from anywhere.
+            let source = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+            return Trace::load(path)
+                .map(|t| {
+                    LoadedModel::Replay(
+                        ReplayModel::new(t).with_source(source.to_string_lossy().into_owned()),
+                    )
                 })
-                .map_err(|e| ModelError {
-                    code: e.code(),
-                    message: e.to_string(),
-                    configuration: true,
-                })
+                .map_err(trace_error);
         }
-    }
+        ModelChoice::Bundled(name) => {
+            return match bundled_trace(name) {
+                Some(text) => Trace::parse(text)
+                    .map(|t| LoadedModel::Replay(ReplayModel::new(t).with_source(name.clone())))
+                    .map_err(trace_error),
+                None => Err(ModelError {
+                    code: "TRACE_INVALID",
+                    message: format!("this version of baton holds no recorded trace {name}"),
+                    configuration: false,
+                    hint: Some("continue with --model, or --replay TRACE".into()),
+                }),
+            };
+        }
+        ModelChoice::Configured { model } => LlmOverrides {
+            model: model.clone(),
+            ..Default::default()
+        },
+        ModelChoice::Live(overrides) => overrides.clone(),
+    };
+    LlmConfig::load(Some(home), project, env, &overrides)
+        .and_then(|config| {
+            let tokens = config.context_tokens();
+            HttpChatModel::new(config).map(|m| LoadedModel::Http(m, tokens))
+        })
+        .map_err(|e| ModelError {
+            code: e.code(),
+            message: e.to_string(),
+            configuration: true,
+            hint: e.hint(),
+        })
+}
+
+/// The bundled traces by name: the create-story demo's.
+fn bundled_trace(name: &str) -> Option<&'static str> {
+    (name == crate::bundled_demo::TRACE_SOURCE).then_some(crate::bundled_demo::TRACE)
 }
 
 #[cfg(test)]

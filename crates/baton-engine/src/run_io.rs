@@ -9,7 +9,7 @@ use baton_llm::{CallOptions, ChatModel, ChatRequest, ChatResponse, LlmError, Str
 use baton_llm::{ToolCall, ToolDef, TraceRecorder, Usage};
 use baton_store::Project;
 use baton_store::jsonl::JsonlWriter;
-use baton_store::{Durability, Phase};
+use baton_store::{Durability, MODEL_UNREACHABLE, ModelRecord, Phase};
 use baton_tools::{CallContext, ToolHost};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -88,12 +88,56 @@ pub(crate) fn set_phase_with(
     durability: Durability<'_>,
 ) -> Result<(), EngineError> {
     let node = node.map(str::to_owned);
+    let reason = stop_reason(phase, waiting_for.as_ref());
     project.update_run_with(run_id, durability, |r| {
         r.phase = phase;
         r.waiting_for = waiting_for;
         r.current_node_id = node;
+        r.stop_reason = reason;
     })?;
     Ok(())
+}
+
+/// The start of an invocation: `running`, and the model that drives it remembered in the
+/// same write (never a key), so the next `answer`, `resume` or `chat` goes on with it.
+pub(crate) fn set_running(
+    project: &Project,
+    run_id: &str,
+    node: Option<&str>,
+    model: &dyn ChatModel,
+    durability: Durability<'_>,
+) -> Result<(), EngineError> {
+    let node = node.map(str::to_owned);
+    let record = model_record(model);
+    project.update_run_with(run_id, durability, |r| {
+        r.phase = Phase::Running;
+        r.waiting_for = None;
+        r.current_node_id = node;
+        r.stop_reason = None;
+        r.model = Some(record);
+    })?;
+    Ok(())
+}
+
+/// What the run remembers of `model`.
+pub fn model_record(model: &dyn ChatModel) -> ModelRecord {
+    let id = model.identity();
+    ModelRecord {
+        name: id.name,
+        base_url: id.base_url,
+        replay: id.replay,
+        trace: id.trace,
+    }
+}
+
+/// `model-unreachable` for a run that failed without reaching its model (refused, unknown
+/// host, no key); no reason otherwise.
+fn stop_reason(phase: Phase, waiting_for: Option<&Value>) -> Option<String> {
+    if phase != Phase::Failed {
+        return None;
+    }
+    let code = waiting_for?.pointer("/error/code")?.as_str()?;
+    matches!(code, "LLM_CONNECT_ERROR" | "LLM_KEY_MISSING").then(|| MODEL_UNREACHABLE.to_string())
 }
 
 /// The phase a failed invocation leaves: a stop asked for (Ctrl-C, SIGTERM) is no failure,

@@ -95,12 +95,11 @@ impl TaskDriver<'_> {
 
     /// `running`, not fsynced (see the module's note).
     fn set_running(&self) -> Result<(), EngineError> {
-        run_io::set_phase_with(
+        run_io::set_running(
             self.project,
             &self.run_id,
-            Phase::Running,
             None,
-            None,
+            self.model,
             Durability::Kill,
         )
     }

@@ -116,7 +116,7 @@ pub fn restore_replay(store: &Store, run_id: &str) -> Result<Option<ReplayModel>
     }
     let trace = Trace::parse(bundled_demo::TRACE)
         .map_err(|e| ApiError::internal(e.code(), e.to_string()))?;
-    let replay = ReplayModel::new(trace);
+    let replay = ReplayModel::new(trace).with_source(bundled_demo::TRACE_SOURCE);
     let (project, _) = store.find_run(run_id).map_err(|e| ApiError::from(&e))?;
     let log = project.run_paths(run_id).conversation_log;
     let restored = baton_engine::conversation::restore(&log).map_err(|e| {

@@ -10,7 +10,7 @@ use crate::api::ApiError;
 use crate::demo;
 use crate::server::AppState;
 use baton_engine::bundled_demo;
-use baton_engine::model_choice::{self, LoadedModel, ModelChoice};
+use baton_engine::model_choice::{self, LoadedModel, ModelChoice, Requested};
 use baton_engine::runner::{self, Claimed, Continuation, Settings, StartRun};
 use baton_llm::{ReplayModel, Trace};
 use baton_store::Store;
@@ -131,7 +131,7 @@ pub fn start(state: &AppState, body: StartBody) -> Result<Value, ApiError> {
         let trace = Trace::parse(bundled_demo::TRACE)
             .map_err(|e| ApiError::internal(e.code(), e.to_string()))?;
         RunModel::Replay {
-            model: Arc::new(ReplayModel::new(trace)),
+            model: Arc::new(ReplayModel::new(trace).with_source(bundled_demo::TRACE_SOURCE)),
             answers_from_trace: body.answer_from_trace.unwrap_or(false),
         }
     } else {
@@ -216,14 +216,19 @@ pub fn answer(state: &AppState, query: &str, body: AnswerBody) -> Result<Value, 
                 answers_from_trace: false,
             }
         }
-        (None, model, _) => load(
-            store,
-            &ModelChoice::Configured {
+        // The model the run was started with (its name and endpoint, or its trace), unless
+        // the body names one: what `baton answer` does.
+        (None, model, _) => {
+            let requested = Requested {
                 model: model.clone(),
-            },
-            &root,
-            true,
-        )?,
+                ..Requested::default()
+            };
+            let env = |k: &str| std::env::var(k).ok();
+            loaded(
+                model_choice::for_run(&claimed, &requested, store.home(), &env),
+                true,
+            )?
+        }
     };
     spawn(state, claimed, model, tools, Vec::new());
     Ok(json!({"runId": run_id, "projectRoot": root, "phase": "running"}))
@@ -236,19 +241,27 @@ fn load(
     answers_from_trace: bool,
 ) -> Result<RunModel, ApiError> {
     let env = |k: &str| std::env::var(k).ok();
-    match model_choice::load_model(choice, store.home(), Some(project), &env) {
+    loaded(
+        model_choice::load_model(choice, store.home(), Some(project), &env),
+        answers_from_trace,
+    )
+}
+
+fn loaded(
+    model: Result<LoadedModel, model_choice::ModelError>,
+    answers_from_trace: bool,
+) -> Result<RunModel, ApiError> {
+    match model {
         Ok(LoadedModel::Replay(m)) => Ok(RunModel::Replay {
             model: Arc::new(m),
             answers_from_trace,
         }),
         Ok(live) => Ok(RunModel::Live(Arc::new(live))),
         Err(e) => {
-            let error = ApiError::bad_request(e.code, e.message);
-            Err(if e.configuration {
-                error.hint("pass model (and set OPENAI_API_KEY / OPENAI_BASE_URL where baton serve runs), or replay: a trace file")
-            } else {
-                error
-            })
+            let general = e.configuration.then(|| {
+                "pass model (and set OPENAI_API_KEY / OPENAI_BASE_URL where baton serve runs), or replay: a trace file".to_string()
+            });
+            Err(ApiError::bad_request(e.code, e.message).maybe_hint(e.hint.or(general)))
         }
     }
 }

@@ -187,6 +187,8 @@ impl Scanner<'_> {
             created_at,
             current_node_id: facts.current_node_id,
             waiting_for: None,
+            model: None,
+            stop_reason: None,
         })
     }
 }

@@ -82,6 +82,33 @@ pub struct RunMetadata {
     pub current_node_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_for: Option<Value>,
+    /// The model the run was last driven with (never a key): `answer`, `resume` and `chat`
+    /// go on with it unless told otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelRecord>,
+    /// Why a failed run stopped, when it says more than the error: [`MODEL_UNREACHABLE`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+}
+
+/// The stop reason of a run whose last invocation never reached the model (the endpoint
+/// refused, did not resolve, or no connection could be made).
+pub const MODEL_UNREACHABLE: &str = "model-unreachable";
+
+/// What a run remembers of its model. Never a key; an endpoint with a user, password or
+/// query in it is not remembered at all.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelRecord {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// Answered by a recorded trace.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replay: bool,
+    /// The replayed trace: a file path, or `bundled:<name>` for one inside baton.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 impl RunMetadata {
@@ -277,6 +304,8 @@ mod tests {
             last_updated_at: "2026-01-01T00:00:00Z".into(),
             current_node_id: None,
             waiting_for: None,
+            model: None,
+            stop_reason: None,
         }
     }
 

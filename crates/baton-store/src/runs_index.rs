@@ -415,6 +415,8 @@ mod tests {
             last_updated_at: "2026-01-01T00:00:00Z".into(),
             current_node_id: Some("n".into()),
             waiting_for: None,
+            model: None,
+            stop_reason: None,
         }
     }
 

@@ -61,6 +61,8 @@ impl Project {
             last_updated_at: now,
             current_node_id: None,
             waiting_for: None,
+            model: None,
+            stop_reason: None,
         };
         self.place_new_run(&meta, None, first_log)?;
         Ok(meta)

@@ -61,7 +61,8 @@ pub enum ContextArg {
 /// Which model answers, shared by run, resume, answer and chat.
 #[derive(Debug, Args)]
 pub struct ModelArgs {
-    /// Model name (overrides BATON_MODEL and baton.toml).
+    /// Model name (overrides BATON_MODEL and baton.toml; `answer`, `resume` and `chat` go on
+    /// with the model the run was started with unless given).
     #[arg(long)]
     pub model: Option<String>,
     /// Answer from a recorded trace instead of a model (offline; recorded user inputs answer
@@ -73,6 +74,10 @@ pub struct ModelArgs {
     pub record: Option<PathBuf>,
     /// History sent to the model: restart at every node (default), or keep everything.
     #[arg(long, value_enum, default_value = "node")]
+    /// The OpenAI-compatible endpoint (overrides OPENAI_BASE_URL, baton.toml and the endpoint
+    /// a continued run was started with).
+    #[arg(long, value_name = "URL", conflicts_with = "replay")]
+    pub base_url: Option<String>,
     pub context: ContextArg,
     /// The model's context window in tokens (overrides baton.toml and the table of known
     /// models); requests are compressed past 80 % of it.

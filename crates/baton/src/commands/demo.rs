@@ -116,7 +116,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
     write_files(package_dir.path(), PACKAGE)?;
 
     let store = Store::open_default()?;
-    let replay = ReplayModel::new(Trace::parse(TRACE)?);
+    let replay = ReplayModel::new(Trace::parse(TRACE)?)
+        .with_source(baton_engine::bundled_demo::TRACE_SOURCE);
     let bar = Progress::new();
     let on_event = |e: EngineEvent| bar.event(e);
     let mut settings = Settings::new(&replay);
