@@ -119,3 +119,47 @@ async fn git_commit_needs_a_repository() {
     assert_eq!(err.code, "EPIC_GIT_FAILED");
     assert_eq!(snapshot(&f.project), before);
 }
+
+/// git executes what the repository names: a hook the model could have written (with
+/// `allow_git_writes`, or in a nested repository) runs when baton commits. It runs confined
+/// like `terminal.run`: it may touch the project, nothing outside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_runs_the_repositorys_hooks_confined() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = Fixture::new(Scenario::default());
+    repo(&f);
+    let outside = f.tmp.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let hook = f.project.join(".git/hooks/pre-commit");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\necho ran > .hook-ran\necho pwned > {}/pwned.txt\nexit 0\n",
+            outside.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let caps = baton_sandbox::capabilities();
+    let complete = caps.landlock_abi.is_some()
+        && caps.seccomp
+        && caps.namespaces != baton_sandbox::NamespaceMode::Unavailable;
+    let report = f
+        .run(Command::Story {
+            key: "1-1-project-scaffold".into(),
+        })
+        .await;
+    if !complete {
+        assert_eq!(report.unwrap_err().code, "EPIC_GIT_FAILED");
+        return;
+    }
+    let report = report.unwrap();
+    assert_eq!(report.outcome, EpicOutcome::Done { epic_done: false });
+    let log = git(&f.project, &["log", "-1", "--format=%s"]);
+    assert!(log.starts_with("story 1-1-project-scaffold"), "{log}");
+    assert!(f.project.join(".hook-ran").exists(), "the hook ran");
+    assert!(
+        !outside.join("pwned.txt").exists(),
+        "the hook wrote outside"
+    );
+}

@@ -1,24 +1,66 @@
 //! `[autopilot.git] commit = true`: the commit before dev is recorded as the story's baseline,
 //! a dev phase that changed nothing outside the implementation artifacts is refused, and an
 //! approved story is committed as `story <key>: <title>`.
+//!
+//! git runs in the project's sandbox (like `terminal.run`, with `.git` writable and no
+//! network): it executes what the repository's configuration names (hooks, `core.fsmonitor`,
+//! `gpg.program`, a nested repository's own configuration), which the model may have written.
+//! The user's `~/.gitconfig` is read (identity, their own hooks), nothing else of `$HOME`.
 
 use super::error::{EpicError, Result};
+use baton_tools::terminal::{Ended, ProjectShell};
+use baton_tools::{TerminalRuntime, ToolsConfig};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Longest a git command may take.
+const GIT_TIMEOUT: Duration = Duration::from_secs(300);
+/// Output kept of one git command (file lists can be long).
+const GIT_OUTPUT: u64 = 16 * 1024 * 1024;
+
+fn sandbox(project: &Path) -> Result<(ProjectShell, Vec<(&'static str, String)>)> {
+    let store = baton_store::Store::open_default().ok();
+    let store_home = store.as_ref().map(|s| s.home().to_path_buf());
+    let tools = ToolsConfig::load(store_home.as_deref(), Some(project))
+        .map_err(|e| EpicError::usage(e.code(), e.to_string()).hint(e.hint()))?;
+    let mut settings = tools.system.terminal;
+    settings.network = false;
+    settings.max_stdout_bytes = GIT_OUTPUT;
+    settings.max_stderr_bytes = 64 * 1024;
+    settings.max_output_bytes = settings.max_output_bytes.max(GIT_OUTPUT * 2);
+    let mut env = vec![("GIT_TERMINAL_PROMPT", "0".to_string())];
+    let global = std::env::var_os("HOME").map(|h| Path::new(&h).join(".gitconfig"));
+    if let Some(global) = global.filter(|g| g.is_file()) {
+        settings.home_readable.push(".gitconfig".into());
+        env.push(("GIT_CONFIG_GLOBAL", global.to_string_lossy().into_owned()));
+    }
+    let runtime = TerminalRuntime {
+        store_home,
+        ..TerminalRuntime::default()
+    };
+    let shell = ProjectShell::new(project, settings, true, runtime).map_err(|e| {
+        EpicError::usage("EPIC_GIT_FAILED", format!("cannot run git: {}", e.message))
+            .hint("run `baton doctor`")
+    })?;
+    Ok((shell, env))
+}
 
 fn git(project: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(project)
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .output()
+    let (shell, env) = sandbox(project)?;
+    let out = shell
+        .run("git", args, &env, GIT_TIMEOUT)
         .map_err(|e| {
-            EpicError::usage("EPIC_GIT_FAILED", format!("cannot run git: {e}"))
-                .hint("install git, or set [autopilot.git] commit = false")
-        })?;
-    if !out.status.success() {
+            let hint = match e.code {
+                "SANDBOX_UNAVAILABLE" | "SANDBOX_SETUP_FAILED" => {
+                    "run `baton doctor`; git runs in the project's sandbox like every command the model can influence"
+                }
+                _ => "install git, or set [autopilot.git] commit = false",
+            };
+            EpicError::usage("EPIC_GIT_FAILED", format!("cannot run git: {}", e.message))
+                .hint(hint)
+        })?
+        .exec;
+    if out.ended != Ended::Exited(0) {
         let err = String::from_utf8_lossy(&out.stderr);
         return Err(EpicError::failure(
             "EPIC_GIT_FAILED",

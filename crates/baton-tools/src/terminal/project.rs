@@ -55,6 +55,56 @@ impl ProjectShell {
         })
     }
 
+    /// `program args…` in the project root (`program` looked up in the command's `PATH`),
+    /// with `extra_env` added; stdout and stderr apart, each kept up to the settings' caps.
+    pub fn run(
+        &self,
+        program: &str,
+        args: &[&str],
+        extra_env: &[(&str, String)],
+        timeout: Duration,
+    ) -> Result<ConfinedOutput, ToolError> {
+        let mut env = base_environment(&self.settings, &self.runtime, self.home.path());
+        for (k, v) in extra_env {
+            super::command::set(&mut env, k, v.clone());
+        }
+        let path = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_str())
+            .unwrap_or("/usr/bin:/bin");
+        let found = path
+            .split(':')
+            .filter(|d| !d.is_empty())
+            .map(|d| Path::new(d).join(program))
+            .find(|p| {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::metadata(p)
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+            .ok_or_else(|| {
+                ToolError::new(
+                    "COMMAND_NOT_FOUND",
+                    format!("{program}: command not found in PATH"),
+                )
+            })?;
+        run_confined(ConfinedRequest {
+            project: &self.project,
+            cwd: open_project_dir(&self.project)?,
+            program: found,
+            args: args.iter().map(OsString::from).collect(),
+            env,
+            home: self.home.path(),
+            settings: &self.settings,
+            allow_git_writes: self.allow_git_writes,
+            runtime: &self.runtime,
+            timeout,
+            output: OutputKeep::Head,
+            abort: None,
+            shown: program,
+        })
+    }
+
     /// `sh -c script` in the project root; the last `tail` bytes of stdout and stderr kept,
     /// interleaved.
     pub fn shell(
