@@ -37,6 +37,11 @@ pub enum EngineEvent {
     ToolCall {
         name: String,
         ok: bool,
+        /// A failed call's error code (`ENOENT`, `E_SANDBOX_VIOLATION`, …).
+        error: Option<String>,
+        /// What the call was about, as the model named it (`@project/…`, a command), cut
+        /// to one short line.
+        target: Option<String>,
     },
     NodeChanged {
         node: String,

@@ -283,6 +283,37 @@ pub(crate) async fn model_turn(
     Ok(response)
 }
 
+/// A failed result's `error.code` (`ERROR` when the result names none).
+fn error_code(result: &Value) -> String {
+    let code = result
+        .pointer("/error/code")
+        .and_then(Value::as_str)
+        .unwrap_or("ERROR");
+    short(code, 40)
+}
+
+/// The `path` (or `command`, `url`) argument of a call, for a progress line.
+fn call_target(arguments: &str) -> Option<String> {
+    let args: Value = serde_json::from_str(arguments).ok()?;
+    ["path", "command", "url", "name"]
+        .iter()
+        .find_map(|k| args.get(*k).and_then(Value::as_str))
+        .map(|t| short(t, 80))
+}
+
+/// One line of at most `max` characters, control characters dropped (the model wrote it).
+fn short(text: &str, max: usize) -> String {
+    let mut out: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(max)
+        .collect();
+    if text.chars().count() > max {
+        out.push('…');
+    }
+    out
+}
+
 /// What a batch of host calls gave.
 pub(crate) struct Batch {
     pub results: Vec<ToolResult>,
@@ -323,6 +354,8 @@ pub(crate) fn run_tools(
             EngineEvent::ToolCall {
                 name: call.name.clone(),
                 ok,
+                error: (!ok).then(|| error_code(&outcome.result)),
+                target: call_target(&call.arguments),
             },
         );
         if let Some(q) = outcome.question {

@@ -5,6 +5,15 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(name = "baton", version, about, propagate_version = true)]
 pub struct Cli {
+    /// Colour: auto (when the output is a terminal and NO_COLOR is not set), always or never.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "auto",
+        value_name = "WHEN"
+    )]
+    pub color: crate::ui::color::ColorChoice,
     #[command(subcommand)]
     pub command: Command,
 }

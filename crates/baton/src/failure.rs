@@ -40,9 +40,11 @@ impl Failure {
                 serde_json::to_string_pretty(&body).unwrap_or_else(|_| body.to_string())
             );
         } else {
-            eprintln!("error[{}]: {}", self.code, self.message);
+            use crate::ui::{Paint, color::err};
+            let head = err(Paint::Bad, &format!("error[{}]", self.code));
+            eprintln!("{head}: {}", self.message);
             if let Some(h) = &self.hint {
-                eprintln!("  help: {h}");
+                eprintln!("  {} {h}", err(Paint::Hint, "help:"));
             }
         }
         self.exit

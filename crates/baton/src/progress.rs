@@ -1,6 +1,8 @@
 //! Live progress of a run on stderr: a spinner line (turn, node, agent, tool calls, tokens) on a
 //! terminal, plain lines otherwise.
 
+use crate::ui::Paint;
+use crate::ui::color::err;
 use baton_engine::{ContextEvent, EngineEvent};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -15,6 +17,24 @@ struct Counters {
     tools: usize,
     failed: usize,
     tokens: u64,
+}
+
+impl Counters {
+    /// The spinner's text; none before the first model call of a run (or after a reset).
+    fn message(&self) -> Option<String> {
+        if self.node.is_empty() {
+            return None;
+        }
+        let tokens = if self.tokens >= 1000 {
+            format!("{:.1}k", self.tokens as f64 / 1000.0)
+        } else {
+            self.tokens.to_string()
+        };
+        Some(format!(
+            "turn {} · {} ({}) · {} tool calls, {} failed · {tokens} tokens",
+            self.turn, self.node, self.agent, self.tools, self.failed
+        ))
+    }
 }
 
 pub struct Progress {
@@ -47,15 +67,7 @@ impl Progress {
 
     fn refresh(&self, c: &Counters) {
         if let Some(bar) = &self.bar {
-            let tokens = if c.tokens >= 1000 {
-                format!("{:.1}k", c.tokens as f64 / 1000.0)
-            } else {
-                c.tokens.to_string()
-            };
-            bar.set_message(format!(
-                "turn {} · {} ({}) · {} tool calls, {} failed · {tokens} tokens",
-                c.turn, c.node, c.agent, c.tools, c.failed
-            ));
+            bar.set_message(c.message().unwrap_or_default());
         }
     }
 
@@ -66,19 +78,25 @@ impl Progress {
         match e {
             EngineEvent::ModelCall { turn, node, agent } => {
                 if node != c.node {
-                    self.line(format!("→ {node} ({agent})"));
+                    self.line(format!("→ {} ({agent})", err(Paint::Strong, &node)));
                 }
                 c.turn = turn;
                 c.node = node;
                 c.agent = agent;
             }
-            EngineEvent::ToolCall { name, ok } => {
+            EngineEvent::ToolCall {
+                name,
+                ok,
+                error,
+                target,
+            } => {
                 c.tools += 1;
                 if !ok {
                     c.failed += 1;
                 }
-                if self.bar.is_none() {
-                    self.line(format!("    {} {name}", if ok { "✓" } else { "✗" }));
+                // On a terminal the spinner counts the calls; a failure still gets its line.
+                if self.bar.is_none() || !ok {
+                    self.line(tool_line(&name, error.as_deref(), target.as_deref()));
                 }
             }
             EngineEvent::Usage(u) => c.tokens += u.total_tokens,
@@ -97,6 +115,17 @@ impl Progress {
         self.refresh(&c);
     }
 
+    /// Forgets the run the spinner showed: the next phase, step or run starts from nothing,
+    /// so its line never shows the previous one's node or counts.
+    pub fn reset(&self) {
+        if let Ok(mut c) = self.counters.lock() {
+            *c = Counters::default();
+        }
+        if let Some(bar) = &self.bar {
+            bar.set_message("");
+        }
+    }
+
     /// Runs `f` (a prompt) with the spinner out of the way.
     pub fn suspend<T>(&self, f: impl FnOnce() -> T) -> T {
         match &self.bar {
@@ -109,5 +138,60 @@ impl Progress {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
+    }
+}
+
+/// `    ✓ fs.read @project/a.md`, or `    ✗ fs.read ENOENT @project/a.md` for a failed call.
+fn tool_line(name: &str, error: Option<&str>, target: Option<&str>) -> String {
+    let mut line = match error {
+        None => format!("    {} {name}", err(Paint::Good, "✓")),
+        Some(code) => format!(
+            "    {} {name} {}",
+            err(Paint::Bad, "✗"),
+            err(Paint::Bad, code)
+        ),
+    };
+    if let Some(t) = target {
+        line.push(' ');
+        line.push_str(t);
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_call_names_its_code_and_target_on_one_line() {
+        assert_eq!(
+            tool_line("fs.read", Some("ENOENT"), Some("@project/nope.md")),
+            "    ✗ fs.read ENOENT @project/nope.md"
+        );
+        assert_eq!(tool_line("fs.list", None, None), "    ✓ fs.list");
+    }
+
+    #[test]
+    fn after_a_reset_the_spinner_shows_nothing_of_the_previous_run() {
+        let p = Progress::new();
+        p.event(EngineEvent::ModelCall {
+            turn: 3,
+            node: "step-02-dev".into(),
+            agent: "dev".into(),
+        });
+        let message = || p.counters.lock().ok().and_then(|c| c.message());
+        assert!(message().is_some_and(|m| m.contains("step-02-dev")));
+        p.reset();
+        assert_eq!(message(), None);
+        p.event(EngineEvent::ModelCall {
+            turn: 1,
+            node: "cr-01".into(),
+            agent: "reviewer".into(),
+        });
+        let m = message().unwrap_or_default();
+        assert!(
+            m.contains("turn 1 · cr-01 (reviewer)") && !m.contains("step-02"),
+            "{m}"
+        );
     }
 }

@@ -1,5 +1,7 @@
 //! Presentation of validation reports, as text for people and as JSON for scripts.
 
+use crate::ui::Paint;
+use crate::ui::color::{self, Stream};
 use baton_package::{Diagnostic, Report};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
@@ -25,9 +27,14 @@ pub fn to_json(report: &Report) -> Value {
     })
 }
 
-fn diagnostic_text(d: &Diagnostic, out: &mut String) {
-    let level = if d.is_error() { "error" } else { "warning" };
-    let _ = writeln!(out, "{level}[{}]: {}", d.code, d.message);
+fn diagnostic_text(d: &Diagnostic, out: &mut String, colour: bool) {
+    let (level, paint) = if d.is_error() {
+        ("error", Paint::Bad)
+    } else {
+        ("warning", Paint::Warn)
+    };
+    let head = paint.when(colour, &format!("{level}[{}]", d.code));
+    let _ = writeln!(out, "{head}: {}", d.message);
     if let Some(file) = &d.file {
         let mut loc = file.clone();
         if let Some(line) = d.line {
@@ -39,14 +46,28 @@ fn diagnostic_text(d: &Diagnostic, out: &mut String) {
         let _ = writeln!(out, "  --> {loc}");
     }
     if let Some(hint) = &d.hint {
-        let _ = writeln!(out, "  help: {hint}");
+        let _ = writeln!(out, "  {} {hint}", Paint::Hint.when(colour, "help:"));
     }
 }
 
+/// The report as plain text.
 pub fn to_text(report: &Report, shown_path: &str) -> String {
+    to_text_coloured(report, shown_path, false)
+}
+
+/// The report on stderr, coloured when stderr is.
+pub fn eprint(report: &Report, shown_path: &str) {
+    eprint!(
+        "{}",
+        to_text_coloured(report, shown_path, color::enabled(Stream::Err))
+    );
+}
+
+/// The report as text, with colour when `colour`.
+pub fn to_text_coloured(report: &Report, shown_path: &str, colour: bool) -> String {
     let mut out = String::new();
     for d in report.diagnostics.all() {
-        diagnostic_text(d, &mut out);
+        diagnostic_text(d, &mut out, colour);
         out.push('\n');
     }
     let errors = report.diagnostics.errors().count();

@@ -1,6 +1,8 @@
 use crate::cli::PackageCommand;
 use crate::exit;
 use crate::report;
+use crate::ui::color::{self, Paint, Stream};
+use crate::ui::table::{Cell, Column, Table};
 use anyhow::Context;
 use baton_package::files::read_zip_bytes;
 use baton_package::{
@@ -127,14 +129,18 @@ fn list(as_json: bool) -> anyhow::Result<u8> {
         );
         return Ok(exit::OK);
     }
-    println!("{:<40} {:<28} INSTALLED", "ID", "WORKFLOWS");
+    let mut table = Table::new(&[
+        Column::left("ID", 48),
+        Column::left("WORKFLOWS", 40),
+        Column::left("INSTALLED", usize::MAX),
+    ]);
     for p in &packages {
-        println!(
-            "{:<40} {:<28} {}",
-            p.id,
-            p.workflows.join(","),
-            p.installed_at
-        );
+        table.row(vec![
+            Cell::painted(p.id.as_str(), Paint::Strong),
+            p.workflows.join(",").into(),
+            Cell::painted(p.installed_at.as_str(), Paint::Dim),
+        ]);
     }
+    print!("{}", table.render(color::enabled(Stream::Out)));
     Ok(exit::OK)
 }

@@ -1,6 +1,8 @@
 use crate::cli::RunsCommand;
 use crate::exit;
 use crate::failure::Failure;
+use crate::ui::color::{self, Paint, Stream};
+use crate::ui::table::{Cell, Column, Table};
 use baton_engine::inspect::{self, Listed, phase_text};
 use baton_store::time::{now_secs, parse_rfc3339, short_age};
 use baton_store::{Phase, Project, RunKind, RunMetadata, Store, StoreWarning};
@@ -97,36 +99,44 @@ fn list(
     }
     let now = now_secs();
     let show_project = project.is_none() && projects > 1;
-    writeln!(
-        out,
-        "{:<13} {:<13} {:<8} {:<24} {:<30} {:>5}{}",
-        "RUN",
-        "PHASE",
-        "KIND",
-        "WORKFLOW",
-        "NODE",
-        "AGE",
-        if show_project { "  PROJECT" } else { "" }
-    )?;
+    let mut columns = vec![
+        Column::left("RUN", 13),
+        Column::left("PHASE", 24),
+        Column::left("KIND", 8),
+        Column::left("WORKFLOW", 32),
+        Column::left("NODE", 30),
+        Column::right("AGE", 5),
+    ];
+    if show_project {
+        columns.push(Column::left("PROJECT", usize::MAX));
+    }
+    let mut table = Table::new(&columns);
     for (p, r) in &rows {
         let age = parse_rfc3339(&r.created_at)
             .map(|t| short_age(now.saturating_sub(t)))
             .unwrap_or_default();
-        write!(
-            out,
-            "{:<13} {:<13} {:<8} {:<24} {:<30} {:>5}",
-            short_id(&r.run_id),
-            phase_text(p, r),
-            r.kind.as_str(),
-            r.workflow_ref,
-            r.current_node_id.as_deref().unwrap_or("-"),
-            age
-        )?;
+        let phase = phase_text(p, r);
+        let paint = match r.phase {
+            Phase::Completed => Paint::Good,
+            Phase::Failed => Paint::Bad,
+            Phase::WaitingUser => Paint::Warn,
+            _ if phase != r.phase.as_str() => Paint::Warn,
+            _ => Paint::Strong,
+        };
+        let mut row: Vec<Cell> = vec![
+            Cell::painted(short_id(&r.run_id), Paint::Dim),
+            Cell::painted(phase, paint),
+            r.kind.as_str().into(),
+            r.workflow_ref.as_str().into(),
+            r.current_node_id.as_deref().unwrap_or("-").into(),
+            age.into(),
+        ];
         if show_project {
-            write!(out, "  {}", p.root().display())?;
+            row.push(p.root().display().to_string().into());
         }
-        writeln!(out)?;
+        table.row(row);
     }
+    out.write_all(table.render(color::enabled(Stream::Out)).as_bytes())?;
     out.flush()?;
     if more {
         eprintln!("(the {} newest runs; --all lists every run)", rows.len());

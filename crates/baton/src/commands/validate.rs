@@ -12,11 +12,12 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<u8> {
     if args.json {
         super::print_json(&report::to_json(&result))?;
     } else {
-        let text = report::to_text(&result, &args.package.display().to_string());
+        let shown = args.package.display().to_string();
         if result.ok() {
-            print!("{text}");
+            let colour = crate::ui::color::enabled(crate::ui::color::Stream::Out);
+            print!("{}", report::to_text_coloured(&result, &shown, colour));
         } else {
-            eprint!("{text}");
+            report::eprint(&result, &shown);
         }
     }
     Ok(if result.ok() { exit::OK } else { exit::INVALID })

@@ -146,6 +146,8 @@ pub async fn ticks(
             };
         };
         let mut after = |t: &Tick| {
+            // The next step is another task run: its spinner line starts from nothing.
+            bar.reset();
             if !setup.json {
                 bar.suspend(|| lines.print(t));
             }
