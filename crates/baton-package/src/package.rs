@@ -32,6 +32,8 @@ pub struct Package {
     manifest: Manifest,
     agents: Vec<Agent>,
     workflows: Vec<Workflow>,
+    /// Every workflow id the manifest declares, also when validation loaded only one.
+    workflow_ids: Vec<String>,
     content_sha256: String,
 }
 
@@ -55,6 +57,7 @@ impl Package {
         manifest: Manifest,
         agents: Vec<Agent>,
         workflows: Vec<Workflow>,
+        workflow_ids: Vec<String>,
         content_sha256: String,
     ) -> Package {
         Package {
@@ -62,6 +65,7 @@ impl Package {
             manifest,
             agents,
             workflows,
+            workflow_ids,
             content_sha256,
         }
     }
@@ -116,6 +120,12 @@ impl Package {
 
     pub fn workflows(&self) -> &[Workflow] {
         &self.workflows
+    }
+
+    /// The ids of every workflow of the package, in manifest order. [`Package::workflows`]
+    /// holds only the one a run selected when validation was given `--workflow`.
+    pub fn workflow_ids(&self) -> &[String] {
+        &self.workflow_ids
     }
 
     pub fn workflow(&self, id: &str) -> Option<&Workflow> {

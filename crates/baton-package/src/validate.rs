@@ -82,6 +82,7 @@ pub fn validate_files(
             manifest.clone(),
             agents,
             workflows,
+            workflow_ids.clone(),
             digest::content_digest(&files),
         )),
         _ => None,

@@ -34,6 +34,8 @@ pub struct InstallOutcome {
     pub package: InstalledPackage,
     /// False when the same content was already installed.
     pub fresh: bool,
+    /// A damaged copy of the same id was there and has been replaced.
+    pub repaired: bool,
 }
 
 pub struct PackageStore {
@@ -53,15 +55,25 @@ impl PackageStore {
 
     /// Copies a validated package into the store. Safe against concurrent installs of the same
     /// package: each writes a private temp directory and the first rename wins.
+    ///
+    /// A copy that is not whole (a file missing or changed, a record that lists other
+    /// workflows, as installs made while running one workflow did) is replaced.
     pub fn install(&self, package: &Package, source: &str) -> Result<InstallOutcome, StoreError> {
         let id = package.install_id();
         let target = self.dir.join(&id);
-        if let Some(existing) = self.read_record(&target)? {
-            return Ok(InstallOutcome {
-                package: existing,
-                fresh: false,
-            });
-        }
+        // A record that cannot be read is damage like any other: the copy is replaced.
+        let existing = self.read_record(&target).unwrap_or(None);
+        let damaged = match existing {
+            Some(existing) if intact(&existing, package) => {
+                return Ok(InstallOutcome {
+                    package: existing,
+                    fresh: false,
+                    repaired: false,
+                });
+            }
+            Some(_) => true,
+            None => target.exists(),
+        };
         fs::create_dir_all(&self.dir).map_err(StoreError::io("create", &self.dir))?;
         let staging = durable::temp_sibling(&target);
         let record = InstalledPackage {
@@ -69,7 +81,7 @@ impl PackageStore {
             name: package.name().to_string(),
             version: package.version().to_string(),
             sha256: package.content_sha256().to_string(),
-            workflows: package.workflows().iter().map(|w| w.id.clone()).collect(),
+            workflows: package.workflow_ids().to_vec(),
             installed_at: now_rfc3339(),
             source: source.to_string(),
             path: target.clone(),
@@ -79,23 +91,33 @@ impl PackageStore {
             let _ = remove_tree(&staging);
             return Err(e);
         }
+        if damaged {
+            // Moved aside first so the rename below publishes the new copy in one step; another
+            // installer may have moved it already.
+            let aside = durable::temp_sibling(&target);
+            if fs::rename(&target, &aside).is_ok() {
+                let _ = remove_tree(&aside);
+            }
+        }
         match fs::rename(&staging, &target) {
             Ok(()) => {
                 sync_dir(&self.dir)?;
                 Ok(InstallOutcome {
                     package: record,
                     fresh: true,
+                    repaired: damaged,
                 })
             }
             Err(e) => {
                 let _ = remove_tree(&staging);
                 // Lost a race with another installer of the same content: theirs is as good.
                 match self.read_record(&target)? {
-                    Some(existing) => Ok(InstallOutcome {
+                    Some(existing) if intact(&existing, package) => Ok(InstallOutcome {
                         package: existing,
                         fresh: false,
+                        repaired: false,
                     }),
-                    None => Err(StoreError::io("install", &target)(e)),
+                    _ => Err(StoreError::io("install", &target)(e)),
                 }
             }
         }
@@ -155,6 +177,17 @@ impl PackageStore {
         record.path = dir.to_path_buf();
         Ok(Some(record))
     }
+}
+
+/// Whether the installed copy `record` describes holds exactly `package`: the record names
+/// its content and all its workflows, and every file has the package's bytes.
+fn intact(record: &InstalledPackage, package: &Package) -> bool {
+    record.sha256 == package.content_sha256()
+        && record.workflows == package.workflow_ids()
+        && package
+            .files()
+            .iter()
+            .all(|(rel, bytes)| fs::read(record.path.join(rel)).is_ok_and(|b| b == bytes))
 }
 
 fn write_tree(root: &Path, package: &Package, record: &InstalledPackage) -> Result<(), StoreError> {
@@ -230,6 +263,59 @@ mod tests {
             "installed files are read-only"
         );
         assert_eq!(store.find("create-story-micro").unwrap().len(), 1);
+    }
+
+    /// Installs made while running one workflow recorded only that one; a copy missing a file
+    /// or holding a changed one is not the package its id names. Installing again repairs both.
+    #[test]
+    fn a_damaged_or_partial_copy_is_replaced() {
+        let home = tempfile::tempdir().unwrap();
+        let store = PackageStore::new(home.path());
+        let path = example("docs-kit");
+        let one = baton_package::validate_path(
+            &path,
+            &baton_package::ValidateOptions {
+                workflow: Some("write-adr".into()),
+                ..Default::default()
+            },
+        )
+        .package
+        .unwrap();
+        let first = store.install(&one, "t").unwrap();
+        assert_eq!(first.package.workflows, ["write-readme", "write-adr"]);
+
+        let package = Package::load(&path).unwrap();
+        let dir = first.package.path.clone();
+        let record_path = dir.join(RECORD);
+        let mut record: serde_json::Value =
+            serde_json::from_slice(&fs::read(&record_path).unwrap()).unwrap();
+        record["workflows"] = serde_json::json!(["write-adr"]);
+        fs::set_permissions(&record_path, fs::Permissions::from_mode(0o644)).unwrap();
+        fs::write(&record_path, serde_json::to_vec(&record).unwrap()).unwrap();
+        let repaired = store.install(&package, "t").unwrap();
+        assert!(repaired.fresh && repaired.repaired);
+        assert_eq!(
+            store.list().unwrap()[0].workflows,
+            ["write-readme", "write-adr"]
+        );
+
+        fs::remove_file(dir.join("bmad.json")).unwrap();
+        assert!(store.install(&package, "t").unwrap().repaired);
+        let agents = dir.join("agents.json");
+        fs::set_permissions(&agents, fs::Permissions::from_mode(0o644)).unwrap();
+        fs::write(&agents, "{}").unwrap();
+        assert!(store.install(&package, "t").unwrap().repaired);
+        assert_eq!(
+            Package::load(&dir).unwrap().content_sha256(),
+            package.content_sha256()
+        );
+        let again = store.install(&package, "t").unwrap();
+        assert!(!again.fresh && !again.repaired);
+        assert_eq!(
+            fs::read_dir(store.dir()).unwrap().count(),
+            1,
+            "nothing left aside"
+        );
     }
 
     #[test]

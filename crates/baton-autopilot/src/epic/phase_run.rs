@@ -309,8 +309,10 @@ impl Ctx<'_> {
             attempt: sp.attempt,
             resumed,
         });
+        // One phase run, however many times it is continued (an answered question drives it
+        // again).
+        self.phases_run += 1;
         loop {
-            self.phases_run += 1;
             // An answer is part of the run's recorded conversation.
             if let Continuation::Answer(answer) = &continuation {
                 let node = claimed.run().current_node_id.clone();

@@ -89,9 +89,13 @@ fn install(path: &Path, as_json: bool) -> anyhow::Result<u8> {
     if as_json {
         let mut value = serde_json::to_value(&outcome.package)?;
         value["fresh"] = json!(outcome.fresh);
+        value["repaired"] = json!(outcome.repaired);
         value["path"] = json!(outcome.package.path);
         super::print_json(&value)?;
     } else if outcome.fresh {
+        if outcome.repaired {
+            eprintln!("the installed copy was damaged or incomplete; replacing it");
+        }
         println!(
             "installed {} -> {}",
             outcome.package.id,
