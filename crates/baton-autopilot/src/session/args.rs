@@ -7,7 +7,7 @@
 //! A placeholder without a value stays as it is (early stages have no phase yet).
 
 use crate::ralph::session::Session;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 /// Placeholders filled from the session's `context` object.
 const CONTEXT_KEYS: [&str; 5] = [
@@ -37,21 +37,26 @@ fn text_of(value: Option<&Value>) -> Option<String> {
 
 /// The substitutions the session can give, in the seed's table order.
 fn values(s: &Session) -> Vec<(String, String)> {
+    values_of(&s.doc)
+}
+
+/// The substitutions a status.json document (or a plan's fields under the same names) gives.
+pub fn values_of(doc: &Map<String, Value>) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut put = |name: &str, value: Option<String>| {
         if let Some(v) = value {
             out.push((format!("{{{name}}}"), v));
         }
     };
-    put("phase", text_of(s.doc.get("phase")));
-    put("milestone", text_of(s.doc.get("milestone")));
-    let intent = text_of(s.doc.get("intent"));
+    put("phase", text_of(doc.get("phase")));
+    put("milestone", text_of(doc.get("milestone")));
+    let intent = text_of(doc.get("intent"));
     put("intent", intent.clone());
     put("description", intent);
     // Ids the build phase or the scope gate recorded (`--from analyze:{analyze_macro_id}`).
-    put("analyze_macro_id", text_of(s.doc.get("analyze_macro_id")));
-    put("blueprint_id", text_of(s.doc.get("blueprint_id")));
-    let context = s.doc.get("context");
+    put("analyze_macro_id", text_of(doc.get("analyze_macro_id")));
+    put("blueprint_id", text_of(doc.get("blueprint_id")));
+    let context = doc.get("context");
     for key in CONTEXT_KEYS {
         put(key, text_of(context.and_then(|c| c.get(key))));
     }

@@ -60,6 +60,26 @@ impl Plan {
         ChainLine::from_steps(&self.steps)
     }
 
+    /// The chain as a person reads it: the placeholders the plan already knows (`{intent}`,
+    /// `{phase}`, …) filled as each step's claim will fill them.
+    pub fn chain_shown(&self) -> Vec<ChainLine> {
+        let inf = &self.inference;
+        let mut doc = Map::new();
+        doc.insert("intent".into(), json!(self.intent));
+        doc.insert("phase".into(), json!(inf.phase));
+        doc.insert("milestone".into(), json!(inf.milestone));
+        doc.insert("analyze_macro_id".into(), json!(inf.analyze_macro_id));
+        doc.insert("blueprint_id".into(), json!(inf.blueprint_id));
+        let values = super::args::values_of(&doc);
+        self.chain()
+            .into_iter()
+            .map(|mut line| {
+                line.args = super::args::substitute(&line.args, &values);
+                line
+            })
+            .collect()
+    }
+
     /// The plan as JSON, for `--json` and the confirmation screen.
     pub fn to_json(&self) -> Value {
         let inf = &self.inference;

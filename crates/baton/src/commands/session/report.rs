@@ -28,10 +28,17 @@ pub enum Waiting {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    /// `start` needs answers before it can build the chain.
-    Questions(Vec<Question>),
+    /// `start` needs answers before it can build the chain. `rerun` is the `baton session
+    /// start …` command line that asks again.
+    Questions {
+        questions: Vec<Question>,
+        rerun: String,
+    },
     /// The chain waits for a yes (no terminal to ask, no `-y`): nothing was created.
-    Confirm(Vec<ChainLine>),
+    Confirm {
+        chain: Vec<ChainLine>,
+        rerun: String,
+    },
     /// The person said no to the chain: nothing was created.
     Cancelled(Vec<ChainLine>),
     Completed,
@@ -62,8 +69,8 @@ pub struct Ended {
 impl Outcome {
     pub fn name(&self) -> &'static str {
         match self {
-            Outcome::Questions(_) => "questions",
-            Outcome::Confirm(_) => "confirm",
+            Outcome::Questions { .. } => "questions",
+            Outcome::Confirm { .. } => "confirm",
             Outcome::Cancelled(_) => "cancelled",
             Outcome::Completed => "completed",
             Outcome::Waiting(_) => "waiting",
@@ -77,7 +84,7 @@ impl Outcome {
     pub fn exit_code(&self) -> u8 {
         match self {
             Outcome::Completed | Outcome::Cancelled(_) => exit::OK,
-            Outcome::Questions(_) | Outcome::Confirm(_) | Outcome::Waiting(_) => WAITING,
+            Outcome::Questions { .. } | Outcome::Confirm { .. } | Outcome::Waiting(_) => WAITING,
             Outcome::Paused(_) | Outcome::Failed { .. } | Outcome::Abandoned => exit::FAILURE,
             Outcome::Interrupted => exit::STOPPED,
         }
@@ -132,10 +139,10 @@ pub fn to_json(e: &Ended) -> Value {
         "usage": e.spent.usage,
     });
     match &e.outcome {
-        Outcome::Questions(qs) => {
-            v["questions"] = qs.iter().map(question_json).collect();
+        Outcome::Questions { questions, .. } => {
+            v["questions"] = questions.iter().map(question_json).collect();
         }
-        Outcome::Confirm(chain) | Outcome::Cancelled(chain) => v["chain"] = json!(chain),
+        Outcome::Confirm { chain, .. } | Outcome::Cancelled(chain) => v["chain"] = json!(chain),
         Outcome::Waiting(Waiting::Step { index, question }) => {
             v["waiting"] = json!({"kind": "step-question", "index": index, "question": question});
         }
@@ -164,9 +171,9 @@ fn session_flag(e: &Ended) -> String {
 pub fn print_text(e: &Ended) {
     let flag = session_flag(e);
     match &e.outcome {
-        Outcome::Questions(qs) => {
+        Outcome::Questions { questions, rerun } => {
             println!("the session needs answers before its chain can be built:\n");
-            for q in qs {
+            for q in questions {
                 println!("  {}: {}", q.id, text::line(&q.text, 300));
                 for c in &q.options {
                     println!(
@@ -176,19 +183,17 @@ pub fn print_text(e: &Ended) {
                     );
                 }
             }
-            let example = qs.first().map_or("ID", |q| q.id.as_str());
-            println!(
-                "\nanswer on the command line: baton session start \"<intent>\" --answer {example}=<answer> …"
-            );
+            let example = questions.first().map_or("ID", |q| q.id.as_str());
+            println!("\nanswer on the command line: {rerun} --answer {example}=<answer> …");
         }
-        Outcome::Confirm(chain) => {
+        Outcome::Confirm { chain, rerun } => {
             println!("the session would run this chain:\n");
             for line in chain {
                 println!("  {}", text::line(&line.line(), 200));
             }
             println!(
                 "\nnothing was created; to create and run it without being asked, add -y: \
-                 baton session start \"<intent>\" -y"
+                 {rerun} -y"
             );
         }
         Outcome::Cancelled(_) => println!("cancelled: nothing was created"),

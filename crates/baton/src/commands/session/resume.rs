@@ -70,6 +70,18 @@ fn decide_pause(setup: &Setup, s: &Session, text: &str) -> Result<Option<Outcome
 
 fn drive(target: &Target, args: &LoopArgs, verb: &str, said: Said) -> anyhow::Result<u8> {
     let json = args.json;
+    // The session is looked for before the model: a project without one says so first.
+    if target.project.is_dir() {
+        let found = discovery::find(
+            &super::context(&target.project),
+            target.session.as_deref(),
+            Pick::Active,
+        )
+        .and_then(|l| l.into_session());
+        if let Err(e) = found {
+            return Ok(errors::failure(&e).report(json));
+        }
+    }
     let setup = match setup::prepare(&target.project, args)? {
         Ok(s) => s,
         Err(f) => return Ok(f.report(json)),

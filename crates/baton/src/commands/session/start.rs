@@ -46,7 +46,7 @@ fn show_chain(plan: &Plan) {
             .map(|p| format!(" · phase {p}"))
             .unwrap_or_default()
     );
-    for line in plan.chain() {
+    for line in plan.chain_shown() {
         eprintln!("  {}", text::line(&line.line(), 200));
     }
     if let Some(d) = &plan.decomposition {
@@ -150,26 +150,44 @@ async fn build(
         match plan(setup, &opts, cancel).await? {
             StartOutcome::Questions(qs) => {
                 if !setup.interactive {
-                    return Ok(Built::Ended(Outcome::Questions(qs), spent));
+                    let rerun = rerun(args, &opts.answers);
+                    return Ok(Built::Ended(
+                        Outcome::Questions {
+                            questions: qs,
+                            rerun,
+                        },
+                        spent,
+                    ));
                 }
                 for q in &qs {
                     match prompt::ask(q) {
                         Some(a) => {
                             opts.answers.insert(q.id.clone(), a);
                         }
-                        None => return Ok(Built::Ended(Outcome::Questions(qs), spent)),
+                        None => {
+                            let rerun = rerun(args, &opts.answers);
+                            let asked = Outcome::Questions {
+                                questions: qs,
+                                rerun,
+                            };
+                            return Ok(Built::Ended(asked, spent));
+                        }
                     }
                 }
             }
             StartOutcome::Planned(p) => {
                 spent.model_calls += p.model_calls as usize;
                 spent.usage.add(p.usage);
-                if !setup.json {
+                // Without a terminal and without -y the final report shows the chain; once is
+                // enough.
+                if !setup.json && (opts.auto || setup.interactive) {
                     show_chain(&p);
                 }
                 if !opts.auto {
                     if !setup.interactive {
-                        return Ok(Built::Ended(Outcome::Confirm(p.chain()), spent));
+                        let chain = p.chain_shown();
+                        let rerun = rerun(args, &opts.answers);
+                        return Ok(Built::Ended(Outcome::Confirm { chain, rerun }, spent));
                     }
                     let choice = prompt::choose(
                         "Create this session and run it?",
@@ -179,7 +197,7 @@ async fn build(
                         ],
                     );
                     if choice != Some("proceed") {
-                        return Ok(Built::Ended(Outcome::Cancelled(p.chain()), spent));
+                        return Ok(Built::Ended(Outcome::Cancelled(p.chain_shown()), spent));
                     }
                 }
                 let created = start::create(&setup.ctx, *p).map_err(|e| build_failure(&e))?;
@@ -188,6 +206,33 @@ async fn build(
             StartOutcome::Created(c) => return Ok(Built::Created(c.session_id, spent)),
         }
     }
+}
+
+/// The `baton session start …` command line that builds the same session again, with the
+/// answers given so far, for a person to paste.
+fn rerun(args: &StartArgs, answers: &BTreeMap<String, String>) -> String {
+    let mut line = format!("baton session start {}", text::shell_word(&args.intent));
+    if args.target_project != std::path::Path::new(".") {
+        line.push_str(&format!(
+            " -p {}",
+            text::shell_word(&args.target_project.to_string_lossy())
+        ));
+    }
+    if let Some(q) = args.quality {
+        let name = match q {
+            super::Quality::Full => "full",
+            super::Quality::Standard => "standard",
+            super::Quality::Quick => "quick",
+        };
+        line.push_str(&format!(" --quality {name}"));
+    }
+    for (id, answer) in answers {
+        line.push_str(&format!(
+            " --answer {}",
+            text::shell_word(&format!("{id}={answer}"))
+        ));
+    }
+    line
 }
 
 pub fn run(args: &StartArgs) -> anyhow::Result<u8> {

@@ -106,7 +106,7 @@ pub fn json(s: &Session, recent: &Recent) -> Value {
 }
 
 pub fn text(s: &Session, recent: &Recent, live: &Live) -> String {
-    let mut out = board(s);
+    let mut out = here_and_now(&board(s), s, live);
     let extra = live.text();
     if !extra.is_empty() {
         out.push('\n');
@@ -125,6 +125,42 @@ pub fn text(s: &Session, recent: &Recent, live: &Live) -> String {
             "  ({} damaged line(s) in decisions.ndjson not shown)\n",
             recent.skipped
         ));
+    }
+    out
+}
+
+/// ralph's board says what status.json says: `running` while a step's run waits on a
+/// person, and the position the session was built at. `baton session status` says where the
+/// session is now: waiting, and the stage of the current step (or done).
+fn here_and_now(board: &str, s: &Session, live: &Live) -> String {
+    let started = s.str("lifecycle_position").unwrap_or("—");
+    let position = if s.status() == "completed" {
+        format!("done (started at {started})")
+    } else {
+        let current = s
+            .active_index()
+            .and_then(|i| s.step(i))
+            .or_else(|| s.all_steps().find(|st| st.status() == "pending"))
+            .map(|st| st.stage())
+            .filter(|stage| !stage.is_empty());
+        match current {
+            Some(stage) if stage != started => format!("{stage} (started at {started})"),
+            _ => started.to_string(),
+        }
+    };
+    let mut out = String::new();
+    for line in board.lines() {
+        if line.starts_with("Status:") && s.status() == "running" && live.waiting.is_some() {
+            out.push_str(&format!(
+                "Status:   waiting for an answer (revision {})\n",
+                s.revision()
+            ));
+        } else if line.starts_with("Position:") {
+            out.push_str(&format!("Position: {}\n", text::line(&position, 80)));
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
     }
     out
 }

@@ -18,6 +18,19 @@ pub fn block(text: &str, max: usize) -> String {
     )
 }
 
+/// `text` as one shell word, so a printed command can be pasted as it is.
+pub fn shell_word(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    if plain {
+        text.to_string()
+    } else {
+        format!("'{}'", line(text, 500).replace('\'', "'\\''"))
+    }
+}
+
 fn bounded(chars: impl Iterator<Item = char>, max: usize) -> String {
     let mut out = String::new();
     for (i, c) in chars.enumerate() {
@@ -39,5 +52,13 @@ mod tests {
         assert_eq!(line("a\u{1b}[2Jb\nc", 10), "a[2Jb c");
         assert_eq!(line("abcdef", 3), "abc…");
         assert_eq!(block("a\n\u{7}b\tc", 10), "a\nb\tc");
+    }
+
+    #[test]
+    fn shell_words_quote_what_the_shell_would_split() {
+        assert_eq!(shell_word("csvsum"), "csvsum");
+        assert_eq!(shell_word("add a flag"), "'add a flag'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word(""), "''");
     }
 }
