@@ -145,7 +145,7 @@ fn new_refuses_missing_commands_unknown_stages_and_a_second_active_session() {
     out.code(1);
     assert_eq!(
         out.stderr.lines().next().unwrap(),
-        "[ralph new] E006: command file(s) not found for: maestro-plan, maestro-verify"
+        "error[E006]: command file(s) not found for: maestro-plan, maestro-verify"
     );
     assert!(!bare.sessions().exists(), "nothing created");
 
@@ -154,7 +154,7 @@ fn new_refuses_missing_commands_unknown_stages_and_a_second_active_session() {
     out.code(2);
     assert!(
         out.stderr.starts_with(
-            "[ralph new] STAGE_INVALID: unknown stage \"deploy\"; stages: brainstorm, "
+            "error[STAGE_INVALID]: unknown stage \"deploy\"; stages: brainstorm, "
         )
     );
     let first = fx.created("plan,milestone-complete");
@@ -162,7 +162,7 @@ fn new_refuses_missing_commands_unknown_stages_and_a_second_active_session() {
     out.code(1);
     assert_eq!(
         out.stderr.lines().next().unwrap(),
-        format!("[ralph new] SESSION_ACTIVE: an active session already exists: {first}")
+        format!("error[SESSION_ACTIVE]: an active session already exists: {first}")
     );
     let out = fx.ralph(&["new", "y", "--chain", "plan", "--force", "--json"]);
     out.code(0);
@@ -189,7 +189,7 @@ fn skip_pause_resume_abandon() {
     out.code(1);
     assert_eq!(
         out.stderr.lines().next().unwrap(),
-        "[ralph skip] STEP_STATE: step 3 is a pending decision gate; cannot skip it without --force"
+        "error[STEP_STATE]: step 3 is a pending decision gate; cannot skip it without --force"
     );
     fx.ralph(&["pause"]).code(0);
     assert_eq!(fx.get(&id)["status"], "paused");
@@ -219,7 +219,7 @@ fn skip_pause_resume_abandon() {
     assert!(out.stderr.contains("SESSION_NOT_FOUND"));
     let out = fx.ralph(&["resume", "--session", &id]);
     out.code(1);
-    assert!(out.stderr.starts_with("[ralph resume] SESSION_NOT_ACTIVE"));
+    assert!(out.stderr.starts_with("error[SESSION_NOT_ACTIVE]"));
 }
 
 #[test]
@@ -319,7 +319,7 @@ fn insert_renumbers_and_moves_the_claim_with_its_step() {
     let before = fx.raw(&id);
     let out = fx.ralph(&["insert", "--after", "1", "--template", "post-deploy"]);
     out.code(2);
-    assert!(out.stderr.starts_with("[ralph insert] TEMPLATE_INVALID: --template must be one of: post-verify, post-business-test, post-review, post-test, post-goal-audit"));
+    assert!(out.stderr.starts_with("error[TEMPLATE_INVALID]: --template must be one of: post-verify, post-business-test, post-review, post-test, post-goal-audit"));
     assert_eq!(fx.raw(&id), before);
 }
 
@@ -534,26 +534,26 @@ fn decide_and_complete_keep_gates_and_steps_apart() {
     out.code(1);
     assert_eq!(
         out.stderr.lines().next().unwrap(),
-        "[ralph decide] GATE_ORDER: step 2 (post-verify) cannot be decided before step 0 (pending)"
+        "error[GATE_ORDER]: step 2 (post-verify) cannot be decided before step 0 (pending)"
     );
     let out = fx.ralph(&["decide", "0", "--verdict", "proceed", "--confidence", "90"]);
     out.code(1);
     assert!(
         out.stderr
-            .starts_with("[ralph decide] STEP_NOT_DECISION: step 0 is not a decision node")
+            .starts_with("error[STEP_NOT_DECISION]: step 0 is not a decision node")
     );
     for (args, line) in [
         (
             vec!["decide", "2", "--verdict", "maybe", "--confidence", "9"],
-            "[ralph decide] VERDICT_INVALID: --verdict must be one of: proceed, fix, escalate (got \"maybe\")",
+            "error[VERDICT_INVALID]: --verdict must be one of: proceed, fix, escalate (got \"maybe\")",
         ),
         (
             vec!["decide", "2", "--verdict", "fix", "--confidence", "101"],
-            "[ralph decide] CONFIDENCE_INVALID: --confidence must be an integer from 0 to 100 (got \"101\")",
+            "error[CONFIDENCE_INVALID]: --confidence must be an integer from 0 to 100 (got \"101\")",
         ),
         (
             vec!["decide", "2", "--verdict", "fix", "--confidence", "-3"],
-            "[ralph decide] CONFIDENCE_INVALID: --confidence must be an integer from 0 to 100 (got \"-3\")",
+            "error[CONFIDENCE_INVALID]: --confidence must be an integer from 0 to 100 (got \"-3\")",
         ),
     ] {
         let out = fx.ralph(&args);
@@ -597,7 +597,7 @@ fn release_frees_only_the_claim_of_a_process_that_is_gone() {
     out.code(3);
     assert!(
         out.stderr.starts_with(&format!(
-            "[ralph release] CLAIM_HELD: step 0 is claimed by {owner}, which is still running"
+            "error[CLAIM_HELD]: step 0 is claimed by {owner}, which is still running"
         )),
         "{}",
         out.stderr

@@ -187,6 +187,42 @@ pub async fn start(
     drive(&claimed, settings).await
 }
 
+/// What [`create`] checks that needs no model and writes nothing: the package, the workflow
+/// it names, and the project directory. `baton run` calls it before it looks for a model, so
+/// a wrong path is said first.
+pub fn check_start(start: &StartRun<'_>) -> Result<(), RunnerError> {
+    let report = validate_path(
+        start.package,
+        &ValidateOptions {
+            workflow: start.workflow.map(str::to_owned),
+            ..Default::default()
+        },
+    );
+    let Some(package) = report.package.as_ref() else {
+        return Err(RunnerError::InvalidPackage(Box::new(report)));
+    };
+    package
+        .resolve_workflow(start.workflow)
+        .map_err(|d| RunError::Workflow {
+            code: d.code.as_str(),
+            message: d.message,
+            hint: d.hint,
+        })?;
+    if !start.project.is_dir() {
+        let reason = if start.project.exists() {
+            "not a directory"
+        } else {
+            "no such directory"
+        };
+        return Err(RunError::ProjectRootInvalid {
+            path: start.project.to_path_buf(),
+            reason: reason.into(),
+        }
+        .into());
+    }
+    Ok(())
+}
+
 /// Validates and installs the package and creates the run with `variables` in its state
 /// (`baton run --var`), without driving it: the caller learns the run id (and may record it)
 /// before the first model call, then drives it with [`continue_claimed`].

@@ -132,6 +132,10 @@ impl RunError {
     pub fn hint(&self) -> Option<String> {
         match self {
             RunError::Workflow { hint, .. } => hint.clone(),
+            RunError::ProjectRootInvalid { path, .. } => Some(format!(
+                "--project takes the directory the workflow works on: create it first (mkdir -p {}) or pass another one",
+                path.display()
+            )),
             RunError::ProjectRecordInvalid { dir, .. } => Some(format!(
                 "restore it from a backup, or remove it: the next baton command given `--project <DIR>` for that project registers it again (its runs in {} are kept)",
                 dir.join("runs").display()

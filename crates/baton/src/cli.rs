@@ -107,6 +107,8 @@ pub struct RunArgs {
     /// The project the workflow works on.
     #[arg(long, short = 'p', default_value = ".")]
     pub project: PathBuf,
+    /// The workflow to run (required when the package has several; `baton validate` lists
+    /// them).
     #[arg(long, short = 'w')]
     pub workflow: Option<String>,
     /// The active agent (default: the entry node's agent).
@@ -164,6 +166,7 @@ pub struct AnswerArgs {
 pub struct ChatArgs {
     /// Run id or unique prefix.
     pub run: String,
+    /// What you say to the run.
     pub text: String,
     #[command(flatten)]
     pub model: ModelArgs,
@@ -174,6 +177,7 @@ pub struct DemoArgs {
     /// Where to put the sample project (default ./baton-demo).
     #[arg(long, default_value = "baton-demo")]
     pub dir: PathBuf,
+    /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
     /// Another demo (`baton demo epic`); none runs the create-story example.
@@ -211,6 +215,7 @@ pub enum RunsCommand {
     Show {
         /// Run id, or a unique prefix of it.
         run: String,
+        /// Print the run as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -265,6 +270,7 @@ pub struct GraphArgs {
     /// Workflow to draw (required for multi-workflow packages).
     #[arg(long, short = 'w')]
     pub workflow: Option<String>,
+    /// Output format: Mermaid, Graphviz DOT, or JSON (each node's successors).
     #[arg(long, short = 'f', value_enum, default_value = "mermaid")]
     pub format: Format,
 }
@@ -278,6 +284,7 @@ pub enum PackageCommand {
         /// Output file (default: <name>-<version>.bmad in the current directory).
         #[arg(long, short = 'o')]
         output: Option<PathBuf>,
+        /// Print what was packed as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -285,11 +292,13 @@ pub enum PackageCommand {
     Install {
         /// Package directory or .bmad file.
         package: PathBuf,
+        /// Print the installed package as JSON.
         #[arg(long)]
         json: bool,
     },
     /// List installed packages.
     List {
+        /// Print the packages as JSON.
         #[arg(long)]
         json: bool,
     },

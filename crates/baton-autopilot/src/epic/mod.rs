@@ -34,7 +34,7 @@ pub use error::{EpicError, ErrorKind};
 pub use events::EpicEvent;
 pub use models::ModelSource;
 pub use orchestrator::{
-    AskFn, Command, EpicOutcome, EpicReport, EpicSettings, PlannedStory, execute,
+    AskFn, Command, EpicOutcome, EpicReport, EpicSettings, PlannedStory, execute, preflight,
 };
 pub use phase::Phase;
 

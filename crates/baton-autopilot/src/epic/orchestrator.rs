@@ -101,6 +101,51 @@ pub(super) fn short(id: &str) -> &str {
     id.get(..13).unwrap_or(id)
 }
 
+/// The project, its baton.toml and the folder of sprint-status.yaml.
+fn open(project: &Path) -> Result<(PathBuf, AutopilotConfig, Layout)> {
+    let project_root = std::fs::canonicalize(project).map_err(|e| {
+        EpicError::usage(
+            "PROJECT_NOT_FOUND",
+            format!("project {} cannot be opened: {e}", project.display()),
+        )
+        .hint("pass --project the directory that holds your BMAD project")
+    })?;
+    let config = AutopilotConfig::load(&project_root)?;
+    let layout = layout::resolve(&project_root, config.implementation_artifacts.as_deref())?;
+    if !layout.dir.is_dir() {
+        let sprint_shown = layout.rel_file(sprint::FILE_NAME);
+        return Err(EpicError::usage(
+            "SPRINT_STATUS_MISSING",
+            format!("{sprint_shown} does not exist (no folder {})", layout.rel),
+        )
+        .hint("run BMAD's sprint-planning workflow first, or set [autopilot] implementation_artifacts in baton.toml"));
+    }
+    Ok((project_root, config, layout))
+}
+
+/// The checks of [`execute`] that need no model and write nothing: the project, baton.toml,
+/// sprint-status.yaml, the loop's own files, the epic or story named and an answer's
+/// question. A command runs them before it looks for a model, so a missing file is said
+/// first (`execute` checks again, under the lock).
+pub fn preflight(project: &Path, command: &Command) -> Result<()> {
+    let (_, _, layout) = open(project)?;
+    let sprint_shown = layout.rel_file(sprint::FILE_NAME);
+    let sprint = SprintStatus::load(&layout.file(sprint::FILE_NAME), &sprint_shown)?;
+    let state_shown = layout.rel_file(run_state::FILE_NAME);
+    let state = RunEpicState::load(&layout.dir, &state_shown)?;
+    let progress = Progress::load(&layout.dir, &layout.rel)?;
+    plan_target(command, &sprint, state.as_ref(), progress)?;
+    if let Command::Answer {
+        story,
+        question,
+        text,
+    } = command
+    {
+        check_answer(&layout, story, question.as_deref(), text)?;
+    }
+    Ok(())
+}
+
 /// Runs a command to its end: done, a question, a failure, a stop.
 pub async fn execute<'a>(
     store: &'a Store,
@@ -108,22 +153,8 @@ pub async fn execute<'a>(
     command: Command,
     settings: EpicSettings<'a>,
 ) -> Result<EpicReport> {
-    let project_root = std::fs::canonicalize(project).map_err(|e| {
-        EpicError::usage(
-            "PROJECT_NOT_FOUND",
-            format!("project {} cannot be opened: {e}", project.display()),
-        )
-    })?;
-    let config = AutopilotConfig::load(&project_root)?;
-    let layout = layout::resolve(&project_root, config.implementation_artifacts.as_deref())?;
+    let (project_root, config, layout) = open(project)?;
     let sprint_shown = layout.rel_file(sprint::FILE_NAME);
-    if !layout.dir.is_dir() {
-        return Err(EpicError::usage(
-            "SPRINT_STATUS_MISSING",
-            format!("{sprint_shown} does not exist (no folder {})", layout.rel),
-        )
-        .hint("run BMAD's sprint-planning workflow first, or set [autopilot] implementation_artifacts in baton.toml"));
-    }
     let started = std::time::SystemTime::now();
     let _lock = lock::acquire(&layout.dir, &layout.rel)?;
 

@@ -15,17 +15,19 @@ pub fn newest_first(store: &Store) -> Vec<Project> {
     let Ok(scan) = store.projects() else {
         return Vec::new();
     };
-    let mut dated: Vec<(String, Project)> = scan
+    let mut dated: Vec<((String, String), Project)> = scan
         .projects
         .into_iter()
         .map(|p| {
-            // The index's newest record only: a cheap read of the index's end.
+            // The index's newest record only: a cheap read of the index's end. Its id breaks
+            // a tie of creation times to the second (run ids are UUID v7: time-ordered to the
+            // millisecond).
             let newest = p
                 .runs(Some(1))
                 .ok()
                 .and_then(|l| l.runs.into_iter().next())
-                .map(|r| r.created_at)
-                .unwrap_or_else(|| p.record.created_at.clone());
+                .map(|r| (r.created_at, r.run_id))
+                .unwrap_or_else(|| (p.record.created_at.clone(), String::new()));
             (newest, p)
         })
         .collect();

@@ -61,6 +61,18 @@ pub(super) fn clear_previous_demo(dir: &Path, command: &str) -> Result<(), Failu
     Ok(())
 }
 
+/// The sample project could not be written to `dir`.
+pub(super) fn dir_unusable(dir: &Path, e: &std::io::Error) -> Failure {
+    Failure::new(
+        "DEMO_DIR_UNUSABLE",
+        format!("cannot write the sample project to {}: {e}", dir.display()),
+        exit::FAILURE,
+    )
+    .hint(Some(
+        "pass --dir a directory you can write to (it is created when missing)".into(),
+    ))
+}
+
 /// `&[(path, include_bytes!(base + path)), …]`: a demo's files inside the binary (`base` is
 /// relative to the calling file).
 macro_rules! embed {
@@ -110,8 +122,9 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
     if let Err(f) = clear_previous_demo(dir, "baton demo") {
         return Ok(f.report(args.json));
     }
-    write_files(dir, PROJECT)?;
-    write_marker(dir, &[])?;
+    if let Err(e) = write_files(dir, PROJECT).and_then(|()| write_marker(dir, &[])) {
+        return Ok(dir_unusable(dir, &e).report(args.json));
+    }
     let package_dir = tempfile::tempdir()?;
     write_files(package_dir.path(), PACKAGE)?;
 

@@ -94,6 +94,7 @@ pub struct StoryArgs {
     pub story_key: String,
     #[command(flatten)]
     pub project: ProjectArg,
+    /// Check the files and the phase packages and show the plan; write nothing.
     #[arg(long)]
     pub dry_run: bool,
     #[command(flatten)]
@@ -106,6 +107,7 @@ pub struct StatusArgs {
     pub epic: Option<String>,
     #[command(flatten)]
     pub project: ProjectArg,
+    /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -137,6 +139,7 @@ pub struct ResumeArgs {
 pub struct StopArgs {
     #[command(flatten)]
     pub project: ProjectArg,
+    /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -264,6 +267,10 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
     let store = Store::open_default()?;
     if let Err(e) = store.check_apart(project) {
         return Ok(Failure::from(&e).report(args.json));
+    }
+    // Missing or broken files are said before anything asks for a model.
+    if let Err(e) = epic::preflight(project, &command) {
+        return Ok(failure(&e).report(args.json));
     }
     // Missing or broken files are said before anything asks for a model.
     if let Err(e) = epic::preflight(project, &command) {

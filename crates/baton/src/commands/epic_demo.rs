@@ -26,6 +26,7 @@ pub struct DemoEpicArgs {
     /// Where to put the sample project.
     #[arg(long, default_value = "baton-demo-epic")]
     pub dir: PathBuf,
+    /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -68,8 +69,9 @@ pub fn run(command: DemoCommand) -> anyhow::Result<u8> {
     if let Err(f) = super::demo::clear_previous_demo(&args.dir, "baton demo epic") {
         return Ok(f.report(args.json));
     }
-    write_files(&args.dir, PROJECT)?;
-    mark_all_files(&args.dir)?;
+    if let Err(e) = write_files(&args.dir, PROJECT).and_then(|()| mark_all_files(&args.dir)) {
+        return Ok(super::demo::dir_unusable(&args.dir, &e).report(args.json));
+    }
     let traces = tempfile::tempdir()?;
     write_files(traces.path(), TRACES)?;
     let store = Store::open_default()?;

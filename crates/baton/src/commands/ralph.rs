@@ -1,8 +1,9 @@
 //! `baton ralph …`: maestro's `ralph` CLI (lifecycle sessions in `.workflow/.maestro/`).
 //! Parsing and printing only; the verbs live in `baton_autopilot::ralph`.
 //!
-//! Output follows maestro: prompts, tables and JSON on stdout, diagnostics on stderr as
-//! `[ralph <verb>] CODE: message` with `→` hints. With `--json`, a failure is
+//! Output follows maestro: prompts, tables and JSON on stdout, diagnostics on stderr; a
+//! refusal of one of maestro's verbs is `[ralph <verb>] CODE: message` with `→` hints, any
+//! other error `error[CODE]: message` with `help:` lines. With `--json`, a failure is
 //! `{"ok": false, "error": {"code", "message", "hint", "details"}}` on stdout.
 
 use baton_autopilot::ralph::verbs::{
@@ -72,6 +73,7 @@ pub enum RalphCommand {
     },
     /// Record the outcome of the active step.
     Complete {
+        /// The step's index in status.json (0-based).
         #[arg(allow_hyphen_values = true)]
         index: String,
         /// DONE | DONE_WITH_CONCERNS | NEEDS_RETRY | BLOCKED
@@ -94,6 +96,7 @@ pub enum RalphCommand {
     },
     /// Mark the active step NEEDS_RETRY.
     Retry {
+        /// The step's index in status.json (0-based).
         #[arg(allow_hyphen_values = true)]
         index: String,
         /// Refuse unless the claim is held by this owner.
@@ -104,10 +107,13 @@ pub enum RalphCommand {
     },
     /// Skip a pending or failed step (a running step or a gate needs --force).
     Skip {
+        /// The step's index in status.json (0-based).
         #[arg(allow_hyphen_values = true)]
         index: String,
+        /// Why it is skipped (recorded as the step's concerns).
         #[arg(long)]
         reason: Option<String>,
+        /// Skip a running step or a decision gate too.
         #[arg(long)]
         force: bool,
         #[command(flatten)]
@@ -119,6 +125,7 @@ pub enum RalphCommand {
     Resume(Mutate),
     /// Stop a session for good (status failed, abandoned_at recorded).
     Abandon {
+        /// Why (recorded as abandon_reason).
         #[arg(long)]
         reason: Option<String>,
         #[command(flatten)]
@@ -126,6 +133,7 @@ pub enum RalphCommand {
     },
     /// Free the claimed step of a process that is gone (any claim with --force).
     Release {
+        /// Free the claim even when its owner may still be alive.
         #[arg(long)]
         force: bool,
         #[command(flatten)]
@@ -150,6 +158,7 @@ pub enum RalphCommand {
     },
     /// Settle a decision gate: guards, fix-loop insertion, decisions.ndjson.
     Decide {
+        /// The step's index in status.json (0-based).
         #[arg(allow_hyphen_values = true)]
         index: String,
         /// proceed | fix | escalate
@@ -158,6 +167,7 @@ pub enum RalphCommand {
         /// 0-100
         #[arg(long, allow_hyphen_values = true)]
         confidence: String,
+        /// Why (recorded in decisions.ndjson).
         #[arg(long)]
         reason: Option<String>,
         /// Gap summary (repeatable).
@@ -171,12 +181,15 @@ pub enum RalphCommand {
     },
     /// Create a session from a stage list.
     New {
+        /// What the session should achieve.
         intent: String,
         /// Stages, comma-separated, e.g. analyze,plan,execute,verify,review,test,milestone-complete
         #[arg(long)]
         chain: String,
+        /// The phase the session works on (fills {phase} in step args).
         #[arg(long)]
         phase: Option<String>,
+        /// The milestone the session belongs to (fills {milestone}).
         #[arg(long)]
         milestone: Option<String>,
         /// independent (default) | unified
@@ -197,6 +210,7 @@ pub enum RalphCommand {
         /// Create it even when a running or paused session exists.
         #[arg(long)]
         force: bool,
+        /// Print JSON on stdout.
         #[arg(long)]
         json: bool,
     },
@@ -467,21 +481,53 @@ fn report(ctx: &Context, verb: &str, json: bool, e: &RalphError) -> u8 {
             serde_json::to_string_pretty(&body).unwrap_or_else(|_| body.to_string())
         );
     } else {
-        let mut text = format!("[ralph {verb}] {}: {e}\n", e.code());
-        for line in e.details() {
-            text.push_str(&line);
-            text.push('\n');
-        }
-        for h in hints {
-            // Alternatives line up under the hint they follow, as maestro prints them.
-            let mark = if h.starts_with("or:") {
-                "    "
-            } else {
-                "  → "
-            };
-            text.push_str(&format!("{mark}{h}\n"));
-        }
+        let text = if MAESTRO_VERBS.contains(&verb) {
+            maestro_text(verb, e, &hints)
+        } else {
+            baton_text(e, &hints)
+        };
         let _ = std::io::stderr().lock().write_all(text.as_bytes());
     }
     e.exit_code()
+}
+
+/// The verbs maestro's `ralph` has. Their refusals keep maestro's `[ralph <verb>] CODE:` lines
+/// (skills and agents parse them; the compatibility suite pins them); the verbs baton added
+/// and baton's own checks report as every other baton command does.
+const MAESTRO_VERBS: [&str; 6] = ["skills", "check", "session", "next", "complete", "retry"];
+
+fn maestro_text(verb: &str, e: &RalphError, hints: &[String]) -> String {
+    let mut text = format!("[ralph {verb}] {}: {e}\n", e.code());
+    for line in e.details() {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    for h in hints {
+        // Alternatives line up under the hint they follow, as maestro prints them.
+        let mark = if h.starts_with("or:") {
+            "    "
+        } else {
+            "  → "
+        };
+        text.push_str(&format!("{mark}{h}\n"));
+    }
+    text
+}
+
+/// `error[CODE]: message`, the details indented below it, then `help:` lines.
+fn baton_text(e: &RalphError, hints: &[String]) -> String {
+    let mut text = format!("error[{}]: {e}\n", e.code());
+    for line in e.details() {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    for h in hints {
+        let mark = if h.starts_with("or:") {
+            "        "
+        } else {
+            "  help: "
+        };
+        text.push_str(&format!("{mark}{h}\n"));
+    }
+    text
 }

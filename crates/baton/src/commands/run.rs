@@ -229,6 +229,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         Ok(t) => t,
         Err(f) => return Ok(f.report(json)),
     };
+    let start = StartRun {
+        package: &args.package,
+        project: &args.project,
+        workflow: args.workflow.as_deref(),
+        agent: args.agent.as_deref(),
+    };
+    // The package and the project are checked before the model configuration is looked at.
+    if let Err(e) = runner::check_start(&start) {
+        return present(Err(e), &args.model, None);
+    }
     let model = match load_model(&args.model, &store, Some(&args.project)) {
         Ok(m) => m,
         Err(f) => return Ok(f.report(json)),
@@ -249,12 +259,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     };
     let mut settings = settings(&model, &on_event, &inv, recorder.clone(), ask);
     settings.tools = tools;
-    let start = StartRun {
-        package: &args.package,
-        project: &args.project,
-        workflow: args.workflow.as_deref(),
-        agent: args.agent.as_deref(),
-    };
     let variables: serde_json::Map<String, serde_json::Value> = args
         .vars
         .iter()

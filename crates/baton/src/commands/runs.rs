@@ -161,9 +161,10 @@ fn reindex(store: &Store, project: Option<&Path>, as_json: bool) -> anyhow::Resu
                 warn(&warnings);
                 if !as_json {
                     println!(
-                        "{}: {} runs ({} from run.json, {} from the old index, {} from state files)",
+                        "{}: {} run{} ({} from run.json, {} from the old index, {} from state files)",
                         p.root().display(),
                         report.runs,
+                        if report.runs == 1 { "" } else { "s" },
                         report.from_run_json,
                         report.from_old_index,
                         report.from_state

@@ -30,6 +30,7 @@ pub struct DemoSessionArgs {
     /// Where to put the sample project.
     #[arg(long, default_value = "baton-demo-session")]
     pub dir: PathBuf,
+    /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -155,8 +156,9 @@ pub fn run(args: DemoSessionArgs) -> anyhow::Result<u8> {
     if let Err(f) = clear_previous_demo(dir, "baton demo session") {
         return Ok(f.report(args.json));
     }
-    write_files(dir, PROJECT)?;
-    mark_all_files(dir)?;
+    if let Err(e) = write_files(dir, PROJECT).and_then(|()| mark_all_files(dir)) {
+        return Ok(super::demo::dir_unusable(dir, &e).report(args.json));
+    }
     let traces = tempfile::tempdir()?;
     write_files(traces.path(), TRACES)?;
     let store = Store::open_default()?;
