@@ -87,7 +87,7 @@ fn build_now(rules: &FsRules) -> Result<Option<OwnedFd>, String> {
             .iter()
             .filter(|d| path.starts_with(d))
             .collect();
-        if meta.file_type().is_symlink() || within.len() != 1 || within.iter().any(|d| *d == path) {
+        if meta.file_type().is_symlink() || within.len() != 1 || within.contains(&path) {
             continue;
         }
         if meta.is_dir() && rules.denied.iter().any(|d| d.starts_with(path)) {
