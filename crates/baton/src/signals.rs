@@ -80,7 +80,7 @@ pub fn watch_server(runtime: &Runtime, stop: CancellationToken) -> Option<JoinHa
         runtime,
         stop,
         SERVE_HINTS,
-        "stopping: runs in progress stop after their current step…",
+        "stopping…",
     )
 }
 

@@ -73,7 +73,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
     }
     let stop = CancellationToken::new();
     let _signals = crate::signals::watch_server(&runtime, stop.clone());
-    let served = runtime.block_on(bound.serve(async move { stop.cancelled().await }));
+    let jobs = bound.state().jobs.clone();
+    let served = runtime.block_on(bound.serve(async move {
+        stop.cancelled().await;
+        // Said only when there is something to wait for.
+        match jobs.len() {
+            0 => {}
+            1 => eprintln!("1 run in progress stops after its current step…"),
+            n => eprintln!("{n} runs in progress stop after their current step…"),
+        }
+    }));
     match served {
         Ok(()) => Ok(exit::OK),
         Err(e) => Ok(failure(&e).report(args.json)),
