@@ -12,7 +12,7 @@ use baton_autopilot::epic::{
     self, Board, Command, EpicError, EpicEvent, EpicOutcome, EpicReport, EpicSettings, ModelSource,
     Question,
 };
-use baton_llm::{HttpChatModel, LlmConfig, LlmOverrides};
+use baton_engine::model_choice::{self, Orchestrated, Requested};
 use baton_store::Store;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
@@ -184,19 +184,43 @@ fn failure(e: &EpicError) -> Failure {
     Failure::new(e.code, e.message.clone(), code).hint(e.hint.clone())
 }
 
-/// The live model, from `--model`, the environment and `baton.toml`.
-fn live_model(args: &LoopArgs, store: &Store, project: &Path) -> Result<HttpChatModel, Failure> {
-    let env = |k: &str| std::env::var(k).ok();
-    let overrides = LlmOverrides {
+/// The model of the phases: `--replay DIR`, else the live model from `--model`, the
+/// environment and `baton.toml`. An answer or a resume goes on with what the epic's newest
+/// phase run remembers (its model and endpoint, or its traces' directory) unless flags say
+/// otherwise (`model_choice::for_orchestration`, as `baton serve` does).
+fn phase_model(
+    args: &LoopArgs,
+    store: &Store,
+    project: &Path,
+    continuing: bool,
+) -> Result<Orchestrated, Failure> {
+    let requested = Requested {
         model: args.model.clone(),
-        ..Default::default()
+        base_url: None,
+        replay: args.replay.clone(),
     };
-    LlmConfig::load(Some(store.home()), Some(project), &env, &overrides)
-        .and_then(HttpChatModel::new)
+    let recorded = if continuing && args.replay.is_none() {
+        let runs: Vec<String> = epic::status(project, None)
+            .map(|b| {
+                b.epics
+                    .iter()
+                    .flat_map(|e| &e.stories)
+                    .flat_map(|s| &s.runs)
+                    .map(|r| r.run_id.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        model_choice::newest_record(store, &runs)
+    } else {
+        None
+    };
+    let env = |k: &str| std::env::var(k).ok();
+    model_choice::for_orchestration(&requested, recorded.as_ref(), store.home(), project, &env)
         .map_err(|e| {
-            Failure::new(e.code(), e.to_string(), exit::INVALID).hint(Some(
-                "pass --model (and set OPENAI_API_KEY / OPENAI_BASE_URL), or --replay DIR to run offline".into(),
-            ))
+            let general = e.configuration.then(|| {
+                "pass --model (and set OPENAI_API_KEY / OPENAI_BASE_URL), or --replay DIR to run offline".to_string()
+            });
+            Failure::new(e.code, e.message, exit::INVALID).hint(e.hint.or(general))
         })
 }
 
@@ -272,22 +296,19 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
     if let Err(e) = epic::preflight(project, &command) {
         return Ok(failure(&e).report(args.json));
     }
-    // Missing or broken files are said before anything asks for a model.
-    if let Err(e) = epic::preflight(project, &command) {
-        return Ok(failure(&e).report(args.json));
-    }
-    let live = match (&args.replay, dry_run) {
-        (None, false) => match live_model(args, &store, project) {
-            Ok(m) => Some(m),
+    let continuing = matches!(command, Command::Answer { .. } | Command::Resume);
+    let chosen = match dry_run {
+        // A dry run calls no model: any source does.
+        true => Orchestrated::Traces(PathBuf::from(".")),
+        false => match phase_model(args, &store, project, continuing) {
+            Ok(m) => m,
             Err(f) => return Ok(f.report(args.json)),
         },
         _ => None,
     };
-    let source = match (&args.replay, &live) {
-        (Some(dir), _) => ModelSource::Replay(dir.clone()),
-        (None, Some(m)) => ModelSource::Live(m),
-        // A dry run calls no model: any source does.
-        (None, None) => ModelSource::Replay(PathBuf::from(".")),
+    let source = match &chosen {
+        Orchestrated::Traces(dir) => ModelSource::Replay(dir.clone()),
+        Orchestrated::Live(m) => ModelSource::Live(m.as_dyn()),
     };
     let interactive = !args.non_interactive && !args.json && std::io::stdin().is_terminal();
     let bar = Progress::new();
