@@ -5,8 +5,9 @@
 //! lifecycle sessions, [`session`], turns the model's step verdicts and gate answers into
 //! ralph verbs.
 
-mod bundle;
+pub mod bundle;
 pub mod epic;
 mod json_kind;
 pub mod ralph;
 pub mod session;
+pub mod untrusted;

@@ -495,6 +495,13 @@ impl ToolHost {
             ))
             .with_details(json!({"reason": "session_files"})));
         }
+        if path.mount == Mount::Project && path.is_bmad_config() {
+            return Err(ToolError::sandbox(format!(
+                "Path not allowed: {} is BMAD's configuration; it locates the orchestrator's files (sprint status, the epic's state), so only the user edits it. Reading it is allowed",
+                path.display()
+            ))
+            .with_details(json!({"reason": "bmad_config"})));
+        }
         if path.mount == Mount::Project && path.rel.eq_ignore_ascii_case(CONFIG_FILE) {
             return Err(ToolError::sandbox(format!(
                 "Path not allowed: {} is baton's configuration (it sets what the tools may do); only the user edits it",

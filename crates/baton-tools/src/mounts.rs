@@ -101,7 +101,25 @@ impl MountPath {
             .map(|c| c.trim_end_matches(['.', ' ']).to_ascii_lowercase());
         parts.next().as_deref() == Some(".workflow") && parts.next().as_deref() == Some(".maestro")
     }
+
+    /// BMAD's configuration (`_bmad/**/config.*`, `.bmad/**/config.*`, `bmad/**/config.*`):
+    /// it locates the orchestrators' files (`implementation_artifacts`, …), so a model that
+    /// could write it would point the epic autopilot at a folder of its own.
+    pub fn is_bmad_config(&self) -> bool {
+        let parts: Vec<String> = self
+            .rel
+            .split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .map(|c| c.trim_end_matches(['.', ' ']).to_ascii_lowercase())
+            .collect();
+        parts.len() >= 2
+            && BMAD_DIRS.contains(&parts[0].as_str())
+            && parts.last().is_some_and(|f| f.starts_with("config."))
+    }
 }
+
+/// The folders BMAD installs its modules (and their `config.yaml`) in.
+pub const BMAD_DIRS: [&str; 3] = ["_bmad", ".bmad", "bmad"];
 
 fn violation(raw: &str, reason: &str) -> ToolError {
     ToolError::sandbox(format!("Path not allowed: {}: {reason}", printable(raw)))
@@ -335,6 +353,30 @@ mod tests {
             "@project",
         ] {
             assert!(!parse(raw).unwrap().is_in_git_dir(), "{raw}");
+        }
+    }
+
+    #[test]
+    fn bmad_configuration_in_any_spelling() {
+        for raw in [
+            "@project/_bmad/bmm/config.yaml",
+            "@project/_BMAD/bmm/Config.YAML",
+            "@project/.bmad/core/config.yml",
+            "@project/bmad/bmm/deep/config.json",
+            "@project/_bmad./bmm/config.yaml",
+            "@project/_bmad/config.yaml",
+        ] {
+            assert!(parse(raw).unwrap().is_bmad_config(), "{raw}");
+        }
+        for raw in [
+            "@project/_bmad/bmm/workflows/x.md",
+            "@project/_bmad-output/config.yaml",
+            "@project/src/_bmad/config.yaml",
+            "@project/config.yaml",
+            "@state/_bmad/bmm/config.yaml",
+        ] {
+            let p = parse(raw).unwrap();
+            assert!(p.mount != Mount::Project || !p.is_bmad_config(), "{raw}");
         }
     }
 

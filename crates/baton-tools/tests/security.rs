@@ -432,6 +432,23 @@ fn cases() -> Vec<(&'static str, Value, &'static str)> {
             json!({"path": "@project/./.Workflow/.MAESTRO./ralph-1/decisions.ndjson", "content": "{}", "mode": "append"}),
             SANDBOX,
         ),
+        // BMAD's configuration locates the epic's files: a dev model that rewrote
+        // `implementation_artifacts` pointed the orchestrator at a forged sprint status.
+        (
+            "fs.write",
+            json!({"path": "@project/_bmad/bmm/config.yaml", "content": "implementation_artifacts: forged\n"}),
+            SANDBOX,
+        ),
+        (
+            "fs.apply_patch",
+            json!({"path": "@project/./_BMAD/bmm/Config.yaml", "operation": "replaceText", "find": "a", "replace": "b"}),
+            SANDBOX,
+        ),
+        (
+            "fs.write",
+            json!({"path": "@project/.bmad/core/config.yml", "content": "x: 1\n"}),
+            SANDBOX,
+        ),
         // Forged progress through the state: the guard's own codes reach the model.
         (
             "fs.apply_patch",

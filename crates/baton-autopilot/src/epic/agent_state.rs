@@ -5,8 +5,9 @@
 
 use super::error::{EpicError, Result};
 use super::jsonfile::{self, Fields};
+use super::layout::{ArtifactFile, Artifacts};
+use crate::untrusted::{count, limit};
 use serde_json::{Map, Value, json};
-use std::path::{Path, PathBuf};
 
 pub const SUFFIX: &str = ".agent-state.json";
 const CODE: &str = "AGENT_STATE_INVALID";
@@ -36,16 +37,17 @@ pub struct AgentState {
     pub questions: Vec<Question>,
 }
 
-pub fn path(dir: &Path, story_key: &str) -> PathBuf {
-    dir.join(format!("{story_key}{SUFFIX}"))
+pub fn path(dir: &Artifacts, story_key: &str) -> ArtifactFile {
+    dir.file(&format!("{story_key}{SUFFIX}"))
 }
 
 impl AgentState {
     /// Reads and checks `{story_key}.agent-state.json`; `None` when there is none. `shown` is
     /// the project-relative folder, for messages.
-    pub fn load(dir: &Path, shown_dir: &str, story_key: &str) -> Result<Option<AgentState>> {
+    pub fn load(dir: &Artifacts, shown_dir: &str, story_key: &str) -> Result<Option<AgentState>> {
         let shown = format!("{shown_dir}/{story_key}{SUFFIX}");
-        let Some(doc) = jsonfile::read_object(&path(dir, story_key), &shown, CODE)? else {
+        let file = path(dir, story_key);
+        let Some(doc) = jsonfile::read_object(&file, &shown, CODE, limit::SMALL_JSON)? else {
             return Ok(None);
         };
         let f = Fields::top(&doc, &shown, CODE);
@@ -66,7 +68,20 @@ impl AgentState {
             f.string_item(&at, item)?;
         }
         let mut questions = Vec::new();
-        for (at, item) in f.array("questions", true)? {
+        let items = f.array("questions", true)?;
+        if items.len() > count::QUESTIONS {
+            return Err(EpicError::invalid_file(
+                CODE,
+                &shown,
+                Some("/questions"),
+                format!(
+                    "has {} questions; at most {} are read",
+                    items.len(),
+                    count::QUESTIONS
+                ),
+            ));
+        }
+        for (at, item) in items {
             let q = f.item(at.clone(), item)?;
             let id = q.string("id")?.to_string();
             if questions.iter().any(|x: &Question| x.id == id) {
@@ -176,7 +191,7 @@ impl AgentState {
         doc
     }
 
-    pub fn save(&self, dir: &Path) -> Result<()> {
+    pub fn save(&self, dir: &Artifacts) -> Result<()> {
         jsonfile::write_object(&path(dir, &self.story_key), &self.to_json())
     }
 }

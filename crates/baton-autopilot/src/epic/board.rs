@@ -177,13 +177,7 @@ pub fn status(project: &Path, epic: Option<&str>) -> Result<Board> {
         ));
     }
     // One listing tells which story files exist; only those are read.
-    let present: HashSet<String> = std::fs::read_dir(&layout.dir)
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
+    let present: HashSet<String> = layout.dir.names(100_000).into_iter().collect();
     let in_flight = progress.as_ref().and_then(|p| p.story.clone());
     let recorded: &[RunRecord] = progress.as_ref().map_or(&[], |p| p.runs.as_slice());
     let mut epics: Vec<EpicRow> = Vec::new();

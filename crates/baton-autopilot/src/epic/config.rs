@@ -117,15 +117,14 @@ fn invalid(message: String) -> EpicError {
 impl AutopilotConfig {
     /// The project's `baton.toml` `[autopilot]` table; defaults without one.
     pub fn load(project: &Path) -> Result<AutopilotConfig> {
-        let path = project.join(CONFIG_FILE);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(AutopilotConfig::default());
-            }
-            Err(e) => return Err(EpicError::io("read", &path)(e)),
-        };
-        AutopilotConfig::parse(&text)
+        let root =
+            crate::untrusted::open_root(project).map_err(|e| EpicError::io("open", project)(e))?;
+        let limit = crate::untrusted::limit::CONFIG;
+        match crate::untrusted::read_in(&root, Path::new(CONFIG_FILE), limit) {
+            Ok(Some(bytes)) => AutopilotConfig::parse(&String::from_utf8_lossy(&bytes)),
+            Ok(None) => Ok(AutopilotConfig::default()),
+            Err(e) => Err(super::layout::refused(CONFIG_FILE, &e)),
+        }
     }
 
     pub fn parse(text: &str) -> Result<AutopilotConfig> {

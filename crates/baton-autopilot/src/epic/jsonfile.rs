@@ -2,20 +2,20 @@
 //! that name the field (a JSON pointer), and durable writes.
 
 use super::error::{EpicError, Result};
+use super::layout::ArtifactFile;
 use crate::json_kind::json_kind;
 use serde_json::{Map, Value};
-use std::path::Path;
 
-/// Reads a JSON object; `Ok(None)` when the file does not exist.
+/// Reads a JSON object of at most `limit` bytes (a regular file, through the folder's
+/// handle); `Ok(None)` when the file does not exist.
 pub fn read_object(
-    path: &Path,
+    file: &ArtifactFile,
     shown: &str,
     code: &'static str,
+    limit: u64,
 ) -> Result<Option<Map<String, Value>>> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(EpicError::io("read", path)(e)),
+    let Some(bytes) = file.read(limit)? else {
+        return Ok(None);
     };
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(map)) => Ok(Some(map)),
@@ -39,26 +39,16 @@ pub fn read_object(
 }
 
 /// Pretty JSON (2 spaces) with a final newline, written durably.
-pub fn write_object(path: &Path, doc: &Map<String, Value>) -> Result<()> {
+pub fn write_object(file: &ArtifactFile, doc: &Map<String, Value>) -> Result<()> {
     let mut bytes = serde_json::to_vec_pretty(doc)
         .map_err(|e| EpicError::failure("EPIC_IO_FAILED", e.to_string()))?;
     bytes.push(b'\n');
-    baton_store::durable::atomic_write(path, &bytes)?;
-    Ok(())
+    file.write(&bytes)
 }
 
 /// Removes a file; a missing file is fine.
-pub fn remove(path: &Path) -> Result<()> {
-    match std::fs::remove_file(path) {
-        Ok(()) => {
-            if let Some(dir) = path.parent() {
-                baton_store::durable::sync_dir(dir)?;
-            }
-            Ok(())
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(EpicError::io("remove", path)(e)),
-    }
+pub fn remove(file: &ArtifactFile) -> Result<()> {
+    file.remove()
 }
 
 /// Checks the fields of one JSON object and reports the first problem with its pointer.

@@ -6,24 +6,20 @@
 //! `baton epic stop` asks the holder to pause at the next phase boundary with a request file.
 
 use super::error::{EpicError, Result};
-use std::fs::{File, TryLockError};
-use std::path::{Path, PathBuf};
+use super::layout::{ArtifactFile, Artifacts};
+use std::fs::TryLockError;
 
 pub const STOP_FILE: &str = ".run-epic.stop";
 
 /// The held lock; dropping it releases the project.
 #[derive(Debug)]
 pub struct ProjectLock {
-    _dir: File,
-}
-
-fn open(dir: &Path) -> Result<File> {
-    File::open(dir).map_err(EpicError::io("open", dir))
+    _dir: std::fs::File,
 }
 
 /// Takes the project, or says another orchestrator has it.
-pub fn acquire(dir: &Path, shown: &str) -> Result<ProjectLock> {
-    let file = open(dir)?;
+pub fn acquire(dir: &Artifacts, shown: &str) -> Result<ProjectLock> {
+    let file = dir.lock_handle()?;
     match file.try_lock() {
         Ok(()) => Ok(ProjectLock { _dir: file }),
         Err(TryLockError::WouldBlock) => Err(EpicError::failure(
@@ -36,8 +32,8 @@ pub fn acquire(dir: &Path, shown: &str) -> Result<ProjectLock> {
 }
 
 /// Whether a live orchestrator holds the project (a shared probe, released at once).
-pub fn is_held(dir: &Path) -> bool {
-    let Ok(file) = File::open(dir) else {
+pub fn is_held(dir: &Artifacts) -> bool {
+    let Ok(file) = dir.lock_handle() else {
         return false;
     };
     match file.try_lock_shared() {
@@ -50,32 +46,29 @@ pub fn is_held(dir: &Path) -> bool {
     }
 }
 
-pub fn stop_file(dir: &Path) -> PathBuf {
-    dir.join(STOP_FILE)
+pub fn stop_file(dir: &Artifacts) -> ArtifactFile {
+    dir.file(STOP_FILE)
 }
 
 /// Whether a stop was asked for.
-pub fn stop_requested(dir: &Path) -> bool {
+pub fn stop_requested(dir: &Artifacts) -> bool {
     stop_file(dir).exists()
 }
 
 /// Asks the live orchestrator to pause at the next phase boundary.
-pub fn request_stop(dir: &Path) -> Result<()> {
+pub fn request_stop(dir: &Artifacts) -> Result<()> {
     let at = baton_store::time::now_rfc3339();
-    baton_store::durable::atomic_write(&stop_file(dir), format!("{at}\n").as_bytes())?;
-    Ok(())
+    stop_file(dir).write(format!("{at}\n").as_bytes())
 }
 
-pub fn clear_stop(dir: &Path) -> Result<()> {
+pub fn clear_stop(dir: &Artifacts) -> Result<()> {
     super::jsonfile::remove(&stop_file(dir))
 }
 
 /// Removes a stop request older than `started` (left by a loop that ended before it could obey);
 /// one made since this process began waiting for the lock is kept, and obeyed.
-pub fn clear_stale_stop(dir: &Path, started: std::time::SystemTime) -> Result<()> {
-    let stale = std::fs::metadata(stop_file(dir))
-        .and_then(|m| m.modified())
-        .is_ok_and(|t| t < started);
+pub fn clear_stale_stop(dir: &Artifacts, started: std::time::SystemTime) -> Result<()> {
+    let stale = stop_file(dir).modified().is_some_and(|t| t < started);
     if stale {
         clear_stop(dir)?;
     }
@@ -88,15 +81,23 @@ mod tests {
 
     #[test]
     fn a_second_holder_is_refused_until_the_first_lets_go() {
-        let dir = tempfile::tempdir().unwrap();
-        assert!(!is_held(dir.path()));
-        let first = acquire(dir.path(), "impl").unwrap();
-        assert!(is_held(dir.path()));
-        assert_eq!(acquire(dir.path(), "impl").unwrap_err().code, "EPIC_BUSY");
+        let project = tempfile::tempdir().unwrap();
+        std::fs::create_dir(project.path().join("impl")).unwrap();
+        let layout = super::super::layout::resolve(project.path(), Some("impl")).unwrap();
+        let dir = &layout.dir;
+        assert!(!is_held(dir));
+        let first = acquire(dir, "impl").unwrap();
+        assert!(is_held(dir));
+        assert_eq!(acquire(dir, "impl").unwrap_err().code, "EPIC_BUSY");
         drop(first);
-        assert!(!is_held(dir.path()));
-        let _again = acquire(dir.path(), "impl").unwrap();
+        assert!(!is_held(dir));
+        let _again = acquire(dir, "impl").unwrap();
         // Nothing was written by locking.
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert_eq!(
+            std::fs::read_dir(project.path().join("impl"))
+                .unwrap()
+                .count(),
+            0
+        );
     }
 }

@@ -14,6 +14,7 @@ pub mod git;
 pub mod jsonfile;
 pub mod keys;
 pub mod layout;
+pub mod layout_record;
 pub mod lock;
 pub mod models;
 pub mod orchestrator;

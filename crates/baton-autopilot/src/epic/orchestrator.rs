@@ -112,7 +112,7 @@ fn open(project: &Path) -> Result<(PathBuf, AutopilotConfig, Layout)> {
     })?;
     let config = AutopilotConfig::load(&project_root)?;
     let layout = layout::resolve(&project_root, config.implementation_artifacts.as_deref())?;
-    if !layout.dir.is_dir() {
+    if !layout.dir.is_open() {
         let sprint_shown = layout.rel_file(sprint::FILE_NAME);
         return Err(EpicError::usage(
             "SPRINT_STATUS_MISSING",
@@ -155,6 +155,8 @@ pub async fn execute<'a>(
 ) -> Result<EpicReport> {
     let (project_root, config, layout) = open(project)?;
     let sprint_shown = layout.rel_file(sprint::FILE_NAME);
+    // The folder this project's epics work in was recorded when the first one started.
+    super::layout_record::check(store, &project_root, &layout)?;
     let started = std::time::SystemTime::now();
     let _lock = lock::acquire(&layout.dir, &layout.rel)?;
 
@@ -228,6 +230,7 @@ pub async fn execute<'a>(
     let project = store
         .project(&project_root)
         .map_err(|e| EpicError::failure(e.code(), e.to_string()))?;
+    super::layout_record::save(store, &project_root, &layout)?;
     let mut ctx = Ctx {
         store,
         project,
@@ -412,14 +415,13 @@ fn dry_plan(sprint: &SprintStatus, progress: &Progress, epic: u32) -> Vec<Planne
 }
 
 /// Removes temporary files a killed writer left in the artifacts folder.
-fn cleanup_temp_files(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') && name.contains(".tmp-") && e.path().is_file() {
-            let _ = std::fs::remove_file(e.path());
+fn cleanup_temp_files(dir: &layout::Artifacts) {
+    for name in dir.names(100_000) {
+        if name.starts_with('.')
+            && name.contains(".tmp-")
+            && dir.file(&name).regular_len().is_some()
+        {
+            let _ = dir.remove(&name);
         }
     }
 }

@@ -16,7 +16,6 @@ use baton_engine::runner::{self, Continuation, Finished, RunnerError, Settings, 
 use baton_engine::{EngineEvent, Outcome};
 use baton_store::Phase as RunPhase;
 use serde_json::{Map, Value, json};
-use std::path::PathBuf;
 
 use super::orchestrator::now;
 use super::story::{Ctx, PhaseEnd};
@@ -491,7 +490,7 @@ fn failure_of(waiting_for: Option<&Value>) -> (String, String) {
 /// The files only the orchestrator writes. A phase run that changes them (a model is not to be
 /// trusted) has its change undone.
 struct OwnedFiles {
-    saved: Vec<(PathBuf, Option<Vec<u8>>)>,
+    saved: Vec<(super::layout::ArtifactFile, Option<Vec<u8>>)>,
 }
 
 impl OwnedFiles {
@@ -504,7 +503,7 @@ impl OwnedFiles {
         .iter()
         .map(|name| {
             let p = layout.file(name);
-            let bytes = std::fs::read(&p).ok();
+            let bytes = p.read(crate::untrusted::limit::STATUS).ok().flatten();
             (p, bytes)
         })
         .collect();
@@ -516,20 +515,18 @@ impl OwnedFiles {
         layout: &Layout,
         on_event: Option<&(dyn Fn(EpicEvent) + Send + Sync)>,
     ) -> Result<()> {
-        for (path, before) in &self.saved {
-            let now = std::fs::read(path).ok();
+        for (file, before) in &self.saved {
+            // A file that cannot be read (replaced by a FIFO, a link out) counts as changed.
+            let now = file.read(crate::untrusted::limit::STATUS).ok().flatten();
             if &now == before {
                 continue;
             }
             match before {
-                Some(bytes) => baton_store::durable::atomic_write(path, bytes)?,
-                None => super::jsonfile::remove(path)?,
+                Some(bytes) => file.write(bytes)?,
+                None => super::jsonfile::remove(file)?,
             }
             if let Some(f) = on_event {
-                let name = path
-                    .strip_prefix(&layout.project)
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_default();
+                let name = layout.rel_file(&file.name);
                 f(EpicEvent::Note(format!(
                     "the phase run changed {name}, which only the orchestrator writes; the change was undone"
                 )));

@@ -5,9 +5,10 @@
 //! that run instead of starting a second one.
 
 use super::error::{EpicError, Result};
+use super::layout::{ArtifactFile, Artifacts};
 use super::phase::Phase;
+use crate::untrusted::limit;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
 
 pub const FILE_NAME: &str = ".baton-epic-progress.json";
 
@@ -135,8 +136,8 @@ pub struct Progress {
     pub failure: Option<FailureDetail>,
 }
 
-pub fn path(dir: &Path) -> PathBuf {
-    dir.join(FILE_NAME)
+pub fn path(dir: &Artifacts) -> ArtifactFile {
+    dir.file(FILE_NAME)
 }
 
 impl Progress {
@@ -152,12 +153,9 @@ impl Progress {
         }
     }
 
-    pub fn load(dir: &Path, shown_dir: &str) -> Result<Option<Progress>> {
-        let file = path(dir);
-        let bytes = match std::fs::read(&file) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(EpicError::io("read", &file)(e)),
+    pub fn load(dir: &Artifacts, shown_dir: &str) -> Result<Option<Progress>> {
+        let Some(bytes) = path(dir).read(limit::STATUS)? else {
+            return Ok(None);
         };
         let progress: Progress = serde_json::from_slice(&bytes).map_err(|e| {
             EpicError::invalid_file(
@@ -179,12 +177,11 @@ impl Progress {
         Ok(Some(progress))
     }
 
-    pub fn save(&self, dir: &Path) -> Result<()> {
+    pub fn save(&self, dir: &Artifacts) -> Result<()> {
         let mut bytes = serde_json::to_vec_pretty(self)
             .map_err(|e| EpicError::failure("EPIC_IO_FAILED", e.to_string()))?;
         bytes.push(b'\n');
-        baton_store::durable::atomic_write(&path(dir), &bytes)?;
-        Ok(())
+        path(dir).write(&bytes)
     }
 
     /// The ordinal of the next run of `phase` for `story`.

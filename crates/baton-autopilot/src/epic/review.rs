@@ -3,7 +3,8 @@
 
 use super::error::{EpicError, Result};
 use super::jsonfile::{self, Fields};
-use std::path::{Path, PathBuf};
+use super::layout::{ArtifactFile, Artifacts};
+use crate::untrusted::limit;
 
 pub const SUFFIX: &str = ".review.json";
 const CODE: &str = "REVIEW_INVALID";
@@ -14,15 +15,16 @@ pub struct Review {
     pub summary: String,
 }
 
-pub fn path(dir: &Path, story_key: &str) -> PathBuf {
-    dir.join(format!("{story_key}{SUFFIX}"))
+pub fn path(dir: &Artifacts, story_key: &str) -> ArtifactFile {
+    dir.file(&format!("{story_key}{SUFFIX}"))
 }
 
 impl Review {
     /// Reads and checks the verdict; `None` when there is none.
-    pub fn load(dir: &Path, shown_dir: &str, story_key: &str) -> Result<Option<Review>> {
+    pub fn load(dir: &Artifacts, shown_dir: &str, story_key: &str) -> Result<Option<Review>> {
         let shown = format!("{shown_dir}/{story_key}{SUFFIX}");
-        let Some(doc) = jsonfile::read_object(&path(dir, story_key), &shown, CODE)? else {
+        let file = path(dir, story_key);
+        let Some(doc) = jsonfile::read_object(&file, &shown, CODE, limit::SMALL_JSON)? else {
             return Ok(None);
         };
         let f = Fields::top(&doc, &shown, CODE);

@@ -3,10 +3,11 @@
 //! `lastSteps[] {step, storyKey, phase, completedAt}` and `lastStoryCompleted`. Written only by
 //! the orchestrator, durably; fields it does not know are kept.
 
-use super::error::Result;
+use super::error::{EpicError, Result};
 use super::jsonfile::{self, Fields};
+use super::layout::{ArtifactFile, Artifacts};
+use crate::untrusted::{count, limit};
 use serde_json::{Map, Value, json};
-use std::path::{Path, PathBuf};
 
 pub const FILE_NAME: &str = ".run-epic-state.json";
 const CODE: &str = "RUN_EPIC_STATE_INVALID";
@@ -56,13 +57,14 @@ impl RunEpicState {
         }
     }
 
-    pub fn path(dir: &Path) -> PathBuf {
-        dir.join(FILE_NAME)
+    pub fn path(dir: &Artifacts) -> ArtifactFile {
+        dir.file(FILE_NAME)
     }
 
     /// Reads and checks the file; `None` when there is none.
-    pub fn load(dir: &Path, shown: &str) -> Result<Option<RunEpicState>> {
-        let Some(map) = jsonfile::read_object(&RunEpicState::path(dir), shown, CODE)? else {
+    pub fn load(dir: &Artifacts, shown: &str) -> Result<Option<RunEpicState>> {
+        let file = RunEpicState::path(dir);
+        let Some(map) = jsonfile::read_object(&file, shown, CODE, limit::SMALL_JSON)? else {
             return Ok(None);
         };
         let f = Fields::top(&map, shown, CODE);
@@ -79,7 +81,20 @@ impl RunEpicState {
             }),
         };
         let mut last_steps = Vec::new();
-        for (at, item) in f.array("lastSteps", false)? {
+        let steps = f.array("lastSteps", false)?;
+        if steps.len() > count::STEPS {
+            return Err(EpicError::invalid_file(
+                CODE,
+                shown,
+                Some("/lastSteps"),
+                format!(
+                    "has {} steps; at most {} are read",
+                    steps.len(),
+                    count::STEPS
+                ),
+            ));
+        }
+        for (at, item) in steps {
             let s = f.item(at, item)?;
             last_steps.push(Step {
                 step: s.string("step")?.to_string(),
@@ -147,7 +162,7 @@ impl RunEpicState {
         m
     }
 
-    pub fn save(&self, dir: &Path) -> Result<()> {
+    pub fn save(&self, dir: &Artifacts) -> Result<()> {
         jsonfile::write_object(&RunEpicState::path(dir), &self.to_json())
     }
 

@@ -8,9 +8,10 @@
 
 use super::error::{EpicError, Result};
 use super::keys::{self, KeyKind};
+use super::layout::ArtifactFile;
+use crate::untrusted::limit;
 use serde_json::Value;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
 
 pub const FILE_NAME: &str = "sprint-status.yaml";
 
@@ -36,7 +37,8 @@ impl Entry {
 
 #[derive(Debug, Clone)]
 pub struct SprintStatus {
-    path: PathBuf,
+    /// `None` for a text parsed without a file (tests).
+    file: Option<ArtifactFile>,
     /// How the file is named in messages (project-relative).
     shown: String,
     text: String,
@@ -53,22 +55,22 @@ fn invalid(shown: &str, line: Option<usize>, problem: impl std::fmt::Display) ->
 
 impl SprintStatus {
     /// Reads and checks the file; `shown` names it in messages.
-    pub fn load(path: &Path, shown: &str) -> Result<SprintStatus> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(EpicError::usage(
-                    "SPRINT_STATUS_MISSING",
-                    format!("{shown} does not exist"),
-                )
-                .hint("run BMAD's sprint-planning workflow first, or set [autopilot] implementation_artifacts in baton.toml"));
-            }
-            Err(e) => return Err(EpicError::io("read", path)(e)),
+    pub fn load(file: &ArtifactFile, shown: &str) -> Result<SprintStatus> {
+        let Some(bytes) = file.read(limit::STATUS)? else {
+            return Err(EpicError::usage(
+                "SPRINT_STATUS_MISSING",
+                format!("{shown} does not exist"),
+            )
+            .hint("run BMAD's sprint-planning workflow first, or set [autopilot] implementation_artifacts in baton.toml"));
         };
-        SprintStatus::parse(path, shown, text)
+        let text = String::from_utf8(bytes)
+            .map_err(|e| invalid(shown, None, format!("is not UTF-8 text ({e})")))?;
+        let mut status = SprintStatus::parse(shown, text)?;
+        status.file = Some(file.clone());
+        Ok(status)
     }
 
-    pub fn parse(path: &Path, shown: &str, text: String) -> Result<SprintStatus> {
+    pub fn parse(shown: &str, text: String) -> Result<SprintStatus> {
         let yaml = parse_yaml(shown, &text)?;
         let Some(dev) = yaml.get("development_status") else {
             return Err(invalid(
@@ -109,7 +111,7 @@ impl SprintStatus {
             _ => None,
         };
         Ok(SprintStatus {
-            path: path.to_path_buf(),
+            file: None,
             shown: shown.to_string(),
             text,
             entries,
@@ -195,8 +197,13 @@ impl SprintStatus {
 
     /// Writes the text durably (temp file, fsync, rename, fsync of the directory).
     pub fn save(&self) -> Result<()> {
-        baton_store::durable::atomic_write(&self.path, self.text.as_bytes())?;
-        Ok(())
+        match &self.file {
+            Some(file) => file.write(self.text.as_bytes()),
+            None => Err(EpicError::failure(
+                "EPIC_IO_FAILED",
+                format!("{} was not read from a file", self.shown),
+            )),
+        }
     }
 }
 
@@ -434,7 +441,7 @@ mod tests {
     const SAMPLE: &str = "# generated: 2026-11-20 10:00\n# STATUS DEFINITIONS: keep me\n\ngenerated: 2026-11-20 10:00\nlast_updated: 2026-11-20 10:00\nproject: taskboard\nproject_key: NOKEY\ntracking_system: file-system\nstory_location: \"{project-root}/_bmad-output/implementation-artifacts\"\n\ndevelopment_status:\n  # Epic 1\n  epic-1: backlog\n  1-1-project-scaffold: backlog   # first\n  1-2-user-authentication: \"drafted\"\n  epic-1-retrospective: optional\n\n  epic-2: 'backlog'\n  2-1-create-board: backlog\nunknown_key: kept\n";
 
     fn sample() -> SprintStatus {
-        SprintStatus::parse(Path::new("s.yaml"), "s.yaml", SAMPLE.to_string()).unwrap()
+        SprintStatus::parse("s.yaml", SAMPLE.to_string()).unwrap()
     }
 
     #[test]
@@ -491,8 +498,7 @@ mod tests {
             );
         assert_eq!(s.text(), expected);
         // The edited text reads back the same way.
-        let again =
-            SprintStatus::parse(Path::new("s.yaml"), "s.yaml", s.text().to_string()).unwrap();
+        let again = SprintStatus::parse("s.yaml", s.text().to_string()).unwrap();
         assert_eq!(again.get("epic-2").unwrap().status, "in-progress");
     }
 
@@ -516,11 +522,7 @@ mod tests {
 
     #[test]
     fn malformed_and_unsupported_files_are_refused_with_a_code() {
-        let bad = |text: &str| {
-            SprintStatus::parse(Path::new("s"), "s", text.to_string())
-                .unwrap_err()
-                .code
-        };
+        let bad = |text: &str| SprintStatus::parse("s", text.to_string()).unwrap_err().code;
         assert_eq!(bad("development_status: [\n"), "SPRINT_STATUS_INVALID");
         assert_eq!(bad("project: x\n"), "SPRINT_STATUS_INVALID");
         assert_eq!(bad("development_status: {}\n"), "SPRINT_STATUS_INVALID");

@@ -194,6 +194,8 @@ impl<'a> Ctx<'a> {
     pub(super) async fn run_loop(&mut self) -> Result<EpicOutcome> {
         let mut announced: Option<String> = None;
         loop {
+            // Between two phases: what a phase's model did to the layout is refused here.
+            self.layout.recheck()?;
             if lock::stop_requested(&self.layout.dir) {
                 lock::clear_stop(&self.layout.dir)?;
                 return self.pause(EpicOutcome::Stopped);
@@ -417,7 +419,7 @@ impl<'a> Ctx<'a> {
         let story = self.layout.file(&format!("{key}.md"));
         let shown = self.layout.rel_file(&format!("{key}.md"));
         let needs_story = matches!(phase, Phase::CreateStory | Phase::Validate | Phase::Dev);
-        if needs_story && std::fs::metadata(&story).map(|m| m.len()).unwrap_or(0) == 0 {
+        if needs_story && story.regular_len().unwrap_or(0) == 0 {
             return Err(EpicError::failure(
                 "EPIC_PHASE_OUTPUT_MISSING",
                 format!("the {phase} phase completed without the story file {shown}"),
@@ -609,7 +611,13 @@ impl<'a> Ctx<'a> {
 
     pub(super) fn story_done(&mut self, key: &str) -> Result<Next> {
         if self.config.git.commit {
-            let story = std::fs::read_to_string(self.layout.file(&format!("{key}.md"))).ok();
+            let story = self
+                .layout
+                .file(&format!("{key}.md"))
+                .read(crate::untrusted::limit::PROMPT_FILE)
+                .ok()
+                .flatten()
+                .map(|b| String::from_utf8_lossy(&b).into_owned());
             git::commit_all(
                 &self.layout.project,
                 &git::commit_message(key, story.as_deref()),

@@ -465,6 +465,8 @@ fn spec(
         project.join(CONFIG_FILE),
         project.join(".workflow/.maestro"),
     ];
+    // BMAD's configuration locates the orchestrators' files (see `MountPath::is_bmad_config`).
+    read_only.extend(bmad_configs(project));
     if !allow_git_writes {
         read_only.push(project.join(".git"));
     }
@@ -545,6 +547,7 @@ fn spawn_error(e: &std::io::Error, shown: &str) -> ToolError {
 /// are read-only bind mounts during the call.
 struct Protected {
     config_existed: bool,
+    bmad_configs: Vec<PathBuf>,
     git_existed: Option<bool>,
 }
 
@@ -552,6 +555,7 @@ impl Protected {
     fn snapshot(project: &Path, allow_git_writes: bool) -> Protected {
         Protected {
             config_existed: project.join(CONFIG_FILE).symlink_metadata().is_ok(),
+            bmad_configs: bmad_configs(project),
             git_existed: (!allow_git_writes)
                 .then(|| project.join(".git").symlink_metadata().is_ok()),
         }
@@ -566,6 +570,18 @@ impl Protected {
                 "@project/{CONFIG_FILE} was created by the command and removed: baton's configuration cannot be written by tools"
             ));
         }
+        for made in bmad_configs(project) {
+            if !self.bmad_configs.contains(&made) {
+                remove(&made);
+                let shown = made
+                    .strip_prefix(project)
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default();
+                warnings.push(format!(
+                    "@project/{shown} was created by the command and removed: BMAD's configuration cannot be written by tools"
+                ));
+            }
+        }
         let git = project.join(".git");
         if self.git_existed == Some(false) && git.symlink_metadata().is_ok() {
             remove(&git);
@@ -576,6 +592,40 @@ impl Protected {
         }
         warnings
     }
+}
+
+/// BMAD's configuration files in the project: `config.*` under `_bmad/`, `.bmad/`, `bmad/`,
+/// without following links, at most 6 levels and 4,096 entries deep (a model could have made a
+/// huge tree there).
+fn bmad_configs(project: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut budget = 4096usize;
+    let mut stack: Vec<(PathBuf, usize)> = crate::mounts::BMAD_DIRS
+        .iter()
+        .map(|d| (project.join(d), 0))
+        .collect();
+    while let Some((dir, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if budget == 0 {
+                return found;
+            }
+            budget -= 1;
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let name = entry.file_name().to_string_lossy().to_ascii_lowercase();
+            if kind.is_dir() && depth < 6 {
+                stack.push((entry.path(), depth + 1));
+            } else if !kind.is_dir() && name.starts_with("config.") {
+                found.push(entry.path());
+            }
+        }
+    }
+    found.sort();
+    found
 }
 
 fn remove(path: &Path) {

@@ -304,7 +304,6 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
             Ok(m) => m,
             Err(f) => return Ok(f.report(args.json)),
         },
-        _ => None,
     };
     let source = match &chosen {
         Orchestrated::Traces(dir) => ModelSource::Replay(dir.clone()),
