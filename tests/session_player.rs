@@ -39,6 +39,8 @@ struct Shared {
     /// `(kind, name)` per request: `("step", skill)`, `("gate", gate)`, `("audit", "")`,
     /// `("decompose", "")`, `("other", "")`.
     served: Mutex<Vec<(String, String)>>,
+    /// The model name of each request.
+    models: Mutex<Vec<String>>,
     next_id: AtomicU64,
 }
 
@@ -52,10 +54,15 @@ impl Player {
         let shared = Arc::new(Shared {
             scenario,
             served: Mutex::new(Vec::new()),
+            models: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
         });
         let s = shared.clone();
-        let server = JsonServer::start(Arc::new(move |body: &Value| play(&s, body)));
+        let server = JsonServer::start(Arc::new(move |body: &Value| {
+            let model = body["model"].as_str().unwrap_or("").to_string();
+            s.models.lock().unwrap().push(model);
+            play(&s, body)
+        }));
         Player { server, shared }
     }
 
@@ -65,6 +72,11 @@ impl Player {
 
     pub fn served(&self) -> Vec<(String, String)> {
         self.shared.served.lock().unwrap().clone()
+    }
+
+    /// The model name of each request served so far.
+    pub fn models(&self) -> Vec<String> {
+        self.shared.models.lock().unwrap().clone()
     }
 
     /// How many requests went to steps of `skill`.

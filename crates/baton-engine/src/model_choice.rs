@@ -78,6 +78,55 @@ pub fn continuation_choice(
     ModelChoice::Live(overrides)
 }
 
+/// The model an orchestrator (the epic autopilot, a session) goes on with: a live model, or
+/// the directory of per-run traces it replays.
+pub enum Orchestrated {
+    Live(LoadedModel),
+    Traces(PathBuf),
+}
+
+/// [`continuation_choice`] for an orchestrator whose runs remember `recorded` (see
+/// [`newest_record`]): `--replay DIR`, else a remembered trace's directory, else the live model
+/// (the remembered one under the flags, or the configuration).
+pub fn for_orchestration(
+    requested: &Requested,
+    recorded: Option<&ModelRecord>,
+    home: &Path,
+    project: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Orchestrated, ModelError> {
+    if let Some(dir) = &requested.replay {
+        return Ok(Orchestrated::Traces(dir.clone()));
+    }
+    let choice = continuation_choice(requested, recorded, || {
+        configured_model(home, Some(project), env)
+    });
+    let choice = match choice {
+        // A phase or step run replays one trace of the directory the orchestrator was given.
+        ModelChoice::Replay(trace) => match trace.parent() {
+            Some(dir) if dir.is_dir() => return Ok(Orchestrated::Traces(dir.to_path_buf())),
+            _ => ModelChoice::Live(requested.overrides()),
+        },
+        // Traces inside baton belong to the demos, which continue on their own.
+        ModelChoice::Bundled(_) => ModelChoice::Live(requested.overrides()),
+        other => other,
+    };
+    load_model(&choice, home, Some(project), env).map(Orchestrated::Live)
+}
+
+/// What the newest of `run_ids` that remembers a model remembers (run ids are UUID v7: the
+/// greatest is the newest). The runs of an epic or a session, found through the store.
+pub fn newest_record(store: &baton_store::Store, run_ids: &[String]) -> Option<ModelRecord> {
+    let mut ids: Vec<&String> = run_ids.iter().collect();
+    ids.sort_unstable_by(|a, b| b.cmp(a));
+    ids.dedup();
+    // Bounded: an orchestrator with thousands of runs is asked about its newest ones only.
+    ids.into_iter()
+        .take(64)
+        .filter_map(|id| store.find_run(id).ok())
+        .find_map(|(_, run)| run.model)
+}
+
 /// The prefix of a trace inside baton.
 pub const BUNDLED: &str = "bundled:";
 

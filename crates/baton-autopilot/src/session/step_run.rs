@@ -74,12 +74,40 @@ pub fn write_link(session: &Session, index: usize, link: &Link) -> Result<()> {
 pub fn read_link(session: &Session, index: usize, owner: &str) -> Option<Link> {
     let (owner, claimed_at) = current_claim(session, index, owner)?;
     let path = link_path(session, index);
-    let file = std::fs::File::open(&path).ok()?;
+    let file = regular(&path)?;
     let mut text = String::new();
     std::io::Read::read_to_string(&mut std::io::Read::take(file, MAX_LINK_BYTES), &mut text)
         .ok()?;
     let link: Link = serde_json::from_str(&text).ok()?;
     (link.owner == owner && link.claimed_at == claimed_at).then_some(link)
+}
+
+/// A link file opened without waiting on a FIFO, when it is a regular file.
+fn regular(path: &std::path::Path) -> Option<std::fs::File> {
+    let file = crate::untrusted::open_nonblocking(path).ok()?;
+    file.metadata().ok()?.is_file().then_some(file)
+}
+
+/// The runs the session's steps were linked to, whatever their claim now (what continues a
+/// session asks the newest of them which model it used). At most 1000 links are read.
+pub fn linked_run_ids(session: &Session) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(session.dir.join(LINKS_DIR)) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .take(1000)
+        .filter_map(|e| {
+            let file = regular(&e.path())?;
+            let mut text = String::new();
+            std::io::Read::read_to_string(
+                &mut std::io::Read::take(file, MAX_LINK_BYTES),
+                &mut text,
+            )
+            .ok()?;
+            serde_json::from_str::<Link>(&text).ok().map(|l| l.run_id)
+        })
+        .collect()
 }
 
 /// The trace name of attempt `attempt` (1 or 2) of step `index`.
@@ -120,7 +148,8 @@ impl Models {
                 }
                 let trace =
                     Trace::load(&path).map_err(|e| RalphError::usage(e.code(), e.to_string()))?;
-                Some(ReplayModel::new(trace))
+                // The step's run remembers its trace, so what continues it can replay it again.
+                Some(ReplayModel::new(trace).with_source(path.display().to_string()))
             }
         };
         let record_to = record.map(|d| d.join(name));

@@ -51,6 +51,8 @@ struct Shared {
     served: Mutex<Vec<String>>,
     /// The tools offered with each request, by the phase of its run.
     offered: Mutex<Vec<(String, Vec<String>)>>,
+    /// The model name of each request.
+    models: Mutex<Vec<String>>,
     next_id: AtomicU64,
 }
 
@@ -73,11 +75,14 @@ impl Player {
             failures_left: Mutex::new(failures_left),
             served: Mutex::new(Vec::new()),
             offered: Mutex::new(Vec::new()),
+            models: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
         });
         let s = shared.clone();
         let server = JsonServer::start_with_status(Arc::new(move |body: &Value| {
             std::thread::sleep(s.scenario.delay);
+            let model = body["model"].as_str().unwrap_or("").to_string();
+            s.models.lock().unwrap().push(model);
             play(&s, body)
         }));
         Player { server, shared }
@@ -90,6 +95,11 @@ impl Player {
     /// Phases of the requests served so far (`""` before the state was read).
     pub fn served(&self) -> Vec<String> {
         self.shared.served.lock().unwrap().clone()
+    }
+
+    /// The model name of each request served so far.
+    pub fn models(&self) -> Vec<String> {
+        self.shared.models.lock().unwrap().clone()
     }
 
     /// The tool names (wire form) offered to the runs of `phase`.

@@ -9,7 +9,7 @@ use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use baton_autopilot::epic::{self, Command, EpicError, EpicSettings, ModelSource};
-use baton_engine::model_choice::{self, ModelChoice};
+use baton_engine::model_choice::{self, Orchestrated, Requested};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
@@ -79,32 +79,44 @@ fn start_answer(state: &AppState, body: AnswerBody) -> Result<(StatusCode, Json<
         )
         .hint("answer when it pauses, or stop it with `baton epic stop`"));
     }
-    let live = match &body.replay {
-        Some(_) => None,
-        None => {
-            let env = |k: &str| std::env::var(k).ok();
-            let choice = ModelChoice::Configured {
-                model: body.model.clone(),
-            };
-            let model = model_choice::load_model(&choice, state.store.home(), Some(&body.project), &env)
-                .map_err(|e| {
-                    ApiError::bad_request(e.code, e.message).hint(
-                        "pass model (and set OPENAI_API_KEY / OPENAI_BASE_URL where baton serve runs), or replay: a directory of traces",
-                    )
-                })?;
-            Some(model)
-        }
+    // What the epic's newest phase run remembers (its model and endpoint, or its traces),
+    // unless the body says otherwise: what `baton epic answer` does.
+    let requested = Requested {
+        model: body.model.clone(),
+        base_url: None,
+        replay: body.replay.clone(),
     };
+    let runs: Vec<String> = board
+        .epics
+        .iter()
+        .flat_map(|e| &e.stories)
+        .flat_map(|s| &s.runs)
+        .map(|r| r.run_id.clone())
+        .collect();
+    let recorded = model_choice::newest_record(&state.store, &runs);
+    let env = |k: &str| std::env::var(k).ok();
+    let chosen = model_choice::for_orchestration(
+        &requested,
+        recorded.as_ref(),
+        state.store.home(),
+        &body.project,
+        &env,
+    )
+    .map_err(|e| {
+        let general = e.configuration.then(|| {
+            "pass model (and set OPENAI_API_KEY / OPENAI_BASE_URL where baton serve runs), or replay: a directory of traces".to_string()
+        });
+        ApiError::bad_request(e.code, e.message).maybe_hint(e.hint.or(general))
+    })?;
     let store = state.store.clone();
     let jobs = state.jobs.clone();
     let cancel = state.shutdown.child_token();
     let key = key(&body.project);
     let project = body.project.clone();
     state.jobs.spawn(move |runtime| {
-        let source = match (&live, &body.replay) {
-            (Some(m), _) => ModelSource::Live(m.as_dyn()),
-            (None, Some(dir)) => ModelSource::Replay(dir.clone()),
-            (None, None) => return,
+        let source = match &chosen {
+            Orchestrated::Live(m) => ModelSource::Live(m.as_dyn()),
+            Orchestrated::Traces(dir) => ModelSource::Replay(dir.clone()),
         };
         let settings = EpicSettings {
             source,

@@ -13,6 +13,7 @@ use baton_autopilot::ralph::discovery::{self, Pick};
 use baton_autopilot::ralph::session::Session;
 use baton_autopilot::session::intervene::{self, Choice, Pause};
 use baton_autopilot::session::run::Spent;
+use baton_autopilot::session::step_run;
 use tokio_util::sync::CancellationToken;
 
 /// What the person said, for `answer`.
@@ -71,6 +72,7 @@ fn decide_pause(setup: &Setup, s: &Session, text: &str) -> Result<Option<Outcome
 fn drive(target: &Target, args: &LoopArgs, verb: &str, said: Said) -> anyhow::Result<u8> {
     let json = args.json;
     // The session is looked for before the model: a project without one says so first.
+    let mut step_runs = Vec::new();
     if target.project.is_dir() {
         let found = discovery::find(
             &super::context(&target.project),
@@ -78,11 +80,12 @@ fn drive(target: &Target, args: &LoopArgs, verb: &str, said: Said) -> anyhow::Re
             Pick::Active,
         )
         .and_then(|l| l.into_session());
-        if let Err(e) = found {
-            return Ok(errors::failure(&e).report(json));
+        match found {
+            Ok(s) => step_runs = step_run::linked_run_ids(&s),
+            Err(e) => return Ok(errors::failure(&e).report(json)),
         }
     }
-    let setup = match setup::prepare(&target.project, args)? {
+    let setup = match setup::prepare_continuing(&target.project, args, &step_runs)? {
         Ok(s) => s,
         Err(f) => return Ok(f.report(json)),
     };

@@ -9,7 +9,8 @@ use crate::failure::Failure;
 use baton_autopilot::ralph::Context;
 use baton_autopilot::ralph::claim;
 use baton_autopilot::session::step_run::ModelSource;
-use baton_engine::model_choice::{self, LoadedModel, ModelChoice};
+use baton_engine::model_choice::{self, LoadedModel, Orchestrated, Requested};
+use baton_store::ModelRecord;
 use baton_store::Store;
 use baton_store::driver_lock::{self, DriverLock, DriverLockError};
 use baton_tools::ToolsConfig;
@@ -81,10 +82,26 @@ fn record_dir(dir: &Path) -> Result<PathBuf, Failure> {
 /// the bundled skills under the baton home.
 pub fn prepare(project: &Path, args: &LoopArgs) -> anyhow::Result<Result<Setup, Failure>> {
     let store = Store::open_default()?;
-    Ok(prepare_in(store, project, args))
+    Ok(prepare_in(store, project, args, &[]))
 }
 
-fn prepare_in(store: Store, project: &Path, args: &LoopArgs) -> Result<Setup, Failure> {
+/// [`prepare`] for a session that goes on: unless flags say otherwise, with the model its
+/// newest step run remembers (its name and endpoint, or its traces' directory).
+pub fn prepare_continuing(
+    project: &Path,
+    args: &LoopArgs,
+    step_runs: &[String],
+) -> anyhow::Result<Result<Setup, Failure>> {
+    let store = Store::open_default()?;
+    Ok(prepare_in(store, project, args, step_runs))
+}
+
+fn prepare_in(
+    store: Store,
+    project: &Path,
+    args: &LoopArgs,
+    step_runs: &[String],
+) -> Result<Setup, Failure> {
     if !project.is_dir() {
         return Err(invalid(
             "PROJECT_NOT_FOUND",
@@ -99,16 +116,22 @@ fn prepare_in(store: Store, project: &Path, args: &LoopArgs) -> Result<Setup, Fa
     let tools = ToolsConfig::load(Some(store.home()), Some(project))
         .map_err(|e| Failure::new(e.code(), e.to_string(), exit::INVALID).hint(Some(e.hint())))?;
     let record = args.record.as_deref().map(record_dir).transpose()?;
-    let live = match &args.replay {
-        Some(dir) if !dir.is_dir() => {
-            return Err(invalid(
-                "REPLAY_DIR_INVALID",
-                format!("{} is not a directory of recorded traces", dir.display()),
-                "pass the directory a session was recorded to with --record",
-            ));
-        }
+    if let Some(dir) = &args.replay
+        && !dir.is_dir()
+    {
+        return Err(invalid(
+            "REPLAY_DIR_INVALID",
+            format!("{} is not a directory of recorded traces", dir.display()),
+            "pass the directory a session was recorded to with --record",
+        ));
+    }
+    let recorded = match args.replay {
         Some(_) => None,
-        None => Some(live_model(args, &store, project)?),
+        None => model_choice::newest_record(&store, step_runs),
+    };
+    let (live, replay) = match model(args, &store, project, recorded.as_ref())? {
+        Orchestrated::Live(m) => (Some(m), None),
+        Orchestrated::Traces(dir) => (None, Some(dir)),
     };
     Ok(Setup {
         interactive: !args.non_interactive && !args.json && std::io::stdin().is_terminal(),
@@ -118,31 +141,37 @@ fn prepare_in(store: Store, project: &Path, args: &LoopArgs) -> Result<Setup, Fa
         ctx,
         tools,
         live,
-        replay: args.replay.clone(),
+        replay,
         record,
         max_turns: args.max_turns.map(usize::from),
     })
 }
 
 /// The configured model (`baton.toml`, the store's `config.toml`, the environment), with
-/// `--model` and `--base-url` on top, built as `baton run` builds it.
-fn live_model(args: &LoopArgs, store: &Store, project: &Path) -> Result<LoadedModel, Failure> {
-    let base_url = args.base_url.clone();
-    // `--base-url` stands in for OPENAI_BASE_URL, which the configuration reads last.
-    let env = move |k: &str| match (k, &base_url) {
-        ("OPENAI_BASE_URL", Some(url)) => Some(url.clone()),
-        _ => std::env::var(k).ok(),
-    };
-    let choice = ModelChoice::Configured {
+/// `--model` and `--base-url` on top, built as `baton run` builds it; a session that goes on
+/// uses what its runs remember first (`model_choice::for_orchestration`).
+fn model(
+    args: &LoopArgs,
+    store: &Store,
+    project: &Path,
+    recorded: Option<&ModelRecord>,
+) -> Result<Orchestrated, Failure> {
+    let requested = Requested {
         model: args.model.clone(),
+        base_url: args.base_url.clone(),
+        replay: args.replay.clone(),
     };
-    model_choice::load_model(&choice, store.home(), Some(project), &env).map_err(|e| {
-        Failure::new(e.code, e.message, exit::INVALID).hint(Some(
-            "pass --model and --base-url (or set BATON_MODEL, OPENAI_BASE_URL and OPENAI_API_KEY), \
-             or --replay DIR to run offline"
-                .into(),
-        ))
-    })
+    let env = |k: &str| std::env::var(k).ok();
+    model_choice::for_orchestration(&requested, recorded, store.home(), project, &env).map_err(
+        |e| {
+            let general = e.configuration.then(|| {
+                "pass --model and --base-url (or set BATON_MODEL, OPENAI_BASE_URL and OPENAI_API_KEY), \
+                 or --replay DIR to run offline"
+                    .to_string()
+            });
+            Failure::new(e.code, e.message, exit::INVALID).hint(e.hint.or(general))
+        },
+    )
 }
 
 /// One driver per session: an exclusive lock on `<session dir>/driver.lock`, dropped by the
