@@ -162,6 +162,13 @@ pub fn live_holder(run_dir: &Path) -> Result<Option<Holder>, StoreError> {
     }
 }
 
+/// Who drove last, from the note every driver leaves (live or gone); `None` when nobody ever
+/// drove or the note cannot be read.
+pub fn last_holder(run_dir: &Path) -> Option<Holder> {
+    let mut file = File::open(run_dir.join(FILE_NAME)).ok()?;
+    read_holder(&mut file)
+}
+
 /// A run whose phase says `running` but that no live process drives: it was killed (or its
 /// machine stopped) mid-invocation, and `baton resume` continues it.
 pub fn is_interrupted(project: &crate::Project, run: &crate::RunMetadata) -> bool {

@@ -6,6 +6,7 @@
 //! on resume). At a prompt the question is already recorded, so the process ends at once and
 //! `baton answer` continues the run.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
@@ -32,6 +33,43 @@ impl Drop for AtPrompt {
     }
 }
 
+/// The exact commands that go on from here, once the command knows them (a run's id is known
+/// only once the run is made or found): said instead of the generic hints.
+#[derive(Debug, Clone, Default)]
+pub struct Next {
+    /// What continues after a quit: `baton resume 01a2…`.
+    pub resume: String,
+    /// What answers the question a prompt was asking, when it differs.
+    pub answer: Option<String>,
+}
+
+static NEXT: Mutex<Option<Next>> = Mutex::new(None);
+
+/// Tells the watcher how to go on (the latest call wins).
+pub fn set_next(next: Next) {
+    if let Ok(mut n) = NEXT.lock() {
+        *n = Some(next);
+    }
+}
+
+fn next() -> Option<Next> {
+    NEXT.lock().ok().and_then(|n| n.clone())
+}
+
+/// A path as one shell word: quoted when it holds anything a shell would split or expand.
+pub fn shell_word(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:@,=~".contains(c))
+        && !text.starts_with('~');
+    if plain {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
 /// What the watcher tells a person when it ends the process: at a prompt, and at the second
 /// signal.
 #[derive(Debug, Clone, Copy)]
@@ -40,10 +78,10 @@ pub struct Hints {
     pub quit: &'static str,
 }
 
-/// The hints of a run (`baton run`, `resume`, `answer`).
+/// The hints of a run (`baton run`, `resume`, `answer`) before its id is known.
 pub const RUN_HINTS: Hints = Hints {
-    at_prompt: "stopped; the question is saved: `baton runs list` shows the run waiting, `baton answer <RUN> <TEXT>` continues it",
-    quit: "quit; `baton resume <RUN>` continues the run",
+    at_prompt: "stopped; the question is saved: `baton runs list` shows the run waiting, and `baton answer` with its id continues it",
+    quit: "quit; `baton runs list` shows the run if it was made, and `baton resume` with its id continues it",
 };
 
 /// Watches for SIGINT and SIGTERM on the runtime's worker until the returned task is dropped
@@ -71,7 +109,7 @@ const SERVE_HINTS: Hints = Hints {
     at_prompt: SERVE_QUIT,
     quit: SERVE_QUIT,
 };
-const SERVE_QUIT: &str = "quit; `baton resume <RUN>` continues an interrupted run";
+const SERVE_QUIT: &str = "quit; `baton runs list` shows the runs left interrupted, and `baton resume` with an id continues one";
 
 /// [`watch`] for `baton serve`: the first signal stops the server (background runs stop
 /// between steps), a second one ends the process at once.
@@ -104,17 +142,48 @@ fn watch_saying(
                 _ = terminate.recv() => {}
             }
             seen += 1;
+            let next = next();
             if AT_PROMPT.load(Ordering::SeqCst) {
-                eprintln!("\n{}", hints.at_prompt);
+                match next.as_ref().and_then(|n| n.answer.as_deref()) {
+                    Some(answer) => eprintln!(
+                        "\n{} the question is saved; continue with `{answer}`",
+                        stopped("stopped;")
+                    ),
+                    None => eprintln!("\n{}", hints.at_prompt),
+                }
                 std::process::exit(SIGNALLED);
             }
             if seen == 1 {
-                eprintln!("\n{stopping}");
+                eprintln!("\n{}", stopped(stopping));
                 cancel.cancel();
             } else {
-                eprintln!("\n{}", hints.quit);
+                match next {
+                    Some(n) => eprintln!("\n{} continue with `{}`", stopped("quit;"), n.resume),
+                    None => eprintln!("\n{}", hints.quit),
+                }
                 std::process::exit(SIGNALLED);
             }
         }
     }))
+}
+
+fn stopped(text: &str) -> String {
+    crate::ui::color::err(crate::ui::Paint::Warn, text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_word;
+
+    #[test]
+    fn paths_are_quoted_only_when_a_shell_would_change_them() {
+        assert_eq!(
+            shell_word("/home/a/.baton/bundled/x-1f"),
+            "/home/a/.baton/bundled/x-1f"
+        );
+        assert_eq!(shell_word("my demo"), "'my demo'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word("~x"), "'~x'");
+        assert_eq!(shell_word(""), "''");
+    }
 }

@@ -6,6 +6,8 @@ use crate::cli::DemoArgs;
 use crate::exit;
 use crate::failure::Failure;
 use crate::progress::Progress;
+use crate::signals;
+use baton_engine::driver::ABORTED;
 use baton_engine::runner::{self, Settings, StartRun};
 use baton_engine::{EngineEvent, Outcome};
 use baton_llm::{ReplayModel, Trace};
@@ -137,17 +139,39 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
     settings.replay = Some(&replay);
     if !args.json {
         settings.on_event = Some(&on_event);
+    }
+    let start = StartRun::new(package_dir.path(), dir);
+    let runtime = super::run::runtime()?;
+    let _signals = signals::watch(&runtime, settings.cancel.clone());
+    let claimed = runner::create(&store, start, &serde_json::Map::new())?;
+    let short = short_id(&claimed.run().run_id);
+    // The run remembers its bundled trace: `baton resume` replays it again, offline.
+    let resume = format!("baton resume {short}");
+    signals::set_next(signals::Next {
+        resume: resume.clone(),
+        answer: None,
+    });
+    if !args.json {
+        // Said once Ctrl-C is watched: from here on it stops the run, resumable.
         eprintln!(
             "baton demo: create-story-micro on {} (replaying a recorded model, offline)",
             dir.display()
         );
     }
-    let start = StartRun::new(package_dir.path(), dir);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let finished = runtime.block_on(runner::start(&store, start, settings))?;
+    let finished = runtime.block_on(runner::continue_claimed(claimed, settings))?;
     bar.finish();
+    if matches!(&finished.report.outcome, Outcome::Failed { code, .. } if code == ABORTED) {
+        mark_all_files(dir)?;
+        if args.json {
+            super::print_json(&finished.to_json())?;
+        } else {
+            eprintln!(
+                "{} continue with `{resume}`",
+                crate::ui::color::err(crate::ui::Paint::Warn, "stopped;")
+            );
+        }
+        return Ok(exit::STOPPED);
+    }
     let artifacts: Vec<&str> = finished
         .state
         .get("artifacts")
@@ -167,7 +191,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
         }
         println!(
             "\nInspect the run: baton runs show {}",
-            &finished.run.run_id[..13]
+            short_id(&finished.run.run_id)
         );
     }
     Ok(match finished.report.outcome {
@@ -175,6 +199,33 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
         Outcome::Waiting { .. } => super::run::WAITING,
         Outcome::Failed { .. } => exit::FAILURE,
     })
+}
+
+/// A demo's recorded model, written once under baton's home (`bundled/<name>-<hash>/`) so a
+/// demo stopped with Ctrl-C is continued, offline, from the same files.
+pub(super) fn bundled_traces(
+    store: &Store,
+    name: &'static str,
+    files: &'static [(&'static str, &'static [u8])],
+) -> Result<std::path::PathBuf, Failure> {
+    baton_autopilot::bundle::Bundle { name, files }
+        .materialize(store.home())
+        .map_err(|e| {
+            Failure::new(
+                "DEMO_TRACES_UNAVAILABLE",
+                format!("cannot place the demo's recorded model: {e}"),
+                exit::FAILURE,
+            )
+            .hint(Some(format!(
+                "check that {} is writable (BATON_HOME chooses it)",
+                store.home().display()
+            )))
+        })
+}
+
+/// The first 13 characters of a run id: unique enough for every command that takes one.
+pub(super) fn short_id(id: &str) -> &str {
+    id.get(..13).unwrap_or(id)
 }
 
 #[cfg(test)]

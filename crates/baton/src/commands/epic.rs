@@ -326,12 +326,26 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
         .enable_all()
         .build()?;
     let _signals = signals::watch(&runtime, settings.cancel.clone());
+    signals::set_next(signals::Next {
+        resume: continue_command("resume", project, args.replay.as_deref()),
+        answer: None,
+    });
     let result = runtime.block_on(epic::execute(&store, project, command, settings));
     bar.finish();
     match result {
         Ok(report) => present(&report, args.json),
         Err(e) => Ok(failure(&e).report(args.json)),
     }
+}
+
+/// `baton epic <verb> --project DIR [--replay TRACES]`, as a person would type it to go on.
+pub fn continue_command(verb: &str, project: &Path, replay: Option<&Path>) -> String {
+    let word = |p: &Path| signals::shell_word(&p.display().to_string());
+    let mut command = format!("baton epic {verb} --project {}", word(project));
+    if let Some(dir) = replay {
+        command.push_str(&format!(" --replay {}", word(dir)));
+    }
+    command
 }
 
 /// The JSON of `baton epic … --json` (shared with `baton serve`).

@@ -8,7 +8,8 @@ use super::epic::{board_text, present, report_json};
 use crate::exit;
 use crate::failure::Failure;
 use crate::progress::Progress;
-use baton_autopilot::epic::{self, Command, EpicEvent, EpicSettings, ModelSource};
+use crate::signals;
+use baton_autopilot::epic::{self, Command, EpicEvent, EpicOutcome, EpicSettings, ModelSource};
 use baton_store::Store;
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
@@ -72,28 +73,36 @@ pub fn run(command: DemoCommand) -> anyhow::Result<u8> {
     if let Err(e) = write_files(&args.dir, PROJECT).and_then(|()| mark_all_files(&args.dir)) {
         return Ok(super::demo::dir_unusable(&args.dir, &e).report(args.json));
     }
-    let traces = tempfile::tempdir()?;
-    write_files(traces.path(), TRACES)?;
     let store = Store::open_default()?;
+    // The recorded model lives under baton's home, not in a temporary directory: a demo
+    // stopped with Ctrl-C is continued with the same traces.
+    let traces = match super::demo::bundled_traces(&store, "epic-demo-traces", TRACES) {
+        Ok(t) => t,
+        Err(f) => return Ok(f.report(args.json)),
+    };
+    let resume = super::epic::continue_command("resume", &args.dir, Some(&traces));
     let bar = Progress::new();
     let on_event = |e: EpicEvent| super::epic::show_event(&bar, e);
-    if !args.json {
-        eprintln!(
-            "baton demo epic: epic-2 of the Taskboard sample in {} (replaying recorded answers, offline)",
-            args.dir.display()
-        );
-    }
     let settings = EpicSettings {
-        source: ModelSource::Replay(traces.path().to_path_buf()),
+        source: ModelSource::Replay(traces.clone()),
         record: None,
         ask: None,
         on_event: if args.json { None } else { Some(&on_event) },
         cancel: Default::default(),
         dry_run: false,
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = super::run::runtime()?;
+    let _signals = signals::watch(&runtime, settings.cancel.clone());
+    signals::set_next(signals::Next {
+        resume: resume.clone(),
+        answer: None,
+    });
+    if !args.json {
+        eprintln!(
+            "baton demo epic: epic-2 of the Taskboard sample in {} (replaying recorded answers, offline)",
+            args.dir.display()
+        );
+    }
     let command = Command::Run {
         epic: "epic-2".into(),
         max_stories: None,
@@ -117,6 +126,13 @@ pub fn run(command: DemoCommand) -> anyhow::Result<u8> {
     if args.json {
         super::print_json(&report_json(&report))?;
         return Ok(super::epic::exit_code(&report.outcome));
+    }
+    if matches!(report.outcome, EpicOutcome::Interrupted) {
+        eprintln!(
+            "{} the phase run is kept; continue with `{resume}`",
+            crate::ui::color::err(crate::ui::Paint::Warn, "stopped;")
+        );
+        return Ok(exit::STOPPED);
     }
     let code = present(&report, false)?;
     if let Ok(board) = epic::status(&args.dir, Some("epic-2")) {

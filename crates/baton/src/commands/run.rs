@@ -63,7 +63,11 @@ pub(crate) fn load_model(
 
 /// The model that continues a claimed run: the one it was started with, unless flags say
 /// otherwise (`baton_engine::model_choice::for_run`, as `baton serve` does).
-fn continuation_model(args: &ModelArgs, store: &Store, claimed: &Claimed) -> Result<Model, Failure> {
+fn continuation_model(
+    args: &ModelArgs,
+    store: &Store,
+    claimed: &Claimed,
+) -> Result<Model, Failure> {
     let env = |k: &str| std::env::var(k).ok();
     model_choice::for_run(claimed, &requested(args), store.home(), &env)
         .map(Model)
@@ -180,7 +184,10 @@ pub(crate) fn present(
             println!("waiting for you: baton answer {short} \"<your answer>\"");
         }
         Outcome::Failed { code, .. } if code == ABORTED => {
-            eprintln!("stopped: run {short} is idle; continue it with: baton resume {short}");
+            eprintln!(
+                "{} run {short} is idle; continue with `baton resume {short}`",
+                crate::ui::color::err(crate::ui::Paint::Warn, "stopped;")
+            );
         }
         Outcome::Failed { code, message } => {
             eprintln!("error[{code}]: {message}");
@@ -193,6 +200,15 @@ pub(crate) fn present(
         }
     }
     Ok(code)
+}
+
+/// Ctrl-C names this run in what it says (a second Ctrl-C, or one at a prompt).
+fn tell_signals(run_id: &str) {
+    let short = &run_id[..run_id.len().min(13)];
+    signals::set_next(signals::Next {
+        resume: format!("baton resume {short}"),
+        answer: Some(format!("baton answer {short} \"<your answer>\"")),
+    });
 }
 
 pub(crate) fn recorder_for(args: &ModelArgs) -> Option<Arc<Mutex<TraceRecorder>>> {
@@ -267,7 +283,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let runtime = runtime()?;
     let _signals = signals::watch(&runtime, settings.cancel.clone());
     let result = match runner::create(&store, start, &variables) {
-        Ok(claimed) => runtime.block_on(runner::continue_claimed(claimed, settings)),
+        Ok(claimed) => {
+            tell_signals(&claimed.run().run_id);
+            runtime.block_on(runner::continue_claimed(claimed, settings))
+        }
         Err(e) => Err(e),
     };
     bar.finish();
@@ -284,6 +303,7 @@ fn continue_with(query: &str, continuation: Continuation, args: &ModelArgs) -> a
         Ok(c) => c,
         Err(e) => return present(Err(e), args, None),
     };
+    tell_signals(&claimed.run().run_id);
     if let Err(e) = store.check_apart(claimed.project_root()) {
         return Ok(Failure::from(&e).report(args.json));
     }

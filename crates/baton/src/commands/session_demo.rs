@@ -10,6 +10,7 @@
 use super::demo::{clear_previous_demo, embed, mark_all_files, write_files};
 use crate::exit;
 use crate::failure::Failure;
+use crate::signals::{self, shell_word};
 use baton_autopilot::ralph::Context;
 use baton_autopilot::ralph::discovery::{self, Pick};
 use baton_autopilot::ralph::session::Session;
@@ -18,6 +19,7 @@ use baton_autopilot::session::run::{RunSettings, SessionEnd, Tick, run as run_se
 use baton_autopilot::session::start::{self, StartOptions, StartOutcome};
 use baton_autopilot::session::step_run::ModelSource;
 use baton_autopilot::session::tick::StepEnd;
+use baton_engine::driver::ABORTED;
 use baton_llm::{ReplayModel, Trace};
 use baton_store::Store;
 use clap::Args;
@@ -37,9 +39,6 @@ pub struct DemoSessionArgs {
 
 /// What the session is asked (the recording was made with the same words).
 pub const INTENT: &str = "phase 1: add a --header flag that skips the first line";
-/// Who claims the steps: the recording's owner, so a demo interrupted and continued with
-/// `baton session continue` is the same session.
-const OWNER: &str = "baton-demo";
 /// The decomposition call's trace, beside the session's step and gate traces.
 const START_TRACE: &str = "start.trace.json";
 
@@ -79,7 +78,9 @@ fn context(dir: &Path, store: &Store) -> Result<Context, Failure> {
     let mut ctx = Context::from_env(dir, "baton ralph");
     ctx.home = None;
     ctx.maestro_home = None;
-    ctx.owner = OWNER.into();
+    // The owner `baton session continue` claims with: a demo stopped with Ctrl-C goes on
+    // from the step it held.
+    ctx.owner = super::session::owner();
     ctx.with_bundled_skills(store.home())
         .map_err(|e| Failure::new(e.code(), e.to_string(), exit::FAILURE))
 }
@@ -159,13 +160,30 @@ pub fn run(args: DemoSessionArgs) -> anyhow::Result<u8> {
     if let Err(e) = write_files(dir, PROJECT).and_then(|()| mark_all_files(dir)) {
         return Ok(super::demo::dir_unusable(dir, &e).report(args.json));
     }
-    let traces = tempfile::tempdir()?;
-    write_files(traces.path(), TRACES)?;
     let store = Store::open_default()?;
+    // The recorded model lives under baton's home, not in a temporary directory: a demo
+    // stopped with Ctrl-C is continued with the same traces.
+    let traces = match super::demo::bundled_traces(&store, "session-demo-traces", TRACES) {
+        Ok(t) => t,
+        Err(f) => return Ok(f.report(args.json)),
+    };
     let ctx = match context(dir, &store) {
         Ok(c) => c,
         Err(f) => return Ok(f.report(args.json)),
     };
+    let shown_dir = shell_word(&dir.display().to_string());
+    let resume = format!(
+        "baton session continue --project {shown_dir} --replay {}",
+        shell_word(&traces.display().to_string())
+    );
+    let runtime = super::run::runtime()?;
+    let cancel = CancellationToken::new();
+    let _signals = signals::watch_with(&runtime, cancel.clone(), super::session::SIGNAL_HINTS);
+    // Until the session exists there is nothing to continue: the demo starts again.
+    signals::set_next(signals::Next {
+        resume: format!("baton demo session --dir {shown_dir}"),
+        answer: None,
+    });
     if !args.json {
         eprintln!(
             "baton demo session: \"{INTENT}\" on the csvsum sample in {} (replaying recorded \
@@ -173,9 +191,6 @@ pub fn run(args: DemoSessionArgs) -> anyhow::Result<u8> {
             dir.display()
         );
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
     let result = runtime.block_on(async {
         let start_model = ReplayModel::new(Trace::parse(&String::from_utf8_lossy(
             TRACES
@@ -189,23 +204,38 @@ pub fn run(args: DemoSessionArgs) -> anyhow::Result<u8> {
             auto: true,
             ..StartOptions::default()
         };
-        let cancel = CancellationToken::new();
-        match start::start(&ctx, &opts, &start_model, &cancel).await {
+        let id = match start::start(&ctx, &opts, &start_model, &cancel).await {
             Ok(StartOutcome::Created(c)) => {
                 if !args.json {
                     eprintln!("Session {} ({} steps):", c.session_id, c.steps.len());
                 }
+                c.session_id
             }
             Ok(other) => anyhow::bail!("the demo session was not created: {other:?}"),
             Err(e) => anyhow::bail!("{}: {e}", e.code()),
-        }
+        };
+        // One driver per session, as `baton session continue` takes it: `session status`
+        // tells a live demo from a stopped one by this lock.
+        let session_dir = session(&ctx).map(|s| s.dir);
+        let _lock = match &session_dir {
+            Some(d) => Some(
+                baton_store::driver_lock::acquire(d, &id, "baton demo session")
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", e.code()))?,
+            ),
+            None => None,
+        };
+        signals::set_next(signals::Next {
+            resume: resume.clone(),
+            answer: None,
+        });
         let mut after = |t: &Tick| {
             if !args.json {
                 eprintln!("{}", tick_line(session(&ctx).as_ref(), t));
             }
         };
-        let mut settings = RunSettings::new(OWNER, &store, ModelSource::Replay(traces.path()));
-        settings.cancel = cancel;
+        let owner = super::session::owner();
+        let mut settings = RunSettings::new(&owner, &store, ModelSource::Replay(&traces));
+        settings.cancel = cancel.clone();
         settings.after_tick = Some(&mut after);
         run_session(&ctx, None, settings)
             .await
@@ -218,10 +248,18 @@ pub fn run(args: DemoSessionArgs) -> anyhow::Result<u8> {
             return Ok(Failure::new("DEMO_FAILED", e.to_string(), exit::FAILURE).report(args.json));
         }
     };
-    let code = match report.end {
+    let code = match &report.end {
         SessionEnd::Completed => exit::OK,
+        SessionEnd::Interrupted { code, .. } if *code == ABORTED => exit::STOPPED,
         _ => exit::FAILURE,
     };
+    if code == exit::STOPPED && !args.json {
+        eprintln!(
+            "{} continue with `{resume}`",
+            crate::ui::color::err(crate::ui::Paint::Warn, "stopped;")
+        );
+        return Ok(code);
+    }
     if args.json {
         super::print_json(&summary(&ctx, &report.end))?;
         return Ok(code);

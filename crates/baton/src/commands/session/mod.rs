@@ -17,6 +17,8 @@ mod start;
 mod status;
 mod text;
 
+pub(crate) use setup::owner;
+
 use baton_autopilot::ralph::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
@@ -159,7 +161,7 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
 }
 
 /// What Ctrl-C says during a session command.
-const SIGNAL_HINTS: crate::signals::Hints = crate::signals::Hints {
+pub(crate) const SIGNAL_HINTS: crate::signals::Hints = crate::signals::Hints {
     at_prompt: "stopped; nothing is lost: `baton session status` shows where the session stands, \
                 `baton session continue` goes on",
     quit: "quit; `baton session continue` goes on (a step in flight is continued from its log)",

@@ -13,7 +13,7 @@ use baton_autopilot::session::step_run;
 use baton_store::driver_lock::{self, Holder};
 use baton_store::{Phase, Store};
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
     let ctx = super::context(&args.target.project);
@@ -24,7 +24,8 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
         Ok(x) => x,
         Err(e) => return Ok(failure(&e).report(args.json)),
     };
-    let live = Live::of(&s, &ctx.project);
+    let mut live = Live::of(&s, &ctx.project);
+    live.stopped = stopped(&s, &live, &ctx.project, &args.target);
     if args.json {
         let mut v = json(&s, &recent);
         live.add_to(&mut v);
@@ -41,6 +42,61 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
 pub struct Live {
     driver: Option<Holder>,
     waiting: Option<(usize, String)>,
+    /// Said `running`, yet no process drives it: what continues it.
+    stopped: Option<Stopped>,
+}
+
+/// A session whose baton driver is gone (Ctrl-C, a kill, a crash) while status.json still
+/// says `running`.
+pub struct Stopped {
+    /// The driver that left, when its note is still there.
+    last: Option<Holder>,
+    /// `baton session continue …`, with the recorded model's traces when it was replayed.
+    resume: String,
+}
+
+/// Whether `s` is stopped: `running`, no live driver, and either a baton driver left its note
+/// or the active step is claimed by baton's owner on this host. A step claimed by another
+/// agent (maestro's `ralph` CLI) with no baton driver is that agent's, not stopped.
+fn stopped(s: &Session, live: &Live, project: &Path, target: &super::Target) -> Option<Stopped> {
+    // A step's run waiting on a question is not stopped: it waits for `session answer`.
+    if s.status() != "running" || live.driver.is_some() || live.waiting.is_some() {
+        return None;
+    }
+    let owner = super::setup::owner();
+    let active = s.active_index();
+    let ours = active.is_some_and(|i| step_run::current_claim(s, i, &owner).is_some());
+    let last = driver_lock::last_holder(&s.dir);
+    if !ours && last.is_none() {
+        return None;
+    }
+    let mut resume = format!(
+        "baton session continue --project {}",
+        text::shell_word(&target.project.display().to_string())
+    );
+    if let Some(id) = &target.session {
+        resume.push_str(&format!(" --session {}", text::shell_word(id)));
+    }
+    // A replayed session goes on replaying: the claimed step's run names its trace.
+    if let Some(dir) = active.and_then(|i| replayed_from(s, i, &owner, project)) {
+        resume.push_str(&format!(
+            " --replay {}",
+            text::shell_word(&dir.display().to_string())
+        ));
+    }
+    Some(Stopped { last, resume })
+}
+
+/// The directory of the trace step `index`'s task run was replayed from, if it was.
+fn replayed_from(s: &Session, index: usize, owner: &str, project: &Path) -> Option<PathBuf> {
+    let link = step_run::read_link(s, index, owner)?;
+    let store = Store::open_default().ok()?;
+    let run = store.project(project).ok()?.get_run(&link.run_id).ok()?;
+    let model = run.model.filter(|m| m.replay)?;
+    let trace = PathBuf::from(model.trace?);
+    trace
+        .is_file()
+        .then(|| trace.parent().map(Path::to_path_buf))?
 }
 
 impl Live {
@@ -48,6 +104,7 @@ impl Live {
         Live {
             driver: driver_lock::live_holder(&s.dir).ok().flatten(),
             waiting: waiting_question(s, project),
+            stopped: None,
         }
     }
 
@@ -70,7 +127,44 @@ impl Live {
         out
     }
 
+    /// The board's `running` lines, said as they are when nobody drives the session.
+    fn amend(&self, board: String, s: &Session) -> String {
+        let Some(stopped) = &self.stopped else {
+            return board;
+        };
+        let mut out = String::new();
+        for line in board.lines() {
+            if line.starts_with("Status:") {
+                out.push_str(&format!(
+                    "Status:   interrupted (revision {}); continue with `{}`\n",
+                    s.revision(),
+                    stopped.resume
+                ));
+            } else if line.starts_with("Current:") {
+                out.push_str(&line.replace("(running, claimed by ", "(interrupted, claimed by "));
+                out.push('\n');
+            } else {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        if let Some(h) = &stopped.last {
+            out.push_str(&format!(
+                "Stopped:  no process drives it; the last driver was pid {} ({}) since {}\n",
+                h.pid,
+                text::line(&h.command, 60),
+                text::line(&h.since, 40)
+            ));
+        }
+        out
+    }
+
     fn add_to(&self, v: &mut Value) {
+        v["interrupted"] = Value::Bool(self.stopped.is_some());
+        v["continue_with"] = self
+            .stopped
+            .as_ref()
+            .map_or(Value::Null, |st| Value::from(st.resume.clone()));
         v["driver"] = self
             .driver
             .as_ref()
@@ -106,7 +200,7 @@ pub fn json(s: &Session, recent: &Recent) -> Value {
 }
 
 pub fn text(s: &Session, recent: &Recent, live: &Live) -> String {
-    let mut out = here_and_now(&board(s), s, live);
+    let mut out = live.amend(here_and_now(&board(s), s, live), s);
     let extra = live.text();
     if !extra.is_empty() {
         out.push('\n');
