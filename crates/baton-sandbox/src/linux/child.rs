@@ -311,6 +311,17 @@ pub unsafe fn cloexec_inherited() -> bool {
         {
             return true;
         }
+        cloexec_listed()
+    }
+}
+
+/// The fallback of [`cloexec_inherited`] for kernels before 5.11.
+///
+/// # Safety
+/// As [`cloexec_inherited`].
+unsafe fn cloexec_listed() -> bool {
+    // SAFETY: system calls on integers and on a stack buffer of the given length.
+    unsafe {
         let dir = libc::open(
             c"/proc/self/fd".as_ptr(),
             libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
@@ -413,5 +424,35 @@ pub(super) unsafe fn loopback_up() {
             libc::ioctl(fd, libc::SIOCSIFFLAGS, &req);
         }
         libc::close(fd);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The `/proc/self/fd` fallback marks an inherited descriptor close-on-exec (checked in a
+    /// forked child, so the test process keeps its descriptors as they are).
+    #[test]
+    fn the_listing_fallback_marks_every_descriptor() {
+        // SAFETY: the child makes system calls only and leaves with `_exit`.
+        unsafe {
+            let pid = libc::fork();
+            assert!(pid >= 0);
+            if pid == 0 {
+                let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
+                let high = libc::fcntl(fd, libc::F_DUPFD, 900);
+                let before = libc::fcntl(high, libc::F_GETFD) & libc::FD_CLOEXEC;
+                let ok = super::cloexec_listed();
+                let after = libc::fcntl(high, libc::F_GETFD) & libc::FD_CLOEXEC;
+                let err = libc::fcntl(2, libc::F_GETFD) & libc::FD_CLOEXEC;
+                libc::_exit(if ok && before == 0 && after != 0 && err == 0 {
+                    0
+                } else {
+                    1
+                });
+            }
+            let mut status = 0;
+            assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
+            assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        }
     }
 }
