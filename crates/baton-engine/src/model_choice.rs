@@ -81,7 +81,7 @@ pub fn continuation_choice(
 /// The model an orchestrator (the epic autopilot, a session) goes on with: a live model, or
 /// the directory of per-run traces it replays.
 pub enum Orchestrated {
-    Live(LoadedModel),
+    Live(Box<LoadedModel>),
     Traces(PathBuf),
 }
 
@@ -111,7 +111,7 @@ pub fn for_orchestration(
         ModelChoice::Bundled(_) => ModelChoice::Live(requested.overrides()),
         other => other,
     };
-    load_model(&choice, home, Some(project), env).map(Orchestrated::Live)
+    load_model(&choice, home, Some(project), env).map(|m| Orchestrated::Live(Box::new(m)))
 }
 
 /// What the newest of `run_ids` that remembers a model remembers (run ids are UUID v7: the

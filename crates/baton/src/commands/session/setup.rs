@@ -130,7 +130,7 @@ fn prepare_in(
         None => model_choice::newest_record(&store, step_runs),
     };
     let (live, replay) = match model(args, &store, project, recorded.as_ref())? {
-        Orchestrated::Live(m) => (Some(m), None),
+        Orchestrated::Live(m) => (Some(*m), None),
         Orchestrated::Traces(dir) => (None, Some(dir)),
     };
     Ok(Setup {
