@@ -61,6 +61,12 @@ impl ConversationLog {
         self.writer.path()
     }
 
+    /// Records are no longer fsynced one by one: the driver makes them durable with the rest
+    /// of a model turn (see [`Self::has_unsynced`] and [`Self::synced_elsewhere`]).
+    pub fn defer_sync(&mut self) {
+        self.sync_each = false;
+    }
+
     /// Whether records were appended since the last fsync.
     pub fn has_unsynced(&self) -> bool {
         self.unsynced

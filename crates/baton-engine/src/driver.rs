@@ -6,7 +6,8 @@ use crate::machine::{Action, Input, Machine, StateSnapshot, WaitReason};
 use crate::run_io;
 use baton_llm::{CallOptions, ChatModel, LlmError, TraceRecorder, Usage};
 use baton_package::Workflow;
-use baton_store::{Phase, Project, RunError, StateFile};
+use baton_store::durable::Group;
+use baton_store::{Durability, Phase, Project, RunError, StateFile};
 use baton_tools::{CallContext, ToolHost};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -145,22 +146,77 @@ impl<'a> Driver<'a> {
         Ok(action)
     }
 
+    /// An `engine.*` audit line: fsynced, or made durable with the turn's group.
     fn audit(&mut self, kind: &str, fields: Value) {
         let node = self.machine.node().to_string();
-        run_io::audit(self.audit.as_mut(), &self.run_id, Some(&node), kind, fields);
+        let group = self.host.flush_group().cloned();
+        run_io::audit_with(
+            self.audit.as_mut(),
+            &self.run_id,
+            Some(&node),
+            kind,
+            fields,
+            group.is_none(),
+        );
+        if let (Some(group), Some(log)) = (group, &self.audit) {
+            group.add_path(log.path());
+        }
+    }
+
+    /// Makes the model turn's writes durable (tool files, state, `run.json`, audit and
+    /// conversation lines): one device flush, before the next model call.
+    fn flush_turn(&mut self) -> Result<(), EngineError> {
+        let Some(group) = self.host.flush_group().cloned() else {
+            return Ok(());
+        };
+        if let Some(log) = self.conversation.as_ref().filter(|l| l.has_unsynced()) {
+            group.add_path(log.path());
+        }
+        group
+            .flush()
+            .map_err(|e| EngineError::State(e.to_string()))?;
+        if let Some(log) = self.conversation.as_mut() {
+            log.synced_elsewhere();
+        }
+        Ok(())
     }
 
     fn emit(&self, e: EngineEvent) {
         run_io::emit(self.on_event, e);
     }
 
+    /// An end of the invocation (completed, failed, stopped, waiting for a person), durable
+    /// with everything the turn wrote and both logs: one flush for all with `run.json`'s temp
+    /// file, so a reader who sees the phase finds the records.
     fn set_phase(
-        &self,
+        &mut self,
         phase: Phase,
         waiting_for: Option<Value>,
         node: &str,
     ) -> Result<(), EngineError> {
-        run_io::set_phase(self.project, &self.run_id, phase, waiting_for, Some(node))
+        let Some(group) = self.host.flush_group().cloned() else {
+            return run_io::set_phase(self.project, &self.run_id, phase, waiting_for, Some(node));
+        };
+        let logs: Vec<std::path::PathBuf> = self
+            .conversation
+            .as_ref()
+            .map(|l| l.path().to_path_buf())
+            .into_iter()
+            .chain(self.audit.as_ref().map(|a| a.path().to_path_buf()))
+            .collect();
+        let logs: Vec<&std::path::Path> = logs.iter().map(|p| p.as_path()).collect();
+        run_io::set_phase_with(
+            self.project,
+            &self.run_id,
+            phase,
+            waiting_for,
+            Some(node),
+            Durability::PowerCutWith(&logs, &group),
+        )?;
+        if let Some(log) = self.conversation.as_mut() {
+            log.synced_elsewhere();
+        }
+        Ok(())
     }
 
     /// Makes the question durable: the audit line and the index say the run waits for it,
@@ -180,7 +236,8 @@ impl<'a> Driver<'a> {
             "engine.waiting",
             json!({"reason": reason, "message": question}),
         );
-        self.set_phase(Phase::WaitingUser, Some(waiting), self.machine.node())
+        let node = self.machine.node().to_string();
+        self.set_phase(Phase::WaitingUser, Some(waiting), &node)
     }
 
     fn record(&self, f: impl FnOnce(&mut TraceRecorder)) {
@@ -193,6 +250,14 @@ impl<'a> Driver<'a> {
         intent: Intent,
         user_input: Option<String>,
     ) -> Result<RunReport, EngineError> {
+        // A model turn's writes are made durable together, before the next model call.
+        let group = Group::new();
+        self.host.set_flush_group(group.clone());
+        if let Some(log) = self.conversation.as_mut() {
+            log.defer_sync();
+        }
+        // A person's answer is made durable before the model call it leads to.
+        let mut turn_writes = user_input.is_some();
         let state = self.snapshot()?;
         self.host.gate.arm(state.complete);
         if user_input.as_deref().is_some_and(is_confirmation) {
@@ -234,6 +299,9 @@ impl<'a> Driver<'a> {
         loop {
             action = match action {
                 Action::CallModel(request) => {
+                    if std::mem::take(&mut turn_writes) {
+                        self.flush_turn()?;
+                    }
                     let agent = self.machine.effective_agent();
                     let policy = self.machine_policy(&agent);
                     let node = self.machine.node().to_string();
@@ -242,7 +310,7 @@ impl<'a> Driver<'a> {
                         node: Some(&node),
                         agent: &agent,
                         audit: self.audit.as_mut(),
-                        audit_durable: true,
+                        audit_durable: false,
                         on_event: self.on_event,
                         calls: &mut report.model_calls,
                         usage: &mut report.usage,
@@ -256,6 +324,9 @@ impl<'a> Driver<'a> {
                         turn,
                     )
                     .await;
+                    if let Some(log) = &self.audit {
+                        group.add_path(log.path());
+                    }
                     match answer {
                         Ok(response) => self.step(Input::ModelAnswered(response))?,
                         Err((code, message)) => Action::Fail { code, message },
@@ -316,10 +387,14 @@ impl<'a> Driver<'a> {
                             node: state.node_id.clone(),
                         });
                         let n = state.node_id.clone();
-                        self.project
-                            .update_run(&self.run_id, |r| r.current_node_id = Some(n))?;
+                        self.project.update_run_with(
+                            &self.run_id,
+                            Durability::Group(&group),
+                            |r| r.current_node_id = Some(n),
+                        )?;
                     }
                     asked_widget = widget;
+                    turn_writes = true;
                     self.step(Input::ToolsExecuted {
                         results,
                         state,
@@ -343,7 +418,15 @@ impl<'a> Driver<'a> {
                         if let Some(ask) = self.ask.as_mut() {
                             answer = ask(&question);
                             if answer.is_some() {
-                                self.set_phase(Phase::Running, None, self.machine.node())?;
+                                let node = self.machine.node().to_string();
+                                run_io::set_phase_with(
+                                    self.project,
+                                    &self.run_id,
+                                    Phase::Running,
+                                    None,
+                                    Some(&node),
+                                    Durability::Group(&group),
+                                )?;
                             }
                         }
                     }
@@ -359,17 +442,20 @@ impl<'a> Driver<'a> {
                     if is_confirmation(&answer) {
                         self.host.gate.grant();
                     }
+                    turn_writes = true;
                     self.step(Input::UserAnswered(answer))?
                 }
                 Action::Complete { message } => {
                     self.record(|r| {
                         r.record_ui_after("completed", "assistant_no_toolCalls_and_complete")
                     });
-                    self.set_phase(Phase::Completed, None, self.machine.node())?;
+                    // The line first: the phase's flush makes it durable.
                     self.audit(
                         "engine.completed",
                         json!({"turns": report.model_calls, "toolCalls": report.tool_calls}),
                     );
+                    let node = self.machine.node().to_string();
+                    self.set_phase(Phase::Completed, None, &node)?;
                     report.outcome = Outcome::Completed { message };
                     return Ok(report);
                 }
@@ -377,8 +463,9 @@ impl<'a> Driver<'a> {
                     self.record(|r| r.record_ui_after("failed", code));
                     let waiting = json!({"error": {"code": code, "message": message}});
                     let phase = run_io::phase_after_failure(code);
-                    self.set_phase(phase, Some(waiting), self.machine.node())?;
                     self.audit("engine.failed", json!({"code": code, "message": message}));
+                    let node = self.machine.node().to_string();
+                    self.set_phase(phase, Some(waiting), &node)?;
                     report.outcome = Outcome::Failed {
                         code: code.to_string(),
                         message,

@@ -23,21 +23,10 @@ pub(crate) fn emit(on_event: OnEvent<'_>, e: EngineEvent) {
     }
 }
 
-/// One `engine.*` line in the audit log, fsynced. Best effort: a full disk must not turn a
-/// finished step into a failure; the run's state and conversation log are the records that
-/// count.
-pub(crate) fn audit(
-    log: Option<&mut JsonlWriter>,
-    run_id: &str,
-    node: Option<&str>,
-    kind: &str,
-    fields: Value,
-) {
-    audit_with(log, run_id, node, kind, fields, true);
-}
-
-/// [`audit`]; `durable: false` writes the line without an fsync (it survives a killed
-/// process; the caller syncs the log with its next durable phase change).
+/// One `engine.*` line in the audit log; `durable: false` writes it without an fsync (it
+/// survives a killed process; the caller syncs the log with its next flush). Best effort: a
+/// full disk must not turn a finished step into a failure; the run's state and conversation
+/// log are the records that count.
 pub(crate) fn audit_with(
     log: Option<&mut JsonlWriter>,
     run_id: &str,

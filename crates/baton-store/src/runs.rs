@@ -9,7 +9,9 @@
 //! projects/<projectId>/runs/<runId>/run.json     the run's own metadata
 //! ```
 
-use crate::durable::{atomic_write_with, replace, sync_all, sync_dir, temp_sibling};
+use crate::durable::{
+    Group, atomic_write_with, atomic_write_with_group, replace, sync_all, sync_dir, temp_sibling,
+};
 use crate::home::StoreError;
 use crate::packages::InstalledPackage;
 use crate::projects::{Project, Store};
@@ -176,6 +178,12 @@ pub enum Durability<'a> {
     /// change a power cut may undo because nothing relies on it (a run set `running` is driven
     /// by nobody after a power cut, which `idle` says as well).
     Kill,
+    /// [`Durability::Kill`] now, and durable at the group's next flush (with the rest of a
+    /// model turn): a change made in the middle of a turn, such as the current node.
+    Group(&'a Group),
+    /// [`Durability::PowerCut`] whose one flush also makes the group's pending writes durable:
+    /// the end of an invocation, whose records must all be on disk once it says it ended.
+    PowerCutWith(&'a [&'a Path], &'a Group),
 }
 
 /// The files of one run.
@@ -368,10 +376,15 @@ impl Project {
         bound_waiting_for(&mut next.waiting_for);
         if next.same_content(&current) && paths.metadata_file().exists() {
             // Nothing to write, but the caller's records must still be durable on return.
-            if let Durability::PowerCut(also) = durability
-                && !also.is_empty()
-            {
-                sync_all(also)?;
+            match durability {
+                Durability::PowerCut(also) if !also.is_empty() => sync_all(also)?,
+                Durability::PowerCutWith(also, group) => {
+                    for p in also {
+                        group.add_path(p);
+                    }
+                    group.flush()?;
+                }
+                _ => {}
             }
             return Ok(current);
         }
@@ -385,6 +398,17 @@ impl Project {
             Durability::Kill => {
                 replace(&file, &encode(&next, &file)?)?;
                 self.record_change_with(&index, &next, false)?;
+            }
+            Durability::Group(group) => {
+                replace(&file, &encode(&next, &file)?)?;
+                self.record_change_with(&index, &next, false)?;
+                group.add_path(&file);
+                group.add_path(&paths.dir);
+                group.add_path(&index.journal_path());
+            }
+            Durability::PowerCutWith(also, group) => {
+                atomic_write_with_group(&file, &encode(&next, &file)?, also, group)?;
+                self.record_change(&index, &next)?;
             }
         }
         Ok(next)

@@ -1,6 +1,6 @@
 //! Reading and guarded writing of one run's `workflow.md`, under the run's lock.
 
-use crate::durable::atomic_write;
+use crate::durable::{Group, atomic_write};
 use crate::guard::{self, GuardOptions};
 use crate::home::StoreError;
 use crate::state::{StateDoc, StateError, UpdateSummary};
@@ -40,7 +40,13 @@ pub struct StateWrite {
 pub struct StateFile {
     path: PathBuf,
     lock_path: PathBuf,
+    /// Writes made durable by this group's flush instead of each on its own.
+    group: Option<Group>,
 }
+
+/// Where a grouped write keeps the last durable state until the group's flush: in the run's
+/// folder, beside the lock, out of the model's `@state` mount.
+const DURABLE_COPY: &str = "workflow.md.durable";
 
 /// Holds the run lock until dropped.
 struct Locked(File);
@@ -53,7 +59,23 @@ impl Drop for Locked {
 
 impl StateFile {
     pub fn new(path: PathBuf, lock_path: PathBuf) -> StateFile {
-        StateFile { path, lock_path }
+        StateFile {
+            path,
+            lock_path,
+            group: None,
+        }
+    }
+
+    /// Writes renamed into place without an fsync, made durable by `group`'s next flush (with
+    /// the rest of the model turn); until then the last durable state is kept beside the run's
+    /// lock, and read instead should a power cut leave the file unreadable.
+    pub fn grouped(mut self, group: Group) -> StateFile {
+        self.group = Some(group);
+        self
+    }
+
+    fn durable_copy(&self) -> PathBuf {
+        self.lock_path.with_file_name(DURABLE_COPY)
     }
 
     pub fn path(&self) -> &Path {
@@ -74,6 +96,18 @@ impl StateFile {
 
     fn read_unlocked(&self) -> Result<StateRead, StateFileError> {
         let bytes = fs::read(&self.path).map_err(StoreError::io("read", &self.path))?;
+        match Self::parse(bytes) {
+            Ok(read) => Ok(read),
+            // A power cut between a grouped write and its flush: the copy is the last
+            // durable state.
+            Err(e) => match fs::read(self.durable_copy()) {
+                Ok(copy) => Self::parse(copy).map_err(|_| e),
+                Err(_) => Err(e),
+            },
+        }
+    }
+
+    fn parse(bytes: Vec<u8>) -> Result<StateRead, StateFileError> {
         let sha256 = sha256_hex(&bytes);
         let text = String::from_utf8(bytes).map_err(|_| {
             StateError::new(
@@ -133,7 +167,12 @@ impl StateFile {
         summary: Option<UpdateSummary>,
     ) -> Result<StateWrite, StateFileError> {
         guard::check(&old.doc, &old.sha256, &new, graph, if_match, options)?;
-        atomic_write(&self.path, text.as_bytes())?;
+        match &self.group {
+            Some(group) => {
+                group.replace_keeping(&self.path, &self.durable_copy(), text.as_bytes())?
+            }
+            None => atomic_write(&self.path, text.as_bytes())?,
+        }
         Ok(StateWrite {
             before_sha256: old.sha256.clone(),
             after_sha256: sha256_hex(text.as_bytes()),

@@ -1090,3 +1090,44 @@ fn random_writes_never_complete_without_reaching_an_end_node() {
         })
         .unwrap();
 }
+
+/// A model turn's state writes are renamed into place without an fsync and made durable by
+/// the turn's group flush; until then the last durable state is kept, and read should a
+/// power cut leave the file unreadable (an empty file: the new name reached the disk, its
+/// content did not).
+#[test]
+fn grouped_state_writes_keep_the_durable_state_until_the_flush() {
+    use baton_store::durable::{Group, flushes_on_this_thread};
+    let f = fixture("create-story-micro", None, "sm");
+    let group = Group::new();
+    let state = f.project.state_file(&f.run_id).grouped(group.clone());
+    let before = flushes_on_this_thread();
+    let set = |key: &str| json!({"variables": {"set": {key: "x"}}});
+    state
+        .patch(f.graph(), &set("storyKey"), None, GuardOptions::default())
+        .unwrap();
+    state
+        .patch(f.graph(), &set("epicNum"), None, GuardOptions::default())
+        .unwrap();
+    assert_eq!(
+        flushes_on_this_thread(),
+        before,
+        "no flush before the group's"
+    );
+    let paths = f.project.run_paths(&f.run_id);
+    let copy = paths.dir.join("workflow.md.durable");
+    assert!(copy.is_file(), "the durable state is kept");
+    // A power cut now may leave the renamed file empty: the durable state is read.
+    let newest = f.raw();
+    fs::write(&paths.state_file, b"").unwrap();
+    let read = f.fields();
+    assert!(read["variables"].get("storyKey").is_none(), "{read:?}");
+    fs::write(&paths.state_file, &newest).unwrap();
+    group.flush().unwrap();
+    assert_eq!(flushes_on_this_thread(), before + 1);
+    assert!(!copy.exists(), "the flush made the state durable");
+    assert_eq!(f.fields()["variables"]["epicNum"], "x");
+    // Unreadable with no copy left: the error, not an older state.
+    fs::write(&paths.state_file, b"").unwrap();
+    assert!(f.project.state_file(&f.run_id).read().is_err());
+}

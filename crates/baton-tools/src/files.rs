@@ -2,6 +2,7 @@
 
 use crate::mounts::{MountPath, Mounts, io_error};
 use crate::result::ToolError;
+use baton_store::durable::Group;
 use cap_std::fs::{Dir, File, OpenOptions, OpenOptionsExt};
 use std::io::{self, Read, Write};
 use std::path::Path;
@@ -67,23 +68,40 @@ pub fn kind(mounts: &Mounts, path: &MountPath) -> Result<Option<cap_std::fs::Met
 }
 
 /// fsync of a directory needs a read descriptor (cap-std's directory handles are `O_PATH`).
-fn sync_dir(dir: &Dir, rel: &str) -> io::Result<()> {
+fn open_dir(dir: &Dir, rel: &str) -> io::Result<cap_std::fs::File> {
     let mut options = OpenOptions::new();
     options.read(true);
-    let d = dir.open_with(
+    dir.open_with(
         if rel.is_empty() {
             Path::new(".")
         } else {
             Path::new(rel)
         },
         &options,
-    )?;
-    d.sync_all()
+    )
+}
+
+fn sync_dir(dir: &Dir, rel: &str) -> io::Result<()> {
+    open_dir(dir, rel)?.sync_all()
 }
 
 /// Writes `bytes` atomically: a temp sibling, fsync, rename over the target, fsync the directory.
 /// Parents are created. All through the mount handle.
 pub fn atomic_write(mounts: &Mounts, path: &MountPath, bytes: &[u8]) -> Result<(), ToolError> {
+    atomic_write_grouped(mounts, path, bytes, None)
+}
+
+/// [`atomic_write`] in a model turn whose writes `group` makes durable together: a new file is
+/// renamed into place without an fsync (a kill keeps it; a power cut before the group's flush
+/// may lose the turn, which a resume redoes), and the file and its directory, opened through
+/// the mount, join the group. A file that exists is still fsynced before the rename, so a
+/// power cut leaves it old or new, never empty; only its directory waits for the group.
+pub fn atomic_write_grouped(
+    mounts: &Mounts,
+    path: &MountPath,
+    bytes: &[u8],
+    group: Option<&Group>,
+) -> Result<(), ToolError> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = mounts.dir(path.mount);
     let parent = path.parent_rel();
@@ -101,12 +119,23 @@ pub fn atomic_write(mounts: &Mounts, path: &MountPath, bytes: &[u8]) -> Result<(
     } else {
         format!("{parent}/{tmp_name}")
     };
+    let replacing = dir.symlink_metadata(path.rel_path()).is_ok();
     let result = (|| {
         let mut f = dir.create(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
+        let Some(group) = group else {
+            f.sync_all()?;
+            dir.rename(&tmp, dir, path.rel_path())?;
+            return sync_dir(dir, parent);
+        };
+        if replacing {
+            baton_store::durable::count_flush();
+            f.sync_all()?;
+        }
         dir.rename(&tmp, dir, path.rel_path())?;
-        sync_dir(dir, parent)
+        group.add_handle(f.into_std());
+        group.add_handle(open_dir(dir, parent)?.into_std());
+        Ok(())
     })();
     if let Err(e) = result {
         let _ = dir.remove_file(&tmp);

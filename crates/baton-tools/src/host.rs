@@ -1,7 +1,7 @@
 //! The ToolHost: checks a model's tool call, runs it against the run's mounts, and audits it.
 
 use crate::audit;
-use crate::files::{atomic_write, kind, read_all};
+use crate::files::{atomic_write_grouped, kind, read_all};
 use crate::mcp::{McpError, McpHub, McpTool};
 use crate::mounts::{Mount, MountPath, Mounts, parse};
 use crate::policy::EffectivePolicy;
@@ -138,6 +138,9 @@ pub struct ToolHost {
     terminal: Terminal,
     mcp: Option<Arc<McpHub>>,
     abort: Option<AbortFn>,
+    /// Set by a driver that makes a model turn's writes durable together (see
+    /// [`ToolHost::set_flush_group`]).
+    group: Option<baton_store::durable::Group>,
     pub gate: ConfirmationGate,
 }
 
@@ -200,8 +203,23 @@ impl ToolHost {
             terminal,
             mcp: None,
             abort: None,
+            group: None,
             gate: ConfirmationGate::default(),
         })
+    }
+
+    /// Makes the files the tools write, the state and the audit lines durable with `group`'s
+    /// next flush (the driver's, before its next model call) instead of each on its own.
+    pub fn set_flush_group(&mut self, group: baton_store::durable::Group) {
+        if let Some(wf) = self.workflow.as_mut() {
+            wf.state = wf.state.clone().grouped(group.clone());
+        }
+        self.group = Some(group);
+    }
+
+    /// The group the host's writes join, if a driver set one.
+    pub fn flush_group(&self) -> Option<&baton_store::durable::Group> {
+        self.group.as_ref()
     }
 
     /// Sets where commands may not look, how a stop is noticed, and test overrides. The
@@ -342,7 +360,11 @@ impl ToolHost {
         );
         // An audit failure must not turn a done write into a reported failure; the engine
         // checks the log's health separately.
-        let _ = self.audit.append(&line, state_changed);
+        let durable = state_changed && self.group.is_none();
+        let _ = self.audit.append(&line, durable);
+        if let Some(group) = &self.group {
+            group.add_path(self.audit.path());
+        }
         ToolOutcome {
             result,
             question,
@@ -620,7 +642,7 @@ impl ToolHost {
         };
         bytes.extend_from_slice(content.as_bytes());
         check_write_limit(&path, bytes.len(), max)?;
-        atomic_write(&self.mounts, &path, &bytes)?;
+        atomic_write_grouped(&self.mounts, &path, &bytes, self.group.as_ref())?;
         let mut out = json!({"path": path.display(), "bytesWritten": content.len(), "sha256After": sha256_hex(&bytes)});
         if !existed && let Some(wf) = self.workflow.as_ref().filter(|w| w.is_artifact(&path)) {
             let update = json!({"artifacts": {"append": [path.rel]}});
@@ -744,7 +766,12 @@ impl ToolHost {
             edit_text(&operation, &old_text, &p, &path)?
         };
         check_write_limit(&path, new_text.len(), ctx.policy.max_write_bytes)?;
-        atomic_write(&self.mounts, &path, new_text.as_bytes())?;
+        atomic_write_grouped(
+            &self.mounts,
+            &path,
+            new_text.as_bytes(),
+            self.group.as_ref(),
+        )?;
         Ok(ok(json!({
             "path": path.display(),
             "sha256Before": before,
