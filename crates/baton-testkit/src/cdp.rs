@@ -335,19 +335,23 @@ impl Browser {
     /// guessed delay), so a click that navigates, a reload or a form post never ends a wait.
     pub fn wait_for(&mut self, condition: &str, timeout: Duration) -> Result<Value, CdpError> {
         let deadline = Instant::now() + timeout;
+        // What the page last answered: an evaluation cut by the deadline does not hide it.
+        let mut last = String::from("no answer within the wait");
         loop {
             self.await_context(deadline.min(Instant::now() + CONTEXT_GRACE))?;
-            let last = match self.eval_unless_replaced(condition, deadline) {
+            match self.eval_unless_replaced(condition, deadline) {
                 Ok(Some(value)) if truthy(&value) => return Ok(value),
-                Ok(Some(value)) => value.to_string(),
-                Ok(None) => "no answer (the page was replaced under the evaluation)".into(),
-                Err(CdpError::Exception { details, .. }) => details,
-                Err(CdpError::Timeout { .. }) => "no answer within the wait".into(),
+                Ok(Some(value)) => last = value.to_string(),
+                Ok(None) => last = "no answer (the page was replaced under the evaluation)".into(),
+                Err(CdpError::Exception { details, .. }) => last = details,
+                Err(CdpError::Timeout { .. }) => {}
                 // A page being replaced by the next one has no context to evaluate in for a
                 // moment.
-                Err(CdpError::Command { error, .. }) if navigating(&error) => error.to_string(),
+                Err(CdpError::Command { error, .. }) if navigating(&error) => {
+                    last = error.to_string();
+                }
                 Err(other) => return Err(other),
-            };
+            }
             if Instant::now() >= deadline {
                 return Err(CdpError::Wait {
                     condition: condition.to_string(),
