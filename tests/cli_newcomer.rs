@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{Baton, example, repo};
+use common::{Baton, example};
 use std::fs;
 use std::path::Path;
 
