@@ -118,7 +118,7 @@ pub struct StepRun {
 pub type StepRuns = std::collections::BTreeMap<u64, Vec<StepRun>>;
 
 /// The step a task run was made for: its `taskRef` is `<session>/step-<index>-<skill>`.
-pub fn step_of<'a>(task_ref: &'a str) -> Option<(&'a str, u64, &'a str)> {
+pub fn step_of(task_ref: &str) -> Option<(&str, u64, &str)> {
     let (session, step) = task_ref.split_once('/')?;
     let (index, skill) = step.strip_prefix("step-")?.split_once('-')?;
     Some((session, index.parse().ok()?, skill))
