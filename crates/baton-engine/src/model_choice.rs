@@ -277,6 +277,113 @@ fn bundled_trace(name: &str) -> Option<&'static str> {
 mod tests {
     use super::*;
 
+    fn live(name: &str, url: &str) -> ModelRecord {
+        ModelRecord {
+            name: name.into(),
+            base_url: Some(url.into()),
+            ..ModelRecord::default()
+        }
+    }
+
+    fn overrides(choice: ModelChoice) -> LlmOverrides {
+        match choice {
+            ModelChoice::Live(o) => o,
+            _ => panic!("not a live model"),
+        }
+    }
+
+    #[test]
+    fn a_remembered_live_model_sits_between_the_configuration_and_the_flags() {
+        let recorded = live("model-x", "http://127.0.0.1:8080/v1");
+        let none = Requested::default();
+        let o = overrides(continuation_choice(&none, Some(&recorded), || true));
+        assert_eq!(o.recorded_model.as_deref(), Some("model-x"));
+        assert_eq!(
+            o.recorded_base_url.as_deref(),
+            Some("http://127.0.0.1:8080/v1")
+        );
+        assert_eq!((o.model, o.base_url), (None, None));
+        let flags = Requested {
+            model: Some("model-y".into()),
+            base_url: Some("http://127.0.0.1:9/v1".into()),
+            replay: None,
+        };
+        let o = overrides(continuation_choice(&flags, Some(&recorded), || false));
+        assert_eq!(o.model.as_deref(), Some("model-y"));
+        assert_eq!(o.base_url.as_deref(), Some("http://127.0.0.1:9/v1"));
+        // The environment then comes below the record: a config load shows it.
+        let env = |k: &str| match k {
+            "OPENAI_BASE_URL" => Some("http://env/v1".to_string()),
+            "BATON_MODEL" => Some("env-model".to_string()),
+            _ => None,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let o = overrides(continuation_choice(&none, Some(&recorded), || true));
+        let c = LlmConfig::load(Some(dir.path()), None, &env, &o).unwrap();
+        assert_eq!(
+            (c.model.as_deref(), c.base_url.as_str()),
+            (Some("model-x"), "http://127.0.0.1:8080/v1")
+        );
+    }
+
+    #[test]
+    fn a_remembered_trace_is_replayed_unless_a_model_is_configured_or_asked_for() {
+        let recorded = ModelRecord {
+            name: "replay".into(),
+            replay: true,
+            trace: Some("/traces/a.trace.json".into()),
+            ..ModelRecord::default()
+        };
+        let none = Requested::default();
+        assert!(matches!(
+            continuation_choice(&none, Some(&recorded), || false),
+            ModelChoice::Replay(p) if p == Path::new("/traces/a.trace.json")
+        ));
+        assert!(matches!(
+            continuation_choice(&none, Some(&recorded), || true),
+            ModelChoice::Live(_)
+        ));
+        let asked = Requested {
+            model: Some("m".into()),
+            ..Requested::default()
+        };
+        assert!(matches!(
+            continuation_choice(&asked, Some(&recorded), || false),
+            ModelChoice::Live(_)
+        ));
+        let bundled = ModelRecord {
+            trace: Some(crate::bundled_demo::TRACE_SOURCE.into()),
+            ..recorded
+        };
+        assert!(matches!(
+            continuation_choice(&none, Some(&bundled), || false),
+            ModelChoice::Bundled(_)
+        ));
+        // --replay wins over everything.
+        let replay = Requested {
+            replay: Some("/other.json".into()),
+            ..Requested::default()
+        };
+        assert!(matches!(
+            continuation_choice(&replay, Some(&live("x", "http://h/v1")), || true),
+            ModelChoice::Replay(p) if p == Path::new("/other.json")
+        ));
+    }
+
+    #[test]
+    fn the_bundled_demo_trace_loads_by_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let choice = ModelChoice::Bundled(crate::bundled_demo::TRACE_SOURCE.into());
+        let model = load_model(&choice, dir.path(), None, &|_| None).unwrap();
+        let replay = model.replay().expect("a replay");
+        assert_eq!(
+            replay.identity().trace.as_deref(),
+            Some(crate::bundled_demo::TRACE_SOURCE)
+        );
+        let unknown = ModelChoice::Bundled("bundled:nothing".into());
+        assert!(load_model(&unknown, dir.path(), None, &|_| None).is_err());
+    }
+
     #[test]
     fn a_missing_trace_is_a_trace_error_not_a_configuration_error() {
         let dir = tempfile::tempdir().unwrap();
