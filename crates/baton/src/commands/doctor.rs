@@ -99,10 +99,9 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
         );
     }
     println!(
-        "  {:<16} {:<4} {}",
+        "  {:<16} {:<4} non-dumpable: MCP servers cannot read its memory or /proc/<pid>/environ (the key) without CAP_SYS_PTRACE",
         "baton itself",
         if dumpable == Some(false) { "yes" } else { "no" },
-        "non-dumpable: MCP servers cannot read its memory or /proc/<pid>/environ (the key) without CAP_SYS_PTRACE"
     );
     println!();
     let state = if t.enabled { "enabled" } else { "disabled" };
