@@ -481,6 +481,12 @@ fn baton_instructions_are_folded_and_labelled_as_baton() {
                users: Array.from(c.querySelectorAll('.msg.user')).map(m => m.textContent) }; })()",
         )
         .unwrap();
+    browser
+        .eval("document.getElementById('conversation-card').scrollIntoView(); true")
+        .unwrap();
+    browser
+        .save_screenshot(&shots().join("conversation.png"))
+        .unwrap();
     let baton = seen["baton"].as_array().unwrap();
     let summaries: Vec<&str> = baton.iter().map(|b| b[1].as_str().unwrap()).collect();
     assert!(
