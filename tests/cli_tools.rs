@@ -59,6 +59,13 @@ fn doctor_reports_every_layer_and_the_terminal_verdict() {
     assert_eq!(r["terminal"]["enabled"], true);
     // baton protects its own memory and environment (the key) at start.
     assert_eq!(r["process"]["dumpable"], false, "{r:#}");
+    assert_eq!(r["terminal"]["unixSockets"], false);
+    assert!(
+        r["terminal"]["homeReadable"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from(".cargo"))
+    );
     let complete = r["layers"]
         .as_array()
         .unwrap()

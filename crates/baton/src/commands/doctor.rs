@@ -71,6 +71,8 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
             "requireSandbox": t.require_sandbox,
             "allowShellExec": t.allow_shell_exec,
             "timeoutMs": t.timeout_ms,
+            "homeReadable": t.home_readable,
+            "unixSockets": t.unix_sockets,
             "wouldRun": would_run,
             "sandbox": detail,
         },
