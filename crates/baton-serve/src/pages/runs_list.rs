@@ -398,6 +398,64 @@ mod tests {
     }
 
     #[test]
+    fn runs_of_one_story_or_step_sit_under_it_in_page_order() {
+        let a = run("r-a", "dev-story", Phase::Completed);
+        let b = run("r-b", "wf", Phase::Completed);
+        let c = run("r-c", "create-story", Phase::Completed);
+        let mut t = run("r-t", "S-1/step-2-plan", Phase::Failed);
+        t.kind = baton_store::RunKind::Task;
+        let story = |phase: &str| {
+            Some(Part::Story {
+                story: "1-2-<x>".into(),
+                phase: phase.into(),
+                n: 1,
+            })
+        };
+        let root = Path::new("/p");
+        let row = |run, part| Row {
+            run,
+            project_root: root,
+            interrupted: false,
+            part,
+        };
+        let filters = Filters::default();
+        let view = View {
+            rows: vec![
+                row(&a, story("dev")),
+                row(&b, None),
+                row(
+                    &t,
+                    Some(Part::Step {
+                        session: "S-1".into(),
+                        index: 2,
+                        skill: "plan".into(),
+                    }),
+                ),
+                row(&c, story("create-story")),
+            ],
+            filters: &filters,
+            next_cursor: None,
+            paged: false,
+            projects: &[],
+            warnings: &[],
+            now_secs: 0,
+        };
+        let html = render(&view);
+        let at = |s: &str| html.find(s).unwrap();
+        // The story's group where its newest run is, holding both its runs.
+        assert!(at("data-group=\"story:/p:1-2-&lt;x&gt;\"") < at("data-run-id=\"r-a\""));
+        assert!(at("data-run-id=\"r-a\"") < at("data-run-id=\"r-c\""));
+        assert!(at("data-run-id=\"r-c\"") < at("data-run-id=\"r-b\""));
+        assert!(at("data-run-id=\"r-b\"") < at("data-group=\"step:/p:S-1:2\""));
+        assert!(html.contains("2 phase runs"));
+        assert!(html.contains("href=\"/epic?project=%2Fp\""));
+        assert!(html.contains("href=\"/sessions/S-1?project=%2Fp\""));
+        assert!(html.contains("step 2 (plan)"));
+        assert!(html.contains("href=\"/?group=1-2-%3Cx%3E\">only these"));
+        assert!(html.contains("<option value=\"session\">session steps</option>"));
+    }
+
+    #[test]
     fn an_empty_listing_says_so() {
         let filters = Filters::default();
         let view = View {
