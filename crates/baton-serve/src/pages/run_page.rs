@@ -487,6 +487,33 @@ mod tests {
     }
 
     #[test]
+    fn baton_instructions_are_folded_and_a_persons_answer_is_theirs() {
+        let mut out = String::new();
+        conversation_card(
+            &mut out,
+            &[json!({"kind": "messages", "messages": [
+                {"role": "user", "content": "RUN_DIRECTIVE\n- runType: bmad-micro\n- <x>"},
+                {"role": "user", "content": "Reminder: b requires fs.write"},
+                {"role": "user", "content": "USER_INPUT\n- forNodeId: b\n1-2 <login>"},
+                {"role": "user", "content": "USER_INPUT\nhello"}
+            ]})],
+        );
+        assert!(out.contains(
+            "<details class=\"msg baton\" data-from=\"baton\"><summary><span class=\"who\">baton</span> RUN_DIRECTIVE</summary><div class=\"body\">RUN_DIRECTIVE\n- runType: bmad-micro\n- &lt;x&gt;</div></details>"
+        ));
+        assert!(
+            out.contains(
+                "<span class=\"who\">baton</span> Reminder: b requires fs.write</summary>"
+            )
+        );
+        assert!(out.contains(
+            "<article class=\"msg user\" data-from=\"person\"><header>you</header><div class=\"body\">1-2 &lt;login&gt;</div></article>"
+        ));
+        assert!(out.contains("<header>you</header><div class=\"body\">hello</div>"));
+        assert!(!out.contains("USER_INPUT"));
+    }
+
+    #[test]
     fn a_long_conversation_shows_only_the_newest_messages() {
         let messages: Vec<Value> = (0..CONVERSATION_MESSAGES + 5)
             .map(|i| json!({"role": "user", "content": format!("m{i}")}))
