@@ -233,6 +233,10 @@ fn a_closed_endpoint_fails_at_once_and_the_run_says_it_never_reached_the_model()
     assert_eq!(listed[0]["stopReason"], "model-unreachable", "{listed}");
     let table = baton.run(&["runs", "list"]).stdout;
     assert!(table.contains("model-unreachable"), "{table}");
+    let id = listed[0]["runId"].as_str().unwrap();
+    let shown = baton.run(&["runs", "show", id]).stdout;
+    assert!(shown.contains("failed (model-unreachable)"), "{shown}");
+    assert!(shown.contains(&format!("model     m at {url}")), "{shown}");
 
     // --base-url is named as the setting when it chose the endpoint.
     let flagged = baton_env(

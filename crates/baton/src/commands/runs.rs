@@ -244,8 +244,19 @@ fn show(store: &Store, query: &str, as_json: bool) -> anyhow::Result<u8> {
             out,
             "phase     interrupted (no process drives it; `baton resume {short}` continues it)"
         )?;
+    } else if let Some(reason) = &run.stop_reason {
+        writeln!(out, "phase     {} ({reason})", run.phase.as_str())?;
     } else {
         writeln!(out, "phase     {}", run.phase.as_str())?;
+    }
+    // What `answer`, `resume` and `chat` go on with unless told otherwise.
+    if let Some(m) = &run.model {
+        let source = match (&m.base_url, &m.trace) {
+            (_, Some(trace)) if m.replay => format!(" (replays {trace})"),
+            (Some(url), _) => format!(" at {url}"),
+            _ => String::new(),
+        };
+        writeln!(out, "model     {}{source}", m.name)?;
     }
     if let Some(w) = &run.waiting_for {
         writeln!(
