@@ -10,6 +10,7 @@ use baton_autopilot::ralph::discovery::{self, Pick};
 use baton_autopilot::ralph::session::Session;
 use baton_autopilot::ralph::verbs::{session::summary_json, status::board};
 use baton_autopilot::session::step_run;
+use baton_engine::model_choice;
 use baton_store::driver_lock::{self, Holder};
 use baton_store::{Phase, Store};
 use serde_json::Value;
@@ -25,7 +26,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
         Err(e) => return Ok(failure(&e).report(args.json)),
     };
     let mut live = Live::of(&s, &ctx.project);
-    live.stopped = stopped(&s, &live, &ctx.project, &args.target);
+    live.stopped = stopped(&s, &live, &args.target);
     if args.json {
         let mut v = json(&s, &recent);
         live.add_to(&mut v);
@@ -58,7 +59,7 @@ pub struct Stopped {
 /// Whether `s` is stopped: `running`, no live driver, and either a baton driver left its note
 /// or the active step is claimed by baton's owner on this host. A step claimed by another
 /// agent (maestro's `ralph` CLI) with no baton driver is that agent's, not stopped.
-fn stopped(s: &Session, live: &Live, project: &Path, target: &super::Target) -> Option<Stopped> {
+fn stopped(s: &Session, live: &Live, target: &super::Target) -> Option<Stopped> {
     // A step's run waiting on a question is not stopped: it waits for `session answer`.
     if s.status() != "running" || live.driver.is_some() || live.waiting.is_some() {
         return None;
@@ -77,8 +78,9 @@ fn stopped(s: &Session, live: &Live, project: &Path, target: &super::Target) -> 
     if let Some(id) = &target.session {
         resume.push_str(&format!(" --session {}", text::shell_word(id)));
     }
-    // A replayed session goes on replaying: the claimed step's run names its trace.
-    if let Some(dir) = active.and_then(|i| replayed_from(s, i, &owner, project)) {
+    // A replayed session goes on replaying: its newest step run names its trace (stopped
+    // between two steps, no step is claimed).
+    if let Some(dir) = replayed_from(s) {
         resume.push_str(&format!(
             " --replay {}",
             text::shell_word(&dir.display().to_string())
@@ -87,13 +89,11 @@ fn stopped(s: &Session, live: &Live, project: &Path, target: &super::Target) -> 
     Some(Stopped { last, resume })
 }
 
-/// The directory of the trace step `index`'s task run was replayed from, if it was.
-fn replayed_from(s: &Session, index: usize, owner: &str, project: &Path) -> Option<PathBuf> {
-    let link = step_run::read_link(s, index, owner)?;
+/// The directory of the traces the session's newest step run was replayed from, if it was.
+fn replayed_from(s: &Session) -> Option<PathBuf> {
     let store = Store::open_default().ok()?;
-    let run = store.project(project).ok()?.get_run(&link.run_id).ok()?;
-    let model = run.model.filter(|m| m.replay)?;
-    let trace = PathBuf::from(model.trace?);
+    let model = model_choice::newest_record(&store, &step_run::linked_run_ids(s))?;
+    let trace = PathBuf::from(model.trace.filter(|_| model.replay)?);
     trace
         .is_file()
         .then(|| trace.parent().map(Path::to_path_buf))?
