@@ -401,8 +401,12 @@ fn a_unix_socket_outside_the_project_cannot_be_connected_to() {
 /// starts (through a user namespace too, whose maps need a dumpable child).
 #[test]
 fn protect_process_makes_baton_non_dumpable() {
+    let before = baton_sandbox::probe();
     assert!(baton_sandbox::protect_process());
     assert_eq!(baton_sandbox::dumpable(), Some(false));
+    // An unprivileged user enters namespaces through a user namespace, whose maps the child
+    // writes in its own /proc: that must still work from a non-dumpable parent.
+    assert_eq!(baton_sandbox::probe(), before);
     let d = dirs();
     let s = spec(&d);
     if !full_sandbox(&s) {
