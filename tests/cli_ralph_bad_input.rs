@@ -347,3 +347,117 @@ fn a_status_json_that_is_not_a_file_or_is_too_large() {
     let meta = std::fs::metadata(fx.dir(ID).join("status.json")).unwrap();
     assert_eq!(meta.len(), 65 * 1024 * 1024);
 }
+
+fn mkfifo(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    let ok = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "mkfifo {}", path.display());
+}
+
+/// `ralph args` must end: a verb that blocks on a FIFO is killed after a minute and fails.
+fn ends(fx: &Fx, args: &[&str]) -> Out {
+    let child = fx
+        .cmd(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        Ok(out) => {
+            let out = out.unwrap();
+            Out {
+                code: out.status.code().unwrap_or(-1),
+                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            }
+        }
+        Err(_) => {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+            panic!("ralph {args:?} hangs");
+        }
+    }
+}
+
+/// What a step's model can make with `terminal.run` (a FIFO, a link) where ralph reads never
+/// hangs it or sends its writes out of the project.
+#[test]
+fn fifos_links_and_an_exhausted_revision_are_refused_not_followed() {
+    // A FIFO as the step's command file.
+    let fx = Fx::new();
+    fx.put(ID, &simple(&fx, ID));
+    mkfifo(Path::new(&fx.command_path("maestro-plan")));
+    let before = fx.raw(ID);
+    let out = ends(&fx, &["check"]);
+    assert!(
+        out.stdout.contains("not a regular file") || out.stderr.contains("not a regular file"),
+        "{}{}",
+        out.stdout,
+        out.stderr
+    );
+    let out = ends(&fx, &["next"]);
+    assert_ne!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(fx.raw(ID), before);
+
+    // A FIFO named by required_reading.
+    let fx = Fx::new();
+    let fifo = fx.project.join("pipe.md");
+    mkfifo(&fifo);
+    let cmd = fx.file(
+        ".claude/commands/piped.md",
+        "---\nname: piped\n---\n<required_reading>\n@../../pipe.md\n</required_reading>\n",
+    );
+    let mut doc = simple(&fx, ID);
+    step_mut(&mut doc, 0).insert("skill".into(), json!("piped"));
+    step_mut(&mut doc, 0).insert("command_path".into(), json!(cmd.display().to_string()));
+    fx.put(ID, &doc);
+    let before = fx.raw(ID);
+    let out = ends(&fx, &["next"]);
+    out.code(1);
+    assert!(out.stderr.contains("E007"), "{}", out.stderr);
+    assert!(out.stderr.contains("not a regular file"), "{}", out.stderr);
+    assert_eq!(fx.raw(ID), before);
+    ends(&fx, &["check"]);
+
+    // The session lock as a link to outside the project: never created or truncated there.
+    let fx = Fx::new();
+    fx.put(ID, &simple(&fx, ID));
+    let outside = fx.tmp.path().join("outside.lock");
+    std::os::unix::fs::symlink(&outside, fx.dir(ID).join("status.json.lock")).unwrap();
+    let before = fx.raw(ID);
+    let out = ends(&fx, &["next"]);
+    assert_ne!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("PATH_OUTSIDE_PROJECT"),
+        "{}",
+        out.stderr
+    );
+    assert!(!outside.exists(), "the lock was created through the link");
+    assert_eq!(fx.raw(ID), before);
+    // The same lock as a FIFO.
+    std::fs::remove_file(fx.dir(ID).join("status.json.lock")).unwrap();
+    mkfifo(&fx.dir(ID).join("status.json.lock"));
+    let out = ends(&fx, &["next"]);
+    assert!(out.stderr.contains("FILE_NOT_REGULAR"), "{}", out.stderr);
+
+    // `revision` at its largest: refused, never wrapped to 0.
+    let fx = Fx::new();
+    let mut doc = simple(&fx, ID);
+    set(&mut doc, "revision", json!(u64::MAX));
+    fx.put(ID, &doc);
+    let before = fx.raw(ID);
+    let out = ends(&fx, &["next"]);
+    assert_ne!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("REVISION_OVERFLOW"), "{}", out.stderr);
+    assert_eq!(fx.raw(ID), before);
+}

@@ -391,6 +391,38 @@ fn cases(ctx: &Ctx) -> Vec<Case> {
             },
         ),
         case(
+            "move the sessions' parent away and write a session anew",
+            sh("mv .workflow .workflow-moved; mkdir -p .workflow/.maestro/ralph-1; \
+                 echo '{\"status\": \"completed\"}' > .workflow/.maestro/ralph-1/status.json"
+                .into()),
+            Expect::Contained(&[]),
+            |c: &Ctx, r: &Value| {
+                assert_eq!(
+                    fs::read_to_string(c.project.join(".workflow/.maestro/ralph-1/status.json"))
+                        .unwrap(),
+                    "{\"status\": \"running\"}\n",
+                    "{r:#}"
+                );
+                assert!(!c.project.join(".workflow-moved").exists(), "{r:#}");
+            },
+        ),
+        case(
+            "move BMAD's folders away and write a configuration anew",
+            sh("mv _bmad/bmm _bmad/bmm-moved; mv _bmad _bmad-moved; mkdir -p _bmad/bmm; \
+                 echo 'implementation_artifacts: forged' > _bmad/bmm/config.yaml"
+                .into()),
+            Expect::Contained(&[]),
+            |c: &Ctx, r: &Value| {
+                assert_eq!(
+                    fs::read_to_string(c.project.join("_bmad/bmm/config.yaml")).unwrap(),
+                    "implementation_artifacts: impl\n",
+                    "{r:#}"
+                );
+                assert!(!c.project.join("_bmad-moved").exists(), "{r:#}");
+                assert!(!c.project.join("_bmad/bmm-moved").exists(), "{r:#}");
+            },
+        ),
+        case(
             "redirect the epic through BMAD's configuration",
             sh("echo 'implementation_artifacts: forged' > _bmad/bmm/config.yaml; \
                  mkdir -p _bmad/core && echo 'x: 1' > _bmad/core/config.yaml"
@@ -1003,6 +1035,27 @@ fn new_config_and_git_dirs_are_removed() {
         "{:#}",
         out.result
     );
+}
+
+/// Without a `.workflow/.maestro/` yet, a command that makes one (a session of the model's own,
+/// for the next `baton session continue` to pick up) has it removed.
+#[test]
+fn a_sessions_folder_made_by_a_command_is_removed() {
+    let (mut env, ctx) = setup();
+    if !sandbox_complete(capabilities()) {
+        return;
+    }
+    fs::remove_dir_all(ctx.project.join(".workflow")).unwrap();
+    let out = env.call(
+        "terminal.run",
+        json!({"command": "sh", "args": ["-c", "mkdir -p .workflow/.maestro/ralph-9 .workflow/plans && echo '{}' > .workflow/.maestro/ralph-9/status.json && echo plan > .workflow/plans/p.md"]}),
+    );
+    assert_eq!(out.result["exitCode"], 0, "{:#}", out.result);
+    assert!(!ctx.project.join(".workflow/.maestro").exists());
+    // The rest of .workflow/ is the model's to write.
+    assert!(ctx.project.join(".workflow/plans/p.md").is_file());
+    let warnings = out.result["warnings"].to_string();
+    assert!(warnings.contains(".workflow/.maestro"), "{:#}", out.result);
 }
 
 #[test]

@@ -56,6 +56,26 @@ impl Context {
         Ok(self)
     }
 
+    /// Where the files of a prompt may come from when the prompt is for a model baton confines
+    /// (`baton session`, recognised by its bundled skills): the project, the home directory's
+    /// command and skill folders, maestro's home and the bundled skills. A command file a
+    /// step's model rewrote to name `@~/.ssh/id_rsa` is then refused, never read into the next
+    /// prompt. `None` for `baton ralph`, which reads what maestro reads (its caller is an agent
+    /// that can read those files itself).
+    pub fn prompt_roots(&self) -> Option<Vec<PathBuf>> {
+        // The whole bundle: its commands name the guide beside them (`@../guide/…`).
+        let bundled = self.bundled_commands.as_ref()?;
+        let bundle = bundled.parent().unwrap_or(bundled).to_path_buf();
+        let mut roots = vec![self.project.clone(), bundle];
+        if let Some(h) = &self.home {
+            for rel in [".claude/commands", ".claude/skills", ".codex/skills"] {
+                roots.push(h.join(rel));
+            }
+        }
+        roots.extend(self.maestro_home.clone());
+        Some(roots)
+    }
+
     /// `<project>/.workflow/.maestro`
     pub fn sessions_root(&self) -> PathBuf {
         self.project.join(".workflow").join(".maestro")

@@ -26,16 +26,24 @@ pub fn append(session_dir: &Path, record: &Value) -> Result<()> {
 /// for [`super::store::Change::syncing`], which fsyncs them with status.json's temp file in one
 /// device flush. A torn last line (a writer killed mid-append) is closed first so the new
 /// record stays parseable.
+/// The decisions log must be a regular file (a FIFO would hang the verb).
+fn regular(file: &File, path: &Path) -> Result<()> {
+    crate::untrusted::check_regular(file).map_err(|e| RalphError::Failed {
+        code: e.code(),
+        message: format!("{}: {e}", path.display()),
+    })
+}
+
 #[must_use = "the line is on the disk only once the returned files are fsynced"]
 pub fn append_unsynced(session_dir: &Path, record: &Value) -> Result<Vec<PathBuf>> {
     let path = session_dir.join(FILE);
     let existed = path.exists();
-    let mut file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .read(true)
-        .open(&path)
-        .map_err(RalphError::io("open", &path))?;
+    let mut file = crate::untrusted::nonblocking(
+        OpenOptions::new().create(true).append(true).read(true),
+    )
+    .open(&path)
+    .map_err(RalphError::io("open", &path))?;
+    regular(&file, &path)?;
     let mut line = String::new();
     if !ends_with_newline(&mut file).map_err(RalphError::io("read", &path))? {
         line.push('\n');
@@ -70,11 +78,14 @@ pub fn drop_unapplied(
     applied: u64,
 ) -> Result<usize> {
     let path = session_dir.join(FILE);
-    let mut file = match OpenOptions::new().read(true).write(true).open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(RalphError::io("open", &path)(e)),
-    };
+    let mut file =
+        match crate::untrusted::nonblocking(OpenOptions::new().read(true).write(true)).open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(RalphError::io("open", &path)(e)),
+        };
+    regular(&file, &path)?;
     let read = |file: &mut File| -> std::io::Result<(u64, Vec<u8>)> {
         let len = file.metadata()?.len();
         let start = len.saturating_sub(UNAPPLIED_WINDOW);
@@ -151,11 +162,12 @@ pub struct Recent {
 /// mid-file is dropped, never parsed as a record.
 pub fn read_last(session_dir: &Path, limit: usize) -> Result<Recent> {
     let path = session_dir.join(FILE);
-    let mut file = match File::open(&path) {
+    let mut file = match crate::untrusted::open_nonblocking(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Recent::default()),
         Err(e) => return Err(RalphError::io("open", &path)(e)),
     };
+    regular(&file, &path)?;
     let read = |file: &mut File| -> std::io::Result<(Vec<u8>, bool)> {
         let len = file.metadata()?.len();
         let start = len.saturating_sub(MAX_READ_BYTES);

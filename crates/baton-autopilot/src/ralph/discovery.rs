@@ -145,7 +145,8 @@ pub fn load(id: &str, dir: &Path) -> Loaded {
 }
 
 fn read_capped(path: &Path) -> std::result::Result<Vec<u8>, String> {
-    let file = fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let file = crate::untrusted::open_nonblocking(path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
     let meta = file
         .metadata()
         .map_err(|e| format!("cannot stat {}: {e}", path.display()))?;

@@ -6,7 +6,6 @@
 //! sample is ignored, and each reference keeps its own line and position, so the prompt can
 //! inline exactly the file each reference names.
 
-use std::fs::File;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
@@ -112,7 +111,8 @@ impl Manifest {
 /// Reads a file as text (lossy UTF-8, as Node's `readFileSync(p, 'utf-8')`), refusing
 /// anything but a regular file within [`MAX_FILE_BYTES`].
 pub fn read_text(path: &Path) -> Result<String, String> {
-    let file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let file = crate::untrusted::open_nonblocking(path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
     let meta = file
         .metadata()
         .map_err(|e| format!("cannot stat {}: {e}", path.display()))?;

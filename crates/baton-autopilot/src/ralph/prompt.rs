@@ -13,6 +13,10 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+/// Why a file is refused for a confined model's prompt.
+const OUTSIDE: &str =
+    "outside the project, the command and skill folders and maestro's home";
+
 /// All required files of one prompt together may not exceed this.
 pub const MAX_PROMPT_BYTES: usize = 16 * 1024 * 1024;
 
@@ -25,8 +29,27 @@ pub struct Loaded {
 
 impl Loaded {
     /// Reads the command file and its required files; any missing or unreadable required file
-    /// is E007 (all of them are listed).
-    pub fn read(command: &Path, home: Option<&Path>) -> Result<Loaded> {
+    /// is E007 (all of them are listed). With `roots` (see `Context::prompt_roots`), the command
+    /// file and every required file must resolve (links followed) inside one of them; one
+    /// outside is refused, named with the reference as written, and never read.
+    pub fn read(command: &Path, home: Option<&Path>, roots: Option<&[PathBuf]>) -> Result<Loaded> {
+        let roots: Option<Vec<PathBuf>> =
+            roots.map(|r| r.iter().filter_map(|p| p.canonicalize().ok()).collect());
+        let outside = |p: &Path| {
+            roots.as_ref().is_some_and(|roots| {
+                !p.canonicalize()
+                    .is_ok_and(|real| roots.iter().any(|r| real.starts_with(r)))
+            })
+        };
+        if outside(command) && command.exists() {
+            return Err(RalphError::RequiredMissing {
+                command: command.to_path_buf(),
+                missing: vec![format!(
+                    "{} (the command file itself: {OUTSIDE})",
+                    command.display()
+                )],
+            });
+        }
         let manifest = Manifest::load(command, home).map_err(|e| RalphError::RequiredMissing {
             command: command.to_path_buf(),
             missing: vec![format!(
@@ -43,6 +66,10 @@ impl Loaded {
             }
             if !r.path.exists() {
                 problems.push(r.path.display().to_string());
+                continue;
+            }
+            if outside(&r.path) {
+                problems.push(format!("{} ({}: {OUTSIDE}; not read)", r.raw, command.display()));
                 continue;
             }
             match manifest::read_text(&r.path) {

@@ -34,8 +34,9 @@ fn read(path: &Path, skill: &str, warnings: &mut Vec<String>) -> Option<Map<Stri
     if !path.is_file() {
         return None;
     }
-    let parsed = std::fs::read(path)
+    let parsed = crate::untrusted::read_path(path, crate::untrusted::limit::CONFIG)
         .map_err(|e| e.to_string())
+        .and_then(|b| b.ok_or_else(|| "it disappeared while read".to_string()))
         .and_then(|b| serde_json::from_slice::<Value>(&b).map_err(|e| e.to_string()));
     match parsed {
         Ok(doc) => doc

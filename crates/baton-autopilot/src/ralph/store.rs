@@ -9,7 +9,7 @@ use super::discovery::{self, Pick};
 use super::error::{RalphError, Result};
 use super::session::{STATUS_FILE, Session};
 use serde_json::{Map, Value, json};
-use std::fs::{self, File, OpenOptions, TryLockError};
+use std::fs::{self, File, TryLockError};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -25,13 +25,11 @@ impl SessionLock {
     /// Waits up to `timeout` for the lock (polling: a stopped holder must not hang us forever).
     pub fn acquire(dir: &Path, session: &str, timeout: Duration) -> Result<SessionLock> {
         let path = dir.join(LOCK_FILE);
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(RalphError::io("open lock", &path))?;
+        // A lock file replaced by a link (to outside the project) or a FIFO is refused.
+        let file = crate::untrusted::open_lock_file(&path).map_err(|e| RalphError::Failed {
+            code: e.code(),
+            message: format!("{}: {e}", path.display()),
+        })?;
         let start = Instant::now();
         let mut pause = Duration::from_micros(200);
         loop {
@@ -67,7 +65,13 @@ pub fn write(session: &mut Session) -> Result<()> {
 /// [`write`] that first makes `first` durable too, fsynced together with status.json's temp
 /// file (one device flush) and before its rename.
 fn write_syncing(session: &mut Session, first: &[PathBuf]) -> Result<()> {
-    let next = session.revision() + 1;
+    let next = session.revision().checked_add(1).ok_or_else(|| RalphError::Usage {
+        code: "REVISION_OVERFLOW",
+        message: format!(
+            "status.json's revision is {}, the largest there is: it was not written by ralph",
+            session.revision()
+        ),
+    })?;
     session.set("revision", json!(next));
     remove_stale_temps(&session.dir);
     let first: Vec<&Path> = first.iter().map(PathBuf::as_path).collect();

@@ -95,14 +95,22 @@ pub(crate) fn inside(project: &Path, path: &str) -> Option<PathBuf> {
 }
 
 pub(crate) fn read_bounded(path: &Path) -> Option<String> {
-    let bytes = std::fs::read(path).ok()?;
+    // Up to one byte more than shown, to say that more was left out (the size is known).
+    let size = std::fs::metadata(path).ok()?.len();
+    let cap = (MAX_FILE as u64).saturating_add(1);
+    let file = crate::untrusted::open_nonblocking(path).ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, cap), &mut bytes).ok()?;
     let cut = bytes.len().min(MAX_FILE);
     let mut text = String::from_utf8_lossy(&bytes[..cut]).into_owned();
     if bytes.len() > MAX_FILE {
         let _ = write!(
             text,
             "\n[… {} more bytes not shown]",
-            bytes.len() - MAX_FILE
+            size.saturating_sub(MAX_FILE as u64)
         );
     }
     Some(text)

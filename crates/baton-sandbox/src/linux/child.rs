@@ -79,6 +79,11 @@ pub struct ChildSetup {
     /// Every mount read-only (`mount_setattr`, recursive), then `rw_binds` bound read-write.
     pub readonly_root: bool,
     pub rw_binds: Vec<Bind>,
+    /// The folders between a writable root and a read-only path, bound onto themselves
+    /// read-write before the read-only binds: a mount point cannot be renamed or removed
+    /// (EBUSY), so `mv .workflow elsewhere` cannot carry a read-only `.workflow/.maestro`
+    /// away and let a new one be made in its place.
+    pub pins: Vec<Bind>,
     pub binds: Vec<Bind>,
     pub loopback_up: bool,
     pub cwd: Option<OwnedFd>,
@@ -219,6 +224,11 @@ impl ChildSetup {
                     if !bind_mount(bind, false) {
                         return Err(fail(STEP_RW_BIND));
                     }
+                }
+            }
+            for bind in &self.pins {
+                if !bind_mount(bind, false) {
+                    return Err(fail(STEP_RO_BIND));
                 }
             }
             for bind in &self.binds {

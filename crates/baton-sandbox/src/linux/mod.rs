@@ -100,6 +100,7 @@ fn namespace_setup(
     ro: &[PathBuf],
     readonly_root: bool,
 ) -> ChildSetup {
+    let pins = pins(rw, ro);
     let mut setup = ChildSetup::default();
     let mounts = readonly_root || !ro.is_empty();
     if mode == NamespaceMode::Unavailable || (!net && !mounts) {
@@ -113,6 +114,7 @@ fn namespace_setup(
         setup.unshare |= libc::CLONE_NEWNS;
         setup.private_mounts = true;
         setup.binds = ro.iter().filter_map(|p| bind(p)).collect();
+        setup.pins = pins.iter().filter_map(|p| bind(p)).collect();
     }
     if readonly_root {
         setup.readonly_root = true;
@@ -128,6 +130,36 @@ fn namespace_setup(
         });
     }
     setup
+}
+
+/// The folders strictly between a writable root and each read-only path (`.workflow` for
+/// `.workflow/.maestro`), outermost first, each once: bound onto themselves they cannot be
+/// renamed or removed, so a read-only path stays where it is.
+fn pins(rw: &[PathBuf], ro: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in ro {
+        let Some(root) = rw
+            .iter()
+            .filter(|w| p.starts_with(w))
+            .max_by_key(|w| w.as_os_str().len())
+        else {
+            continue;
+        };
+        let mut between: Vec<PathBuf> = p
+            .ancestors()
+            .skip(1)
+            .take_while(|a| a.starts_with(root) && *a != root.as_path())
+            .map(Path::to_path_buf)
+            .collect();
+        between.reverse();
+        for a in between {
+            if !out.contains(&a) && a.is_dir() {
+                out.push(a);
+            }
+        }
+    }
+    out.sort_by_key(|p| p.components().count());
+    out
 }
 
 fn bind(path: &Path) -> Option<Bind> {

@@ -53,6 +53,10 @@ const HOME_SECRETS: [&str; 24] = [
 /// System files with secrets.
 const SYSTEM_SECRETS: [&str; 3] = ["/etc/shadow", "/etc/gshadow", "/etc/ssh"];
 
+/// Lifecycle sessions' folder: read-only for a command (its parent cannot be moved away, see
+/// baton-sandbox's pins), and a new one is removed.
+const SESSIONS_DIR: &str = ".workflow/.maestro";
+
 /// The project's configuration file: a command sees it read-only, and a new one is removed.
 pub const CONFIG_FILE: &str = "baton.toml";
 
@@ -461,10 +465,7 @@ fn spec(
     denied.extend(SYSTEM_SECRETS.iter().map(PathBuf::from));
     // Lifecycle sessions' own files: only the orchestrator writes them (see
     // `MountPath::is_in_session_files`).
-    let mut read_only = vec![
-        project.join(CONFIG_FILE),
-        project.join(".workflow/.maestro"),
-    ];
+    let mut read_only = vec![project.join(CONFIG_FILE), project.join(SESSIONS_DIR)];
     // BMAD's configuration locates the orchestrators' files (see `MountPath::is_bmad_config`).
     read_only.extend(bmad_configs(project));
     if !allow_git_writes {
@@ -547,6 +548,7 @@ fn spawn_error(e: &std::io::Error, shown: &str) -> ToolError {
 /// are read-only bind mounts during the call.
 struct Protected {
     config_existed: bool,
+    sessions_existed: bool,
     bmad_configs: Vec<PathBuf>,
     git_existed: Option<bool>,
 }
@@ -555,6 +557,7 @@ impl Protected {
     fn snapshot(project: &Path, allow_git_writes: bool) -> Protected {
         Protected {
             config_existed: project.join(CONFIG_FILE).symlink_metadata().is_ok(),
+            sessions_existed: project.join(SESSIONS_DIR).symlink_metadata().is_ok(),
             bmad_configs: bmad_configs(project),
             git_existed: (!allow_git_writes)
                 .then(|| project.join(".git").symlink_metadata().is_ok()),
@@ -568,6 +571,15 @@ impl Protected {
             remove(&config);
             warnings.push(format!(
                 "@project/{CONFIG_FILE} was created by the command and removed: baton's configuration cannot be written by tools"
+            ));
+        }
+        // Lifecycle sessions are made by baton (`baton session start`, `ralph new`), never by a
+        // command: a folder of sessions it created is removed with what it holds.
+        let sessions = project.join(SESSIONS_DIR);
+        if !self.sessions_existed && sessions.symlink_metadata().is_ok() {
+            remove(&sessions);
+            warnings.push(format!(
+                "@project/{SESSIONS_DIR} was created by the command and removed: lifecycle sessions are made by baton only"
             ));
         }
         for made in bmad_configs(project) {

@@ -162,7 +162,7 @@ pub fn run(ctx: &Context, session: Option<&str>, args: &DecideArgs) -> Result<Ou
         } else {
             settle(ctx, s, index, &gate, class, &adjusted, &args.gaps)?
         };
-        let revision = s.revision() + 1;
+        let revision = s.revision().saturating_add(1);
         let record = json!({
             "id": format!("DEC-{}-{revision}", time::now_millis()),
             "timestamp": time::now_iso(),

@@ -94,6 +94,7 @@ pub fn run_prepared(
         let loaded = Loaded::read(
             &manifest::stored_path(raw_path, ctx.home.as_deref()),
             ctx.home.as_deref(),
+            ctx.prompt_roots().as_deref(),
         )?;
         let mut warnings = Vec::new();
         let params = skill_config::defaults(ctx, step.skill(), &mut warnings);

@@ -19,7 +19,7 @@ pub fn read_text(path: &Path, limit: u64) -> Result<Option<String>> {
         path: path.to_path_buf(),
         source,
     };
-    let file = match std::fs::File::open(path) {
+    let file = match crate::untrusted::open_nonblocking(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io(e)),
