@@ -4,7 +4,7 @@
 use crate::durable::{self, sync_dir};
 use crate::home::StoreError;
 use crate::time::now_rfc3339;
-use baton_package::Package;
+use baton_package::{Diagnostics, Limits, Package, digest, files};
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io::Write;
@@ -180,14 +180,15 @@ impl PackageStore {
 }
 
 /// Whether the installed copy `record` describes holds exactly `package`: the record names
-/// its content and all its workflows, and every file has the package's bytes.
+/// its content and all its workflows, and the files on disk have that content digest (which
+/// a `.bmad`'s stamped `integrity` does not change, so the directory and its archive agree).
 fn intact(record: &InstalledPackage, package: &Package) -> bool {
-    record.sha256 == package.content_sha256()
-        && record.workflows == package.workflow_ids()
-        && package
-            .files()
-            .iter()
-            .all(|(rel, bytes)| fs::read(record.path.join(rel)).is_ok_and(|b| b == bytes))
+    if record.sha256 != package.content_sha256() || record.workflows != package.workflow_ids() {
+        return false;
+    }
+    let mut diags = Diagnostics::default();
+    files::read_package(&record.path, &Limits::default(), &mut diags)
+        .is_some_and(|on_disk| digest::content_digest(&on_disk) == record.sha256)
 }
 
 fn write_tree(root: &Path, package: &Package, record: &InstalledPackage) -> Result<(), StoreError> {
