@@ -138,6 +138,59 @@ async fn an_unparsable_answer_and_a_failed_call_are_both_fix() {
     );
 }
 
+const PROCEED: &str = "---VERDICT---\nSTATUS: proceed\nREASON: verification passed\n\
+    GAP_SUMMARY: none\nCONFIDENCE: high\nCONFIDENCE_SCORE: 95\n\
+    WEAKEST_DIMENSION: none\n---END---";
+
+#[tokio::test]
+async fn a_proceed_without_its_evidence_file_is_a_fix() {
+    // verify cited verification.json but never wrote it: the model says proceed anyway.
+    let w = world();
+    let gate = w.reach_post_verify(".workflow/scratch/verification.json");
+    let before = w.doc()["steps"].as_array().unwrap().len();
+    let (server, model) = scripted(vec![Reply::text(PROCEED)]).await;
+    evaluate(&w.ctx, None, &model, &CancellationToken::new())
+        .await
+        .unwrap();
+    let user = server.received()[0].body["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(user.contains("MISSING"), "{user}");
+    let doc = w.doc();
+    assert_eq!(doc["steps"][gate]["verdict"], "fix");
+    assert!(
+        doc["steps"].as_array().unwrap().len() > before,
+        "the fix loop is inserted"
+    );
+    let d = w.decisions();
+    assert!(
+        d[0]["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("EVIDENCE_MISSING"),
+        "{d:?}"
+    );
+    assert_eq!(
+        d[0]["gaps"],
+        serde_json::json!(["verification.json missing"])
+    );
+
+    // The same answer with the file written: proceed applies.
+    let w = world();
+    std::fs::write(
+        w.ctx.project.join(".workflow/scratch/verification.json"),
+        r#"{"status":"passed","gaps":[]}"#,
+    )
+    .unwrap();
+    let gate = w.reach_post_verify(".workflow/scratch/verification.json");
+    let (_server, model) = scripted(vec![Reply::text(PROCEED)]).await;
+    evaluate(&w.ctx, None, &model, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(w.doc()["steps"][gate]["verdict"], "proceed");
+}
+
 #[tokio::test]
 async fn evidence_outside_the_project_is_not_read() {
     let w = world();

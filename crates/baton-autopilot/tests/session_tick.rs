@@ -486,10 +486,18 @@ async fn a_recorded_session_replays_offline_to_the_same_status() {
     let live = session_world::world(chain, OWNER);
     let traces = live.tmp.path().join("traces");
     std::fs::create_dir_all(&traces).unwrap();
+    // verify writes and cites its verification.json: a gate without it would be a fix.
+    let verified = Reply::tool_calls(&[(
+        "c2",
+        "session_complete",
+        r#"{"status":"DONE","evidence":["verification.json"]}"#,
+    )]);
+    let evidence = r#"{"status":"passed","gaps":[]}"#;
+    std::fs::write(live.ctx.project.join("verification.json"), evidence).unwrap();
     let (_s, m) = model(vec![
         Reply::text("Which format?"),
         done("c1"),
-        done("c2"),
+        verified,
         verdict,
         done("c3"),
     ])
@@ -505,6 +513,7 @@ async fn a_recorded_session_replays_offline_to_the_same_status() {
     assert_eq!(done_live.end, SessionEnd::Completed);
 
     let offline = session_world::world(chain, OWNER);
+    std::fs::write(offline.ctx.project.join("verification.json"), evidence).unwrap();
     let store = Store::new(offline.tmp.path().join("store"));
     // Offline, the recorded answer answers the question: the session runs through.
     let settings = RunSettings::new(OWNER, &store, ModelSource::Replay(&traces));

@@ -161,7 +161,8 @@ pub fn tool_defs(policy: &EffectivePolicy) -> Vec<ToolDef> {
 
 /// Drives a claimed task run until its finish call is accepted, it fails, it is stopped or
 /// it waits for a person. `settings.context`, `autopilot` and `budget` do not apply (a task
-/// run's history is never compressed); `settings.tools` is the policy (`[tools.*]`, `[mcp]`).
+/// run's history is never compressed); `settings.tools` is the policy (`[tools.*]`, `[mcp]`),
+/// applied as it is: no agent narrows it.
 pub async fn drive_task(
     claimed: ClaimedTask,
     def: TaskDef,
@@ -174,7 +175,12 @@ pub async fn drive_task(
         _lock,
     } = claimed;
     let paths = project.run_paths(&run.run_id);
-    let policy = EffectivePolicy::merge(&settings.tools.system, None);
+    // No agent narrows a task run: the project's tool settings apply as they are (a step
+    // told to run the checks gets `terminal.run` when `baton.toml` enables it).
+    let policy = EffectivePolicy::without_agent(
+        &settings.tools.system,
+        settings.tools.mcp.servers.keys().cloned(),
+    );
     // A task run has no package: `@pkg` is an empty directory of its own.
     let pkg = paths.dir.join(EMPTY_PKG);
     std::fs::create_dir_all(&pkg).map_err(io)?;

@@ -224,6 +224,28 @@ impl EffectivePolicy {
         }
     }
 
+    /// The policy of a run no agent narrows (a lifecycle step's task run): the operator's
+    /// settings as they are. The terminal is on when `[tools.terminal]` enables it, MCP when
+    /// `[mcp]` does, with the servers of `allowed_servers`, or every configured one when that
+    /// list is not given.
+    pub fn without_agent(
+        system: &SystemToolSettings,
+        configured_servers: impl IntoIterator<Item = String>,
+    ) -> EffectivePolicy {
+        EffectivePolicy {
+            fs_enabled: system.fs_enabled,
+            max_read_bytes: system.max_read_bytes,
+            max_write_bytes: system.max_write_bytes,
+            mcp_enabled: system.mcp_enabled,
+            mcp_allowed_servers: match &system.mcp_allowed_servers {
+                Some(list) => list.clone(),
+                None => configured_servers.into_iter().collect(),
+            },
+            allow_git_writes: system.allow_git_writes,
+            terminal: system.terminal.clone(),
+        }
+    }
+
     /// The tool-policy block of the system prompt.
     pub fn prompt_text(&self) -> String {
         let fs = if self.fs_enabled {
@@ -267,6 +289,28 @@ impl EffectivePolicy {
 mod tests {
     use super::*;
     use baton_package::model::{FsPolicy, McpPolicy};
+
+    #[test]
+    fn a_run_no_agent_narrows_gets_the_operator_settings() {
+        let mut system = SystemToolSettings {
+            mcp_enabled: true,
+            ..Default::default()
+        };
+        system.terminal.enabled = true;
+        let p = EffectivePolicy::without_agent(&system, ["a".to_string(), "b".to_string()]);
+        assert!(p.terminal.enabled && p.mcp_enabled);
+        assert_eq!(p.mcp_allowed_servers, ["a", "b"], "every configured server");
+        system.mcp_allowed_servers = Some(vec!["b".into()]);
+        let p = EffectivePolicy::without_agent(&system, ["a".to_string(), "b".to_string()]);
+        assert_eq!(p.mcp_allowed_servers, ["b"], "the operator's list");
+        // Off stays off.
+        let p = EffectivePolicy::without_agent(&SystemToolSettings::default(), []);
+        assert!(!p.terminal.enabled && !p.mcp_enabled);
+        assert_eq!(
+            p,
+            EffectivePolicy::without_agent(&SystemToolSettings::default(), [])
+        );
+    }
 
     #[test]
     fn agent_can_only_tighten() {

@@ -57,6 +57,18 @@ pub fn settle_gate(
     index: usize,
     answer: &str,
 ) -> Result<Output> {
+    settle_gate_checked(ctx, session, index, answer, &[])
+}
+
+/// [`settle_gate`] for a gate whose result files `missing` no earlier step produced: a
+/// `proceed` is settled as `fix` (`EVIDENCE_MISSING`), the files named as gaps.
+pub fn settle_gate_checked(
+    ctx: &Context,
+    session: Option<&str>,
+    index: usize,
+    answer: &str,
+    missing: &[&str],
+) -> Result<Output> {
     let s = discovery::find(ctx, session, Pick::Active)?.into_session()?;
     let gate = s
         .step(index)
@@ -72,7 +84,18 @@ pub fn settle_gate(
         )
     })?;
     let parsed = verdict::parse(answer, form);
-    decide::run(ctx, session, &verdict::decide_args(index, &parsed))
+    let mut args = verdict::decide_args(index, &parsed);
+    if !missing.is_empty() && args.verdict == "proceed" {
+        // The model cannot vouch for a result nobody produced.
+        let files = missing.join(", ");
+        args.verdict = "fix".into();
+        args.reason = Some(format!(
+            "EVIDENCE_MISSING: no earlier step produced {files}; a gate without its evidence is fix, not proceed (the model said proceed: {})",
+            args.reason.as_deref().unwrap_or("no reason")
+        ));
+        args.gaps.push(format!("{files} missing"));
+    }
+    decide::run(ctx, session, &args)
 }
 
 /// Reaching the `post-debug-escalate` gate pauses the session for a person (seed 003: always,

@@ -4,14 +4,15 @@
 //!
 //! Result files are the evidence earlier steps cited in `session.complete`, matched by file
 //! name (post-verify → verification.json, …), read inside the project only and bounded. A
-//! missing file is said so in the prompt: missing evidence counts as unmet. A model that fails
+//! missing file is said so in the prompt: missing evidence counts as unmet, and a quality gate
+//! with none of its files is settled `fix` even if the model says `proceed`. A model that fails
 //! to answer is a `fix` (E005), as seed 003 says; a stopped call decides nothing.
 //!
 //! A session started without `-y` (`auto_mode` not true) does not settle: the answer is kept
 //! ([`super::review`]) and the session pauses for a person to accept or override it; a gate
 //! whose answer is already kept pauses again without a call.
 
-use super::apply::{form_of, settle_gate};
+use super::apply::{form_of, settle_gate_checked};
 use super::review::{self, Review};
 use super::verdict::Form;
 use crate::ralph::Context;
@@ -173,6 +174,28 @@ fn goal_evidence(ctx: &Context, s: &Session, paths: &[String], out: &mut String)
     }
 }
 
+/// The newest cited path named `wanted` and its text, when it can be read inside the project.
+fn evidence(ctx: &Context, paths: &[String], wanted: &str) -> Option<(String, String)> {
+    let found = paths.iter().find(|p| {
+        Path::new(p.as_str())
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy() == wanted)
+    })?;
+    let body = inside(&ctx.project, found).and_then(|f| read_bounded(&f))?;
+    Some((found.clone(), body))
+}
+
+/// A quality gate none of whose result files an earlier step produced (cited, readable inside
+/// the project): the files it lacks. Empty when the gate has its evidence or reads none.
+pub fn missing_evidence(ctx: &Context, s: &Session, index: usize, gate: &str) -> Vec<&'static str> {
+    let wanted = inputs(gate);
+    let paths = cited(s, index);
+    if wanted.iter().any(|w| evidence(ctx, &paths, w).is_some()) {
+        return Vec::new();
+    }
+    wanted.to_vec()
+}
+
 /// The user message of a gate's call.
 pub fn prompt(ctx: &Context, s: &Session, index: usize, gate: &str, form: Form) -> String {
     let mut out = format!(
@@ -208,14 +231,8 @@ pub fn prompt(ctx: &Context, s: &Session, index: usize, gate: &str, form: Form) 
         goal_evidence(ctx, s, &paths, &mut out);
     }
     for wanted in inputs(gate) {
-        let found = paths.iter().find(|p| {
-            Path::new(p.as_str())
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy() == *wanted)
-        });
-        let body = found.and_then(|p| inside(&ctx.project, p).and_then(|f| read_bounded(&f)));
-        match (found, body) {
-            (Some(p), Some(body)) => {
+        match evidence(ctx, &paths, wanted) {
+            Some((p, body)) => {
                 let _ = write!(out, "\n## {wanted} ({p})\n{body}\n");
             }
             _ => {
@@ -320,9 +337,14 @@ pub async fn evaluate(
             usage,
         });
     }
+    // Without its evidence a gate is a fix, whatever the model says.
+    let missing = match form {
+        Form::Quality => missing_evidence(ctx, &s, index, &gate),
+        Form::GoalAudit => Vec::new(),
+    };
     let (out, usage): (Output, Usage) = match answer {
         Ok(response) => (
-            settle_gate(ctx, session, index, response.message.text())?,
+            settle_gate_checked(ctx, session, index, response.message.text(), &missing)?,
             response.usage.unwrap_or_default(),
         ),
         Err(e) => {
