@@ -319,6 +319,9 @@ fn transport_error(e: &reqwest::Error, timeout: Duration) -> LlmError {
 /// A refused connection, or a host name that did not resolve (hyper's "dns error"): nobody
 /// listens there, and waiting will not change that.
 fn refused_or_unknown_host(e: &reqwest::Error) -> bool {
+    if e.is_dns() {
+        return true;
+    }
     let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
     while let Some(s) = source {
         if let Some(io) = s.downcast_ref::<std::io::Error>()
