@@ -428,7 +428,8 @@ fn the_store_and_the_project_never_overlap() {
     let store = tmp.path().join("store");
     let in_store = store.join("projects/p");
     fs::create_dir_all(&in_store).unwrap();
-    let cases: [(&str, Vec<(&str, &Path)>, &Path); 3] = [
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a Path)>, &'a Path);
+    let cases: [Case; 3] = [
         (
             "store inside the project",
             vec![("BATON_HOME", &inside)],
