@@ -203,6 +203,16 @@ fn ctrl_c_in_the_epic_demo_and_the_printed_command_finishes_the_epic_offline() {
         "{stderr}"
     );
     assert_eq!(command[5], "--replay", "{stderr}");
+
+    // `baton epic resume` stopped in turn names the same command (project and traces).
+    let args: Vec<&str> = command[1..].iter().map(String::as_str).collect();
+    let mut resumed = Watched::start(&baton, cwd.path(), &args);
+    resumed.wait_for("a phase run", |l| l.contains(" · run "));
+    resumed.interrupt();
+    let (code, stderr) = resumed.finish();
+    assert_eq!(code, 130, "{stderr}");
+    assert_eq!(continuation(&stderr), command, "{stderr}");
+
     let done = run_continuation(&baton, cwd.path(), &command);
     assert_eq!(done.code, 0, "{}{}", done.stdout, done.stderr);
     assert!(done.stdout.contains("epic-2 is done"), "{}", done.stdout);

@@ -333,7 +333,10 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
     let result = runtime.block_on(epic::execute(&store, project, command, settings));
     bar.finish();
     match result {
-        Ok(report) => present(&report, args.json),
+        Ok(report) => {
+            let next = |verb: &str| continue_command(verb, project, args.replay.as_deref());
+            present(&report, args.json, &next)
+        }
         Err(e) => Ok(failure(&e).report(args.json)),
     }
 }
@@ -362,7 +365,9 @@ pub fn exit_code(o: &EpicOutcome) -> u8 {
     }
 }
 
-pub fn present(r: &EpicReport, json: bool) -> anyhow::Result<u8> {
+/// The outcome for people; `next` builds the `baton epic …` commands that go on (with the
+/// project, and the traces of a replayed epic).
+pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> anyhow::Result<u8> {
     let code = exit_code(&r.outcome);
     if json {
         super::print_json(&report_json(r))?;
@@ -382,27 +387,42 @@ pub fn present(r: &EpicReport, json: bool) -> anyhow::Result<u8> {
                 "stopped with {} not done: {n} {stories} finished in this run ({} phase runs).",
                 r.epic_id, r.phases_run
             );
-            println!("continue with: baton epic run {}", r.epic_id);
+            println!(
+                "continue with `{}`",
+                next(&format!("run {}", signals::shell_word(&r.epic_id)))
+            );
         }
         EpicOutcome::Waiting { story, question } => {
             println!(
                 "{story} waits for an answer ({}):\n\n{}\n",
                 question.id, question.question
             );
-            println!("answer with: baton epic answer {story} \"<your answer>\"");
+            println!(
+                "answer with `{} \"<your answer>\"`",
+                next(&format!("answer {}", signals::shell_word(story)))
+            );
         }
         EpicOutcome::Paused { failure } => {
             eprintln!("error[{}]: {}", failure.code, failure.message);
             eprintln!(
-                "  paused at {} of {}; fix the cause, then: baton epic resume",
-                failure.phase, failure.story_key
+                "  paused at {} of {}; fix the cause, then `{}`",
+                failure.phase,
+                failure.story_key,
+                next("resume")
             );
         }
         EpicOutcome::Stopped => {
-            eprintln!("paused at a phase boundary, as asked; continue with: baton epic resume");
+            eprintln!(
+                "paused at a phase boundary, as asked; continue with `{}`",
+                next("resume")
+            );
         }
         EpicOutcome::Interrupted => {
-            eprintln!("stopped; the phase run is kept; continue with: baton epic resume");
+            eprintln!(
+                "{} the phase run is kept; continue with `{}`",
+                crate::ui::color::err(crate::ui::Paint::Warn, "stopped;"),
+                next("resume")
+            );
         }
         EpicOutcome::Planned { plan } => {
             println!(

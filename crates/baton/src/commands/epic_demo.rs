@@ -94,7 +94,7 @@ pub fn run(command: DemoCommand) -> anyhow::Result<u8> {
     let runtime = super::run::runtime()?;
     let _signals = signals::watch(&runtime, settings.cancel.clone());
     signals::set_next(signals::Next {
-        resume: resume.clone(),
+        resume,
         answer: None,
     });
     if !args.json {
@@ -127,14 +127,11 @@ pub fn run(command: DemoCommand) -> anyhow::Result<u8> {
         super::print_json(&report_json(&report))?;
         return Ok(super::epic::exit_code(&report.outcome));
     }
+    let next = |verb: &str| super::epic::continue_command(verb, &args.dir, Some(&traces));
+    let code = present(&report, false, &next)?;
     if matches!(report.outcome, EpicOutcome::Interrupted) {
-        eprintln!(
-            "{} the phase run is kept; continue with `{resume}`",
-            crate::ui::color::err(crate::ui::Paint::Warn, "stopped;")
-        );
-        return Ok(exit::STOPPED);
+        return Ok(code);
     }
-    let code = present(&report, false)?;
     if let Ok(board) = epic::status(&args.dir, Some("epic-2")) {
         print!("\n{}", board_text(&board));
     }
