@@ -74,6 +74,12 @@ fn drive(target: &Target, args: &LoopArgs, verb: &str, said: Said) -> anyhow::Re
     // The session is looked for before the model: a project without one says so first.
     let mut step_runs = Vec::new();
     if target.project.is_dir() {
+        // A store and a project that overlap are refused before anything is read.
+        if let Ok(store) = baton_store::Store::open_default()
+            && let Err(e) = store.check_apart(&target.project)
+        {
+            return Ok(Failure::from(&e).report(json));
+        }
         let found = discovery::find(
             &super::context(&target.project),
             target.session.as_deref(),
