@@ -280,7 +280,33 @@ fn ctrl_c_in_the_session_demo_shows_interrupted_and_the_printed_command_finishes
         Some(command.clone())
     );
 
-    let done = run_continuation(&baton, cwd.path(), &command);
+    // `baton session continue` stopped in turn names how to go on with this session.
+    let args: Vec<&str> = command[1..].iter().map(String::as_str).collect();
+    let mut resumed = Watched::start(&baton, cwd.path(), &args);
+    resumed.wait_for("a step's line", |l| l.starts_with('['));
+    resumed.interrupt();
+    let (code, stderr) = resumed.finish();
+    assert_eq!(code, 130, "{stderr}");
+    let again = continuation(&stderr);
+    let id = v["session_id"].as_str().unwrap();
+    assert_eq!(again[..3], ["baton", "session", "continue"], "{stderr}");
+    assert!(
+        again.windows(2).any(|w| w == ["--session", id]),
+        "{again:?}"
+    );
+    let project = cwd
+        .path()
+        .join("baton-demo-session")
+        .canonicalize()
+        .unwrap();
+    assert!(
+        again.windows(2).any(|w| w[0] == "--project"
+            && Path::new(&w[1]).canonicalize().ok() == Some(project.clone())),
+        "{again:?}"
+    );
+
+    // The session remembers its recorded model: no --replay needed to finish it.
+    let done = run_continuation(&baton, cwd.path(), &again);
     assert_eq!(done.code, 0, "{}{}", done.stdout, done.stderr);
     let v: Value = session_status(&baton, cwd.path(), true).json();
     assert_eq!(v["status"], "completed", "{v}");

@@ -130,6 +130,12 @@ pub async fn ticks(
     cancel: CancellationToken,
     mut spent: Spent,
 ) -> Result<Ended, Failure> {
+    if let Some(s) = load(setup, id) {
+        crate::signals::set_next(crate::signals::Next {
+            resume: super::report::continue_command(&s),
+            answer: None,
+        });
+    }
     let bar = Progress::new();
     let on_event = |e: EngineEvent| bar.event(e);
     let lines = TickLines::new(setup, id);

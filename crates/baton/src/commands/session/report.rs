@@ -159,12 +159,34 @@ pub fn to_json(e: &Ended) -> Value {
     v
 }
 
-/// `--session ID` when the session is not the one commands pick by default anyway.
+/// `--session ID` when the session is not the one commands pick by default anyway, and
+/// `--project DIR` when the session is not in the current directory.
 fn session_flag(e: &Ended) -> String {
-    e.session
-        .as_ref()
-        .map(|s| format!(" --session {}", s.id))
-        .unwrap_or_default()
+    e.session.as_ref().map(flags).unwrap_or_default()
+}
+
+/// ` [--project DIR] --session ID` for session `s`.
+fn flags(s: &Session) -> String {
+    // <project>/.workflow/.maestro/<id>
+    let project = s.dir.ancestors().nth(3);
+    let here = std::env::current_dir()
+        .ok()
+        .and_then(|d| d.canonicalize().ok());
+    let elsewhere = project.filter(|p| p.canonicalize().ok() != here);
+    let mut out = String::new();
+    if let Some(p) = elsewhere {
+        out.push_str(&format!(
+            " --project {}",
+            text::shell_word(&p.display().to_string())
+        ));
+    }
+    out.push_str(&format!(" --session {}", text::shell_word(&s.id)));
+    out
+}
+
+/// `baton session continue …` for session `s`: what Ctrl-C names.
+pub fn continue_command(s: &Session) -> String {
+    format!("baton session continue{}", flags(s))
 }
 
 /// The final lines for a person: stdout for results, stderr for trouble.
@@ -243,7 +265,10 @@ pub fn print_text(e: &Ended) {
         }
         Outcome::Abandoned => eprintln!("abandoned: the session is given up (status failed)"),
         Outcome::Interrupted => {
-            eprintln!("stopped; continue with: baton session continue{flag}");
+            eprintln!(
+                "{} continue with `baton session continue{flag}`",
+                crate::ui::color::err(crate::ui::Paint::Warn, "stopped;")
+            );
         }
     }
 }
