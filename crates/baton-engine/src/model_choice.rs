@@ -44,8 +44,9 @@ impl Requested {
 /// newest run of an epic or a session):
 ///
 /// - `--replay` wins;
-/// - a live model is remembered: its name and endpoint, under `--model` / `--base-url`, over
-///   the configuration and the environment (the key still comes from the environment);
+/// - a live model is remembered: its name and endpoint, over the configuration files, under
+///   the environment (`BATON_MODEL`, `OPENAI_BASE_URL`) and `--model` / `--base-url` of the
+///   command that continues (the key still comes from the environment);
 /// - a replay is remembered: the same trace, unless a model is configured (`BATON_MODEL`,
 ///   `baton.toml`) or asked for, which then answers live;
 /// - nothing remembered: the configuration, as for a new run.
@@ -293,7 +294,7 @@ mod tests {
     }
 
     #[test]
-    fn a_remembered_live_model_sits_between_the_configuration_and_the_flags() {
+    fn a_remembered_live_model_sits_between_the_files_and_the_environment() {
         let recorded = live("model-x", "http://127.0.0.1:8080/v1");
         let none = Requested::default();
         let o = overrides(continuation_choice(&none, Some(&recorded), || true));
@@ -311,19 +312,22 @@ mod tests {
         let o = overrides(continuation_choice(&flags, Some(&recorded), || false));
         assert_eq!(o.model.as_deref(), Some("model-y"));
         assert_eq!(o.base_url.as_deref(), Some("http://127.0.0.1:9/v1"));
-        // The environment then comes below the record: a config load shows it.
-        let env = |k: &str| match k {
-            "OPENAI_BASE_URL" => Some("http://env/v1".to_string()),
-            "BATON_MODEL" => Some("env-model".to_string()),
-            _ => None,
-        };
+        // The files come below the record, the environment above it.
         let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("baton.toml"),
+            "[llm]\nmodel = \"file-model\"\nbase_url = \"http://file/v1\"\n",
+        )
+        .unwrap();
         let o = overrides(continuation_choice(&none, Some(&recorded), || true));
-        let c = LlmConfig::load(Some(dir.path()), None, &env, &o).unwrap();
+        let c = LlmConfig::load(None, Some(dir.path()), &|_| None, &o).unwrap();
         assert_eq!(
             (c.model.as_deref(), c.base_url.as_str()),
             (Some("model-x"), "http://127.0.0.1:8080/v1")
         );
+        let env = |k: &str| (k == "BATON_MODEL").then(|| "env-model".to_string());
+        let c = LlmConfig::load(None, Some(dir.path()), &env, &o).unwrap();
+        assert_eq!(c.model.as_deref(), Some("env-model"));
     }
 
     #[test]

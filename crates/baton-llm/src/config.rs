@@ -198,7 +198,7 @@ pub struct LlmOverrides {
     /// How `base_url` was given (default: `--base-url`).
     pub base_url_flag: Option<&'static str>,
     pub model: Option<String>,
-    /// What a run being continued recorded: above the files and the environment, below flags.
+    /// What a run being continued recorded: above the files, below the environment and flags.
     pub recorded_model: Option<String>,
     pub recorded_base_url: Option<String>,
     pub timeout_s: Option<f64>,
@@ -223,6 +223,16 @@ impl LlmConfig {
         if let Some(project) = project {
             config.apply_file(&project.join("baton.toml"), Setting::ProjectFile)?;
         }
+        let o = overrides;
+        // What a continued run recorded: over the files, under the environment and the flags
+        // of the command that continues it.
+        if let Some(v) = &o.recorded_base_url {
+            config.base_url = v.clone();
+            config.base_url_source = Setting::Recorded;
+        }
+        if let Some(v) = &o.recorded_model {
+            config.model = Some(v.clone());
+        }
         let env = |k: &str| env(k).filter(|v| !v.trim().is_empty());
         if let Some(url) = env("OPENAI_BASE_URL") {
             config.base_url = url;
@@ -232,14 +242,6 @@ impl LlmConfig {
             config.model = Some(model);
         }
         config.api_key = env(&config.api_key_env).map(ApiKey::new);
-        let o = overrides;
-        if let Some(v) = &o.recorded_base_url {
-            config.base_url = v.clone();
-            config.base_url_source = Setting::Recorded;
-        }
-        if let Some(v) = &o.recorded_model {
-            config.model = Some(v.clone());
-        }
         if let Some(v) = &o.base_url {
             config.base_url = v.clone();
             config.base_url_source = Setting::Flag(o.base_url_flag.unwrap_or("--base-url"));
@@ -482,18 +484,23 @@ mod tests {
             load(&env, &none).base_url_source.to_string(),
             "OPENAI_BASE_URL"
         );
-        // A continued run's record beats the files and the environment; flags beat it.
+        // A continued run's record beats the files; the environment and flags beat it.
         let recorded = LlmOverrides {
             recorded_model: Some("started-with".into()),
             recorded_base_url: Some("http://recorded/v1".into()),
             ..Default::default()
         };
-        let c = load(&env, &recorded);
+        let c = load(&|_| None, &recorded);
         assert_eq!(
             (c.model.as_deref(), c.base_url.as_str()),
             (Some("started-with"), "http://recorded/v1")
         );
         assert_eq!(c.base_url_source, Setting::Recorded);
+        let c = load(&env, &recorded);
+        assert_eq!(
+            (c.model.as_deref(), c.base_url.as_str()),
+            (Some("started-with"), "http://env/v1")
+        );
         let flagged = LlmOverrides {
             model: Some("flag".into()),
             base_url: Some("http://flag/v1".into()),
