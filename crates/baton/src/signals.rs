@@ -114,12 +114,7 @@ const SERVE_QUIT: &str = "quit; `baton runs list` shows the runs left interrupte
 /// [`watch`] for `baton serve`: the first signal stops the server (background runs stop
 /// between steps), a second one ends the process at once.
 pub fn watch_server(runtime: &Runtime, stop: CancellationToken) -> Option<JoinHandle<()>> {
-    watch_saying(
-        runtime,
-        stop,
-        SERVE_HINTS,
-        "stopping…",
-    )
+    watch_saying(runtime, stop, SERVE_HINTS, "stopping…")
 }
 
 /// The watcher: `stopping` is said at the first signal, when `cancel` is cancelled.
