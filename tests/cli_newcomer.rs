@@ -242,3 +242,26 @@ fn ralph_errors_are_baton_errors_except_for_maestros_verbs() {
         out.stderr
     );
 }
+
+/// A completed session is not shown at the position it was built at.
+#[test]
+fn a_completed_session_says_done_not_where_it_started() {
+    let baton = Baton::new();
+    let work = tempfile::tempdir().unwrap();
+    let demo = baton.run_in(work.path(), &["demo", "session", "--dir", "ds"]);
+    assert_eq!(demo.code, 0, "{}{}", demo.stdout, demo.stderr);
+    let status = baton.run_in(work.path(), &["session", "status", "--project", "ds"]);
+    assert_eq!(status.code, 0, "{}", status.stderr);
+    assert!(
+        status.stdout.contains("Status:   completed"),
+        "{}",
+        status.stdout
+    );
+    assert!(
+        status
+            .stdout
+            .contains("Position: done (started at analyze)\n"),
+        "{}",
+        status.stdout
+    );
+}
