@@ -8,6 +8,7 @@ use crate::exit;
 use crate::failure::Failure;
 use crate::progress::Progress;
 use crate::signals;
+use crate::ui::table::pad;
 use baton_autopilot::epic::{
     self, Board, Command, EpicError, EpicEvent, EpicOutcome, EpicReport, EpicSettings, ModelSource,
     Question,
@@ -432,7 +433,12 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
                 if plan.len() == 1 { "story" } else { "stories" }
             );
             for p in plan {
-                println!("  {:<40} {:<14} starts at {}", p.key, p.status, p.phase);
+                println!(
+                    "  {} {} starts at {}",
+                    pad(&p.key, 40),
+                    pad(&p.status, 14),
+                    p.phase
+                );
             }
             println!("phases:");
             for (phase, package, workflow) in &r.phases {
@@ -476,7 +482,7 @@ pub fn board_text(b: &Board) -> String {
     for e in &b.epics {
         out.push_str(&format!("\n{} [{}]\n", e.key, e.status));
         for s in &e.stories {
-            let mut line = format!("  {:<40} {:<14}", s.key, s.status);
+            let mut line = format!("  {} {}", pad(&s.key, 40), pad(&s.status, 14));
             if let Some(p) = &s.phase {
                 line.push_str(&format!(" ← {p}"));
                 if let Some(c) = s.review_cycle.filter(|c| *c > 1) {

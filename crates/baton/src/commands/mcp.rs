@@ -108,8 +108,8 @@ fn list(args: McpListArgs) -> anyhow::Result<u8> {
                 );
                 for t in tools {
                     println!(
-                        "  {:<40} {}",
-                        t["name"].as_str().unwrap_or_default(),
+                        "  {} {}",
+                        crate::ui::table::pad(t["name"].as_str().unwrap_or_default(), 40),
                         t["description"]
                             .as_str()
                             .unwrap_or_default()

@@ -2,6 +2,7 @@ use crate::cli::RunsCommand;
 use crate::exit;
 use crate::failure::Failure;
 use crate::ui::color::{self, Paint, Stream};
+use crate::ui::table::pad;
 use crate::ui::table::{Cell, Column, Table};
 use baton_engine::inspect::{self, Listed, phase_text};
 use baton_store::time::{now_secs, parse_rfc3339, short_age};
@@ -283,9 +284,9 @@ fn show(store: &Store, query: &str, as_json: bool) -> anyhow::Result<u8> {
             };
             writeln!(
                 out,
-                "  {mark} {:<32} {:<9} {}",
-                item["nodeId"].as_str().unwrap_or(""),
-                item["type"].as_str().unwrap_or(""),
+                "  {mark} {} {} {}",
+                pad(item["nodeId"].as_str().unwrap_or(""), 32),
+                pad(item["type"].as_str().unwrap_or(""), 9),
                 item["title"].as_str().unwrap_or("")
             )?;
         }

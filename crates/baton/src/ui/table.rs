@@ -178,9 +178,26 @@ pub fn fit(text: &str, max: usize) -> String {
     out
 }
 
+/// `text` in exactly `width` cells: cut with `…` when longer, padded with spaces when shorter
+/// (`{:<width}` that holds with long and wide values).
+pub fn pad(text: &str, cells: usize) -> String {
+    let mut out = fit(text, cells);
+    let used = width(&out);
+    out.push_str(&" ".repeat(cells.saturating_sub(used)));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pad_holds_its_width() {
+        assert_eq!(pad("ab", 4), "ab  ");
+        assert_eq!(pad("abcdef", 4), "abc…");
+        assert_eq!(pad("日本語", 4), "日… ");
+        assert_eq!(width(&pad("日本語", 4)), 4);
+    }
 
     #[test]
     fn long_values_are_cut_and_the_columns_hold() {
