@@ -1,6 +1,7 @@
 //! Binding, the router, the state every handler shares, and shutdown.
 
 use crate::auth::{self, Token};
+use crate::bounded::Bounded;
 use crate::jobs::Jobs;
 use axum::Router;
 use baton_store::Store;
@@ -14,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone)]
 pub struct AppState {
     /// The baton store (`BATON_HOME`): runs, projects, packages. Its calls block on files:
-    /// call them from `tokio::task::spawn_blocking`.
+    /// call them through [`AppState::blocking`].
     pub store: Store,
     /// The server's secret. Pages put it in `<meta name="baton-token" content="…">` so their
     /// script can send `Authorization: Bearer …` on POST (the cookie alone is refused there);
@@ -32,6 +33,8 @@ pub struct AppState {
     /// Event streams open at once, at most ([`MAX_STREAMS`]): each holds a task and a
     /// bounded queue, so the server's memory stays bounded however many tabs are open.
     pub streams: Arc<tokio::sync::Semaphore>,
+    /// The permit and deadline of every handler's blocking call (store, orchestrator, files).
+    pub blocking: Bounded,
 }
 
 /// Event streams (SSE) open at once, at most; one more is refused with 503.
@@ -164,6 +167,7 @@ pub async fn bind_with_token(options: ServeOptions, token: Token) -> Result<Boun
         jobs: Jobs::default(),
         poll: Duration::from_millis(50),
         streams: Arc::new(tokio::sync::Semaphore::new(MAX_STREAMS)),
+        blocking: Bounded::default(),
     };
     Ok(Bound {
         listener,
@@ -196,6 +200,12 @@ impl Bound {
 
     pub fn state(&self) -> &AppState {
         &self.state
+    }
+
+    /// Another bound on handlers' blocking calls (tests use a short deadline).
+    pub fn with_blocking(mut self, blocking: Bounded) -> Bound {
+        self.state.blocking = blocking;
+        self
     }
 
     /// Answers until `stop` resolves; then SSE streams end, background runs are asked to

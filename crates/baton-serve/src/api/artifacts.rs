@@ -20,7 +20,7 @@ pub async fn artifact(
     State(state): State<AppState>,
     Path((id, path)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let bytes = blocking(move || read(&state, &id, &path)).await?;
+    let bytes = blocking(state.blocking.clone(), move || read(&state, &id, &path)).await?;
     let content_type = if std::str::from_utf8(&bytes).is_ok() {
         "text/plain; charset=utf-8"
     } else {

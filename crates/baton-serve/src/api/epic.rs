@@ -30,7 +30,7 @@ pub async fn board(
     let Query(params) = params.map_err(|e| {
         ApiError::bad_request("QUERY_INVALID", e.body_text()).hint("GET /api/epic?project=<dir>")
     })?;
-    blocking(move || {
+    blocking(state.blocking.clone(), move || {
         let board =
             epic::status(&params.project, params.epic.as_deref()).map_err(|e| epic_error(&e))?;
         let mut json = serde_json::to_value(&board)
@@ -65,7 +65,7 @@ pub async fn answer(
     body: Result<Json<AnswerBody>, JsonRejection>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let Json(body) = body.map_err(rejected)?;
-    blocking(move || start_answer(&state, body)).await
+    blocking(state.blocking.clone(), move || start_answer(&state, body)).await
 }
 
 fn start_answer(state: &AppState, body: AnswerBody) -> Result<(StatusCode, Json<Value>), ApiError> {

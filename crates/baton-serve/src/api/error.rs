@@ -1,5 +1,6 @@
 //! The API's error answer: `{"error": {"code", "message", "hint"}}` with an HTTP status.
 
+use crate::bounded::BlockingError;
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -59,6 +60,13 @@ impl IntoResponse for ApiError {
         }
         let body = json!({ "error": error });
         (self.status, Json(body)).into_response()
+    }
+}
+
+/// A blocking call the server gave up on: 503 `SERVE_BUSY`, 504 `SERVE_TIMEOUT`, 500.
+impl From<&BlockingError> for ApiError {
+    fn from(e: &BlockingError) -> ApiError {
+        ApiError::new(e.status(), e.code(), e.to_string()).maybe_hint(e.hint().map(String::from))
     }
 }
 

@@ -74,7 +74,7 @@ pub async fn events(
         .hint("close other tabs of this server, then reload")
     })?;
     let store = state.store.clone();
-    let (project, run_id) = blocking(move || {
+    let (project, run_id) = blocking(state.blocking.clone(), move || {
         let (project, run) = store.find_run(&id).map_err(|e| ApiError::from(&e))?;
         Ok((project, run.run_id))
     })
@@ -93,6 +93,7 @@ pub async fn events(
         project,
         run_id,
         poll: state.poll,
+        bound: state.blocking.clone(),
     };
     let shutdown = state.shutdown.clone();
     tokio::spawn(async move {
@@ -117,6 +118,8 @@ struct Follower {
     project: Project,
     run_id: String,
     poll: Duration,
+    /// The server's bound on blocking calls: a stream's run reads take a permit too.
+    bound: crate::bounded::Bounded,
 }
 
 /// Where the reading stands.
@@ -165,23 +168,24 @@ impl Follower {
     /// The run as `runs show` reports it, reduced to what changes while it runs.
     async fn run_event(&self) -> Option<Value> {
         let (project, id) = (self.project.clone(), self.run_id.clone());
-        tokio::task::spawn_blocking(move || {
-            let run = project.get_run(&id).ok()?;
-            let json = inspect::run_json(&project, &run);
-            Some(json!({
-                "runId": json["runId"],
-                "phase": json["phase"],
-                "interrupted": json.get("interrupted").cloned().unwrap_or(Value::Bool(false)),
-                // Whether a process holds the driver lock: the page says "Live." only then.
-                "driven": baton_store::driver_lock::is_driven(&project, &id),
-                "currentNodeId": json["currentNodeId"],
-                "waitingFor": json["waitingFor"],
-                "lastUpdatedAt": json["lastUpdatedAt"],
-            }))
-        })
-        .await
-        .ok()
-        .flatten()
+        self.bound
+            .run(move || {
+                let run = project.get_run(&id).ok()?;
+                let json = inspect::run_json(&project, &run);
+                Some(json!({
+                    "runId": json["runId"],
+                    "phase": json["phase"],
+                    "interrupted": json.get("interrupted").cloned().unwrap_or(Value::Bool(false)),
+                    // Whether a process holds the driver lock: the page says "Live." only then.
+                    "driven": baton_store::driver_lock::is_driven(&project, &id),
+                    "currentNodeId": json["currentNodeId"],
+                    "waitingFor": json["waitingFor"],
+                    "lastUpdatedAt": json["lastUpdatedAt"],
+                }))
+            })
+            .await
+            .ok()
+            .flatten()
     }
 
     /// Reads what was appended since the last look and sends its complete lines. Returns the

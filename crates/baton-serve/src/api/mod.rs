@@ -11,6 +11,7 @@ mod sessions;
 pub use error::ApiError;
 pub use events::{CHUNK, MAX_LINE, QUEUE};
 
+use crate::bounded::Bounded;
 use crate::server::AppState;
 use axum::Router;
 use axum::routing::{any, get, post};
@@ -35,13 +36,14 @@ async fn unknown() -> ApiError {
         .hint("see docs/serve.md for the endpoints")
 }
 
-/// Runs store and file work on a blocking thread.
-async fn blocking<T, F>(work: F) -> Result<T, ApiError>
+/// Runs store and file work on a blocking thread, under the server's permit and deadline.
+async fn blocking<T, F>(bound: Bounded, work: F) -> Result<T, ApiError>
 where
     F: FnOnce() -> Result<T, ApiError> + Send + 'static,
     T: Send + 'static,
 {
-    tokio::task::spawn_blocking(work)
+    bound
+        .run(work)
         .await
-        .unwrap_or_else(|e| Err(ApiError::internal("SERVE_TASK_FAILED", e.to_string())))
+        .unwrap_or_else(|e| Err(ApiError::from(&e)))
 }

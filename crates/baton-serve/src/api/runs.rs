@@ -33,7 +33,7 @@ pub async fn list(
 ) -> Result<Json<Value>, ApiError> {
     let Query(params) =
         params.map_err(|e| ApiError::bad_request("QUERY_INVALID", e.body_text()))?;
-    blocking(move || {
+    blocking(state.blocking.clone(), move || {
         let query = ListQuery {
             project: params.project.as_deref(),
             phase: params.phase.as_deref().filter(|p| !p.is_empty()),
@@ -56,7 +56,7 @@ pub async fn show(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    blocking(move || {
+    blocking(state.blocking.clone(), move || {
         let view = inspect::show(&state.store, &id).map_err(|e| ApiError::from(&e))?;
         let mut json = view.to_json();
         if let Some(outcome) = state.jobs.outcome_of(&view.run.run_id) {
@@ -73,7 +73,10 @@ pub async fn start(
     body: Result<Json<StartBody>, JsonRejection>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let Json(body) = body.map_err(rejected)?;
-    blocking(move || drive::start(&state, body).map(|v| (StatusCode::ACCEPTED, Json(v)))).await
+    blocking(state.blocking.clone(), move || {
+        drive::start(&state, body).map(|v| (StatusCode::ACCEPTED, Json(v)))
+    })
+    .await
 }
 
 /// `POST /api/runs/{id}/answer` → 202 `{runId, projectRoot, phase}`; the run goes on in the
@@ -84,8 +87,10 @@ pub async fn answer(
     body: Result<Json<AnswerBody>, JsonRejection>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let Json(body) = body.map_err(rejected)?;
-    blocking(move || drive::answer(&state, &id, body).map(|v| (StatusCode::ACCEPTED, Json(v))))
-        .await
+    blocking(state.blocking.clone(), move || {
+        drive::answer(&state, &id, body).map(|v| (StatusCode::ACCEPTED, Json(v)))
+    })
+    .await
 }
 
 /// A body that is not the JSON asked for.

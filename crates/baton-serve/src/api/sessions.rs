@@ -3,9 +3,10 @@
 //! `status.json` cannot be used is listed with its error instead of hiding the others.
 
 use super::{ApiError, blocking};
+use crate::server::AppState;
 use axum::Json;
-use axum::extract::Query;
 use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use baton_autopilot::ralph::Context;
 use baton_autopilot::ralph::verbs::session;
 use serde_json::{Value, json};
@@ -21,13 +22,14 @@ pub struct SessionsParams {
 }
 
 pub async fn list(
+    State(state): State<AppState>,
     params: Result<Query<SessionsParams>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Query(params) = params.map_err(|e| {
         ApiError::bad_request("QUERY_INVALID", e.body_text())
             .hint("GET /api/sessions?project=<dir>")
     })?;
-    blocking(move || {
+    blocking(state.blocking.clone(), move || {
         if !params.project.is_dir() {
             return Err(ApiError::not_found(
                 "PROJECT_NOT_FOUND",

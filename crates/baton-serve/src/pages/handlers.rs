@@ -78,23 +78,19 @@ impl PageOut {
     }
 }
 
-/// Runs `work` on a blocking thread; a panic there becomes an error page, not a dead server.
+/// Runs `work` on a blocking thread under the server's permit and deadline; a panic or a
+/// read that never returns becomes an error page, not a dead server.
 async fn blocking(
     state: &AppState,
     nav: Nav,
     work: impl FnOnce(&Store) -> PageOut + Send + 'static,
 ) -> Response {
     let store = state.store.clone();
-    match tokio::task::spawn_blocking(move || work(&store)).await {
+    match state.blocking.run(move || work(&store)).await {
         Ok(out) => out.into_response(state),
-        Err(e) => PageOut::error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            nav,
-            "PAGE_FAILED",
-            &format!("the page could not be made: {e}"),
-            None,
-        )
-        .into_response(state),
+        Err(e) => {
+            PageOut::error(e.status(), nav, e.code(), &e.to_string(), e.hint()).into_response(state)
+        }
     }
 }
 
