@@ -117,20 +117,37 @@ fn session_answer_goes_on_with_the_model_the_session_was_started_with() {
     std::fs::create_dir_all(tmp.path().join("home")).unwrap();
     let scratch = project.join(".workflow/scratch");
     std::fs::create_dir_all(&scratch).unwrap();
-    std::fs::write(
-        scratch.join("verification.json"),
-        r#"{"status":"passed","gaps":[]}"#,
-    )
-    .unwrap();
+    // The evidence each quality gate reads (a gate without it settles proceed as fix).
+    for (file, text) in [
+        ("verification.json", r#"{"status":"passed","gaps":[]}"#),
+        ("review.json", r#"{"verdict":"approved"}"#),
+        ("test-results.json", r#"{"passed":3,"failed":0}"#),
+    ] {
+        std::fs::write(scratch.join(file), text).unwrap();
+    }
     let played = session_player::Player::start(session_player::Scenario {
         questions: vec![(
             "maestro-plan".into(),
             "Should the header row be optional?".into(),
         )],
-        evidence: vec![(
-            "maestro-verify".into(),
-            ".workflow/scratch/verification.json".into(),
-        )],
+        evidence: vec![
+            (
+                "maestro-verify".into(),
+                ".workflow/scratch/verification.json".into(),
+            ),
+            (
+                "quality-review".into(),
+                ".workflow/scratch/review.json".into(),
+            ),
+            (
+                "quality-test".into(),
+                ".workflow/scratch/test-results.json".into(),
+            ),
+            (
+                "quality-auto-test".into(),
+                ".workflow/scratch/test-results.json".into(),
+            ),
+        ],
         ..Default::default()
     });
     let url = played.base_url();
