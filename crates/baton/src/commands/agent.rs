@@ -417,9 +417,11 @@ impl Session<'_> {
                 },
                 settings,
             )),
-            Go::Continue(claimed) => self
-                .runtime
-                .block_on(runner::continue_claimed(*claimed, settings)),
+            Go::Continue(claimed) => {
+                super::run::tell_signals(&claimed.run().run_id);
+                self.runtime
+                    .block_on(runner::continue_claimed(*claimed, settings))
+            }
         };
         if let Some(w) = watcher {
             w.abort();

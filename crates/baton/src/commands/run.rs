@@ -203,7 +203,7 @@ pub(crate) fn present(
 }
 
 /// Ctrl-C names this run in what it says (a second Ctrl-C, or one at a prompt).
-fn tell_signals(run_id: &str) {
+pub(crate) fn tell_signals(run_id: &str) {
     let short = &run_id[..run_id.len().min(13)];
     signals::set_next(signals::Next {
         resume: format!("baton resume {short}"),
