@@ -137,9 +137,13 @@ use session_player::{Player, Scenario};
 
 const INTENT: &str = "add a header row to the csvsum output";
 const VERIFICATION: &str = ".workflow/scratch/verification.json";
+/// What the review and test steps write: a quality gate without its result file is a fix.
+const REVIEW: &str = ".workflow/scratch/review.json";
+const UAT: &str = ".workflow/scratch/uat.md";
+const REPORT: &str = ".workflow/scratch/report.json";
 
-/// A copy of the csvsum sample with a passing verification file the verify steps cite, and a
-/// HOME without command files (the bundled lifecycle skills are used).
+/// A copy of the csvsum sample with the passing verification, review and test files the
+/// verify, review and test steps cite, and a HOME without command files (the bundled lifecycle skills are used).
 fn csvsum() -> Fx {
     let fx = Fx::bare();
     std::fs::remove_dir_all(&fx.project).unwrap();
@@ -148,6 +152,9 @@ fn csvsum() -> Fx {
         &fx.project,
     );
     fx.file(VERIFICATION, r#"{"status":"passed","gaps":[]}"#);
+    fx.file(REVIEW, r#"{"status":"approved","findings":[]}"#);
+    fx.file(UAT, "# UAT\n\nAll scenarios pass.\n");
+    fx.file(REPORT, r#"{"status":"passed","failures":[]}"#);
     fx
 }
 
@@ -161,7 +168,12 @@ fn played(fx: &Fx, player: &Player, args: &[&str]) -> Out {
 
 fn scenario() -> Scenario {
     Scenario {
-        evidence: vec![("maestro-verify".into(), VERIFICATION.into())],
+        evidence: vec![
+            ("maestro-verify".into(), VERIFICATION.into()),
+            ("quality-review".into(), REVIEW.into()),
+            ("quality-test".into(), UAT.into()),
+            ("quality-auto-test".into(), REPORT.into()),
+        ],
         ..Scenario::default()
     }
 }
@@ -330,7 +342,9 @@ fn without_y_and_without_a_terminal_the_chain_waits_for_a_yes() {
 fn a_blocked_step_pauses_and_answer_retries_or_skips_it() {
     let fx = csvsum();
     let player = Player::start(Scenario {
-        blocked: vec![("quality-review".into(), "the reviewer is away".into())],
+        // A step no gate needs the result of: skipping the review would leave post-review
+        // without review.json, which is a fix, not a proceed.
+        blocked: vec![("maestro-plan".into(), "the planner is away".into())],
         ..scenario()
     });
     let run = played(&fx, &player, &["start", INTENT, "-y", "--json"]);
@@ -339,10 +353,10 @@ fn a_blocked_step_pauses_and_answer_retries_or_skips_it() {
     let v = run.json();
     assert_eq!(v["outcome"], "paused", "{v:#}");
     assert_eq!(v["waiting"]["kind"], "failed-step");
-    assert_eq!(v["waiting"]["reason"], "the reviewer is away");
+    assert_eq!(v["waiting"]["reason"], "the planner is away");
     assert_eq!(v["waiting"]["choices"], json!(["retry", "skip", "abort"]));
     let index = v["waiting"]["index"].as_u64().unwrap() as usize;
-    assert_eq!(player.step_calls("quality-review"), 1);
+    assert_eq!(player.step_calls("maestro-plan"), 1);
 
     let bad = played(&fx, &player, &["answer", "proceed", "--json"]);
     bad.code(2);
@@ -357,16 +371,16 @@ fn a_blocked_step_pauses_and_answer_retries_or_skips_it() {
 
     let retried = played(&fx, &player, &["answer", "retry", "--json"]);
     retried.code(1);
-    assert_eq!(player.step_calls("quality-review"), 2, "the step ran again");
+    assert_eq!(player.step_calls("maestro-plan"), 2, "the step ran again");
 
     let skipped = played(
         &fx,
         &player,
-        &["answer", "skip", "reviewed by hand", "--json"],
+        &["answer", "skip", "planned by hand", "--json"],
     );
     // `answer` takes one TEXT; the note is part of it.
     skipped.code(2);
-    let skipped = played(&fx, &player, &["answer", "skip reviewed by hand", "--json"]);
+    let skipped = played(&fx, &player, &["answer", "skip planned by hand", "--json"]);
     skipped.code(0);
     let v = skipped.json();
     assert_eq!(v["outcome"], "completed", "{v:#}");
