@@ -1,6 +1,7 @@
 //! `baton serve` as a command: the first line of stdout (the URL with its token, or
 //! `{url, token, port}` with `--json`), the warning for a non-loopback bind, a port already in
-//! use, and SIGTERM stopping the server cleanly.
+//! use, and SIGTERM stopping the server cleanly; SIGTERM then SIGINT quitting at once with
+//! requests in flight, and SIGTERM alone ending while a handler is stuck on a FIFO.
 
 // `common` re-exports helpers this file does not need.
 #[allow(unused_imports)]
@@ -8,8 +9,11 @@ mod common;
 
 use common::{Baton, repo};
 use serde_json::Value;
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -164,4 +168,192 @@ fn a_port_in_use_is_refused_with_its_code() {
     let out = baton.run(&["serve", "--port", &port, "--json"]);
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
     assert_eq!(out.json()["error"]["code"], "SERVE_BIND_FAILED");
+}
+
+// ---------------------------------------------------------------- stopping with requests in flight
+
+#[cfg(target_os = "linux")]
+const O_NONBLOCK: i32 = 0o4000;
+#[cfg(not(target_os = "linux"))]
+const O_NONBLOCK: i32 = 0x0004;
+
+/// A server whose stderr is read line by line (its words are the events waited on).
+struct Live {
+    child: Child,
+    port: u16,
+    token: String,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Live {
+    fn start(baton: &Baton) -> Live {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(["serve", "--json"])
+            .current_dir(repo())
+            .env("BATON_HOME", baton.home.path())
+            .env_remove("OPENAI_API_KEY")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("baton serve starts");
+        let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (line_tx, line_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = line_tx.send(line);
+        });
+        let (err_tx, err_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if err_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let first: serde_json::Value = serde_json::from_str(
+            &line_rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("a first line on stdout"),
+        )
+        .unwrap();
+        Live {
+            child,
+            port: u16::try_from(first["port"].as_u64().unwrap()).unwrap(),
+            token: first["token"].as_str().unwrap().to_string(),
+            stderr: err_rx,
+        }
+    }
+
+    fn signal(&self, name: &str) {
+        let sent = Command::new("kill")
+            .args([&format!("-{name}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    }
+
+    /// Waits for a stderr line containing `text` (the server says it when it happens).
+    fn wait_said(&self, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.stderr.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return,
+                Ok(_) => {}
+                Err(_) => panic!("baton serve never said {text:?}"),
+            }
+        }
+    }
+
+    /// The exit code once the process ends within `within`.
+    fn exits_within(&mut self, within: Duration) -> Option<i32> {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(
+                start.elapsed() < within,
+                "baton serve still runs {within:?} after the signal"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends a whole authenticated GET and leaves the connection open.
+    fn send(&self, path: &str) -> TcpStream {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        stream
+            .write_all(
+                format!(
+                    "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\n\r\n",
+                    self.port, self.token
+                )
+                .as_bytes(),
+            )
+            .unwrap();
+        stream
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A project directory in the store whose `project.json` is a FIFO: every runs listing reads
+/// it, and the read never ends while [`hold`] keeps a writer open without writing.
+fn fifo_project(home: &Path) -> PathBuf {
+    let dir = home.join("projects").join("0123456789abcdef");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("project.json");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap()
+            .success()
+    );
+    path
+}
+
+/// Waits until a reader has the FIFO open (a non-blocking writer can open it only then) and
+/// keeps the writer: the handler is now inside its read, which never ends.
+fn hold(fifo: &Path) -> File {
+    let start = Instant::now();
+    loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(O_NONBLOCK)
+            .open(fifo)
+        {
+            Ok(f) => return f,
+            Err(_) => {
+                assert!(
+                    start.elapsed() < Duration::from_secs(30),
+                    "no handler ever read the FIFO"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+#[test]
+fn sigterm_then_sigint_quits_at_once_with_a_request_in_flight() {
+    let baton = Baton::new();
+    let mut serve = Live::start(&baton);
+    let fifo = fifo_project(baton.home.path());
+    let _in_flight = serve.send("/api/runs");
+    let _writer = hold(&fifo);
+    // A half-sent request and an idle connection too.
+    let mut half = TcpStream::connect(("127.0.0.1", serve.port)).unwrap();
+    half.write_all(b"GET /api/runs HTTP/1.1\r\nHost: 12")
+        .unwrap();
+    let _idle = TcpStream::connect(("127.0.0.1", serve.port)).unwrap();
+
+    serve.signal("TERM");
+    serve.wait_said("stopping");
+    serve.signal("INT");
+    assert_eq!(serve.exits_within(Duration::from_secs(5)), Some(130));
+}
+
+#[test]
+fn sigterm_alone_ends_by_itself_while_a_handler_is_stuck_on_a_fifo() {
+    let baton = Baton::new();
+    let mut serve = Live::start(&baton);
+    let fifo = fifo_project(baton.home.path());
+    let _in_flight = serve.send("/api/runs");
+    let _writer = hold(&fifo);
+
+    serve.signal("TERM");
+    serve.wait_said("stopping");
+    // The handler's deadline (10 s) answers the request; nothing else is waited for.
+    assert_eq!(serve.exits_within(Duration::from_secs(25)), Some(0));
 }

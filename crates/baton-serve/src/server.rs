@@ -5,6 +5,7 @@ use crate::bounded::Bounded;
 use crate::jobs::Jobs;
 use axum::Router;
 use baton_store::Store;
+use std::future::IntoFuture;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -227,15 +228,31 @@ impl Bound {
                 shutdown.cancel();
             }
         };
-        let served = axum::serve(self.listener, app)
+        let serving = axum::serve(self.listener, app)
             .with_graceful_shutdown(signal)
-            .await
-            .map_err(ServeError::Serve);
+            .into_future();
+        // Connections still open a while after the stop (a slow reader, a handler at its
+        // deadline) are dropped: stopping never waits on a client.
+        let grace = {
+            let shutdown = shutdown.clone();
+            async move {
+                shutdown.cancelled().await;
+                tokio::time::sleep(CONNECTION_GRACE).await;
+            }
+        };
+        let served = tokio::select! {
+            served = serving => served.map_err(ServeError::Serve),
+            () = grace => Ok(()),
+        };
         shutdown.cancel();
         state.jobs.wait(JOB_GRACE).await;
         served
     }
 }
+
+/// How long a stopping server waits for open connections to finish their answer (a handler's
+/// blocking call ends by its own deadline, [`crate::bounded::BLOCKING_TIMEOUT`]).
+const CONNECTION_GRACE: Duration = Duration::from_secs(12);
 
 /// How long a stopping server waits for background runs to reach a step boundary.
 const JOB_GRACE: Duration = Duration::from_secs(20);

@@ -9,6 +9,7 @@ use baton_store::Store;
 use clap::Args;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Args)]
@@ -83,11 +84,17 @@ pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
             n => eprintln!("{n} runs in progress stop after their current step…"),
         }
     }));
+    // A blocking read that never returns (a FIFO in a project) must not keep the process
+    // alive: runs had their bounded wait in `serve`; what is left is abandoned.
+    runtime.shutdown_timeout(RUNTIME_GRACE);
     match served {
         Ok(()) => Ok(exit::OK),
         Err(e) => Ok(failure(&e).report(args.json)),
     }
 }
+
+/// How long the runtime waits for blocking threads still busy once the server stopped.
+const RUNTIME_GRACE: Duration = Duration::from_secs(1);
 
 /// Opens the URL with the desktop's opener; a missing opener is only a warning.
 fn open_browser(url: &str) {
