@@ -6,6 +6,7 @@
 //! - [`api`]: `/api/...`, the JSON shapes of the CLI's `--json`.
 //! - [`pages`]: the embedded HTML pages (server-rendered, a little JS, works offline).
 //! - [`bounded`]: the permit and deadline every handler's blocking call goes through.
+//! - [`connections`]: accepting connections with a header deadline, a limit and a bounded stop.
 //! - [`server`]: binding, the router, and the state shared by handlers.
 //! - [`drive`]: starting and answering runs in the background (`baton run`/`answer`).
 //! - [`jobs`]: runs and epics driven in the background, and what the server remembers.
@@ -14,6 +15,7 @@
 pub mod api;
 pub mod auth;
 pub mod bounded;
+pub mod connections;
 pub mod demo;
 pub mod drive;
 pub mod jobs;

@@ -2,10 +2,10 @@
 
 use crate::auth::{self, Token};
 use crate::bounded::Bounded;
+use crate::connections::{self, Limits};
 use crate::jobs::Jobs;
 use axum::Router;
 use baton_store::Store;
-use std::future::IntoFuture;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -136,6 +136,7 @@ pub struct Bound {
     listener: TcpListener,
     state: AppState,
     addr: SocketAddr,
+    limits: Limits,
 }
 
 /// Binds the address and makes the token.
@@ -174,6 +175,7 @@ pub async fn bind_with_token(options: ServeOptions, token: Token) -> Result<Boun
         listener,
         state,
         addr,
+        limits: Limits::default(),
     })
 }
 
@@ -203,6 +205,12 @@ impl Bound {
         &self.state
     }
 
+    /// Other connection limits (tests use small ones).
+    pub fn with_limits(mut self, limits: Limits) -> Bound {
+        self.limits = limits;
+        self
+    }
+
     /// Another bound on handlers' blocking calls (tests use a short deadline).
     pub fn with_blocking(mut self, blocking: Bounded) -> Bound {
         self.state.blocking = blocking;
@@ -228,31 +236,16 @@ impl Bound {
                 shutdown.cancel();
             }
         };
-        let serving = axum::serve(self.listener, app)
-            .with_graceful_shutdown(signal)
-            .into_future();
-        // Connections still open a while after the stop (a slow reader, a handler at its
+        let watcher = tokio::spawn(signal);
+        // Connections still open `grace` after the stop (a slow reader, a handler at its
         // deadline) are dropped: stopping never waits on a client.
-        let grace = {
-            let shutdown = shutdown.clone();
-            async move {
-                shutdown.cancelled().await;
-                tokio::time::sleep(CONNECTION_GRACE).await;
-            }
-        };
-        let served = tokio::select! {
-            served = serving => served.map_err(ServeError::Serve),
-            () = grace => Ok(()),
-        };
+        connections::serve(self.listener, app, self.limits, shutdown.clone()).await;
+        watcher.abort();
         shutdown.cancel();
         state.jobs.wait(JOB_GRACE).await;
-        served
+        Ok(())
     }
 }
-
-/// How long a stopping server waits for open connections to finish their answer (a handler's
-/// blocking call ends by its own deadline, [`crate::bounded::BLOCKING_TIMEOUT`]).
-const CONNECTION_GRACE: Duration = Duration::from_secs(12);
 
 /// How long a stopping server waits for background runs to reach a step boundary.
 const JOB_GRACE: Duration = Duration::from_secs(20);

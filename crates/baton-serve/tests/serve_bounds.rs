@@ -1,9 +1,12 @@
 //! `baton serve` under a file that never answers: a FIFO where a handler reads (here the
 //! store's `project.json`, read by every runs listing) gets an error within the deadline, the
-//! other requests keep being answered, and the server's blocking threads stay bounded.
+//! other requests keep being answered, and the server's blocking threads stay bounded. And
+//! under idle clients: half-sent requests and idle kept-alive connections are closed at the
+//! header deadline, and connections over the limit wait for a slot.
 
 use baton_serve::ServeOptions;
 use baton_serve::bounded::Bounded;
+use baton_serve::connections::Limits;
 use baton_store::Store;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -26,6 +29,10 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
+        Server::start_with(Limits::default())
+    }
+
+    fn start_with(limits: Limits) -> Server {
         let home = tempfile::tempdir().unwrap();
         let store = Store::new(home.path());
         let bounded = Bounded::new(PERMITS, DEADLINE);
@@ -42,7 +49,8 @@ impl Server {
                 let bound = baton_serve::bind(ServeOptions::loopback(store))
                     .await
                     .unwrap()
-                    .with_blocking(theirs);
+                    .with_blocking(theirs)
+                    .with_limits(limits);
                 ready_tx
                     .send((bound.addr(), bound.token().to_string()))
                     .unwrap();
@@ -62,6 +70,23 @@ impl Server {
             stop: Some(stop_tx),
             thread: Some(thread),
         }
+    }
+
+    fn request(&self, path: &str) -> Vec<u8> {
+        format!(
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\r\n",
+            self.addr, self.token
+        )
+        .into_bytes()
+    }
+
+    /// A connection that sent the start of a request and nothing more.
+    fn half_sent(&self) -> TcpStream {
+        let mut stream = TcpStream::connect(self.addr).unwrap();
+        stream
+            .write_all(format!("GET /api/runs HTTP/1.1\r\nHost: {}\r\nAuth", self.addr).as_bytes())
+            .unwrap();
+        stream
     }
 
     /// `(status, body)` of a GET; the client gives up after 30 s (a hung handler fails here).
@@ -220,4 +245,96 @@ fn wait_for(done: impl Fn() -> bool) {
         assert!(start.elapsed() < Duration::from_secs(30), "never happened");
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Whether the server closed `stream` (it reads the end, or a reset) within 20 s.
+fn closed_by_server(stream: &mut TcpStream) -> bool {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            // An answer (a 408, say) before the close.
+            Ok(_) => continue,
+            Err(e) => {
+                return !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                );
+            }
+        }
+    }
+}
+
+fn short_headers() -> Limits {
+    Limits {
+        header_read: Duration::from_secs(1),
+        ..Limits::default()
+    }
+}
+
+#[test]
+fn hundreds_of_half_sent_requests_do_not_stop_a_normal_request_and_are_closed_in_time() {
+    let server = Server::start_with(short_headers());
+    let mut halves: Vec<TcpStream> = (0..300).map(|_| server.half_sent()).collect();
+    let start = Instant::now();
+    let (status, body) = server.get("/api/nothing-here");
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = server.get("/api/runs");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    for half in &mut halves {
+        assert!(closed_by_server(half), "a half-sent request stayed open");
+    }
+}
+
+#[test]
+fn an_idle_kept_alive_connection_is_closed_at_the_header_deadline() {
+    let server = Server::start_with(short_headers());
+    let mut stream = TcpStream::connect(server.addr).unwrap();
+    stream.write_all(&server.request("/api/runs")).unwrap();
+    // The answer comes, then nothing: the connection idles until the server closes it.
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut first = [0u8; 12];
+    stream.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"HTTP/1.1 200");
+    assert!(closed_by_server(&mut stream));
+}
+
+#[test]
+fn connections_over_the_limit_wait_for_a_slot() {
+    let server = Server::start_with(Limits {
+        connections: 2,
+        header_read: Duration::from_secs(60),
+        ..Limits::default()
+    });
+    let first = server.half_sent();
+    let _second = server.half_sent();
+    let mut third = TcpStream::connect(server.addr).unwrap();
+    third.write_all(&server.request("/api/runs")).unwrap();
+    // Both slots are taken: no answer while they are.
+    third
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut buf = [0u8; 12];
+    let early = third.read(&mut buf);
+    assert!(
+        matches!(&early, Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)),
+        "answered over the limit: {early:?}"
+    );
+    // A slot frees: the waiting connection is served.
+    drop(first);
+    third
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    third.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"HTTP/1.1 200");
 }
