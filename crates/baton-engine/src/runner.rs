@@ -335,6 +335,23 @@ impl Claimed {
     pub fn project_root(&self) -> &Path {
         self.project.root()
     }
+
+    /// Moves a replay of the run's own trace to where the run stands: past the model answers
+    /// and the user inputs it used. An answer or a chat also passes over the recorded input
+    /// that comes next (the person gives their own); a resume is positioned by the driver.
+    pub(crate) fn position_replay(&self, replay: &ReplayModel) {
+        if matches!(
+            self.continuation,
+            Continuation::Resume | Continuation::Start
+        ) {
+            return;
+        }
+        let log = self.project.run_paths(&self.run.run_id).conversation_log;
+        if let Ok(restored) = conversation::restore(&log) {
+            replay.fast_forward(restored.complete_turns, restored.answers);
+        }
+        replay.skip_user_input();
+    }
 }
 
 /// Finds a run and takes it for `continuation`: the run lock first (a second driver gets
@@ -371,23 +388,6 @@ pub fn claim(
             "STATE_INVALID",
             format!(
                 "workflow {} of run {} is not in its package",
-
-    /// Moves a replay of the run's own trace to where the run stands: past the model answers
-    /// and the user inputs it used. An answer or a chat also passes over the recorded input
-    /// that comes next (the person gives their own); a resume is positioned by the driver.
-    pub(crate) fn position_replay(&self, replay: &ReplayModel) {
-        if matches!(
-            self.continuation,
-            Continuation::Resume | Continuation::Start
-        ) {
-            return;
-        }
-        let log = self.project.run_paths(&self.run.run_id).conversation_log;
-        if let Ok(restored) = conversation::restore(&log) {
-            replay.fast_forward(restored.complete_turns, restored.answers);
-        }
-        replay.skip_user_input();
-    }
                 run.workflow_ref, run.run_id
             ),
             "start a new run",

@@ -74,6 +74,10 @@ pub struct ModelArgs {
     /// with the model the run was started with unless given).
     #[arg(long)]
     pub model: Option<String>,
+    /// The OpenAI-compatible endpoint (overrides OPENAI_BASE_URL, baton.toml and the endpoint
+    /// a continued run was started with).
+    #[arg(long, value_name = "URL", conflicts_with = "replay")]
+    pub base_url: Option<String>,
     /// Answer from a recorded trace instead of a model (offline; recorded user inputs answer
     /// the questions).
     #[arg(long, value_name = "TRACE")]
@@ -83,10 +87,6 @@ pub struct ModelArgs {
     pub record: Option<PathBuf>,
     /// History sent to the model: restart at every node (default), or keep everything.
     #[arg(long, value_enum, default_value = "node")]
-    /// The OpenAI-compatible endpoint (overrides OPENAI_BASE_URL, baton.toml and the endpoint
-    /// a continued run was started with).
-    #[arg(long, value_name = "URL", conflicts_with = "replay")]
-    pub base_url: Option<String>,
     pub context: ContextArg,
     /// The model's context window in tokens (overrides baton.toml and the table of known
     /// models); requests are compressed past 80 % of it.
