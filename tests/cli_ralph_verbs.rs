@@ -153,9 +153,8 @@ fn new_refuses_missing_commands_unknown_stages_and_a_second_active_session() {
     let out = fx.ralph(&["new", "x", "--chain", "plan,deploy"]);
     out.code(2);
     assert!(
-        out.stderr.starts_with(
-            "error[STAGE_INVALID]: unknown stage \"deploy\"; stages: brainstorm, "
-        )
+        out.stderr
+            .starts_with("error[STAGE_INVALID]: unknown stage \"deploy\"; stages: brainstorm, ")
     );
     let first = fx.created("plan,milestone-complete");
     let out = fx.ralph(&["new", "y", "--chain", "plan"]);

@@ -79,7 +79,10 @@ async fn the_seed_replay_waits_for_one_flush_per_model_turn() {
     std::fs::remove_dir_all(&project).unwrap();
     copy_dir(&repo().join("examples/projects/taskboard"), &project);
     let (total, calls) = replay(&store, &project, &trace).await;
-    eprintln!("{} model calls, flushes before each: {calls:?}, {total} in all", calls.len());
+    eprintln!(
+        "{} model calls, flushes before each: {calls:?}, {total} in all",
+        calls.len()
+    );
     assert_eq!(calls.len(), 10);
     // Creation: the staged directory (its fsyncs in parallel), its rename, the index record;
     // nothing of the run is worth a flush before its first call.

@@ -627,7 +627,10 @@ fn a_live_run_is_answered_with_the_model_it_was_started_with() {
         .iter()
         .map(|r| r.body["model"].as_str().unwrap_or("").to_string())
         .collect();
-    assert!(models.len() > asked, "the answer went to the run's endpoint");
+    assert!(
+        models.len() > asked,
+        "the answer went to the run's endpoint"
+    );
     assert!(models.iter().all(|m| m == "model-x"), "{models:?}");
 }
 

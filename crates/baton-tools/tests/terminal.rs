@@ -392,9 +392,11 @@ fn cases(ctx: &Ctx) -> Vec<Case> {
         ),
         case(
             "move the sessions' parent away and write a session anew",
-            sh("mv .workflow .workflow-moved; mkdir -p .workflow/.maestro/ralph-1; \
+            sh(
+                "mv .workflow .workflow-moved; mkdir -p .workflow/.maestro/ralph-1; \
                  echo '{\"status\": \"completed\"}' > .workflow/.maestro/ralph-1/status.json"
-                .into()),
+                    .into(),
+            ),
             Expect::Contained(&[]),
             |c: &Ctx, r: &Value| {
                 assert_eq!(
@@ -408,9 +410,11 @@ fn cases(ctx: &Ctx) -> Vec<Case> {
         ),
         case(
             "move BMAD's folders away and write a configuration anew",
-            sh("mv _bmad/bmm _bmad/bmm-moved; mv _bmad _bmad-moved; mkdir -p _bmad/bmm; \
+            sh(
+                "mv _bmad/bmm _bmad/bmm-moved; mv _bmad _bmad-moved; mkdir -p _bmad/bmm; \
                  echo 'implementation_artifacts: forged' > _bmad/bmm/config.yaml"
-                .into()),
+                    .into(),
+            ),
             Expect::Contained(&[]),
             |c: &Ctx, r: &Value| {
                 assert_eq!(
@@ -424,9 +428,11 @@ fn cases(ctx: &Ctx) -> Vec<Case> {
         ),
         case(
             "redirect the epic through BMAD's configuration",
-            sh("echo 'implementation_artifacts: forged' > _bmad/bmm/config.yaml; \
+            sh(
+                "echo 'implementation_artifacts: forged' > _bmad/bmm/config.yaml; \
                  mkdir -p _bmad/core && echo 'x: 1' > _bmad/core/config.yaml"
-                .into()),
+                    .into(),
+            ),
             Expect::Contained(&[]),
             |c: &Ctx, r: &Value| {
                 assert_eq!(

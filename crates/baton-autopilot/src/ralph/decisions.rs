@@ -38,11 +38,10 @@ fn regular(file: &File, path: &Path) -> Result<()> {
 pub fn append_unsynced(session_dir: &Path, record: &Value) -> Result<Vec<PathBuf>> {
     let path = session_dir.join(FILE);
     let existed = path.exists();
-    let mut file = crate::untrusted::nonblocking(
-        OpenOptions::new().create(true).append(true).read(true),
-    )
-    .open(&path)
-    .map_err(RalphError::io("open", &path))?;
+    let mut file =
+        crate::untrusted::nonblocking(OpenOptions::new().create(true).append(true).read(true))
+            .open(&path)
+            .map_err(RalphError::io("open", &path))?;
     regular(&file, &path)?;
     let mut line = String::new();
     if !ends_with_newline(&mut file).map_err(RalphError::io("read", &path))? {
@@ -78,13 +77,13 @@ pub fn drop_unapplied(
     applied: u64,
 ) -> Result<usize> {
     let path = session_dir.join(FILE);
-    let mut file =
-        match crate::untrusted::nonblocking(OpenOptions::new().read(true).write(true)).open(&path)
-        {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-            Err(e) => return Err(RalphError::io("open", &path)(e)),
-        };
+    let mut file = match crate::untrusted::nonblocking(OpenOptions::new().read(true).write(true))
+        .open(&path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(RalphError::io("open", &path)(e)),
+    };
     regular(&file, &path)?;
     let read = |file: &mut File| -> std::io::Result<(u64, Vec<u8>)> {
         let len = file.metadata()?.len();

@@ -14,8 +14,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// Why a file is refused for a confined model's prompt.
-const OUTSIDE: &str =
-    "outside the project, the command and skill folders and maestro's home";
+const OUTSIDE: &str = "outside the project, the command and skill folders and maestro's home";
 
 /// All required files of one prompt together may not exceed this.
 pub const MAX_PROMPT_BYTES: usize = 16 * 1024 * 1024;
@@ -69,7 +68,11 @@ impl Loaded {
                 continue;
             }
             if outside(&r.path) {
-                problems.push(format!("{} ({}: {OUTSIDE}; not read)", r.raw, command.display()));
+                problems.push(format!(
+                    "{} ({}: {OUTSIDE}; not read)",
+                    r.raw,
+                    command.display()
+                ));
                 continue;
             }
             match manifest::read_text(&r.path) {

@@ -65,13 +65,16 @@ pub fn write(session: &mut Session) -> Result<()> {
 /// [`write`] that first makes `first` durable too, fsynced together with status.json's temp
 /// file (one device flush) and before its rename.
 fn write_syncing(session: &mut Session, first: &[PathBuf]) -> Result<()> {
-    let next = session.revision().checked_add(1).ok_or_else(|| RalphError::Usage {
-        code: "REVISION_OVERFLOW",
-        message: format!(
-            "status.json's revision is {}, the largest there is: it was not written by ralph",
-            session.revision()
-        ),
-    })?;
+    let next = session
+        .revision()
+        .checked_add(1)
+        .ok_or_else(|| RalphError::Usage {
+            code: "REVISION_OVERFLOW",
+            message: format!(
+                "status.json's revision is {}, the largest there is: it was not written by ralph",
+                session.revision()
+            ),
+        })?;
     session.set("revision", json!(next));
     remove_stale_temps(&session.dir);
     let first: Vec<&Path> = first.iter().map(PathBuf::as_path).collect();
