@@ -187,10 +187,8 @@ pub async fn start(
     drive(&claimed, settings).await
 }
 
-/// What [`create`] checks that needs no model and writes nothing: the package, the workflow
-/// it names, and the project directory. `baton run` calls it before it looks for a model, so
-/// a wrong path is said first.
-pub fn check_start(start: &StartRun<'_>) -> Result<(), RunnerError> {
+/// The run's package, validated, with the workflow it names.
+fn validated_package(start: &StartRun<'_>) -> Result<Package, RunnerError> {
     let report = validate_path(
         start.package,
         &ValidateOptions {
@@ -198,16 +196,31 @@ pub fn check_start(start: &StartRun<'_>) -> Result<(), RunnerError> {
             ..Default::default()
         },
     );
-    let Some(package) = report.package.as_ref() else {
+    let Some(package) = report.package else {
         return Err(RunnerError::InvalidPackage(Box::new(report)));
     };
+    selected_workflow(&package, start.workflow)?;
+    Ok(package)
+}
+
+fn selected_workflow<'p>(
+    package: &'p Package,
+    workflow_ref: Option<&str>,
+) -> Result<&'p baton_package::Workflow, RunError> {
     package
-        .resolve_workflow(start.workflow)
+        .resolve_workflow(workflow_ref)
         .map_err(|d| RunError::Workflow {
             code: d.code.as_str(),
             message: d.message,
             hint: d.hint,
-        })?;
+        })
+}
+
+/// What [`create`] checks that needs no model and writes nothing: the package, the workflow
+/// it names, and the project directory. `baton run` calls it before it looks for a model, so
+/// a wrong path is said first.
+pub fn check_start(start: &StartRun<'_>) -> Result<(), RunnerError> {
+    validated_package(start)?;
     if !start.project.is_dir() {
         let reason = if start.project.exists() {
             "not a directory"
@@ -231,29 +244,14 @@ pub fn create(
     start: StartRun<'_>,
     variables: &serde_json::Map<String, Value>,
 ) -> Result<Claimed, RunnerError> {
-    let report = validate_path(
-        start.package,
-        &ValidateOptions {
-            workflow: start.workflow.map(str::to_owned),
-            ..Default::default()
-        },
-    );
-    let Some(package) = report.package.clone() else {
-        return Err(RunnerError::InvalidPackage(Box::new(report)));
-    };
+    let package = validated_package(&start)?;
     let installed = store
         .packages()
         .install(&package, &start.package.display().to_string())
         .map_err(RunError::from)?
         .package;
     let project = store.project(start.project)?;
-    let workflow = package
-        .resolve_workflow(start.workflow)
-        .map_err(|d| RunError::Workflow {
-            code: d.code.as_str(),
-            message: d.message,
-            hint: d.hint,
-        })?;
+    let workflow = selected_workflow(&package, start.workflow)?;
     let agent = match start.agent {
         Some(a) => a.to_string(),
         None => default_agent(&package, &workflow.graph),

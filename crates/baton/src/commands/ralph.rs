@@ -497,35 +497,46 @@ fn report(ctx: &Context, verb: &str, json: bool, e: &RalphError) -> u8 {
 const MAESTRO_VERBS: [&str; 6] = ["skills", "check", "session", "next", "complete", "retry"];
 
 fn maestro_text(verb: &str, e: &RalphError, hints: &[String]) -> String {
-    let mut text = format!("[ralph {verb}] {}: {e}\n", e.code());
-    for line in e.details() {
-        text.push_str(&line);
-        text.push('\n');
-    }
-    for h in hints {
-        // Alternatives line up under the hint they follow, as maestro prints them.
-        let mark = if h.starts_with("or:") {
-            "    "
-        } else {
-            "  → "
-        };
-        text.push_str(&format!("{mark}{h}\n"));
-    }
-    text
+    // Alternatives line up under the hint they follow, as maestro prints them.
+    error_text(
+        &format!("[ralph {verb}] {}", e.code()),
+        e,
+        hints,
+        "  → ",
+        "    ",
+    )
 }
 
 /// `error[CODE]: message`, the details indented below it, then `help:` lines.
 fn baton_text(e: &RalphError, hints: &[String]) -> String {
-    let mut text = format!("error[{}]: {e}\n", e.code());
+    error_text(
+        &format!("error[{}]", e.code()),
+        e,
+        hints,
+        "  help: ",
+        "        ",
+    )
+}
+
+/// `{head}: message`, the error's details, then each hint after `hint_mark` (an `or:`
+/// alternative after `alternative_mark`).
+fn error_text(
+    head: &str,
+    e: &RalphError,
+    hints: &[String],
+    hint_mark: &str,
+    alternative_mark: &str,
+) -> String {
+    let mut text = format!("{head}: {e}\n");
     for line in e.details() {
         text.push_str(&line);
         text.push('\n');
     }
     for h in hints {
         let mark = if h.starts_with("or:") {
-            "        "
+            alternative_mark
         } else {
-            "  help: "
+            hint_mark
         };
         text.push_str(&format!("{mark}{h}\n"));
     }
