@@ -414,16 +414,27 @@ fn dry_plan(sprint: &SprintStatus, progress: &Progress, epic: u32) -> Vec<Planne
     plan
 }
 
-/// Removes temporary files a killed writer left in the artifacts folder.
+/// Removes temporary files a killed writer left in the artifacts folder. A writer that still
+/// lives keeps its file: `baton epic stop` writes its request while the loop holds the project.
 fn cleanup_temp_files(dir: &layout::Artifacts) {
     for name in dir.names(100_000) {
         if name.starts_with('.')
             && name.contains(".tmp-")
+            && !writer_lives(&name)
             && dir.file(&name).regular_len().is_some()
         {
             let _ = dir.remove(&name);
         }
     }
+}
+
+/// Whether the process named in a temporary file's name (`.{file}.tmp-{pid}-{n}`) still runs.
+fn writer_lives(temp_name: &str) -> bool {
+    let Some((_, after)) = temp_name.rsplit_once(".tmp-") else {
+        return false;
+    };
+    let pid = after.split('-').next().and_then(|p| p.parse::<u32>().ok());
+    pid.is_some_and(|pid| pid != 0 && Path::new(&format!("/proc/{pid}")).exists())
 }
 
 fn pick_question<'s>(agent: &'s AgentState, id: Option<&str>, shown: &str) -> Result<&'s Question> {
@@ -480,4 +491,16 @@ fn record_answer(layout: &Layout, story: &str, question: Option<&str>, text: &st
     let id = pick_question(&agent, question, &shown)?.id.clone();
     agent.answer(&id, text);
     agent.save(&layout.dir)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_living_writers_temporary_file_is_kept() {
+        let me = std::process::id();
+        assert!(super::writer_lives(&format!(".run-epic.stop.tmp-{me}-0")));
+        assert!(!super::writer_lives(".run-epic.stop.tmp-4294967295-0"));
+        assert!(!super::writer_lives(".run-epic.stop.tmp-x-0"));
+        assert!(!super::writer_lives(".plain"));
+    }
 }
