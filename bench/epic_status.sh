@@ -2,11 +2,11 @@
 # `baton epic status` on a 500-story board (100 epics of 5 stories, a question waiting on 50
 # stories and a review verdict on 100), against `baton --version` (process start only), in the
 # same hyperfine run. Then the per-phase cost of the epic loop with a replayed model
-# (crates/baton-autopilot/examples/epic_overhead.rs). Files live under target/, so fsyncs are
+# (crates/baton-epic/examples/epic_overhead.rs). Files live under target/, so fsyncs are
 # real. Needs hyperfine. Usage: bench/epic_status.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet -p baton -p baton-autopilot --bins --examples
+cargo build --release --quiet -p baton -p baton-epic --bins --examples
 bin=$PWD/target/release/baton
 mkdir -p target
 tmp=$(mktemp -d -p "$PWD/target" epic-bench.XXXXXX)

@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-30}
-cargo build --release --quiet -p baton-autopilot --example session_overhead
+cargo build --release --quiet -p baton-lifecycle --example session_overhead
 ./target/release/examples/session_overhead "$runs"
 if [ -d /dev/shm ]; then
   shm=$(mktemp -d /dev/shm/baton-session-bench.XXXXXX)

@@ -4,7 +4,7 @@
 //! orchestrators started at once on one project.
 
 mod common;
-#[path = "../crates/baton-autopilot/tests/support/player.rs"]
+#[path = "../crates/baton-epic/tests/support/player.rs"]
 mod player;
 
 use common::{Baton, Run, example, repo};

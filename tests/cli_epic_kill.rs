@@ -8,7 +8,7 @@
 // `common` re-exports helpers this test does not need.
 #[allow(unused_imports)]
 mod common;
-#[path = "../crates/baton-autopilot/tests/support/player.rs"]
+#[path = "../crates/baton-epic/tests/support/player.rs"]
 mod player;
 
 use common::{Baton, repo};

@@ -2,7 +2,7 @@
 //! go on with the model name and endpoint the epic or the session was started with (what their
 //! newest run remembers), with only the key in the environment; `--model` still overrides.
 
-#[path = "../crates/baton-autopilot/tests/support/player.rs"]
+#[path = "../crates/baton-epic/tests/support/player.rs"]
 mod player;
 mod session_player;
 

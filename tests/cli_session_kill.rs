@@ -22,7 +22,7 @@
 
 #[allow(unused_imports)]
 mod common;
-#[path = "../crates/baton-autopilot/tests/support/session_player.rs"]
+#[path = "../crates/baton-lifecycle/tests/support/session_player.rs"]
 mod session_player;
 
 use serde_json::Value;

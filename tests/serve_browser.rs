@@ -31,7 +31,7 @@
 //!
 //! Skips (saying so) without Chromium unless BATON_REQUIRE_BROWSER is set (CI sets it).
 
-#[path = "../crates/baton-autopilot/tests/support/player.rs"]
+#[path = "../crates/baton-epic/tests/support/player.rs"]
 mod player;
 
 use baton_llm::testing::{Reply, ScriptedServer};

@@ -13,12 +13,12 @@ use std::path::{Path, PathBuf};
 pub type Files = &'static [(&'static str, &'static [u8])];
 
 /// `&[(path, include_bytes!(base + path)), …]`; `base` is relative to the calling file.
+#[macro_export]
 macro_rules! embed {
     ($base:literal; $($rel:literal),* $(,)?) => {
         &[$(($rel, include_bytes!(concat!($base, $rel)) as &[u8])),*]
     };
 }
-pub(crate) use embed;
 
 /// Why a bundle could not be written (each caller reports it with its own code).
 #[derive(Debug, thiserror::Error)]
@@ -113,25 +113,6 @@ fn create_dir(path: &Path) -> Result<(), BundleError> {
         path: path.to_path_buf(),
         source,
     })
-}
-
-/// The files below `root` (relative paths, sorted): what a bundle's list must match.
-#[cfg(test)]
-pub(crate) fn files_on_disk(root: &Path) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap().flatten() {
-            if e.path().is_dir() {
-                stack.push(e.path());
-            } else {
-                let rel = e.path().strip_prefix(root).unwrap().to_path_buf();
-                found.push(rel.to_string_lossy().into_owned());
-            }
-        }
-    }
-    found.sort();
-    found
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 /// `null`, `a boolean`, `a number`, `a string`, `an array` or `an object`.
-pub(crate) fn json_kind(v: &Value) -> &'static str {
+pub fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

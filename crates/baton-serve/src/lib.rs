@@ -1,6 +1,6 @@
 //! `baton serve`: a local web page and a JSON API over the same library functions the CLI
 //! calls. Handlers hold no business logic: they parse a request, call `baton-engine`,
-//! `baton-store` or `baton-autopilot`, and render the answer.
+//! `baton-store`, `baton-epic` or `baton-lifecycle`, and render the answer.
 //!
 //! - [`auth`]: the token, the cookie, the `Host` check and the security headers.
 //! - [`api`]: `/api/...`, the JSON shapes of the CLI's `--json`.

@@ -503,8 +503,8 @@ fn copy_dir(from: &Path, to: &Path) {
 
 #[test]
 fn a_lifecycle_session_shows_its_steps_sub_goals_and_decisions() {
-    use baton_autopilot::ralph::verbs::{self, new::NewArgs};
-    use baton_autopilot::ralph::{Context, decisions};
+    use baton_lifecycle::ralph::verbs::{self, new::NewArgs};
+    use baton_lifecycle::ralph::{Context, decisions};
     let server = Server::start("session");
     let home = server.tmp.0.join("user-home");
     let project = server.tmp.0.join("project");

@@ -6,6 +6,7 @@
 pub mod cdp;
 pub mod html_server;
 pub mod json_server;
+pub mod trim_trace;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -61,5 +62,23 @@ pub fn seed_000() -> Option<PathBuf> {
     if found.is_none() {
         eprintln!("shared/seeds/000_* not found beside the repository; skipping");
     }
+    found
+}
+
+/// The files below `root` (relative paths, sorted): what a bundle's list must match.
+pub fn files_on_disk(root: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap().flatten() {
+            if e.path().is_dir() {
+                stack.push(e.path());
+            } else {
+                let rel = e.path().strip_prefix(root).unwrap().to_path_buf();
+                found.push(rel.to_string_lossy().into_owned());
+            }
+        }
+    }
+    found.sort();
     found
 }

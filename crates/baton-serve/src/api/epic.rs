@@ -8,8 +8,8 @@ use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
-use baton_autopilot::epic::{self, Command, EpicError, EpicSettings, ModelSource};
 use baton_engine::model_choice::{self, Orchestrated, Requested};
+use baton_epic::{Command, EpicError, EpicSettings, ModelSource};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
@@ -31,8 +31,8 @@ pub async fn board(
         ApiError::bad_request("QUERY_INVALID", e.body_text()).hint("GET /api/epic?project=<dir>")
     })?;
     blocking(state.blocking.clone(), move || {
-        let board =
-            epic::status(&params.project, params.epic.as_deref()).map_err(|e| epic_error(&e))?;
+        let board = baton_epic::status(&params.project, params.epic.as_deref())
+            .map_err(|e| epic_error(&e))?;
         let mut json = serde_json::to_value(&board)
             .map_err(|e| ApiError::internal("EPIC_BOARD_FAILED", e.to_string()))?;
         if let Some(outcome) = state.jobs.outcome_of(&key(&params.project)) {
@@ -70,7 +70,7 @@ pub async fn answer(
 
 fn start_answer(state: &AppState, body: AnswerBody) -> Result<(StatusCode, Json<Value>), ApiError> {
     // Refused here, not in the background, when another orchestrator holds the project.
-    let board = epic::status(&body.project, None).map_err(|e| epic_error(&e))?;
+    let board = baton_epic::status(&body.project, None).map_err(|e| epic_error(&e))?;
     if board.live {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -131,10 +131,11 @@ fn start_answer(state: &AppState, body: AnswerBody) -> Result<(StatusCode, Json<
             question: body.question,
             text: body.text,
         };
-        let outcome = match runtime.block_on(epic::execute(&store, &project, command, settings)) {
-            Ok(report) => epic::report::to_json(&report),
-            Err(e) => json!({"error": {"code": e.code, "message": e.message, "hint": e.hint}}),
-        };
+        let outcome =
+            match runtime.block_on(baton_epic::execute(&store, &project, command, settings)) {
+                Ok(report) => baton_epic::report::to_json(&report),
+                Err(e) => json!({"error": {"code": e.code, "message": e.message, "hint": e.hint}}),
+            };
         jobs.remember_outcome(&key, outcome);
     });
     Ok((StatusCode::ACCEPTED, Json(json!({"accepted": true}))))

@@ -7,8 +7,8 @@ use crate::server::AppState;
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use baton_autopilot::ralph::Context;
-use baton_autopilot::ralph::verbs::session;
+use baton_lifecycle::ralph::Context;
+use baton_lifecycle::ralph::verbs::session;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 

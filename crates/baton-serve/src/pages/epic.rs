@@ -4,8 +4,8 @@
 
 use super::html::{esc, push_esc, url_part};
 use super::runs_list::phase_badge;
-use baton_autopilot::epic::board::{Board, StoryRow};
-use baton_autopilot::epic::keys::STORY_STATUSES;
+use baton_epic::board::{Board, StoryRow};
+use baton_epic::keys::STORY_STATUSES;
 use std::fmt::Write as _;
 
 /// The project picker shown above a board (or alone, when no project is chosen yet).
@@ -231,14 +231,14 @@ fn story_runs(out: &mut String, s: &StoryRow) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baton_autopilot::epic::board::{EpicRow, PendingQuestion, Standing};
+    use baton_epic::board::{EpicRow, PendingQuestion, Standing};
 
     fn board() -> Board {
         let mut current = StoryRow::new("1-2-<b>login</b>", "in-progress");
         current.phase = Some("dev".into());
         current.review_cycle = Some(2);
         current.run_id = Some("0196abcd-ef01-7000".into());
-        current.runs = vec![baton_autopilot::epic::board::PhaseRunLink {
+        current.runs = vec![baton_epic::board::PhaseRunLink {
             phase: "create-story".into(),
             n: 1,
             run_id: "0196aaaa-<1>".into(),

@@ -8,9 +8,9 @@ use crate::server::AppState;
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
-use baton_autopilot::ralph::verbs::session::{self as ralph_session, summary_json};
-use baton_autopilot::ralph::{Context, decisions, discovery};
 use baton_engine::inspect::{self, ListQuery};
+use baton_lifecycle::ralph::verbs::session::{self as ralph_session, summary_json};
+use baton_lifecycle::ralph::{Context, decisions, discovery};
 use baton_store::{Store, driver_lock, jsonl};
 use serde_json::Value;
 use std::io::{Read, Seek, SeekFrom};
@@ -362,14 +362,14 @@ pub async fn epic_board(State(state): State<AppState>, Query(q): Query<ProjectQu
         // None chosen: the newest known project that has a sprint.
         let (project, found) = match chosen {
             Some(p) => {
-                let board = baton_autopilot::epic::status(Path::new(&p), None);
+                let board = baton_epic::status(Path::new(&p), None);
                 (p, Some(board))
             }
             None => projects
                 .iter()
                 .take(projects::LOOKED_AT)
                 .find_map(|p| {
-                    baton_autopilot::epic::status(Path::new(p), None)
+                    baton_epic::status(Path::new(p), None)
                         .ok()
                         .map(|b| (p.clone(), Some(Ok(b))))
                 })

@@ -87,7 +87,7 @@ impl Parts {
         }
         let root = project.root().to_path_buf();
         let runs = self.phase_runs.entry(root).or_insert_with_key(|root| {
-            baton_autopilot::epic::board::phase_runs(root)
+            baton_epic::board::phase_runs(root)
                 .into_iter()
                 .map(|r| {
                     let part = Part::Story {

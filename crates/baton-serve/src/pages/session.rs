@@ -3,7 +3,7 @@
 //! decision), the active step, the sub-goals and the decisions log. Input is ralph's stable
 //! read model (`session --json`, [`summary_json`]) and `decisions.ndjson` records.
 //!
-//! [`summary_json`]: baton_autopilot::ralph::verbs::session::summary_json
+//! [`summary_json`]: baton_lifecycle::ralph::verbs::session::summary_json
 
 use super::html::{clip, esc, push_esc, query};
 use super::runs_list::phase_badge;

@@ -1,5 +1,5 @@
 //! `baton epic …`: the epic autopilot. Parsing, live progress and presentation only; the loop
-//! lives in `baton_autopilot::epic`.
+//! lives in `baton_epic`.
 //!
 //! Exit codes: 0 done, 10 waiting for an answer, 1 paused on a failure (or any failure),
 //! 2 usage or bad input (nothing written), 130 stopped (`baton epic stop`, Ctrl-C).
@@ -9,11 +9,11 @@ use crate::failure::Failure;
 use crate::progress::Progress;
 use crate::signals;
 use crate::ui::table::pad;
-use baton_autopilot::epic::{
+use baton_engine::model_choice::{self, Orchestrated, Requested};
+use baton_epic::{
     self, Board, Command, EpicError, EpicEvent, EpicOutcome, EpicReport, EpicSettings, ModelSource,
     Question,
 };
-use baton_engine::model_choice::{self, Orchestrated, Requested};
 use baton_store::Store;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
@@ -201,7 +201,7 @@ fn phase_model(
         replay: args.replay.clone(),
     };
     let recorded = if continuing && args.replay.is_none() {
-        let runs: Vec<String> = epic::status(project, None)
+        let runs: Vec<String> = baton_epic::status(project, None)
             .map(|b| {
                 b.epics
                     .iter()
@@ -294,7 +294,7 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
         return Ok(Failure::from(&e).report(args.json));
     }
     // Missing or broken files are said before anything asks for a model.
-    if let Err(e) = epic::preflight(project, &command) {
+    if let Err(e) = baton_epic::preflight(project, &command) {
         return Ok(failure(&e).report(args.json));
     }
     let continuing = matches!(command, Command::Answer { .. } | Command::Resume);
@@ -331,7 +331,7 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
         resume: continue_command("resume", project, args.replay.as_deref()),
         answer: None,
     });
-    let result = runtime.block_on(epic::execute(&store, project, command, settings));
+    let result = runtime.block_on(baton_epic::execute(&store, project, command, settings));
     bar.finish();
     match result {
         Ok(report) => {
@@ -354,7 +354,7 @@ pub fn continue_command(verb: &str, project: &Path, replay: Option<&Path>) -> St
 
 /// The JSON of `baton epic … --json` (shared with `baton serve`).
 pub fn report_json(r: &EpicReport) -> Value {
-    epic::report::to_json(r)
+    baton_epic::report::to_json(r)
 }
 
 pub fn exit_code(o: &EpicOutcome) -> u8 {
@@ -450,7 +450,7 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
 }
 
 fn status(args: &StatusArgs) -> anyhow::Result<u8> {
-    let board = match epic::status(&args.project.project, args.epic.as_deref()) {
+    let board = match baton_epic::status(&args.project.project, args.epic.as_deref()) {
         Ok(b) => b,
         Err(e) => return Ok(failure(&e).report(args.json)),
     };
@@ -512,7 +512,7 @@ pub fn board_text(b: &Board) -> String {
 }
 
 fn stop(args: &StopArgs) -> anyhow::Result<u8> {
-    match epic::stop(&args.project.project) {
+    match baton_epic::stop(&args.project.project) {
         Ok(()) => {
             if args.json {
                 super::print_json(&json!({"stopRequested": true}))?;

@@ -9,7 +9,7 @@ use crate::exit;
 use crate::failure::Failure;
 use crate::progress::Progress;
 use crate::signals;
-use baton_autopilot::epic::{self, Command, EpicEvent, EpicOutcome, EpicSettings, ModelSource};
+use baton_epic::{Command, EpicEvent, EpicOutcome, EpicSettings, ModelSource};
 use baton_store::Store;
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
@@ -107,7 +107,7 @@ pub fn run(command: DemoCommand) -> anyhow::Result<u8> {
         epic: "epic-2".into(),
         max_stories: None,
     };
-    let result = runtime.block_on(epic::execute(&store, &args.dir, command, settings));
+    let result = runtime.block_on(baton_epic::execute(&store, &args.dir, command, settings));
     bar.finish();
     mark_all_files(&args.dir)?;
     let report = match result {
@@ -132,7 +132,7 @@ pub fn run(command: DemoCommand) -> anyhow::Result<u8> {
     if matches!(report.outcome, EpicOutcome::Interrupted) {
         return Ok(code);
     }
-    if let Ok(board) = epic::status(&args.dir, Some("epic-2")) {
+    if let Ok(board) = baton_epic::status(&args.dir, Some("epic-2")) {
         print!("\n{}", board_text(&board));
     }
     println!(

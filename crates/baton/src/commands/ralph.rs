@@ -1,15 +1,15 @@
 //! `baton ralph …`: maestro's `ralph` CLI (lifecycle sessions in `.workflow/.maestro/`).
-//! Parsing and printing only; the verbs live in `baton_autopilot::ralph`.
+//! Parsing and printing only; the verbs live in `baton_lifecycle::ralph`.
 //!
 //! Output follows maestro: prompts, tables and JSON on stdout, diagnostics on stderr; a
 //! refusal of one of maestro's verbs is `[ralph <verb>] CODE: message` with `→` hints, any
 //! other error `error[CODE]: message` with `help:` lines. With `--json`, a failure is
 //! `{"ok": false, "error": {"code", "message", "hint", "details"}}` on stdout.
 
-use baton_autopilot::ralph::verbs::{
+use baton_lifecycle::ralph::verbs::{
     self, complete::CompleteArgs, decide::DecideArgs, insert::InsertArgs, new::NewArgs,
 };
-use baton_autopilot::ralph::{Context, Output, RalphError};
+use baton_lifecycle::ralph::{Context, Output, RalphError};
 use clap::{Args, Subcommand};
 use serde_json::json;
 use std::io::Write;

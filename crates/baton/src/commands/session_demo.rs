@@ -5,21 +5,21 @@
 //! verify passes, review passes, the goal audit finds the sub-goal met and the milestone
 //! completes. Everything is inside the binary: the project, the bundled lifecycle skills and
 //! one trace per model conversation (recorded against the played model of
-//! `crates/baton-autopilot/tests/support/session_player.rs`).
+//! `crates/baton-lifecycle/tests/support/session_player.rs`).
 
 use super::demo::{clear_previous_demo, embed, mark_all_files, write_files};
 use crate::exit;
 use crate::failure::Failure;
 use crate::signals::{self, shell_word};
-use baton_autopilot::ralph::Context;
-use baton_autopilot::ralph::discovery::{self, Pick};
-use baton_autopilot::ralph::session::Session;
-use baton_autopilot::session::infer::QualityMode;
-use baton_autopilot::session::run::{RunSettings, SessionEnd, Tick, run as run_session};
-use baton_autopilot::session::start::{self, StartOptions, StartOutcome};
-use baton_autopilot::session::step_run::ModelSource;
-use baton_autopilot::session::tick::StepEnd;
 use baton_engine::driver::ABORTED;
+use baton_lifecycle::ralph::Context;
+use baton_lifecycle::ralph::discovery::{self, Pick};
+use baton_lifecycle::ralph::session::Session;
+use baton_lifecycle::session::infer::QualityMode;
+use baton_lifecycle::session::run::{RunSettings, SessionEnd, Tick, run as run_session};
+use baton_lifecycle::session::start::{self, StartOptions, StartOutcome};
+use baton_lifecycle::session::step_run::ModelSource;
+use baton_lifecycle::session::tick::StepEnd;
 use baton_llm::{ReplayModel, Trace};
 use baton_store::Store;
 use clap::Args;

@@ -8,12 +8,12 @@ use super::setup::Setup;
 use super::{errors, prompt, text};
 use crate::failure::Failure;
 use crate::progress::Progress;
-use baton_autopilot::ralph::discovery::{self, Pick};
-use baton_autopilot::ralph::session::Session;
-use baton_autopilot::session::intervene::{self, Choice, Pause};
-use baton_autopilot::session::run::{self, RunSettings, SessionEnd, SessionReport, Spent, Tick};
 use baton_engine::EngineEvent;
 use baton_engine::driver::ABORTED;
+use baton_lifecycle::ralph::discovery::{self, Pick};
+use baton_lifecycle::ralph::session::Session;
+use baton_lifecycle::session::intervene::{self, Choice, Pause};
+use baton_lifecycle::session::run::{self, RunSettings, SessionEnd, SessionReport, Spent, Tick};
 use tokio_util::sync::CancellationToken;
 
 /// What the next invocation of the loop does first.

@@ -4,7 +4,7 @@
 
 use crate::exit;
 use crate::failure::Failure;
-use baton_autopilot::ralph::RalphError;
+use baton_lifecycle::ralph::RalphError;
 
 /// Codes of `RalphError::Usage` that mean the caller asked for something that does not apply.
 const CALLER_MISTAKES: &[&str] = &[

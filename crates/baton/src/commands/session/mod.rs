@@ -1,6 +1,6 @@
 //! `baton session …`: lifecycle sessions run by baton itself (seed 003). Parsing, prompts,
 //! progress and presentation only; the build phase and the loop live in
-//! `baton_autopilot::session`, the session files in `baton_autopilot::ralph`.
+//! `baton_lifecycle::session`, the session files in `baton_lifecycle::ralph`.
 //!
 //! Exit codes: 0 completed, 10 waiting for a person (a question, a step's question, a chain
 //! to confirm, a failed step or an escalation to decide), 1 failed or paused on an error, 2
@@ -19,7 +19,7 @@ mod text;
 
 pub(crate) use setup::owner;
 
-use baton_autopilot::ralph::Context;
+use baton_lifecycle::ralph::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 

@@ -4,10 +4,10 @@
 
 use super::setup::Setup;
 use super::text;
-use baton_autopilot::ralph::discovery::{self, Pick};
-use baton_autopilot::ralph::session::Session;
-use baton_autopilot::session::run::Tick;
-use baton_autopilot::session::tick::StepEnd;
+use baton_lifecycle::ralph::discovery::{self, Pick};
+use baton_lifecycle::ralph::session::Session;
+use baton_lifecycle::session::run::Tick;
+use baton_lifecycle::session::tick::StepEnd;
 use std::sync::Mutex;
 use std::time::Instant;
 

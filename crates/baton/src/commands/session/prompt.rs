@@ -3,7 +3,7 @@
 //! `--non-interactive` was given; otherwise the command exits 10 with the question instead.
 
 use crate::signals;
-use baton_autopilot::session::infer::Question;
+use baton_lifecycle::session::infer::Question;
 use std::io::{BufRead, Write};
 
 /// Most bytes of one answer line kept (a pasted file is not an answer).

@@ -3,12 +3,12 @@
 
 use super::{status, text};
 use crate::exit;
-use baton_autopilot::ralph::decisions;
-use baton_autopilot::ralph::session::Session;
-use baton_autopilot::session::build::ChainLine;
-use baton_autopilot::session::infer::Question;
-use baton_autopilot::session::intervene::Pause;
-use baton_autopilot::session::run::Spent;
+use baton_lifecycle::ralph::decisions;
+use baton_lifecycle::ralph::session::Session;
+use baton_lifecycle::session::build::ChainLine;
+use baton_lifecycle::session::infer::Question;
+use baton_lifecycle::session::intervene::Pause;
+use baton_lifecycle::session::run::Spent;
 use serde_json::{Value, json};
 
 /// Exit code of a command that waits for a person.

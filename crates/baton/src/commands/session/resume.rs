@@ -9,11 +9,11 @@ use crate::exit;
 use crate::failure::Failure;
 use crate::progress::Progress;
 use crate::signals;
-use baton_autopilot::ralph::discovery::{self, Pick};
-use baton_autopilot::ralph::session::Session;
-use baton_autopilot::session::intervene::{self, Choice, Pause};
-use baton_autopilot::session::run::Spent;
-use baton_autopilot::session::step_run;
+use baton_lifecycle::ralph::discovery::{self, Pick};
+use baton_lifecycle::ralph::session::Session;
+use baton_lifecycle::session::intervene::{self, Choice, Pause};
+use baton_lifecycle::session::run::Spent;
+use baton_lifecycle::session::step_run;
 use tokio_util::sync::CancellationToken;
 
 /// What the person said, for `answer`.

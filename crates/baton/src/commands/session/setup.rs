@@ -6,10 +6,10 @@
 use super::LoopArgs;
 use crate::exit;
 use crate::failure::Failure;
-use baton_autopilot::ralph::Context;
-use baton_autopilot::ralph::claim;
-use baton_autopilot::session::step_run::ModelSource;
 use baton_engine::model_choice::{self, LoadedModel, Orchestrated, Requested};
+use baton_lifecycle::ralph::Context;
+use baton_lifecycle::ralph::claim;
+use baton_lifecycle::session::step_run::ModelSource;
 use baton_store::ModelRecord;
 use baton_store::Store;
 use baton_store::driver_lock::{self, DriverLock, DriverLockError};

@@ -1,0 +1,198 @@
+//! The `[autopilot]` table of the project's `baton.toml`:
+//!
+//! ```toml
+//! [autopilot]
+//! implementation_artifacts = "_bmad-output/implementation-artifacts"
+//! max_review_cycles = 3
+//!
+//! [autopilot.phases.dev]          # create-story, validate, dev, revision, code-review
+//! package = "path/to/package"     # a directory or .bmad, or an installed package name
+//! workflow = "dev-story"
+//! agent = "dev"
+//!
+//! [autopilot.verify]
+//! commands = ["cargo test"]       # each run with `sh -c` in the project
+//! timeout_s = 900
+//! max_attempts = 3                # verify failures sent back to dev before the loop pauses
+//!
+//! [autopilot.git]
+//! commit = true
+//! ```
+
+use super::error::{EpicError, Result};
+use super::phase::Phase;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+pub const CONFIG_FILE: &str = "baton.toml";
+pub const DEFAULT_MAX_REVIEW_CYCLES: u32 = 3;
+pub const DEFAULT_VERIFY_TIMEOUT_S: u64 = 900;
+pub const DEFAULT_VERIFY_ATTEMPTS: u32 = 3;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhaseConfig {
+    pub package: Option<String>,
+    pub workflow: Option<String>,
+    pub agent: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyConfig {
+    #[serde(default)]
+    pub commands: Vec<String>,
+    #[serde(default = "default_timeout")]
+    pub timeout_s: u64,
+    #[serde(default = "default_attempts")]
+    pub max_attempts: u32,
+}
+
+impl Default for VerifyConfig {
+    fn default() -> Self {
+        VerifyConfig {
+            commands: Vec::new(),
+            timeout_s: DEFAULT_VERIFY_TIMEOUT_S,
+            max_attempts: DEFAULT_VERIFY_ATTEMPTS,
+        }
+    }
+}
+
+fn default_timeout() -> u64 {
+    DEFAULT_VERIFY_TIMEOUT_S
+}
+
+fn default_attempts() -> u32 {
+    DEFAULT_VERIFY_ATTEMPTS
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GitConfig {
+    #[serde(default)]
+    pub commit: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AutopilotConfig {
+    pub implementation_artifacts: Option<String>,
+    #[serde(default = "default_cycles")]
+    pub max_review_cycles: u32,
+    #[serde(default)]
+    pub phases: BTreeMap<String, PhaseConfig>,
+    #[serde(default)]
+    pub verify: VerifyConfig,
+    #[serde(default)]
+    pub git: GitConfig,
+}
+
+fn default_cycles() -> u32 {
+    DEFAULT_MAX_REVIEW_CYCLES
+}
+
+impl Default for AutopilotConfig {
+    fn default() -> Self {
+        AutopilotConfig {
+            implementation_artifacts: None,
+            max_review_cycles: DEFAULT_MAX_REVIEW_CYCLES,
+            phases: BTreeMap::new(),
+            verify: VerifyConfig::default(),
+            git: GitConfig::default(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct FileToml {
+    autopilot: Option<AutopilotConfig>,
+}
+
+fn invalid(message: String) -> EpicError {
+    EpicError::usage("EPIC_CONFIG_INVALID", message)
+        .hint("see docs/autopilot.md for the [autopilot] settings")
+}
+
+impl AutopilotConfig {
+    /// The project's `baton.toml` `[autopilot]` table; defaults without one.
+    pub fn load(project: &Path) -> Result<AutopilotConfig> {
+        let root = baton_autopilot::untrusted::open_root(project)
+            .map_err(|e| EpicError::io("open", project)(e))?;
+        let limit = baton_autopilot::untrusted::limit::CONFIG;
+        match baton_autopilot::untrusted::read_in(&root, Path::new(CONFIG_FILE), limit) {
+            Ok(Some(bytes)) => AutopilotConfig::parse(&String::from_utf8_lossy(&bytes)),
+            Ok(None) => Ok(AutopilotConfig::default()),
+            Err(e) => Err(super::layout::refused(CONFIG_FILE, &e)),
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<AutopilotConfig> {
+        let file: FileToml = toml::from_str(text)
+            .map_err(|e| invalid(format!("{CONFIG_FILE}: {}", e.to_string().trim())))?;
+        let config = file.autopilot.unwrap_or_default();
+        for name in config.phases.keys() {
+            if Phase::parse(name).is_none() {
+                return Err(invalid(format!(
+                    "{CONFIG_FILE}: [autopilot.phases.{name}] is not a phase; the phases are create-story, validate, dev, revision, code-review"
+                )));
+            }
+        }
+        if config.max_review_cycles == 0 {
+            return Err(invalid(format!(
+                "{CONFIG_FILE}: [autopilot] max_review_cycles must be at least 1"
+            )));
+        }
+        if config.verify.timeout_s == 0 {
+            return Err(invalid(format!(
+                "{CONFIG_FILE}: [autopilot.verify] timeout_s must be at least 1"
+            )));
+        }
+        if let Some(i) = config
+            .verify
+            .commands
+            .iter()
+            .position(|c| c.trim().is_empty())
+        {
+            return Err(invalid(format!(
+                "{CONFIG_FILE}: [autopilot.verify] commands[{i}] is empty"
+            )));
+        }
+        Ok(config)
+    }
+
+    pub fn phase(&self, phase: Phase) -> PhaseConfig {
+        self.phases.get(phase.as_str()).cloned().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_a_full_table() {
+        assert_eq!(
+            AutopilotConfig::parse("").unwrap(),
+            AutopilotConfig::default()
+        );
+        let c = AutopilotConfig::parse(
+            "model = \"x\"\n[autopilot]\nmax_review_cycles = 2\n[autopilot.phases.dev]\nworkflow = \"dev-story\"\n[autopilot.verify]\ncommands = [\"true\"]\n[autopilot.git]\ncommit = true\n",
+        )
+        .unwrap();
+        assert_eq!(c.max_review_cycles, 2);
+        assert_eq!(c.phase(Phase::Dev).workflow.as_deref(), Some("dev-story"));
+        assert!(c.git.commit);
+        assert_eq!(c.verify.timeout_s, DEFAULT_VERIFY_TIMEOUT_S);
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let e =
+            AutopilotConfig::parse("[autopilot.phases.deploy]\nworkflow = \"x\"\n").unwrap_err();
+        assert_eq!(e.code, "EPIC_CONFIG_INVALID");
+        assert!(e.message.contains("deploy"), "{e}");
+        let e = AutopilotConfig::parse("[autopilot]\nmax_cycles = 2\n").unwrap_err();
+        assert!(e.message.contains("max_cycles"), "{e}");
+    }
+}

@@ -1,0 +1,397 @@
+//! Where a project keeps its implementation artifacts (`sprint-status.yaml`, story files and the
+//! autopilot's files): `[autopilot] implementation_artifacts` in `baton.toml`, else
+//! `implementation_artifacts` of `_bmad/bmm/config.yaml` with `{project-root}` substituted, else
+//! `_bmad-output/implementation-artifacts/`.
+
+use super::error::{EpicError, Result};
+use baton_autopilot::untrusted::{self, UntrustedError};
+use cap_std::fs::Dir;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+pub const DEFAULT_DIR: &str = "_bmad-output/implementation-artifacts";
+pub const BMM_CONFIG: &str = "_bmad/bmm/config.yaml";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub project: PathBuf,
+    /// The artifacts folder: its path, and the folder itself opened through the project (see
+    /// [`Artifacts`]).
+    pub dir: Artifacts,
+    /// The same, relative to the project, with `/` separators (what phases and messages see).
+    pub rel: String,
+    /// Where the folder's name came from (for messages).
+    pub from: String,
+}
+
+/// The artifacts folder, opened once beneath the project root when the layout is resolved:
+/// every read and write of the orchestrator goes through this handle, so a folder replaced by
+/// a symlink to outside the project (before: refused at the open; after: the handle still
+/// names the folder that was resolved) is never followed. It derefs to the folder's path for
+/// messages and for what needs a path (the phases' variables).
+#[derive(Clone)]
+pub struct Artifacts {
+    path: PathBuf,
+    rel: String,
+    /// `None`: the folder did not exist when the layout was resolved.
+    cap: Option<Arc<Dir>>,
+    project: Arc<Dir>,
+}
+
+impl std::fmt::Debug for Artifacts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Artifacts").field(&self.path).finish()
+    }
+}
+
+impl PartialEq for Artifacts {
+    fn eq(&self, other: &Artifacts) -> bool {
+        self.path == other.path
+    }
+}
+
+impl Eq for Artifacts {}
+
+impl std::ops::Deref for Artifacts {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<Path> for Artifacts {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// One file of the artifacts folder (a name directly in it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactFile {
+    pub dir: Artifacts,
+    pub name: String,
+}
+
+impl ArtifactFile {
+    fn shown(&self) -> String {
+        if self.dir.rel.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.dir.rel, self.name)
+        }
+    }
+
+    pub fn read(&self, limit: u64) -> Result<Option<Vec<u8>>> {
+        self.dir.read(&self.name, limit)
+    }
+
+    pub fn write(&self, bytes: &[u8]) -> Result<()> {
+        self.dir.write(&self.name, bytes)
+    }
+
+    pub fn remove(&self) -> Result<()> {
+        self.dir.remove(&self.name)
+    }
+
+    /// The size of the file when it is a regular file (a link, a FIFO: `None`).
+    pub fn regular_len(&self) -> Option<u64> {
+        let cap = self.dir.cap.as_ref()?;
+        let meta = untrusted::kind_in(cap, Path::new(&self.name)).ok()??;
+        meta.is_file().then(|| meta.len())
+    }
+
+    /// When the file was last changed (`None`: missing, or not a regular file).
+    pub fn modified(&self) -> Option<std::time::SystemTime> {
+        let cap = self.dir.cap.as_ref()?;
+        let meta = untrusted::kind_in(cap, Path::new(&self.name)).ok()??;
+        if !meta.is_file() {
+            return None;
+        }
+        meta.modified().ok().map(|t| t.into_std())
+    }
+
+    pub fn exists(&self) -> bool {
+        self.dir.cap.as_ref().is_some_and(|c| {
+            untrusted::kind_in(c, Path::new(&self.name)).is_ok_and(|m| m.is_some())
+        })
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.path.join(&self.name)
+    }
+
+    /// The error of a refused file, located.
+    pub fn refused(&self, e: &UntrustedError) -> EpicError {
+        refused(&self.shown(), e)
+    }
+}
+
+/// A file the orchestrator will not read or write (a FIFO, too large, a link out), located.
+pub fn refused(shown: &str, e: &UntrustedError) -> EpicError {
+    let error = match e {
+        UntrustedError::Io(_) => EpicError::failure(e.code(), format!("{shown}: {e}")),
+        _ => EpicError::usage(e.code(), format!("{shown}: {e}")),
+    };
+    error.hint("a phase's model (or a command it ran) may have replaced it: remove or restore the file, then run the command again")
+}
+
+impl Artifacts {
+    fn open(project: &Path, rel: &str, from: &str, value: &str) -> Result<Artifacts> {
+        let root = untrusted::open_root(project).map_err(|e| EpicError::io("open", project)(e))?;
+        let cap = untrusted::open_dir_in(&root, Path::new(rel)).map_err(|e| match e {
+            UntrustedError::Outside => layout_error(format!(
+                "{from} ({value}) leads outside the project (through a symlink)"
+            )),
+            UntrustedError::NotRegular(_) => {
+                layout_error(format!("{from} ({value}) is not a folder"))
+            }
+            e => refused(rel, &e),
+        })?;
+        Ok(Artifacts {
+            path: project.join(rel),
+            rel: rel.to_string(),
+            cap: cap.map(Arc::new),
+            project: Arc::new(root),
+        })
+    }
+
+    /// Whether the folder existed when the layout was resolved.
+    pub fn is_open(&self) -> bool {
+        self.cap.is_some()
+    }
+
+    fn cap(&self) -> Result<&Dir> {
+        self.cap.as_deref().ok_or_else(|| {
+            EpicError::usage(
+                "SPRINT_STATUS_MISSING",
+                format!("the folder {} does not exist", self.rel),
+            )
+        })
+    }
+
+    fn shown(&self, name: &str) -> String {
+        if self.rel.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}/{name}", self.rel)
+        }
+    }
+
+    /// `name` read through the folder's handle (see [`untrusted::read_in`]); `None` when missing.
+    pub fn read(&self, name: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        let Some(cap) = self.cap.as_deref() else {
+            return Ok(None);
+        };
+        untrusted::read_in(cap, Path::new(name), limit).map_err(|e| refused(&self.shown(name), &e))
+    }
+
+    /// `name` replaced durably through the folder's handle.
+    pub fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        untrusted::write_in(self.cap()?, name, bytes).map_err(|e| refused(&self.shown(name), &e))
+    }
+
+    /// `name` removed (a missing file is fine).
+    pub fn remove(&self, name: &str) -> Result<()> {
+        untrusted::remove_in(self.cap()?, name).map_err(|e| refused(&self.shown(name), &e))
+    }
+
+    pub fn file(&self, name: &str) -> ArtifactFile {
+        ArtifactFile {
+            dir: self.clone(),
+            name: name.to_string(),
+        }
+    }
+
+    /// The names in the folder, at most `max`.
+    pub fn names(&self, max: usize) -> Vec<String> {
+        let Some(cap) = self.cap.as_deref() else {
+            return Vec::new();
+        };
+        cap.entries()
+            .map(|d| {
+                d.flatten()
+                    .take(max)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The folder as an ordinary descriptor, for `flock`.
+    pub fn lock_handle(&self) -> Result<std::fs::File> {
+        untrusted::open_self(self.cap()?).map_err(|e| EpicError::io("open", &self.path)(e))
+    }
+
+    /// Whether the folder's path still leads to the folder that was resolved: a phase's model
+    /// that moved it away, or replaced it by a link, is reported, never followed.
+    pub fn still_resolved(&self) -> Result<()> {
+        let Some(cap) = self.cap.as_deref() else {
+            return Ok(());
+        };
+        let moved = || {
+            EpicError::failure(
+                "EPIC_LAYOUT_CHANGED",
+                format!(
+                    "the implementation artifacts folder {} was moved or replaced during the epic; baton keeps working in the folder it resolved and does not follow it",
+                    self.rel
+                ),
+            )
+            .hint("a phase's model may have moved it: put the folder back, then `baton epic resume`")
+        };
+        let now =
+            untrusted::open_dir_in(&self.project, Path::new(&self.rel)).map_err(|_| moved())?;
+        let Some(now) = now else {
+            return Err(moved());
+        };
+        match (untrusted::identity(cap), untrusted::identity(&now)) {
+            (Ok(a), Ok(b)) if a == b => Ok(()),
+            _ => Err(moved()),
+        }
+    }
+}
+
+impl Layout {
+    /// The layout is still the one resolved when the command started: the configuration names
+    /// the same folder, and the folder's path still leads to the folder opened then. A change
+    /// (a phase's model that edited `_bmad/bmm/config.yaml` or `baton.toml`, or moved the
+    /// folder) stops the loop; it is never followed.
+    pub fn recheck(&self) -> Result<()> {
+        let changed = |e: EpicError| {
+            EpicError::failure(
+                "EPIC_LAYOUT_CHANGED",
+                format!("during the epic: {}", e.message),
+            )
+            .hint("a phase's model may have changed it: restore it, then `baton epic resume`")
+        };
+        let config = super::config::AutopilotConfig::load(&self.project).map_err(changed)?;
+        let again =
+            resolve(&self.project, config.implementation_artifacts.as_deref()).map_err(changed)?;
+        if again.rel != self.rel {
+            return Err(EpicError::failure(
+                "EPIC_LAYOUT_CHANGED",
+                format!(
+                    "{} was changed during the epic to name {:?}; the epic works in {:?} and does not follow the change",
+                    again.from, again.rel, self.rel
+                ),
+            )
+            .hint("a phase's model may have changed it: restore the setting, then `baton epic resume`"));
+        }
+        self.dir.still_resolved()
+    }
+
+    /// A project-relative path of a file in the artifacts folder.
+    pub fn rel_file(&self, name: &str) -> String {
+        if self.rel.is_empty() {
+            name.to_string()
+        } else {
+            format!("{}/{name}", self.rel)
+        }
+    }
+
+    pub fn file(&self, name: &str) -> ArtifactFile {
+        self.dir.file(name)
+    }
+}
+
+fn layout_error(message: String) -> EpicError {
+    EpicError::usage("EPIC_LAYOUT_INVALID", message).hint(
+        "implementation artifacts must be a folder inside the project; set [autopilot] implementation_artifacts in baton.toml",
+    )
+}
+
+/// Resolves the artifacts folder; `configured` comes from `baton.toml`. The folder (when it
+/// exists) is opened beneath the project: one leading outside is refused.
+pub fn resolve(project: &Path, configured: Option<&str>) -> Result<Layout> {
+    let (value, from) = match configured {
+        Some(v) => (
+            v.to_string(),
+            "baton.toml [autopilot] implementation_artifacts".to_string(),
+        ),
+        None => match bmm_setting(project)? {
+            Some(v) => (v, format!("{BMM_CONFIG} implementation_artifacts")),
+            None => (DEFAULT_DIR.to_string(), "the default".to_string()),
+        },
+    };
+    let substituted = value
+        .replace("{project-root}/", "")
+        .replace("{project-root}", "");
+    let candidate = Path::new(&substituted);
+    let relative = if candidate.is_absolute() {
+        candidate
+            .strip_prefix(project)
+            .map(Path::to_path_buf)
+            .map_err(|_| layout_error(format!("{from} ({value}) is outside the project")))?
+    } else {
+        candidate.to_path_buf()
+    };
+    let mut parts = Vec::new();
+    for c in relative.components() {
+        match c {
+            Component::Normal(p) => parts.push(p.to_string_lossy().into_owned()),
+            Component::CurDir => {}
+            _ => {
+                return Err(layout_error(format!(
+                    "{from} ({value}) must stay inside the project (no `..`)"
+                )));
+            }
+        }
+    }
+    let rel = parts.join("/");
+    let dir = Artifacts::open(project, &rel, &from, &value)?;
+    Ok(Layout {
+        project: project.to_path_buf(),
+        dir,
+        rel,
+        from,
+    })
+}
+
+/// `implementation_artifacts` of `_bmad/bmm/config.yaml`, if the file has it.
+fn bmm_setting(project: &Path) -> Result<Option<String>> {
+    let root = untrusted::open_root(project).map_err(|e| EpicError::io("open", project)(e))?;
+    let text = match untrusted::read_in(&root, Path::new(BMM_CONFIG), untrusted::limit::CONFIG) {
+        Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(refused(BMM_CONFIG, &e)),
+    };
+    let options = serde_saphyr::options! { with_snippet: false };
+    let value: serde_json::Value =
+        serde_saphyr::from_str_with_options(&text, options).map_err(|e| {
+            let first = e.to_string().lines().next().unwrap_or("").to_string();
+            layout_error(format!("{BMM_CONFIG} is not valid YAML: {first}"))
+        })?;
+    Ok(value
+        .get("implementation_artifacts")
+        .and_then(|v| v.as_str())
+        .map(str::to_owned))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bmm_config_then_default_then_override() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        assert_eq!(resolve(root, None).unwrap().rel, DEFAULT_DIR);
+        std::fs::create_dir_all(root.join("_bmad/bmm")).unwrap();
+        std::fs::write(
+            root.join(BMM_CONFIG),
+            "implementation_artifacts: \"{project-root}/docs/impl\"\n",
+        )
+        .unwrap();
+        let l = resolve(root, None).unwrap();
+        assert_eq!(l.rel, "docs/impl");
+        assert_eq!(&*l.dir, root.join("docs/impl"));
+        assert_eq!(resolve(root, Some("work/./impl")).unwrap().rel, "work/impl");
+        assert_eq!(
+            resolve(root, Some("../elsewhere")).unwrap_err().code,
+            "EPIC_LAYOUT_INVALID"
+        );
+        assert_eq!(
+            resolve(root, Some("/etc")).unwrap_err().code,
+            "EPIC_LAYOUT_INVALID"
+        );
+    }
+}

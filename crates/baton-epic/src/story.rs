@@ -1,0 +1,640 @@
+//! The loop: story after story (file order), phase after phase, each phase an ordinary baton
+//! run. Deterministic Rust; the model only works inside a phase and gives its verdict in files.
+//!
+//! ```text
+//! create-story → validate → dev ─verify─→ revision ─verify─→ code-review ─approved─→ next story
+//!                            ↑   └──failed (output tail)──┘          │
+//!                            └──────── changes-requested (summary) ──┘   (≤ max_review_cycles)
+//! ```
+//!
+//! Every write happens in an order that a crash can interrupt anywhere: baton's progress file
+//! is written last, and everything before it is idempotent, so a resumed loop redoes at most the
+//! bookkeeping of the step it was in, and never a phase run that exists (it is resumed).
+
+use super::agent_state::{AgentState, Question};
+use super::config::AutopilotConfig;
+use super::error::{EpicError, Result};
+use super::events::EpicEvent;
+use super::git;
+use super::keys;
+use super::layout::Layout;
+use super::lock;
+use super::models::Models;
+use super::phase::Phase;
+use super::progress::{FailureDetail, Instruction, Progress, StoryProgress, Target};
+use super::review::{self, Review};
+use super::run_state::{Failure, RunEpicState};
+use super::specs::Specs;
+use super::sprint::{self, SprintStatus};
+use super::verify;
+use baton_store::{Project, Store};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+use super::orchestrator::{AskFn, EpicOutcome, now, short};
+
+/// Everything the loop works with.
+pub(super) struct Ctx<'a> {
+    pub(super) store: &'a Store,
+    pub(super) project: Project,
+    pub(super) layout: Layout,
+    pub(super) config: AutopilotConfig,
+    pub(super) specs: Specs,
+    /// `[tools.*]` and `[mcp]` of the store's config and the project's `baton.toml`: the
+    /// ceiling of every phase agent's tools (a dev agent gets `terminal.run` only if enabled).
+    pub(super) tools: baton_tools::ToolsConfig,
+    pub(super) models: Models<'a>,
+    pub(super) ask: Option<AskFn<'a>>,
+    pub(super) on_event: Option<&'a (dyn Fn(EpicEvent) + Send + Sync)>,
+    pub(super) cancel: CancellationToken,
+    pub(super) epic: u32,
+    pub(super) state: RunEpicState,
+    pub(super) progress: Progress,
+    pub(super) completed_now: Vec<String>,
+    pub(super) phases_run: usize,
+}
+
+/// How a phase run ended, as the loop sees it.
+pub(super) enum PhaseEnd {
+    Completed,
+    Waiting(Question),
+    Failed { code: String, message: String },
+    Interrupted,
+}
+
+/// What the story step decided.
+pub(super) enum Next {
+    /// Go on with the loop.
+    Continue,
+    Pause(EpicOutcome),
+}
+
+impl<'a> Ctx<'a> {
+    pub(super) fn emit(&self, e: EpicEvent) {
+        if let Some(f) = self.on_event {
+            f(e);
+        }
+    }
+
+    pub(super) fn save(&self) -> Result<()> {
+        self.state.save(&self.layout.dir)?;
+        self.progress.save(&self.layout.dir)
+    }
+
+    pub(super) fn sprint(&self) -> Result<SprintStatus> {
+        SprintStatus::load(
+            &self.layout.file(sprint::FILE_NAME),
+            &self.layout.rel_file(sprint::FILE_NAME),
+        )
+    }
+
+    /// Raises one status in `sprint-status.yaml` (re-read first; never lowered).
+    pub(super) fn raise(&self, key: &str, status: &str) -> Result<()> {
+        let mut s = self.sprint()?;
+        if s.get(key).is_none() {
+            return Ok(());
+        }
+        if s.raise(key, status, &now())? {
+            s.save()?;
+            self.emit(EpicEvent::Status {
+                key: key.to_string(),
+                status: status.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    pub(super) fn pause(&mut self, outcome: EpicOutcome) -> Result<EpicOutcome> {
+        self.state.running = false;
+        self.save()?;
+        Ok(outcome)
+    }
+
+    /// Pauses on a failure: the seed's `lastFailure`, our details, a fresh attempt next time.
+    pub(super) fn fail(
+        &mut self,
+        phase: Phase,
+        code: &str,
+        message: String,
+        run_id: Option<String>,
+    ) -> Result<EpicOutcome> {
+        let story = self
+            .progress
+            .story
+            .as_ref()
+            .map(|s| s.key.clone())
+            .unwrap_or_default();
+        let at = now();
+        self.state.last_failure = Some(Failure {
+            phase: phase.as_str().to_string(),
+            story_key: story.clone(),
+            at,
+        });
+        let detail = FailureDetail {
+            phase,
+            story_key: story,
+            code: code.to_string(),
+            message,
+            run_id,
+        };
+        self.progress.failure = Some(detail.clone());
+        if let Some(sp) = self.progress.story.as_mut() {
+            sp.attempt = 1;
+            sp.run = None;
+        }
+        self.pause(EpicOutcome::Paused { failure: detail })
+    }
+
+    /// The story to work on: the one in progress, else the first of the epic (file order) that
+    /// is not done, within the target.
+    pub(super) fn next_story(&mut self) -> Result<Option<(usize, usize)>> {
+        let sprint = self.sprint()?;
+        let stories: Vec<&sprint::Entry> = sprint.stories_of(self.epic).collect();
+        let total = stories.len();
+        let index_of = |key: &str| {
+            stories
+                .iter()
+                .position(|e| e.key == key)
+                .map_or(0, |i| i + 1)
+        };
+        if let Some(sp) = &self.progress.story {
+            return Ok(Some((index_of(&sp.key), total)));
+        }
+        if let Target::Epic {
+            max_stories: Some(max),
+        } = self.progress.target
+            && self.progress.completed.len() >= max as usize
+        {
+            return Ok(None);
+        }
+        for e in &stories {
+            if let Target::Story { story_key } = &self.progress.target
+                && *story_key != e.key
+            {
+                continue;
+            }
+            let status = e.normalized();
+            if status == "done" {
+                continue;
+            }
+            match Phase::start_for(status) {
+                Some(phase) => {
+                    self.progress.story = Some(StoryProgress::new(&e.key, phase));
+                    return Ok(Some((index_of(&e.key), total)));
+                }
+                None => self.emit(EpicEvent::Note(format!(
+                    "{} is {:?}, a status the autopilot does not run; skipped",
+                    e.key, e.status
+                ))),
+            }
+        }
+        Ok(None)
+    }
+
+    pub(super) async fn run_loop(&mut self) -> Result<EpicOutcome> {
+        let mut announced: Option<String> = None;
+        loop {
+            // Between two phases: what a phase's model did to the layout is refused here.
+            self.layout.recheck()?;
+            if lock::stop_requested(&self.layout.dir) {
+                lock::clear_stop(&self.layout.dir)?;
+                return self.pause(EpicOutcome::Stopped);
+            }
+            if self.cancel.is_cancelled() {
+                return self.pause(EpicOutcome::Interrupted);
+            }
+            let Some((index, total)) = self.next_story()? else {
+                return self.finish();
+            };
+            let key = self
+                .progress
+                .story
+                .as_ref()
+                .map(|s| s.key.clone())
+                .unwrap_or_default();
+            if announced.as_deref() != Some(&key) {
+                self.emit(EpicEvent::Story {
+                    index,
+                    total,
+                    key: key.clone(),
+                });
+                announced = Some(key.clone());
+                self.raise(&keys::epic_key(self.epic), "in-progress")?;
+                if self.state.current_story_key.as_deref() != Some(&key) {
+                    self.state.current_story_key = Some(key.clone());
+                    self.save()?;
+                }
+            }
+            // A question waiting in the story's agent-state file pauses the loop. (A file the
+            // last phase damaged is that phase's failure, reported when it ends.)
+            if let Ok(Some(agent)) = AgentState::load(&self.layout.dir, &self.layout.rel, &key)
+                && let Some(q) = agent.pending()
+            {
+                let q = q.clone();
+                match self.answer_now(&key, &q)? {
+                    Some(_) => continue,
+                    None => {
+                        return self.pause(EpicOutcome::Waiting {
+                            story: key,
+                            question: q,
+                        });
+                    }
+                }
+            }
+            match self.step().await? {
+                Next::Continue => {}
+                Next::Pause(outcome) => return Ok(outcome),
+            }
+        }
+    }
+
+    /// A person (or a recorded input) answers a pending question right away, if there is one.
+    pub(super) fn answer_now(&mut self, story: &str, q: &Question) -> Result<Option<String>> {
+        let Some(ask) = self.ask.as_mut() else {
+            return Ok(None);
+        };
+        let Some(answer) = ask(story, q).filter(|a| !a.trim().is_empty()) else {
+            return Ok(None);
+        };
+        let mut agent = AgentState::load(&self.layout.dir, &self.layout.rel, story)?
+            .unwrap_or_else(|| AgentState::new(story, "dev"));
+        agent.answer(&q.id, &answer);
+        agent.save(&self.layout.dir)?;
+        Ok(Some(answer))
+    }
+
+    /// No story left under the target.
+    pub(super) fn finish(&mut self) -> Result<EpicOutcome> {
+        let sprint = self.sprint()?;
+        let all_done = sprint
+            .stories_of(self.epic)
+            .all(|e| e.normalized() == "done");
+        let has_stories = sprint.stories_of(self.epic).next().is_some();
+        if all_done && has_stories {
+            self.raise(&keys::epic_key(self.epic), "done")?;
+        }
+        if matches!(self.progress.target, Target::Epic { .. }) {
+            self.state.current_story_key = None;
+        }
+        self.pause(EpicOutcome::Done {
+            epic_done: all_done && has_stories,
+        })
+    }
+
+    /// Runs the current phase of the current story and moves the story on.
+    pub(super) async fn step(&mut self) -> Result<Next> {
+        let Some(sp) = self.progress.story.clone() else {
+            return Ok(Next::Continue);
+        };
+        let phase = sp.phase;
+        let end = self.run_phase().await?;
+        let run_id = self
+            .progress
+            .story
+            .as_ref()
+            .and_then(|s| s.run.as_ref())
+            .and_then(|r| r.run_id.clone());
+        let result = match &end {
+            PhaseEnd::Completed => "completed",
+            PhaseEnd::Waiting(_) => "waiting",
+            PhaseEnd::Failed { .. } => "failed",
+            PhaseEnd::Interrupted => "stopped",
+        };
+        if let Some(id) = &run_id {
+            self.progress.set_result(id, result);
+            self.emit(EpicEvent::PhaseEnded {
+                story: sp.key.clone(),
+                phase,
+                run_id: id.clone(),
+                result: result.to_string(),
+            });
+        }
+        match end {
+            PhaseEnd::Interrupted => Ok(Next::Pause(self.pause(EpicOutcome::Interrupted)?)),
+            PhaseEnd::Waiting(question) => Ok(Next::Pause(self.pause(EpicOutcome::Waiting {
+                story: sp.key.clone(),
+                question,
+            })?)),
+            PhaseEnd::Failed { code, message } => self.phase_failed(phase, &code, message, run_id),
+            PhaseEnd::Completed => self.phase_completed(phase, run_id).await,
+        }
+    }
+
+    /// A failed phase is retried once (a fresh run), then the loop pauses.
+    pub(super) fn phase_failed(
+        &mut self,
+        phase: Phase,
+        code: &str,
+        message: String,
+        run_id: Option<String>,
+    ) -> Result<Next> {
+        let Some(sp) = self.progress.story.as_mut() else {
+            return Ok(Next::Continue);
+        };
+        if sp.attempt < 2 {
+            let note = format!(
+                "{phase} of {} failed ({code}: {message}); retrying once",
+                sp.key
+            );
+            sp.attempt += 1;
+            sp.run = None;
+            self.emit(EpicEvent::Note(note));
+            self.progress.save(&self.layout.dir)?;
+            return Ok(Next::Continue);
+        }
+        Ok(Next::Pause(self.fail(phase, code, message, run_id)?))
+    }
+
+    /// Checks what a completed phase left, then moves the story on.
+    pub(super) async fn phase_completed(
+        &mut self,
+        phase: Phase,
+        run_id: Option<String>,
+    ) -> Result<Next> {
+        let Some(key) = self.progress.story.as_ref().map(|s| s.key.clone()) else {
+            return Ok(Next::Continue);
+        };
+        // The phase escalated in the agent-state file: pause; after the answer it runs again.
+        let agent = match AgentState::load(&self.layout.dir, &self.layout.rel, &key) {
+            Ok(a) => a,
+            Err(e) => return self.contract_failed(phase, e, run_id),
+        };
+        if let Some(mut agent) = agent {
+            if let Some(q) = agent.pending().cloned() {
+                if let Some(sp) = self.progress.story.as_mut() {
+                    sp.run = None;
+                }
+                self.progress.save(&self.layout.dir)?;
+                return Ok(Next::Pause(self.pause(EpicOutcome::Waiting {
+                    story: key,
+                    question: q,
+                })?));
+            }
+            // Seed 004: a finished phase leaves no question behind.
+            if !agent.questions.is_empty() {
+                agent.clear();
+                agent.save(&self.layout.dir)?;
+            }
+        }
+        if let Err(e) = self.check_contract(phase, &key) {
+            return self.contract_failed(phase, e, run_id);
+        }
+        let now = now();
+        match phase {
+            Phase::CreateStory => {
+                self.raise(&key, "ready-for-dev")?;
+                self.advance(&key, phase, &now)
+            }
+            Phase::Validate => self.advance(&key, phase, &now),
+            Phase::Dev | Phase::Revision => {
+                if let Some(next) = self.verify(phase)? {
+                    return Ok(next);
+                }
+                if phase == Phase::Dev {
+                    if let Err(e) = self.check_diff(&key) {
+                        return self.contract_failed(phase, e, run_id);
+                    }
+                    self.raise(&key, "review")?;
+                }
+                self.advance(&key, phase, &now)
+            }
+            Phase::CodeReview => self.reviewed(&key, run_id, &now),
+        }
+    }
+
+    pub(super) fn contract_failed(
+        &mut self,
+        phase: Phase,
+        e: EpicError,
+        run_id: Option<String>,
+    ) -> Result<Next> {
+        if let Some(id) = &run_id {
+            self.progress.set_result(id, "failed");
+        }
+        self.phase_failed(phase, e.code, e.message, run_id)
+    }
+
+    /// Trust nothing: what each phase must have left behind.
+    pub(super) fn check_contract(&self, phase: Phase, key: &str) -> Result<()> {
+        let story = self.layout.file(&format!("{key}.md"));
+        let shown = self.layout.rel_file(&format!("{key}.md"));
+        let needs_story = matches!(phase, Phase::CreateStory | Phase::Validate | Phase::Dev);
+        if needs_story && story.regular_len().unwrap_or(0) == 0 {
+            return Err(EpicError::failure(
+                "EPIC_PHASE_OUTPUT_MISSING",
+                format!("the {phase} phase completed without the story file {shown}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Records the phase as done and moves to the next one.
+    pub(super) fn advance(&mut self, key: &str, phase: Phase, now: &str) -> Result<Next> {
+        self.state.push_step(key, phase.as_str(), now);
+        if let (Some(sp), Some(next)) = (self.progress.story.as_mut(), phase.next()) {
+            sp.go(next);
+            if phase == Phase::Dev {
+                sp.instruction = None;
+            }
+        }
+        self.save()?;
+        Ok(Next::Continue)
+    }
+
+    /// Runs the verify commands after dev or revision; a failure sends the story back to dev.
+    pub(super) fn verify(&mut self, phase: Phase) -> Result<Option<Next>> {
+        let commands = self.config.verify.commands.clone();
+        if commands.is_empty() {
+            return Ok(None);
+        }
+        let timeout = Duration::from_secs(self.config.verify.timeout_s);
+        let on_event = self.on_event;
+        // Confined like the model's own commands: they run what the model wrote.
+        let sandbox = verify::Sandbox::new(
+            &self.layout.project,
+            &self.tools.system.terminal,
+            self.tools.system.allow_git_writes,
+            baton_tools::TerminalRuntime {
+                store_home: Some(self.store.home().to_path_buf()),
+                ..baton_tools::TerminalRuntime::default()
+            },
+        )
+        .map_err(|(_, message)| {
+            EpicError::failure("SANDBOX_SETUP_FAILED", message).hint("run `baton doctor`")
+        })?;
+        let failed = verify::run_all(&commands, &sandbox, timeout, &self.cancel, |r| {
+            if let Some(f) = on_event {
+                f(EpicEvent::Verify {
+                    command: r.command.clone(),
+                    passed: r.passed(),
+                    millis: r.duration.as_millis(),
+                });
+            }
+        });
+        let Some(failed) = failed else {
+            return Ok(None);
+        };
+        if failed.verdict == verify::Verdict::Cancelled {
+            return Ok(Some(Next::Pause(self.pause(EpicOutcome::Interrupted)?)));
+        }
+        if let verify::Verdict::Refused {
+            code,
+            message,
+            hint,
+        } = &failed.verdict
+        {
+            // Not the developer's fault: the epic stops until the machine or the settings
+            // allow the sandbox, and the check is not counted as a failed attempt.
+            return Err(EpicError::failure(
+                code,
+                format!("verify command `{}` was not run: {message}", failed.command),
+            )
+            .hint(hint.clone()));
+        }
+        let max = self.config.verify.max_attempts;
+        let Some(sp) = self.progress.story.as_mut() else {
+            return Ok(None);
+        };
+        sp.verify_failures += 1;
+        if sp.verify_failures > max {
+            let message = format!(
+                "verify failed {} times after {phase}; last: {}",
+                sp.verify_failures,
+                failed.report()
+            );
+            sp.verify_failures = 0;
+            sp.go(Phase::Dev);
+            return Ok(Some(Next::Pause(self.fail(
+                phase,
+                "VERIFY_FAILED",
+                message,
+                None,
+            )?)));
+        }
+        let note = format!(
+            "verify failed after {phase}; back to dev ({} of {max})",
+            sp.verify_failures
+        );
+        sp.instruction = Some(Instruction::Verify {
+            output: failed.report(),
+        });
+        sp.go(Phase::Dev);
+        self.emit(EpicEvent::Note(note));
+        self.progress.save(&self.layout.dir)?;
+        Ok(Some(Next::Continue))
+    }
+
+    /// With `[autopilot.git] commit`, a dev phase must change something outside the artifacts.
+    pub(super) fn check_diff(&self, key: &str) -> Result<()> {
+        if !self.config.git.commit {
+            return Ok(());
+        }
+        let Some(baseline) = self
+            .progress
+            .story
+            .as_ref()
+            .and_then(|s| s.baseline.clone())
+        else {
+            return Ok(());
+        };
+        let changed = git::changes_since(&self.layout.project, &baseline, &self.layout.rel)?;
+        if changed.is_empty() {
+            return Err(EpicError::failure(
+                "EPIC_EMPTY_DIFF",
+                format!(
+                    "the dev phase of {key} changed no file outside {} since {}",
+                    self.layout.rel,
+                    short(&baseline)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The code-review verdict.
+    pub(super) fn reviewed(
+        &mut self,
+        key: &str,
+        run_id: Option<String>,
+        now: &str,
+    ) -> Result<Next> {
+        let review = match Review::load(&self.layout.dir, &self.layout.rel, key) {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                let e = EpicError::failure(
+                    "EPIC_PHASE_OUTPUT_MISSING",
+                    format!(
+                        "the code-review phase completed without {}",
+                        self.layout.rel_file(&format!("{key}{}", review::SUFFIX))
+                    ),
+                );
+                return self.contract_failed(Phase::CodeReview, e, run_id);
+            }
+            Err(e) => return self.contract_failed(Phase::CodeReview, e, run_id),
+        };
+        self.state.push_step(key, Phase::CodeReview.as_str(), now);
+        if review.approved {
+            return self.story_done(key);
+        }
+        let max = self.config.max_review_cycles;
+        let Some(sp) = self.progress.story.as_mut() else {
+            return Ok(Next::Continue);
+        };
+        if sp.review_cycle >= max {
+            let message = format!(
+                "code review still requests changes after {} cycles: {}",
+                sp.review_cycle, review.summary
+            );
+            sp.go(Phase::Dev);
+            sp.review_cycle += 1;
+            sp.instruction = Some(Instruction::Review {
+                summary: review.summary,
+            });
+            return Ok(Next::Pause(self.fail(
+                Phase::CodeReview,
+                "REVIEW_CYCLES_EXHAUSTED",
+                message,
+                run_id,
+            )?));
+        }
+        sp.review_cycle += 1;
+        sp.verify_failures = 0;
+        sp.instruction = Some(Instruction::Review {
+            summary: review.summary,
+        });
+        sp.go(Phase::Dev);
+        let note = format!("{key}: changes requested; review cycle {}", sp.review_cycle);
+        self.emit(EpicEvent::Note(note));
+        self.save()?;
+        Ok(Next::Continue)
+    }
+
+    pub(super) fn story_done(&mut self, key: &str) -> Result<Next> {
+        if self.config.git.commit {
+            let story = self
+                .layout
+                .file(&format!("{key}.md"))
+                .read(baton_autopilot::untrusted::limit::PROMPT_FILE)
+                .ok()
+                .flatten()
+                .map(|b| String::from_utf8_lossy(&b).into_owned());
+            git::commit_all(
+                &self.layout.project,
+                &git::commit_message(key, story.as_deref()),
+            )?;
+        }
+        self.raise(key, "done")?;
+        if matches!(self.progress.target, Target::Story { .. }) {
+            self.state.last_story_completed = Some(key.to_string());
+        }
+        if !self.progress.completed.iter().any(|k| k == key) {
+            self.progress.completed.push(key.to_string());
+        }
+        if !self.completed_now.iter().any(|k| k == key) {
+            self.completed_now.push(key.to_string());
+        }
+        self.progress.story = None;
+        self.save()?;
+        Ok(Next::Continue)
+    }
+}

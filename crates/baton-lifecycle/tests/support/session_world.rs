@@ -1,0 +1,53 @@
+//! A project and a home with the sample skills, and a fresh ralph session in it: what the
+//! session tests start from.
+#![allow(dead_code)]
+
+use baton_lifecycle::ralph::Context;
+use baton_lifecycle::ralph::verbs::{self, new::NewArgs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub struct World {
+    pub tmp: tempfile::TempDir,
+    pub ctx: Context,
+    /// The session's `status.json`.
+    pub status: PathBuf,
+}
+
+/// An auto-mode (`-y`) session made by `ralph new` from the stage list `chain`, claimed in
+/// the name of `owner`: its gates are settled without asking anybody.
+pub fn world(chain: &str, owner: &str) -> World {
+    world_with(chain, owner, true)
+}
+
+/// [`world`] with `auto_mode` chosen: without it, a gate's verdict waits for a person.
+pub fn world_with(chain: &str, owner: &str, auto: bool) -> World {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let project = tmp.path().join("project");
+    let skills = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/skills");
+    baton_testkit::copy_dir(&skills.join("claude"), &home.join(".claude"));
+    baton_testkit::copy_dir(&skills.join("maestro"), &home.join(".maestro"));
+    std::fs::create_dir_all(&project).unwrap();
+    let ctx = Context {
+        project,
+        home: Some(home.clone()),
+        maestro_home: Some(home.join(".maestro")),
+        cli: "baton ralph".into(),
+        owner: owner.into(),
+        lock_timeout: Duration::from_secs(5),
+        bundled_commands: None,
+    };
+    let out = verbs::new::run(
+        &ctx,
+        &NewArgs {
+            intent: "add CSV export".into(),
+            chain: chain.into(),
+            auto,
+            ..NewArgs::default()
+        },
+    )
+    .unwrap();
+    let status = PathBuf::from(out.json["path"].as_str().unwrap());
+    World { tmp, ctx, status }
+}
