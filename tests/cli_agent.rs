@@ -1,6 +1,7 @@
 //! `baton agent` without a terminal: one input with `--input` (and `--json`: the resolved
 //! command and what happened), chats logged in the store, and a whole session read from a
 //! pipe (menu, `create-story`, the question answered after `/menu`, `/dismiss`).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod common;
 

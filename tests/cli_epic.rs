@@ -2,6 +2,7 @@
 //! loopback: exit codes (0 done, 10 waiting, 1 paused on a failure, 2 bad input, 130 stopped),
 //! JSON for scripts, the board, a question answered from the command line, `stop`, and two
 //! orchestrators started at once on one project.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod common;
 #[path = "../crates/baton-epic/tests/support/player.rs"]

@@ -4,6 +4,7 @@
 //! no answer yet) takes over. The files it ends with are those of a run that was never killed
 //! (timestamps and run ids aside), no phase ran twice for the same step, the answer reached the
 //! developer, and every phase run in the store is complete: none was left behind.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 // `common` re-exports helpers this test does not need.
 #[allow(unused_imports)]

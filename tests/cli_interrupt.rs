@@ -4,6 +4,7 @@
 //!
 //! Every signal is sent once the process has said something (a line on stderr), never after
 //! a fixed sleep.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod common;
 

@@ -4,6 +4,7 @@
 //! looks through the OpenAI client. The replayer refuses requests OpenAI would refuse (a tool
 //! call without its result, an orphan result), so a resume that pairs calls with the wrong
 //! results fails the test.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod common;
 

@@ -3,6 +3,7 @@
 //! `--model` overrides; a replayed run goes on from its trace, offline. And an endpoint that
 //! cannot be reached fails at once, naming itself and the setting that chose it, and the run
 //! says why in `runs list`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod common;
 

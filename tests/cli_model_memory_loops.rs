@@ -1,6 +1,7 @@
 //! The orchestrators remember their model too: `baton epic answer` and `baton session answer`
 //! go on with the model name and endpoint the epic or the session was started with (what their
 //! newest run remembers), with only the key in the environment; `--model` still overrides.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 #[path = "../crates/baton-epic/tests/support/player.rs"]
 mod player;

@@ -2,6 +2,7 @@
 //! `steps` not an array, missing fields, unknown status values, absurd indexes, session ids
 //! that are paths, a command file that names an endless file. Each is a clear error with a
 //! code, exit 1 or 2, and the session directory is left byte for byte as it was.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod ralph_support;
 

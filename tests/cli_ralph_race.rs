@@ -10,6 +10,7 @@
 //!
 //! `BATON_RALPH_TRIALS` (default 50 per worker count, so 100 trials) and `BATON_RALPH_KILLS`
 //! (default 120) scale the runs; docs/RELIABILITY.md records a 1,000-trial run.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod ralph_support;
 

@@ -1,5 +1,6 @@
 //! The verbs maestro leaves to hand edits of status.json, as commands: `new`, `skip`, `pause`,
 //! `resume`, `abandon`, `release`, `insert`, `decide`, `status`, and `--expect-revision`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod ralph_support;
 

@@ -1,4 +1,5 @@
 //! `baton demo`, `baton run` and `baton answer` end to end, offline.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! `{url, token, port}` with `--json`), the warning for a non-loopback bind, a port already in
 //! use, and SIGTERM stopping the server cleanly; SIGTERM then SIGINT quitting at once with
 //! requests in flight, and SIGTERM alone ending while a handler is stuck on a FIFO.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 // `common` re-exports helpers this file does not need.
 #[allow(unused_imports)]

@@ -5,6 +5,7 @@
 //! holder, `runs list` shows the run live; once the holder is killed the run shows as
 //! interrupted and the next driver takes the lock over. And a driver stopped by SIGINT or
 //! SIGTERM records `ENGINE_ABORTED` and leaves the run idle and resumable.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod common;
 

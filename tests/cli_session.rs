@@ -1,5 +1,6 @@
 //! `baton session` through the real binary: the board and its JSON, usage errors with their
 //! codes and exit status.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 #[allow(unused_imports)]
 mod common;

@@ -19,6 +19,7 @@
 //!
 //! A session that completes before enough kills landed is played again on a fresh copy, so
 //! every run of the test kills at least the number asked for.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 #[allow(unused_imports)]
 mod common;

@@ -1,6 +1,7 @@
 //! What `baton` prints for people: colour only where it belongs (a terminal, unless NO_COLOR
 //! or `--color never`; `--color always` anywhere), a failed tool call's code and target on its
 //! progress line without a terminal, and tables whose columns hold with long names.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod common;
 

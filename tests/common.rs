@@ -1,5 +1,6 @@
 //! Helpers shared by the end-to-end tests that drive the real `baton` binary.
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 pub use baton_testkit::{example, repo};
 use std::path::Path;

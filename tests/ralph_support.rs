@@ -2,6 +2,7 @@
 //! command files of `examples/skills/`, maestro-style sessions written by hand, and the real
 //! binary run inside the project.
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};

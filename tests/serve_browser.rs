@@ -30,6 +30,7 @@
 //! change.
 //!
 //! Skips (saying so) without Chromium unless BATON_REQUIRE_BROWSER is set (CI sets it).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 #[path = "../crates/baton-epic/tests/support/player.rs"]
 mod player;

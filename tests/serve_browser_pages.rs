@@ -17,6 +17,7 @@
 //! Every wait is on a condition in the page, never a fixed sleep. Screenshots go to
 //! `target/tmp/serve_browser_pages/`. Skips (saying so) without Chromium unless
 //! BATON_REQUIRE_BROWSER is set.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_testkit::cdp::{Browser, chromium_or_skip, js_string};
 use serde_json::{Value, json};

@@ -9,6 +9,7 @@
 //! - a quality gate answers the scenario's verdict for `(gate, retry)`, else `proceed` at 90;
 //! - the goal audit answers `all_met`.
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_testkit::json_server::JsonServer;
 use serde_json::{Value, json};

@@ -4,6 +4,7 @@
 //! sent; big tool results leave the conversation; a resumed run keeps its compressed window;
 //! a damaged compressed window falls back to the whole one; the reference run needs no
 //! compression.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod support;
 

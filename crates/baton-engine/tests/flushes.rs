@@ -2,6 +2,7 @@
 //! trace) replayed on a warm store waits for at most 15 flushes in all (the run's creation,
 //! one group flush before each model call that follows a turn, the end), and before every
 //! model call what the turn wrote is already made durable.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_engine::Outcome;
 use baton_engine::runner::{self, Settings, StartRun};

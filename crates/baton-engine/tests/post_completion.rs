@@ -1,6 +1,7 @@
 //! After completion (seed 002): the run stays open for conversation, a state change needs a
 //! fresh confirmation, one confirmation allows one change, and a change that makes the workflow
 //! incomplete brings the normal profile back.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_engine::Outcome;
 use baton_engine::runner::{self, Continuation, Settings};

@@ -1,5 +1,6 @@
 //! The command router, rule by rule (crewagent menu contract §5, steps 0–5), on a copy of the
 //! example package whose `sm` agent has a menu with every kind of item.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_engine::router::{Kind, Menu, ResolvedCommand, RouteError, Surface, resolve};
 use baton_package::Package;

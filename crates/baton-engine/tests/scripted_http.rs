@@ -1,6 +1,7 @@
 //! The demo run through the real HTTP client against the scripted server, checking what baton
 //! sends: directive and brief when the node changes, forNodeId on user input, history restarted
 //! between nodes, the right persona, and no host path anywhere.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_engine::runner::{self, Settings, StartRun};
 use baton_engine::{ContextPolicy, Outcome};

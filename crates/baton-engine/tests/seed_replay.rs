@@ -1,5 +1,6 @@
 //! The reference conversation (seed 000) replayed through the engine, the ToolHost and the
 //! store, on a copy of the sample project.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_engine::{Composer, ContextPolicy, DEFAULT_MAX_TURNS, Driver, Intent, Machine, Outcome};
 use baton_llm::{ReplayModel, Trace};

@@ -2,6 +2,7 @@
 //! lives in the store (kind `task`, conversation log, audit, phases), a stopped or killed run
 //! continues to the same verdict, a waiting run takes an answer, a logged verdict is never
 //! worked twice, and a recorded run replays offline.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_engine::runner::Settings;
 use baton_engine::task::Validate;

@@ -1,6 +1,7 @@
 //! A question asked with `ui.ask_user` is recorded as the widget it is: `waitingFor.widget`
 //! holds the validated request, so a page can draw the selection, form or confirmation. A
 //! question the model asks in plain text carries no widget.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_engine::runner::{self, Continuation, Settings, StartRun};
 use baton_llm::{ReplayModel, Trace};

@@ -5,6 +5,7 @@
 //! checking the files, validating and creating the run, editing sprint-status.yaml, the state
 //! and progress writes). Usage: `cargo run --release -p baton-epic --example epic_overhead
 //! [RUNS]`; run from the repository root (the files live under target/, so fsyncs are real).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_epic::{Command, EpicEvent, EpicOutcome, EpicSettings, ModelSource, execute};
 use std::path::Path;

@@ -1,5 +1,6 @@
 //! `[autopilot.git] commit = true`: a baseline before dev, an empty diff refused, one commit
 //! per approved story.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod support;
 

@@ -2,6 +2,7 @@
 //! redirects, hangs or bloats the epic orchestrator: a BMAD configuration pointing at a forged
 //! folder, an artifacts folder replaced by a link to outside the project, FIFOs, a sparse 8 GB
 //! file and a hundred thousand questions where the orchestrator reads.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod support;
 

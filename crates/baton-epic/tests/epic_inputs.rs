@@ -2,6 +2,7 @@
 //! malformed sprint status, an unknown epic or story, a malformed agent-state or review file
 //! (named, with the field), an invalid phase package, a busy project. Plus what the loop does
 //! with files it does not trust.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod support;
 

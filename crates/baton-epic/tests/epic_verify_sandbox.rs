@@ -2,6 +2,7 @@
 //! `terminal.run`. A hostile `test.sh` tries to read the user's SSH key and baton's store, write
 //! outside the project, leave daemons behind (`setsid`, a double fork) and read baton's
 //! environment; every attempt must fail or be undone when the command ends.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod support;
 

@@ -20,6 +20,7 @@
 //! Usage: `cargo run --release -p baton-lifecycle --example session_overhead [RUNS]`, from the
 //! repository root; `SESSION_BENCH_DIR=/dev/shm/x` puts the copies on a tmpfs instead of under
 //! `target/`, to see the cost without the durable writes.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_engine::context::{Encoding, TokenCounter};
 use baton_lifecycle::ralph::Context;

@@ -1,6 +1,7 @@
 //! baton's bundled lifecycle skills: the last fallback of skill resolution (project, then the
 //! user's global commands, then bundled), every skill the chain builder can name resolves to a
 //! real, readable command file, and a session built from them passes `ralph check`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_lifecycle::ralph::chain::{self, Item, PlanningMode, STAGES, TEMPLATES};
 use baton_lifecycle::ralph::check::{self, Scope};

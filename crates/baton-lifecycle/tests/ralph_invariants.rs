@@ -8,6 +8,7 @@
 //! - `next` never claims a step while an earlier step is still pending (no step past a gate);
 //! - a completed gate carries its verdict and is confirmed;
 //! - a completed session has every step confirmed or skipped.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_lifecycle::ralph::Context;
 use baton_lifecycle::ralph::schema;

@@ -1,6 +1,7 @@
 //! The end of a session tick on real session files: a step's `session.complete` (or its
 //! absence) and a gate's `---VERDICT---` answer, applied through ralph's verbs. After every
 //! change the file must still pass ralph's check without an E finding.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 #[path = "support/session_world.rs"]
 mod session_world;

@@ -2,6 +2,7 @@
 //! then a valid one (the retry carries the located problem), two invalid answers
 //! (DECOMPOSITION_INVALID), hostile answers (huge, wrong types, 10,000 sub-goals) and a failed
 //! call. No tools are offered.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_lifecycle::ralph::chain::PlanningMode;
 use baton_lifecycle::session::build::decompose::decompose;

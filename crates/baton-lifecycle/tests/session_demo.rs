@@ -3,6 +3,7 @@
 //! same steps, same decisions), so they cannot drift from the player, the bundled skills or the
 //! session code. Record them again with
 //! `BATON_RECORD_SESSION_DEMO=1 cargo test -p baton-lifecycle --test session_demo`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 #[path = "support/session_player.rs"]
 mod session_player;

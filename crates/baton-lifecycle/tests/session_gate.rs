@@ -1,6 +1,7 @@
 //! A decision tick against a strict scripted server: one model call with the gate's result
 //! files, its `---VERDICT---` answer settled with the guards; an unparsable answer and a failed
 //! call are both `fix` (E004, E005); evidence outside the project is never read.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 #[path = "support/session_world.rs"]
 mod session_world;

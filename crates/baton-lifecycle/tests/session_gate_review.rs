@@ -3,6 +3,7 @@
 //! between does not ask the model again; the person accepts it (settled as the model said,
 //! guards and fix loop included) or overrides it (recorded as theirs). An auto-mode session
 //! never stops there.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 #[path = "support/session_world.rs"]
 mod session_world;

@@ -1,6 +1,7 @@
 //! A person's decision on a paused session, on real session files: a failed step retried,
 //! skipped or abandoned; an escalation let through; choices that do not fit refused with
 //! nothing written. The files pass ralph's check after every change.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 #[path = "support/session_world.rs"]
 mod session_world;

@@ -1,6 +1,7 @@
 //! The session loop against a strict scripted server, on real session files: a full session
 //! with one post-verify `fix` (the loop inserted, re-judged at retry 1, then proceed) reaches
 //! `completed`, and the files pass `ralph check` (no E finding) after every tick.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_lifecycle::ralph::Context;
 use baton_lifecycle::ralph::check::{self, Scope};

@@ -1,6 +1,7 @@
 //! The scope gate settled by code: the macro analysis's `conclusions.json` (cited by the
 //! analyze-macro step) decides whether roadmap and phase analyze run; the gate is consumed
 //! through `decide` with a `scope-gate` line; status.json stays valid for `ralph check`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 #[path = "support/session_world.rs"]
 mod session_world;

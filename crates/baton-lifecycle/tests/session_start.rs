@@ -3,6 +3,7 @@
 //! without `-y` the plan is shown first and nothing is written until `create`; questions, an
 //! active session, a missing skill and a rejected decomposition write nothing (and the first
 //! three cost no model call); brainstorm creates without a decomposition.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_lifecycle::ralph::Context;
 use baton_lifecycle::ralph::check::{self, Scope};

@@ -4,6 +4,7 @@
 //! A step we still hold after a kill, a stop or a question continues its own run: a verdict
 //! already logged is applied without the model, a question waits for `answer`, and a
 //! recorded step replays offline.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 #[path = "support/session_world.rs"]
 mod session_world;

@@ -1,4 +1,5 @@
 //! The HTTP client against the scripted server: every fault, retried or not, never hanging.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_llm::testing::{Reply, ScriptedServer};
 use baton_llm::{

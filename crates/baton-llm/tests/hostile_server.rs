@@ -1,5 +1,6 @@
 //! The HTTP client against a server that lies, loops, streams forever and echoes secrets: every
 //! call ends, within its caps, and no error carries the key.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_llm::client::EMPTY_ANSWER_NUDGE;
 use baton_llm::testing::{Reply, ScriptedServer, ServerOptions};

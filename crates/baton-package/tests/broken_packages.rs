@@ -2,6 +2,7 @@
 //!
 //! Every case copies a valid example package into a temp directory, breaks exactly one thing,
 //! and checks the errors baton reports: their codes, files, pointers and lines.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_package::{Code, Diagnostic, Report, ValidateOptions, validate_path};
 use baton_testkit::{copy_dir, example};

@@ -1,6 +1,7 @@
 //! docs/packages.md names every field the v1.1 schemas require, so a person writing a
 //! package by hand learns them before `baton validate` does (a schema that gains a required
 //! field fails this test until the page says so).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_package::schema::SchemaKind;
 use serde_json::Value;

@@ -1,4 +1,5 @@
 //! Property tests: random input never panics the frontmatter or zip readers, or validation.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_package::files::read_zip_bytes;
 use baton_package::frontmatter::{parse_yaml_mapping, split};

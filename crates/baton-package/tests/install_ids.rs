@@ -1,5 +1,6 @@
 //! Install ids of packages whose names are not plain ASCII: readable, safe as one directory
 //! name, and the same for the same name.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_package::{Package, ValidateOptions, validate_path};
 use baton_testkit::{copy_dir, example};

@@ -1,4 +1,5 @@
 //! `.bmad` archives: packing round trips, zip-slip and link entries, zip bombs, garbage input.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_package::files::read_zip_bytes;
 use baton_package::pack::pack;

@@ -1,6 +1,6 @@
 //! The layers on real child processes. Where this kernel lacks a layer, the test checks that
 //! an enforcing spec is refused with SANDBOX_UNAVAILABLE instead.
-
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 #![cfg(target_os = "linux")]
 
 use baton_sandbox::{

@@ -2,6 +2,7 @@
 //! traversal on artifact views, SSE (appended lines, Last-Event-ID), a demo run started and
 //! completed, and a waiting run answered. The client is a few lines of HTTP/1.0 over a
 //! `TcpStream`, so every header (Host, Origin, Cookie) is exactly what the test says.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_serve::{AppState, ServeOptions};
 use baton_store::Store;

@@ -1,6 +1,7 @@
 //! The reads the pages need, through the JSON API on a real server on 127.0.0.1: the epic
 //! board's phase runs per story (what the story cards link), and a run's events saying
 //! whether a process drives it (what the page's "Live." follows).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_package::Package;
 use baton_serve::ServeOptions;

@@ -1,6 +1,7 @@
 //! The pages through the real server on 127.0.0.1: the token rules, the runs list with its
 //! filters and cursor, a run page with hostile names and model text, the epic board, the
 //! sessions list, the assets, and the CSP (no inline script or style anywhere).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_package::Package;
 use baton_serve::auth::Token;

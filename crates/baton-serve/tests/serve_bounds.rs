@@ -3,6 +3,7 @@
 //! other requests keep being answered, and the server's blocking threads stay bounded. And
 //! under idle clients: half-sent requests and idle kept-alive connections are closed at the
 //! header deadline, and connections over the limit wait for a slot.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_serve::ServeOptions;
 use baton_serve::bounded::Bounded;

@@ -3,6 +3,7 @@
 //! The test binary re-runs itself as the child (`child_*` tests do nothing unless the
 //! `BATON_TEST_CHILD` environment variable is set). Children print `ACK …` after each operation
 //! returned; whatever was acknowledged before a kill must be on disk afterwards.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_package::Package;
 use baton_store::jsonl::{self, JsonlWriter};

@@ -1,6 +1,7 @@
 //! The runs index is a view of the run directories: damage or loss of it loses no run, damage
 //! stays inside one project, the garbage collector never removes a run, long texts are cut, and
 //! the index is written only when a run is created or changes.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_package::Package;
 use baton_store::{InstalledPackage, NewRun, Phase, Project, RunError, RunMetadata, Store};

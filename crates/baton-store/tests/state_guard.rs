@@ -1,5 +1,6 @@
 //! The seed-000 state patches applied in order to a fresh create-story run, and every rule of
 //! the transition guard.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_package::Package;
 use baton_store::{GuardOptions, NewRun, Phase, Project, StateCode, StateFileError, Store};

@@ -1,5 +1,6 @@
 //! Task runs in the store: created like workflow runs but without a state file, listed,
 //! updated and rebuilt from their run.json as task runs.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_store::{NewTaskRun, Phase, RunKind, Store};
 use serde_json::json;

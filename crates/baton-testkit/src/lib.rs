@@ -3,6 +3,9 @@
 //! ([`cdp`]) with a server of fixed pages for it ([`html_server`]), and a loopback JSON server
 //! for played models ([`json_server`]).
 
+// Test-only code: a helper that cannot do its job fails the test loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 pub mod cdp;
 pub mod html_server;
 pub mod json_server;

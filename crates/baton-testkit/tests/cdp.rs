@@ -5,6 +5,7 @@
 //!
 //! Nothing here races the page: every navigation is started by the test (or by the condition
 //! it evaluates), and every wait ends on an event or a condition with a generous deadline.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_testkit::cdp::{Browser, CdpError, chromium_or_skip};
 use baton_testkit::html_server::serve_html;

@@ -10,6 +10,7 @@
 //!   ToolHost (`mcp__bench__echo`: policy, the client thread, result bounds, audit line).
 //!
 //! The example is its own MCP server when `BATON_BENCH_MCP_SERVER` is set.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_package::Package;
 use baton_sandbox::{Confinement, Limits, SandboxSpec, capabilities};

@@ -4,6 +4,7 @@
 //! server that crashes mid-call or hangs gives a tool error within the timeout (and is started
 //! again next time), one that never finishes its handshake is unavailable, a disallowed server
 //! is `TOOL_NOT_AVAILABLE`, every call leaves an audit line, and no server outlives its hub.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod common;
 

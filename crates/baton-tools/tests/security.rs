@@ -3,6 +3,7 @@
 //! oversized writes, NUL, devices and FIFOs, writes into `.git`, forged progress in the state.
 //! Every one must be refused with its code, leave one audit line, and change nothing outside the
 //! mounts (nor @pkg, the project or the state).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod common;
 

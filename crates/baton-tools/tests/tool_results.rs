@@ -1,4 +1,5 @@
 //! Tool results shaped as in the seed-000 trace, and the behaviour behind them.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! The bundled demo run taken to completion, and traces made of scripted answers: what the
 //! tests of the post-completion profile and of widget questions start from.
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_engine::runner::{self, Settings, StartRun};
 use baton_llm::{ReplayModel, Trace};

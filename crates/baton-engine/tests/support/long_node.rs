@@ -2,6 +2,7 @@
 //! turn), then a question for the user. A request without tools is a summary request: it gets a
 //! fixed summary, or an error. Every request is checked and measured as it arrives.
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_engine::TokenCounter;
 use baton_llm::{

@@ -1,6 +1,7 @@
 //! Shared by the epic autopilot tests: a copy of the sample project, a store, the played model
 //! behind the real HTTP client, and one call that runs a command to its end.
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 pub mod player;
 

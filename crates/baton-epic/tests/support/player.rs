@@ -9,6 +9,7 @@
 //! the same answers as one that ran straight through. It depends on no node id of any package:
 //! the phase's work is done at the entry node, every other node is walked, the end completes.
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_testkit::json_server::JsonServer;
 use serde_json::{Value, json};

@@ -14,6 +14,7 @@
 //! continued session gets the same answers as one that ran straight through; a turn whose
 //! calls a kill interrupted is played again.
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_testkit::json_server::JsonServer;
 use serde_json::{Value, json};

@@ -1,6 +1,7 @@
 //! A project and a home with the sample skills, and a fresh ralph session in it: what the
 //! session tests start from.
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_lifecycle::ralph::Context;
 use baton_lifecycle::ralph::verbs::{self, new::NewArgs};

@@ -1,5 +1,6 @@
 //! A run of the create-story example on a copy of the sample project, with its ToolHost.
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_package::Package;
 use baton_store::{NewRun, Project, RunPaths, Store};
