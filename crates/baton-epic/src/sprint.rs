@@ -142,25 +142,60 @@ impl SprintStatus {
             .filter(move |e| e.kind == KeyKind::Story { epic: n })
     }
 
-    /// Sets `key` to `status` unless that would lower it (or it is already there). Returns
-    /// whether the text changed; `now` is what `last_updated` becomes (RFC 3339).
+    /// The `epic-N` entry of epic `n`.
+    pub fn epic_entry(&self, n: u32) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.kind == KeyKind::Epic(n))
+    }
+
+    /// Sets `key` to `status` unless that would lower it (or it is already there), or the
+    /// current value is one BMAD does not define (`blocked`, `deferred`, …: only a person
+    /// changes those, see [`SprintStatus::set_consented`]). Returns whether the text changed;
+    /// `now` is what `last_updated` becomes (RFC 3339).
     pub fn raise(&mut self, key: &str, status: &str, now: &str) -> Result<bool> {
+        let i = self.index_of(key, status)?;
+        let entry = &self.entries[i];
+        let Some(current) = keys::rank(&entry.kind, &entry.status) else {
+            return Ok(false);
+        };
+        if keys::rank(&entry.kind, status).is_some_and(|new| current >= new) {
+            return Ok(false);
+        }
+        self.write_value(i, status, now);
+        Ok(true)
+    }
+
+    /// Sets `key` to `status` (a status BMAD defines) because a person said so: the one write
+    /// that replaces a value BMAD does not define. A defined value is still only raised.
+    pub fn set_consented(&mut self, key: &str, status: &str, now: &str) -> Result<bool> {
+        let i = self.index_of(key, status)?;
+        let entry = &self.entries[i];
+        if keys::defined(&entry.kind, &entry.status) {
+            return self.raise(key, status, now);
+        }
+        self.write_value(i, status, now);
+        Ok(true)
+    }
+
+    /// The entry of `key`, checked to accept `status`.
+    fn index_of(&self, key: &str, status: &str) -> Result<usize> {
         let Some(i) = self.entries.iter().position(|e| e.key == key) else {
             return Err(EpicError::usage(
                 "STORY_NOT_FOUND",
                 format!("{} has no key {key}", self.shown),
             ));
         };
-        let entry = &self.entries[i];
-        let Some(new_rank) = keys::rank(&entry.kind, status) else {
+        if !keys::defined(&self.entries[i].kind, status) {
             return Err(EpicError::failure(
                 "SPRINT_STATUS_INVALID",
                 format!("{status} is not a status of {key}"),
             ));
-        };
-        if keys::rank(&entry.kind, &entry.status).is_some_and(|r| r >= new_rank) {
-            return Ok(false);
         }
+        Ok(i)
+    }
+
+    /// Replaces the value of entry `i` (keeping its quotes) and refreshes `last_updated`.
+    fn write_value(&mut self, i: usize, status: &str, now: &str) {
+        let entry = &self.entries[i];
         let span = entry.span.clone();
         let token = requote(&self.text[span.clone()], status);
         self.replace(span, &token);
@@ -172,7 +207,6 @@ impl SprintStatus {
             );
             self.replace(range, &token);
         }
-        Ok(true)
     }
 
     /// Replaces bytes and shifts the spans that follow.
@@ -518,6 +552,52 @@ mod tests {
                 .unwrap()
         );
         assert_eq!(s.text(), SAMPLE);
+    }
+
+    /// Keys outside BMAD's grammar and values BMAD does not define, as real projects have them.
+    const ODD: &str = "last_updated: \"2026-11-20 10:00\"\ndevelopment_status:\n  epic-1: in-progress\n  1-1-a: backlog\n  1-2-b: blocked   # waits on the vendor\n  1-3-c: \"In progress\"\n  epic-1-retro-item-1: open\n  2.5-1-frost: backlog\n  epic-3a: in-progress\n  3a-1-perch: ready-for-dev\n  15-TD-1-dock: backlog\n  epic-2: blocked\n  2-1-x: backlog\n  epic-4: docs/archive/epics.yaml\n  epic-1-retrospective: completed\n";
+
+    #[test]
+    fn unrecognized_keys_and_undefined_values_are_never_written() {
+        let mut s = SprintStatus::parse("s.yaml", ODD.to_string()).unwrap();
+        let now = "2026-11-22T08:39:48Z";
+        // Undefined values are not raised, whatever is asked.
+        for (key, status) in [
+            ("1-2-b", "in-progress"),
+            ("1-3-c", "review"),
+            ("epic-2", "in-progress"),
+            ("epic-2", "done"),
+            ("epic-4", "done"),
+        ] {
+            assert!(!s.raise(key, status, now).unwrap(), "{key}");
+        }
+        assert_eq!(s.text(), ODD);
+        // Unrecognized keys have no status the loop could write.
+        for key in ["2.5-1-frost", "epic-3a", "3a-1-perch", "epic-1-retro-item-1"] {
+            assert_eq!(
+                s.raise(key, "done", now).unwrap_err().code,
+                "SPRINT_STATUS_INVALID"
+            );
+        }
+        assert_eq!(s.text(), ODD);
+        // A run's writes change only their values and last_updated.
+        assert!(s.raise("1-1-a", "in-progress", now).unwrap());
+        assert!(s.raise("2-1-x", "ready-for-dev", now).unwrap());
+        let expected = ODD
+            .replace("1-1-a: backlog", "1-1-a: in-progress")
+            .replace("2-1-x: backlog", "2-1-x: ready-for-dev")
+            .replace("\"2026-11-20 10:00\"", "\"2026-11-22 08:39\"");
+        assert_eq!(s.text(), expected);
+        // A person's consent replaces an undefined value (and only raises a defined one).
+        assert!(s.set_consented("epic-2", "in-progress", now).unwrap());
+        assert!(!s.set_consented("1-1-a", "backlog", now).unwrap());
+        assert_eq!(
+            s.text(),
+            expected.replace("epic-2: blocked", "epic-2: in-progress")
+        );
+        let again = SprintStatus::parse("s.yaml", s.text().to_string()).unwrap();
+        assert_eq!(again.entries().len(), 13);
+        assert_eq!(again.epic_entry(2).unwrap().status, "in-progress");
     }
 
     #[test]
