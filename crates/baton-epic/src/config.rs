@@ -10,6 +10,16 @@
 //! workflow = "dev-story"
 //! agent = "dev"
 //!
+//! [autopilot.phases.code-review]
+//! skill = "bmad-code-review"      # an installed BMAD skill or classic workflow (or its folder)
+//! ```
+//!
+//! Without a `package` or `skill`, a phase runs the project's installed BMAD method when it has
+//! one for that phase (see [`super::method`]), else the bundled `bmad-phase4`.
+//! `render = "auto" | "uv" | "baton"` says how an installed skill is rendered (`auto`: BMAD's
+//! `render_skill.py` with `uv` when `uv` is on PATH, else baton resolves it itself).
+//!
+//! ```toml
 //! [autopilot.verify]
 //! commands = ["cargo test"]       # each run with `sh -c` in the project
 //! timeout_s = 900
@@ -36,6 +46,8 @@ pub struct PhaseConfig {
     pub package: Option<String>,
     pub workflow: Option<String>,
     pub agent: Option<String>,
+    /// An installed BMAD skill or classic workflow, by name or project-relative folder.
+    pub skill: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -78,6 +90,8 @@ pub struct GitConfig {
 #[serde(deny_unknown_fields)]
 pub struct AutopilotConfig {
     pub implementation_artifacts: Option<String>,
+    /// How installed BMAD skills are rendered: `auto` (default), `uv` or `baton`.
+    pub render: Option<String>,
     #[serde(default = "default_cycles")]
     pub max_review_cycles: u32,
     #[serde(default)]
@@ -96,6 +110,7 @@ impl Default for AutopilotConfig {
     fn default() -> Self {
         AutopilotConfig {
             implementation_artifacts: None,
+            render: None,
             max_review_cycles: DEFAULT_MAX_REVIEW_CYCLES,
             phases: BTreeMap::new(),
             verify: VerifyConfig::default(),
@@ -131,12 +146,31 @@ impl AutopilotConfig {
         let file: FileToml = toml::from_str(text)
             .map_err(|e| invalid(format!("{CONFIG_FILE}: {}", e.to_string().trim())))?;
         let config = file.autopilot.unwrap_or_default();
-        for name in config.phases.keys() {
+        for (name, phase) in &config.phases {
             if Phase::parse(name).is_none() {
                 return Err(invalid(format!(
                     "{CONFIG_FILE}: [autopilot.phases.{name}] is not a phase; the phases are create-story, validate, dev, revision, code-review"
                 )));
             }
+            if phase.skill.is_some()
+                && (phase.package.is_some() || phase.workflow.is_some() || phase.agent.is_some())
+            {
+                return Err(invalid(format!(
+                    "{CONFIG_FILE}: [autopilot.phases.{name}] names a skill and a package (package, workflow, agent); give one of them"
+                )));
+            }
+            if phase.skill.as_deref().is_some_and(|s| s.trim().is_empty()) {
+                return Err(invalid(format!(
+                    "{CONFIG_FILE}: [autopilot.phases.{name}] skill is empty"
+                )));
+            }
+        }
+        if let Some(r) = &config.render
+            && !matches!(r.as_str(), "auto" | "uv" | "baton")
+        {
+            return Err(invalid(format!(
+                "{CONFIG_FILE}: [autopilot] render = {r:?}; expected \"auto\", \"uv\" or \"baton\""
+            )));
         }
         if config.max_review_cycles == 0 {
             return Err(invalid(format!(
@@ -194,5 +228,20 @@ mod tests {
         assert!(e.message.contains("deploy"), "{e}");
         let e = AutopilotConfig::parse("[autopilot]\nmax_cycles = 2\n").unwrap_err();
         assert!(e.message.contains("max_cycles"), "{e}");
+        let e = AutopilotConfig::parse(
+            "[autopilot.phases.dev]\nskill = \"bmad-build-auto\"\npackage = \"x\"\n",
+        )
+        .unwrap_err();
+        assert!(e.message.contains("skill and a package"), "{e}");
+        let e = AutopilotConfig::parse("[autopilot]\nrender = \"python\"\n").unwrap_err();
+        assert!(e.message.contains("render"), "{e}");
+        let c = AutopilotConfig::parse(
+            "[autopilot]\nrender = \"baton\"\n[autopilot.phases.dev]\nskill = \"bmad-build-auto\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.phase(Phase::Dev).skill.as_deref(),
+            Some("bmad-build-auto")
+        );
     }
 }

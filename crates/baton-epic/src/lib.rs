@@ -5,10 +5,13 @@
 //! baton run of a package workflow, so it is resumable, audited and replayable.
 
 pub mod agent_state;
+pub mod bmad_config;
 pub mod board;
 pub mod bundled;
 pub mod config;
+pub mod consent;
 pub mod error;
+pub mod findings;
 pub mod events;
 pub mod git;
 pub mod jsonfile;
@@ -16,6 +19,7 @@ pub mod keys;
 pub mod layout;
 pub mod layout_record;
 pub mod lock;
+pub mod method;
 pub mod models;
 pub mod orchestrator;
 pub mod phase;
@@ -27,6 +31,7 @@ pub mod run_state;
 pub mod specs;
 pub mod sprint;
 pub mod story;
+pub mod story_files;
 pub mod verify;
 
 pub use agent_state::{AgentState, Question};
