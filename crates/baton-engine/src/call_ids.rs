@@ -63,6 +63,18 @@ impl ChatModel for UniqueCallIds<'_> {
     fn identity(&self) -> baton_llm::ModelIdentity {
         self.inner.identity()
     }
+
+    fn max_completion_tokens(&self) -> u32 {
+        self.inner.max_completion_tokens()
+    }
+
+    fn price(&self) -> Option<baton_llm::Price> {
+        self.inner.price()
+    }
+
+    fn context_tokens(&self) -> Option<u64> {
+        self.inner.context_tokens()
+    }
 }
 
 #[cfg(test)]

@@ -89,7 +89,13 @@ impl HttpChatModel {
         stream: bool,
         options: CallOptions<'_>,
     ) -> Result<ChatResponse, Failure> {
-        let body = wire::request_body(&self.model, request, names, stream);
+        let body = wire::request_body(
+            &self.model,
+            request,
+            names,
+            stream,
+            &self.config.body_options(),
+        );
         let mut builder = self
             .http
             .post(self.url())
@@ -407,6 +413,18 @@ impl ChatModel for HttpChatModel {
             base_url: self.config.endpoint_recordable(),
             ..ModelIdentity::default()
         }
+    }
+
+    fn max_completion_tokens(&self) -> u32 {
+        self.config.max_completion_tokens
+    }
+
+    fn price(&self) -> Option<crate::Price> {
+        self.config.price()
+    }
+
+    fn context_tokens(&self) -> Option<u64> {
+        Some(self.config.context_tokens())
     }
 }
 

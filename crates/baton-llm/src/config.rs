@@ -4,6 +4,8 @@
 
 use crate::endpoint;
 use crate::error::LlmError;
+use crate::price::{self, Price};
+use crate::wire::{BodyOptions, CapField};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -59,7 +61,21 @@ pub struct LlmConfig {
     pub context_tokens: Option<u64>,
     /// Context windows per model name (`[models."<name>"] context_tokens`).
     pub model_context_tokens: BTreeMap<String, u64>,
+    /// The completion cap every request carries (`[llm] max_completion_tokens`).
+    pub max_completion_tokens: u32,
+    /// The body field of that cap (`[llm] completion_cap_field`); `None`: chosen by endpoint.
+    pub completion_cap_field: Option<CapField>,
+    /// Send `prompt_cache_key` (`[llm] prompt_cache_key`); `None`: only to OpenAI's endpoint,
+    /// the provider known to take it.
+    pub prompt_cache_key: Option<bool>,
+    /// Prices per model name (`[models."<name>"] price`), over the built-in table.
+    pub model_prices: BTreeMap<String, Price>,
 }
+
+/// The completion cap sent when nothing else is configured.
+pub const DEFAULT_MAX_COMPLETION_TOKENS: u32 = 8_192;
+/// Bounds of `max_completion_tokens`.
+const MAX_COMPLETION_TOKENS_RANGE: std::ops::RangeInclusive<u32> = 16..=1_000_000;
 
 /// Context windows of well-known models, by name prefix (the part after a `vendor/`),
 /// the more specific prefixes first. Anything else gets [`DEFAULT_CONTEXT_TOKENS`].
@@ -127,6 +143,10 @@ impl Default for LlmConfig {
             max_call: DEFAULT_MAX_CALL,
             context_tokens: None,
             model_context_tokens: BTreeMap::new(),
+            max_completion_tokens: DEFAULT_MAX_COMPLETION_TOKENS,
+            completion_cap_field: None,
+            prompt_cache_key: None,
+            model_prices: BTreeMap::new(),
         }
     }
 }
@@ -145,6 +165,9 @@ struct LlmTable {
     max_response_bytes: Option<u64>,
     max_call_s: Option<f64>,
     context_tokens: Option<u64>,
+    max_completion_tokens: Option<u32>,
+    completion_cap_field: Option<String>,
+    prompt_cache_key: Option<bool>,
 }
 
 /// A `[models."<name>"]` table.
@@ -152,6 +175,7 @@ struct LlmTable {
 #[serde(deny_unknown_fields)]
 struct ModelTable {
     context_tokens: Option<u64>,
+    price: Option<Price>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -316,6 +340,15 @@ impl LlmConfig {
             LlmError::Config(format!("{}: {}{hint}", path.display(), e.message()))
         })?;
         for (name, table) in file.models {
+            if let Some(p) = table.price {
+                if !p.is_valid() {
+                    return Err(LlmError::Config(format!(
+                        "{}: [models.\"{name}\"] price: prices are USD per million tokens, finite and not negative",
+                        path.display()
+                    )));
+                }
+                self.model_prices.insert(name.clone(), p);
+            }
             if let Some(v) = table.context_tokens {
                 self.model_context_tokens
                     .insert(name, context_tokens(path, v)?);
@@ -360,7 +393,68 @@ impl LlmConfig {
         if let Some(v) = t.max_call_s {
             self.max_call = seconds("max_call_s", v, MAX_CALL_S)?;
         }
+        if let Some(v) = t.max_completion_tokens {
+            if !MAX_COMPLETION_TOKENS_RANGE.contains(&v) {
+                return Err(LlmError::Config(format!(
+                    "{}: max_completion_tokens must be between {} and {}, not {v}",
+                    path.display(),
+                    MAX_COMPLETION_TOKENS_RANGE.start(),
+                    MAX_COMPLETION_TOKENS_RANGE.end()
+                )));
+            }
+            self.max_completion_tokens = v;
+        }
+        if let Some(v) = t.completion_cap_field {
+            self.completion_cap_field = Some(match v.as_str() {
+                "max_tokens" => CapField::MaxTokens,
+                "max_completion_tokens" => CapField::MaxCompletionTokens,
+                other => {
+                    return Err(LlmError::Config(format!(
+                        "{}: completion_cap_field must be \"max_tokens\" or \"max_completion_tokens\", not {other:?}",
+                        path.display()
+                    )));
+                }
+            });
+        }
+        if t.prompt_cache_key.is_some() {
+            self.prompt_cache_key = t.prompt_cache_key;
+        }
         Ok(())
+    }
+
+    /// The price of the configured model: its `[models."<name>"] price`, else the built-in
+    /// table's; `None` when neither knows it.
+    pub fn price(&self) -> Option<Price> {
+        let model = self.model.as_deref()?;
+        self.price_of(model)
+    }
+
+    /// The price of `model` under this configuration.
+    pub fn price_of(&self, model: &str) -> Option<Price> {
+        self.model_prices
+            .get(model)
+            .copied()
+            .or_else(|| price::built_in_price(model))
+    }
+
+    /// Whether the endpoint is OpenAI's own (or Azure OpenAI), whose reasoning models take only
+    /// `max_completion_tokens` and which accepts `prompt_cache_key`.
+    fn is_openai(&self) -> bool {
+        let host = endpoint::host(&self.base_url).unwrap_or_default();
+        host == "api.openai.com" || host.ends_with(".openai.azure.com")
+    }
+
+    /// How request bodies are written: the cap and its field, and the cache key switch.
+    pub fn body_options(&self) -> BodyOptions {
+        BodyOptions {
+            cap_field: self.completion_cap_field.unwrap_or(if self.is_openai() {
+                CapField::MaxCompletionTokens
+            } else {
+                CapField::MaxTokens
+            }),
+            default_cap: self.max_completion_tokens,
+            prompt_cache_key: self.prompt_cache_key.unwrap_or_else(|| self.is_openai()),
+        }
     }
 
     /// The context window of the configured model: its `[models."<name>"]` entry, else
@@ -625,6 +719,64 @@ mod tests {
         ] {
             let err = load(bad).unwrap_err();
             assert_eq!(err.code(), "LLM_CONFIG_INVALID", "{bad}");
+        }
+    }
+
+    #[test]
+    fn prices_caps_and_the_cache_key_switch() {
+        let project = tempfile::tempdir().unwrap();
+        let load = |text: &str, model: &str, url: &str| {
+            std::fs::write(project.path().join("baton.toml"), text).unwrap();
+            LlmConfig::load(
+                None,
+                Some(project.path()),
+                &|_| None,
+                &LlmOverrides {
+                    model: Some(model.into()),
+                    base_url: Some(url.into()),
+                    ..Default::default()
+                },
+            )
+        };
+        let local = load("", "gpt-4.1", "http://127.0.0.1:1/v1").unwrap();
+        assert_eq!(local.price(), price::built_in_price("gpt-4.1"));
+        let o = local.body_options();
+        assert_eq!(
+            (o.cap_field, o.default_cap, o.prompt_cache_key),
+            (CapField::MaxTokens, 8192, false)
+        );
+        let openai = load("", "gpt-4.1", "https://api.openai.com/v1").unwrap();
+        let o = openai.body_options();
+        assert_eq!(
+            (o.cap_field, o.prompt_cache_key),
+            (CapField::MaxCompletionTokens, true)
+        );
+        assert_eq!(
+            load("", "my-model", "http://127.0.0.1:1/v1")
+                .unwrap()
+                .price(),
+            None
+        );
+        let text = "[llm]\nmax_completion_tokens = 2048\ncompletion_cap_field = \"max_completion_tokens\"\nprompt_cache_key = true\n[models.\"my-model\"]\nprice = { input = 2.0, cached_input = 0.5, output = 8.0 }\n";
+        let c = load(text, "my-model", "http://127.0.0.1:1/v1").unwrap();
+        assert_eq!(c.price(), Some(Price::new(2.0, 0.5, 8.0)));
+        let o = c.body_options();
+        assert_eq!(
+            (o.cap_field, o.default_cap, o.prompt_cache_key),
+            (CapField::MaxCompletionTokens, 2048, true)
+        );
+        for bad in [
+            "[models.x]\nprice = { input = -1.0, output = 1.0 }\n",
+            "[models.x]\nprice = { input = 1.0 }\n",
+            "[models.x]\nprice = { input = 1.0, output = 1.0, extra = 2 }\n",
+            "[llm]\nmax_completion_tokens = 0\n",
+            "[llm]\ncompletion_cap_field = \"max\"\n",
+        ] {
+            assert_eq!(
+                load(bad, "x", "http://127.0.0.1:1/v1").unwrap_err().code(),
+                "LLM_CONFIG_INVALID",
+                "{bad}"
+            );
         }
     }
 }

@@ -46,6 +46,14 @@ pub fn recordable(url: &str) -> Option<String> {
     (plain == url.trim_end_matches('/')).then_some(plain)
 }
 
+/// The host of `url`, lower case.
+pub fn host(url: &str) -> Option<String> {
+    Url::parse(url)
+        .ok()?
+        .host_str()
+        .map(str::to_ascii_lowercase)
+}
+
 /// True for `localhost`, `127.0.0.0/8` and `::1`: a server on this machine, which needs no key.
 pub fn is_loopback(url: &str) -> bool {
     let Ok(u) = Url::parse(url) else {

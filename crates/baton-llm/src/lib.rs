@@ -11,6 +11,7 @@ pub mod endpoint;
 pub mod error;
 pub mod model;
 pub mod names;
+pub mod price;
 pub mod protocol;
 pub mod replay;
 pub mod scrub;
@@ -23,6 +24,7 @@ pub use client::HttpChatModel;
 pub use config::{ApiKey, LlmConfig, LlmOverrides};
 pub use error::LlmError;
 pub use model::{BoxFuture, CallOptions, ChatModel, ModelIdentity};
+pub use price::Price;
 pub use replay::{RecordingModel, ReplayModel};
 pub use trace::{Trace, TraceRecorder};
 pub use types::{

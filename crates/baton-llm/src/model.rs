@@ -1,6 +1,7 @@
 //! The `ChatModel` trait: one request, one assistant answer.
 
 use crate::error::LlmError;
+use crate::price::Price;
 use crate::types::{ChatRequest, ChatResponse, StreamEvent};
 use std::future::Future;
 use std::pin::Pin;
@@ -48,6 +49,23 @@ pub trait ChatModel: Send + Sync {
             ..ModelIdentity::default()
         }
     }
+
+    /// The completion cap a request carries when it names none (the client sends it as
+    /// `max_tokens` or `max_completion_tokens`): with the counted prompt, the most a call can
+    /// cost in tokens.
+    fn max_completion_tokens(&self) -> u32 {
+        crate::config::DEFAULT_MAX_COMPLETION_TOKENS
+    }
+
+    /// What this model's tokens cost, when a price is known (configured or built in).
+    fn price(&self) -> Option<Price> {
+        None
+    }
+
+    /// The context window of this model, when configured or known.
+    fn context_tokens(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// What a run remembers of the model that drove it, so `answer`, `resume` and `chat` go on
@@ -79,5 +97,17 @@ impl<T: ChatModel + ?Sized> ChatModel for &T {
 
     fn identity(&self) -> ModelIdentity {
         (**self).identity()
+    }
+
+    fn max_completion_tokens(&self) -> u32 {
+        (**self).max_completion_tokens()
+    }
+
+    fn price(&self) -> Option<Price> {
+        (**self).price()
+    }
+
+    fn context_tokens(&self) -> Option<u64> {
+        (**self).context_tokens()
     }
 }

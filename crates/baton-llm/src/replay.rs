@@ -230,4 +230,16 @@ impl<M: ChatModel> ChatModel for RecordingModel<M> {
     fn identity(&self) -> ModelIdentity {
         self.inner.identity()
     }
+
+    fn max_completion_tokens(&self) -> u32 {
+        self.inner.max_completion_tokens()
+    }
+
+    fn price(&self) -> Option<crate::Price> {
+        self.inner.price()
+    }
+
+    fn context_tokens(&self) -> Option<u64> {
+        self.inner.context_tokens()
+    }
 }

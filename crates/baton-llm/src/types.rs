@@ -118,8 +118,14 @@ pub struct ToolDef {
 pub struct ChatOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
+    /// The completion cap sent (`max_tokens` or `max_completion_tokens`); the client sends its
+    /// configured cap when this is `None`, so no request goes without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// Sent as `prompt_cache_key` where the configuration allows it: requests with the same
+    /// key are routed to the same prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_key: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -130,19 +136,65 @@ pub struct ChatRequest {
     pub options: ChatOptions,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The tokens of one model call (or a sum of calls), as the provider reported them.
+///
+/// `cached_prompt_tokens` is the part of `prompt_tokens` the provider served from its prompt
+/// cache (billed at the cached price); `reasoning_tokens` the part of `completion_tokens` spent
+/// thinking. `cost_usd` is set only where a price is known for every call summed; it is never
+/// guessed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
     pub prompt_tokens: u64,
+    #[serde(default)]
+    pub cached_prompt_tokens: u64,
     pub completion_tokens: u64,
+    #[serde(default)]
+    pub reasoning_tokens: u64,
     pub total_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 impl Usage {
+    /// Nothing counted (the start of a sum).
+    pub fn is_zero(&self) -> bool {
+        self.prompt_tokens == 0
+            && self.cached_prompt_tokens == 0
+            && self.completion_tokens == 0
+            && self.reasoning_tokens == 0
+            && self.total_tokens == 0
+            && self.cost_usd.is_none()
+    }
+
+    /// Adds `other`. The cost stays known only if both sides know it (an empty sum takes the
+    /// other side's): a sum with an unpriced call has no cost rather than a wrong one.
     pub fn add(&mut self, other: Usage) {
+        if other.is_zero() {
+            return;
+        }
+        if self.is_zero() {
+            *self = other;
+            return;
+        }
         self.prompt_tokens += other.prompt_tokens;
+        self.cached_prompt_tokens += other.cached_prompt_tokens;
         self.completion_tokens += other.completion_tokens;
+        self.reasoning_tokens += other.reasoning_tokens;
         self.total_tokens += other.total_tokens;
+        self.cost_usd = match (self.cost_usd, other.cost_usd) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+    }
+
+    /// The share of prompt tokens served from the provider's cache (0 without prompt tokens).
+    pub fn cached_share(&self) -> f64 {
+        if self.prompt_tokens == 0 {
+            0.0
+        } else {
+            self.cached_prompt_tokens as f64 / self.prompt_tokens as f64
+        }
     }
 }
 

@@ -10,7 +10,51 @@ use std::collections::BTreeMap;
 /// Provider fields of an assistant message that must be sent back on the next turn.
 const KEPT_EXTRAS: [&str; 2] = ["reasoning_content", "reasoning"];
 
-pub fn request_body(model: &str, req: &ChatRequest, names: &ToolNames, stream: bool) -> Value {
+/// Which body field carries the completion cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapField {
+    /// `max_tokens`: what most OpenAI-compatible servers read.
+    MaxTokens,
+    /// `max_completion_tokens`: OpenAI's current name, the only one its reasoning models take.
+    MaxCompletionTokens,
+}
+
+impl CapField {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CapField::MaxTokens => "max_tokens",
+            CapField::MaxCompletionTokens => "max_completion_tokens",
+        }
+    }
+}
+
+/// How a request body is written beyond the request itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyOptions {
+    pub cap_field: CapField,
+    /// The cap sent when the request names none: every request carries one.
+    pub default_cap: u32,
+    /// Send the request's `cache_key` as `prompt_cache_key`.
+    pub prompt_cache_key: bool,
+}
+
+impl Default for BodyOptions {
+    fn default() -> Self {
+        BodyOptions {
+            cap_field: CapField::MaxTokens,
+            default_cap: crate::config::DEFAULT_MAX_COMPLETION_TOKENS,
+            prompt_cache_key: false,
+        }
+    }
+}
+
+pub fn request_body(
+    model: &str,
+    req: &ChatRequest,
+    names: &ToolNames,
+    stream: bool,
+    options: &BodyOptions,
+) -> Value {
     let messages: Vec<Value> = req
         .messages
         .iter()
@@ -35,10 +79,45 @@ pub fn request_body(model: &str, req: &ChatRequest, names: &ToolNames, stream: b
     if let Some(t) = req.options.temperature {
         body["temperature"] = json!(t);
     }
-    if let Some(m) = req.options.max_tokens {
-        body["max_tokens"] = json!(m);
+    let cap = req.options.max_tokens.unwrap_or(options.default_cap);
+    body[options.cap_field.as_str()] = json!(cap);
+    if options.prompt_cache_key
+        && let Some(key) = &req.options.cache_key
+    {
+        body["prompt_cache_key"] = json!(key);
     }
     body
+}
+
+/// The prompt of a request body as a caching provider sees it: the tool definitions, then the
+/// messages, each as its JSON. Two requests share a cached prefix as far as these bytes agree;
+/// the other fields (model, stream, cap, cache key) are not part of the prompt.
+pub fn prompt_bytes(body: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    for part in [body.get("tools"), body.get("messages")] {
+        for item in part.and_then(Value::as_array).into_iter().flatten() {
+            out.extend_from_slice(item.to_string().as_bytes());
+            out.push(b'\n');
+        }
+    }
+    out
+}
+
+/// [`prompt_bytes`] of the body `request` would be sent as (tool names as on the wire).
+pub fn request_prompt_bytes(request: &ChatRequest) -> Vec<u8> {
+    let names = ToolNames::new(request.tools.iter().map(|t| t.name.as_str()));
+    prompt_bytes(&request_body(
+        "",
+        request,
+        &names,
+        false,
+        &BodyOptions::default(),
+    ))
+}
+
+/// How many leading bytes `a` and `b` share.
+pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 fn message_json(m: &Message, names: &ToolNames) -> Value {
@@ -101,17 +180,50 @@ fn finish_reason(v: Option<&Value>) -> Option<String> {
         .map(str::to_owned)
 }
 
-fn usage(v: Option<&Value>) -> Option<Usage> {
+/// The usage of an answer, whichever provider wrote it: OpenAI's `prompt_tokens_details.
+/// cached_tokens` and `completion_tokens_details.reasoning_tokens`, DeepSeek's
+/// `prompt_cache_hit_tokens`/`prompt_cache_miss_tokens`, Anthropic-style `input_tokens`,
+/// `output_tokens` and `cache_read_input_tokens` (where `input_tokens` leaves the cached and
+/// cache-written tokens out).
+pub fn usage(v: Option<&Value>) -> Option<Usage> {
     let u = v?.as_object()?;
-    let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
-    let (p, c) = (n("prompt_tokens"), n("completion_tokens"));
+    let get = |k: &str| u.get(k).and_then(Value::as_u64);
+    let at = |p: &str| v.and_then(|v| v.pointer(p)).and_then(Value::as_u64);
+    let cache_read = get("cache_read_input_tokens");
+    let cached = at("/prompt_tokens_details/cached_tokens")
+        .or(get("prompt_cache_hit_tokens"))
+        .or(cache_read)
+        .or(at("/input_tokens_details/cached_tokens"))
+        .unwrap_or(0);
+    let prompt = match get("prompt_tokens") {
+        Some(p) => p,
+        None => match (
+            get("prompt_cache_hit_tokens"),
+            get("prompt_cache_miss_tokens"),
+        ) {
+            (Some(hit), Some(miss)) => hit + miss,
+            _ => {
+                // Anthropic's shape: the uncached input, the cache read and the cache write.
+                get("input_tokens").unwrap_or(0)
+                    + cache_read.unwrap_or(0)
+                    + get("cache_creation_input_tokens").unwrap_or(0)
+            }
+        },
+    };
+    let completion = get("completion_tokens")
+        .or(get("output_tokens"))
+        .unwrap_or(0);
+    let reasoning = at("/completion_tokens_details/reasoning_tokens")
+        .or(at("/output_tokens_details/reasoning_tokens"))
+        .or(get("reasoning_tokens"))
+        .unwrap_or(0);
     Some(Usage {
-        prompt_tokens: p,
-        completion_tokens: c,
-        total_tokens: u
-            .get("total_tokens")
-            .and_then(Value::as_u64)
-            .unwrap_or(p + c),
+        prompt_tokens: prompt,
+        cached_prompt_tokens: cached.min(prompt),
+        completion_tokens: completion,
+        reasoning_tokens: reasoning.min(completion),
+        total_tokens: get("total_tokens").unwrap_or(prompt + completion),
+        cost_usd: None,
     })
 }
 
@@ -425,5 +537,107 @@ mod tests {
         );
         assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
         assert_eq!(r.usage.unwrap().total_tokens, 15);
+    }
+
+    #[test]
+    fn every_providers_cache_and_reasoning_fields_are_read() {
+        let parse = |v: Value| usage(Some(&v)).unwrap();
+        let openai = parse(
+            json!({"prompt_tokens": 2006, "completion_tokens": 300, "total_tokens": 2306,
+            "prompt_tokens_details": {"cached_tokens": 1920, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 128}}),
+        );
+        assert_eq!(
+            (
+                openai.prompt_tokens,
+                openai.cached_prompt_tokens,
+                openai.reasoning_tokens,
+                openai.total_tokens
+            ),
+            (2006, 1920, 128, 2306)
+        );
+        let deepseek = parse(
+            json!({"prompt_tokens": 1500, "completion_tokens": 20, "total_tokens": 1520,
+            "prompt_cache_hit_tokens": 1280, "prompt_cache_miss_tokens": 220}),
+        );
+        assert_eq!(
+            (deepseek.prompt_tokens, deepseek.cached_prompt_tokens),
+            (1500, 1280)
+        );
+        let hit_miss_only = parse(
+            json!({"prompt_cache_hit_tokens": 1024, "prompt_cache_miss_tokens": 10, "completion_tokens": 5}),
+        );
+        assert_eq!(
+            (
+                hit_miss_only.prompt_tokens,
+                hit_miss_only.cached_prompt_tokens,
+                hit_miss_only.total_tokens
+            ),
+            (1034, 1024, 1039)
+        );
+        // A gateway in front of Anthropic: prompt_tokens is the whole prompt.
+        let gateway = parse(
+            json!({"prompt_tokens": 3000, "completion_tokens": 10, "cache_read_input_tokens": 2048}),
+        );
+        assert_eq!(
+            (gateway.prompt_tokens, gateway.cached_prompt_tokens),
+            (3000, 2048)
+        );
+        // Anthropic's own shape: input_tokens leaves the cache out.
+        let anthropic = parse(json!({"input_tokens": 50, "output_tokens": 10,
+            "cache_read_input_tokens": 2000, "cache_creation_input_tokens": 100}));
+        assert_eq!(
+            (
+                anthropic.prompt_tokens,
+                anthropic.cached_prompt_tokens,
+                anthropic.completion_tokens,
+                anthropic.total_tokens
+            ),
+            (2150, 2000, 10, 2160)
+        );
+        // Nonsense is bounded: never more cached than prompt tokens.
+        let odd = parse(json!({"prompt_tokens": 10, "completion_tokens": 1,
+            "prompt_tokens_details": {"cached_tokens": 99}, "completion_tokens_details": {"reasoning_tokens": 7}}));
+        assert_eq!((odd.cached_prompt_tokens, odd.reasoning_tokens), (10, 1));
+        let plain = parse(
+            json!({"prompt_tokens": 3, "completion_tokens": 2, "prompt_tokens_details": null}),
+        );
+        assert_eq!(
+            (
+                plain.cached_prompt_tokens,
+                plain.total_tokens,
+                plain.cost_usd
+            ),
+            (0, 5, None)
+        );
+    }
+
+    #[test]
+    fn every_body_carries_a_completion_cap_and_the_cache_key_only_when_allowed() {
+        let names = ToolNames::new(["fs.read"]);
+        let mut req = ChatRequest {
+            messages: vec![Message::user("hi")],
+            ..ChatRequest::default()
+        };
+        req.options.cache_key = Some("baton-run-node".into());
+        let body = request_body("m", &req, &names, false, &BodyOptions::default());
+        assert_eq!(body["max_tokens"], 8192);
+        assert!(body.get("prompt_cache_key").is_none());
+        req.options.max_tokens = Some(100);
+        let openai = BodyOptions {
+            cap_field: CapField::MaxCompletionTokens,
+            default_cap: 4096,
+            prompt_cache_key: true,
+        };
+        let body = request_body("m", &req, &names, false, &openai);
+        assert_eq!(body["max_completion_tokens"], 100);
+        assert!(body.get("max_tokens").is_none());
+        assert_eq!(body["prompt_cache_key"], "baton-run-node");
+        // The prompt is tools then messages; the cap and key are not part of it.
+        assert_eq!(
+            prompt_bytes(&body),
+            b"{\"role\":\"user\",\"content\":\"hi\"}\n"
+        );
+        assert_eq!(common_prefix(b"abcd", b"abxy"), 2);
     }
 }

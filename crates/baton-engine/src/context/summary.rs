@@ -51,6 +51,7 @@ pub fn request(
         options: ChatOptions {
             temperature: None,
             max_tokens: u32::try_from(summary_tokens).ok(),
+            cache_key: None,
         },
     }
 }

@@ -116,7 +116,7 @@ pub struct SessionReport {
 }
 
 /// Model calls and tokens.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Spent {
     pub model_calls: usize,
     pub usage: Usage,

@@ -66,7 +66,7 @@ fn user_message(intent: &str, inf: &Inference, stages: &[String], folders: &[Str
 }
 
 /// What the call produced, with the tokens it cost.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Decomposed {
     pub decomposition: Decomposition,
     pub usage: Usage,
