@@ -1,12 +1,15 @@
 //! Where a project keeps its implementation artifacts (`sprint-status.yaml`, story files and the
-//! autopilot's files): `[autopilot] implementation_artifacts` in `baton.toml`, else
-//! `implementation_artifacts` of `_bmad/bmm/config.yaml` with `{project-root}` substituted, else
-//! `_bmad-output/implementation-artifacts/`.
+//! autopilot's files): `[autopilot] implementation_artifacts` in `baton.toml`, else what BMAD's
+//! configuration of any generation names (see [`super::bmad_config`]) when that folder holds a
+//! `sprint-status.yaml`, else the folder where BMAD projects keep one ([`SEARCHED`]). The layout
+//! says which rule chose the folder, which rules fell through and why, and which other
+//! `sprint-status.yaml` files the rules lead to ([`Source`]).
 
 use super::error::{EpicError, Result};
+use super::sprint;
 use baton_autopilot::untrusted::{self, UntrustedError};
 use cap_std::fs::Dir;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub const DEFAULT_DIR: &str = "_bmad-output/implementation-artifacts";
@@ -20,8 +23,35 @@ pub struct Layout {
     pub dir: Artifacts,
     /// The same, relative to the project, with `/` separators (what phases and messages see).
     pub rel: String,
-    /// Where the folder's name came from (for messages).
+    /// Where the folder's name came from (for messages): the rule of [`Source::rule`].
     pub from: String,
+    /// How the folder was found, and what else was found.
+    pub source: Source,
+}
+
+/// How the artifacts folder was found: the rule that chose it, the rules before it that did not
+/// (and why), the other `sprint-status.yaml` files the rules lead to, and the configured story
+/// folders (`dev_story_location`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Source {
+    /// e.g. `_bmad/custom/config.toml [modules.bmm] implementation_artifacts`, `search:
+    /// docs/sprint-artifacts`, `the default`.
+    pub rule: String,
+    /// Rules passed over, one sentence each (a configured folder without the file, a value
+    /// outside the project).
+    pub notes: Vec<String>,
+    /// Other `sprint-status.yaml` files found; not used.
+    pub others: Vec<OtherFile>,
+    /// `dev_story_location` settings of BMAD's configuration.
+    pub story_dirs: Vec<super::bmad_config::Setting>,
+}
+
+/// A `sprint-status.yaml` the rules lead to besides the one used.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct OtherFile {
+    /// Project-relative.
+    pub path: String,
+    pub rule: String,
 }
 
 /// The artifacts folder, opened once beneath the project root when the layout is resolved:
@@ -153,6 +183,34 @@ impl Artifacts {
             cap: cap.map(Arc::new),
             project: Arc::new(root),
         })
+    }
+
+    /// Whether `name` is in the folder (as anything: a file of the wrong kind is refused when
+    /// it is read, not passed over).
+    pub fn has(&self, name: &str) -> bool {
+        self.cap
+            .as_deref()
+            .is_some_and(|c| untrusted::kind_in(c, Path::new(name)).is_ok_and(|m| m.is_some()))
+    }
+
+    /// A file anywhere in the project (`rel`: project-relative, `/` separators) read through
+    /// the project's handle, bounded; a link out of the project is refused. `None`: missing.
+    pub fn read_project_file(&self, rel: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        untrusted::read_in(&self.project, Path::new(rel), limit).map_err(|e| refused(rel, &e))
+    }
+
+    /// The size of a project file when it is a regular file (a link, a FIFO, missing: `None`).
+    pub fn project_file_len(&self, rel: &str) -> Option<u64> {
+        let meta = untrusted::kind_in(&self.project, Path::new(rel)).ok()??;
+        meta.is_file().then(|| meta.len())
+    }
+
+    /// A folder of the project (`rel`: project-relative), opened beneath it; `None`: missing,
+    /// not a folder, or leading outside.
+    pub fn project_dir(&self, rel: &str) -> Option<Dir> {
+        untrusted::open_dir_in(&self.project, Path::new(rel))
+            .ok()
+            .flatten()
     }
 
     /// Whether the folder existed when the layout was resolved.
@@ -301,69 +359,162 @@ fn layout_error(message: String) -> EpicError {
 
 /// Resolves the artifacts folder; `configured` comes from `baton.toml`. The folder (when it
 /// exists) is opened beneath the project: one leading outside is refused.
+///
+/// The rules, in order (see [`super::bmad_config`]): `baton.toml` (authoritative: its folder is
+/// used even without a `sprint-status.yaml`); BMAD's configuration of every generation; then
+/// the folders where BMAD projects keep the file ([`SEARCHED`]). A configured folder without a
+/// `sprint-status.yaml` falls through to the next rule, and the layout says so; when no rule
+/// finds the file, the first configured folder (else the default) is the layout, so the
+/// refusal names it.
 pub fn resolve(project: &Path, configured: Option<&str>) -> Result<Layout> {
-    let (value, from) = match configured {
-        Some(v) => (
-            v.to_string(),
-            "baton.toml [autopilot] implementation_artifacts".to_string(),
-        ),
-        None => match bmm_setting(project)? {
-            Some(v) => (v, format!("{BMM_CONFIG} implementation_artifacts")),
-            None => (DEFAULT_DIR.to_string(), "the default".to_string()),
-        },
+    let root = untrusted::open_root(project).map_err(|e| EpicError::io("open", project)(e))?;
+    let bmad = super::bmad_config::load(&root, project)?;
+    let mut source = Source {
+        story_dirs: bmad.story_dirs.clone(),
+        ..Source::default()
     };
-    let substituted = value
-        .replace("{project-root}/", "")
-        .replace("{project-root}", "");
-    let candidate = Path::new(&substituted);
-    let relative = if candidate.is_absolute() {
-        candidate
-            .strip_prefix(project)
-            .map(Path::to_path_buf)
-            .map_err(|_| layout_error(format!("{from} ({value}) is outside the project")))?
-    } else {
-        candidate.to_path_buf()
-    };
-    let mut parts = Vec::new();
-    for c in relative.components() {
-        match c {
-            Component::Normal(p) => parts.push(p.to_string_lossy().into_owned()),
-            Component::CurDir => {}
-            _ => {
-                return Err(layout_error(format!(
-                    "{from} ({value}) must stay inside the project (no `..`)"
-                )));
+    if let Some(v) = configured {
+        let from = "baton.toml [autopilot] implementation_artifacts".to_string();
+        let rel = super::bmad_config::expand(v, project, &|_| None, 0)
+            .and_then(|x| super::bmad_config::project_relative(project, &x))
+            .map_err(|why| layout_error(format!("{from} ({v}) {why}")))?;
+        let dir = Artifacts::open(project, &rel, &from, v)?;
+        source.rule = from.clone();
+        source.others = others(&root, &bmad, &rel);
+        return Ok(Layout {
+            project: project.to_path_buf(),
+            dir,
+            rel,
+            from,
+            source,
+        });
+    }
+    let mut first_configured: Option<(String, String, String)> = None;
+    let mut skipped: Vec<String> = Vec::new();
+    for s in &bmad.artifacts {
+        let rel = match &s.folder {
+            Ok(rel) => rel,
+            Err(why) => {
+                skipped.push(format!("{} ({}) {why}; not used", s.rule, s.value));
+                continue;
             }
+        };
+        let dir = Artifacts::open(project, rel, &s.rule, &s.value)?;
+        if first_configured.is_none() {
+            first_configured = Some((rel.clone(), s.rule.clone(), s.value.clone()));
+        }
+        if dir.has(sprint::FILE_NAME) {
+            source.rule = s.rule.clone();
+            source.notes = skipped;
+            source.others = others(&root, &bmad, rel);
+            return Ok(Layout {
+                project: project.to_path_buf(),
+                rel: rel.clone(),
+                dir,
+                from: s.rule.clone(),
+                source,
+            });
+        }
+        skipped.push(format!(
+            "{} names {}, which has no {}{}",
+            s.rule,
+            shown_dir(rel),
+            sprint::FILE_NAME,
+            if dir.is_open() {
+                ""
+            } else {
+                " (the folder does not exist)"
+            }
+        ));
+    }
+    for rel in SEARCHED {
+        let rule = format!("search: {rel}");
+        // A searched folder that leads outside the project is passed over, and said.
+        let dir = match Artifacts::open(project, rel, &rule, rel) {
+            Ok(d) => d,
+            Err(e) => {
+                skipped.push(format!("{rel}: {}; not searched", e.message));
+                continue;
+            }
+        };
+        if dir.has(sprint::FILE_NAME) {
+            source.rule = rule.clone();
+            source.notes = skipped;
+            source.others = others(&root, &bmad, rel);
+            return Ok(Layout {
+                project: project.to_path_buf(),
+                rel: rel.to_string(),
+                dir,
+                from: rule,
+                source,
+            });
         }
     }
-    let rel = parts.join("/");
+    // No sprint-status.yaml anywhere: the folder the configuration names (or the default),
+    // so that the refusal names where BMAD's sprint-planning will write it.
+    let (rel, from, value) = first_configured.unwrap_or_else(|| {
+        (
+            DEFAULT_DIR.to_string(),
+            "the default".to_string(),
+            DEFAULT_DIR.to_string(),
+        )
+    });
     let dir = Artifacts::open(project, &rel, &from, &value)?;
+    source.rule = from.clone();
+    source.notes = skipped;
     Ok(Layout {
         project: project.to_path_buf(),
         dir,
         rel,
         from,
+        source,
     })
 }
 
-/// `implementation_artifacts` of `_bmad/bmm/config.yaml`, if the file has it.
-fn bmm_setting(project: &Path) -> Result<Option<String>> {
-    let root = untrusted::open_root(project).map_err(|e| EpicError::io("open", project)(e))?;
-    let text = match untrusted::read_in(&root, Path::new(BMM_CONFIG), untrusted::limit::CONFIG) {
-        Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
-        Ok(None) => return Ok(None),
-        Err(e) => return Err(refused(BMM_CONFIG, &e)),
-    };
-    let options = serde_saphyr::options! { with_snippet: false };
-    let value: serde_json::Value =
-        serde_saphyr::from_str_with_options(&text, options).map_err(|e| {
-            let first = e.to_string().lines().next().unwrap_or("").to_string();
-            layout_error(format!("{BMM_CONFIG} is not valid YAML: {first}"))
-        })?;
-    Ok(value
-        .get("implementation_artifacts")
-        .and_then(|v| v.as_str())
-        .map(str::to_owned))
+/// The folders searched, in order, when no configuration names one that holds the file.
+pub const SEARCHED: [&str; 3] = [DEFAULT_DIR, "docs/sprint-artifacts", "docs"];
+
+fn shown_dir(rel: &str) -> String {
+    if rel.is_empty() {
+        "the project folder".to_string()
+    } else {
+        format!("{rel}/")
+    }
+}
+
+/// Every other `sprint-status.yaml` the rules lead to (configured folders first, then the
+/// searched ones), besides the one in `chosen`.
+fn others(root: &Dir, bmad: &super::bmad_config::BmadConfig, chosen: &str) -> Vec<OtherFile> {
+    let mut seen = vec![chosen.to_string()];
+    let mut out = Vec::new();
+    let configured = bmad
+        .artifacts
+        .iter()
+        .filter_map(|s| s.folder.as_ref().ok().map(|f| (f.clone(), s.rule.clone())));
+    let searched = SEARCHED
+        .iter()
+        .map(|r| (r.to_string(), format!("search: {r}")));
+    for (rel, rule) in configured.chain(searched) {
+        if seen.contains(&rel) {
+            continue;
+        }
+        seen.push(rel.clone());
+        let file = if rel.is_empty() {
+            sprint::FILE_NAME.to_string()
+        } else {
+            format!("{rel}/{}", sprint::FILE_NAME)
+        };
+        let present = untrusted::open_dir_in(root, Path::new(&rel))
+            .ok()
+            .flatten()
+            .is_some_and(|d| {
+                untrusted::kind_in(&d, Path::new(sprint::FILE_NAME)).is_ok_and(|m| m.is_some())
+            });
+        if present {
+            out.push(OtherFile { path: file, rule });
+        }
+    }
+    out
 }
 
 #[cfg(test)]
