@@ -46,6 +46,22 @@ pub struct Source {
     pub story_dirs: Vec<super::bmad_config::Setting>,
 }
 
+/// Which `sprint-status.yaml` a command reads and why, as `baton epic status` shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SprintStatusInfo {
+    /// Project-relative.
+    pub path: String,
+    /// The rule that chose it (see [`Source::rule`]).
+    pub rule: String,
+    /// Whether it exists.
+    pub exists: bool,
+    /// Rules passed over, and why.
+    pub notes: Vec<String>,
+    /// Other `sprint-status.yaml` files found, not used.
+    pub others: Vec<OtherFile>,
+}
+
 /// A `sprint-status.yaml` the rules lead to besides the one used.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct OtherFile {
@@ -335,6 +351,17 @@ impl Layout {
             .hint("a phase's model may have changed it: restore the setting, then `baton epic resume`"));
         }
         self.dir.still_resolved()
+    }
+
+    /// Which `sprint-status.yaml` this layout reads, and why.
+    pub fn sprint_status_info(&self) -> SprintStatusInfo {
+        SprintStatusInfo {
+            path: self.rel_file(sprint::FILE_NAME),
+            rule: self.source.rule.clone(),
+            exists: self.dir.has(sprint::FILE_NAME),
+            notes: self.source.notes.clone(),
+            others: self.source.others.clone(),
+        }
     }
 
     /// A project-relative path of a file in the artifacts folder.

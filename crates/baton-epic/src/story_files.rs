@@ -131,7 +131,31 @@ fn yaml_scalar(raw: &str) -> String {
     cut.trim().to_string()
 }
 
+/// Where story files were looked for, as `baton epic status` shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchInfo {
+    /// Project-relative folders searched, in order (those that exist).
+    pub searched: Vec<String>,
+    /// Where a new story file goes.
+    pub new_files: String,
+    /// Settings passed over (a `story_location` from another machine), searches cut short.
+    pub notes: Vec<String>,
+}
+
 impl StoryFiles {
+    pub fn info(&self) -> SearchInfo {
+        SearchInfo {
+            searched: self.searched.clone(),
+            new_files: if self.new_dir.is_empty() {
+                ".".into()
+            } else {
+                self.new_dir.clone()
+            },
+            notes: self.notes.clone(),
+        }
+    }
+
     /// Lists the folders where the stories of `sprint` may be.
     pub fn scan(layout: &Layout, sprint: &SprintStatus) -> StoryFiles {
         let mut out = StoryFiles {
@@ -181,10 +205,12 @@ impl StoryFiles {
             ));
             dirs.truncate(MAX_DIRS);
         }
+        let mut searched = Vec::new();
         for d in &dirs {
             let Some(dir) = layout.dir.project_dir(d) else {
                 continue;
             };
+            searched.push(d.clone());
             let Ok(entries) = dir.entries() else {
                 continue;
             };
@@ -205,7 +231,7 @@ impl StoryFiles {
                 }
             }
         }
-        out.searched = dirs;
+        out.searched = searched;
         out
     }
 
@@ -577,5 +603,114 @@ mod tests {
         assert_eq!(start_status("review", &f("in-progress")), None);
         assert_eq!(start_status("in-progress", &f("blocked")), None);
         assert_eq!(start_status("done", &f("in-progress")), None);
+    }
+}
+
+/// Where a story starts, with its file taken into account (see [`start_status`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Start {
+    /// The status the story starts from (sprint-status's, legacy values mapped, or the one
+    /// its file moves it up to).
+    pub status: String,
+    /// The story's file (project-relative), when found once.
+    pub file: Option<String>,
+    /// Why the start differs from what sprint-status alone says, or what is wrong with the
+    /// file (found twice), for the plan line.
+    pub note: Option<String>,
+}
+
+impl StoryFiles {
+    /// Where `key` starts, given its sprint status (legacy values mapped).
+    pub fn start(&self, layout: &Layout, key: &str, sprint_status: &str) -> Start {
+        let mut start = Start {
+            status: sprint_status.to_string(),
+            file: None,
+            note: None,
+        };
+        match self.lookup(layout, key) {
+            Lookup::Found(f) => {
+                if let Some(to) = start_status(sprint_status, &f) {
+                    start.note = Some(format!(
+                        "its file {} says {} while sprint-status says {sprint_status}: it starts from {to} (a story file moves the start up, never past code-review)",
+                        f.path,
+                        f.status.as_deref().unwrap_or_default(),
+                    ));
+                    start.status = to.to_string();
+                }
+                start.file = Some(f.path);
+            }
+            Lookup::Ambiguous(files) => {
+                start.note = Some(format!(
+                    "found twice ({}): its phases stop until one is kept",
+                    files
+                        .iter()
+                        .map(|f| f.path.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            Lookup::Missing { .. } => {}
+        }
+        start
+    }
+}
+
+/// The story file as the loop sees it, read again each time (a phase's model may have written
+/// it anywhere the finder looks).
+impl super::story::Ctx<'_> {
+    /// The story's file now.
+    pub(super) fn story_lookup(&self, key: &str) -> super::error::Result<Lookup> {
+        let sprint = self.sprint()?;
+        Ok(StoryFiles::find(&self.layout, &sprint, key))
+    }
+
+    /// The project-relative path the phases are given as `storyFile`: the file, else where a
+    /// new one goes. A story found twice is refused, located.
+    pub(super) fn story_file_var(&self, key: &str) -> super::error::Result<String> {
+        match self.story_lookup(key)? {
+            Lookup::Ambiguous(files) => Err(ambiguous_error(key, &files)),
+            other => Ok(other.path().unwrap_or_default().to_string()),
+        }
+    }
+
+    /// What a phase must have left: a non-empty story file (create-story, validate, dev),
+    /// wherever the finder finds it.
+    pub(super) fn check_story_file(
+        &self,
+        phase: super::phase::Phase,
+        key: &str,
+    ) -> super::error::Result<()> {
+        use super::phase::Phase;
+        if !matches!(phase, Phase::CreateStory | Phase::Validate | Phase::Dev) {
+            return Ok(());
+        }
+        match self.story_lookup(key)? {
+            Lookup::Found(f) if self.layout.dir.project_file_len(&f.path).unwrap_or(0) > 0 => {
+                Ok(())
+            }
+            Lookup::Found(f) => Err(super::error::EpicError::failure(
+                "EPIC_PHASE_OUTPUT_MISSING",
+                format!(
+                    "the {phase} phase completed and the story file {} is empty or not a regular file",
+                    f.path
+                ),
+            )),
+            Lookup::Missing { expected } => Err(super::error::EpicError::failure(
+                "EPIC_PHASE_OUTPUT_MISSING",
+                format!("the {phase} phase completed without the story file {expected}"),
+            )),
+            Lookup::Ambiguous(files) => Err(ambiguous_error(key, &files)),
+        }
+    }
+
+    /// The story file's text (bounded), for the commit message; `None` when not found once.
+    pub(super) fn story_text(&self, key: &str) -> Option<String> {
+        let path = self.story_lookup(key).ok()?.found()?.path.clone();
+        let bytes = self
+            .layout
+            .dir
+            .read_project_file(&path, limit::PROMPT_FILE)
+            .ok()??;
+        Some(String::from_utf8_lossy(&bytes).into_owned())
     }
 }
