@@ -2,7 +2,8 @@
 //! project starts, out of every model's reach. A later command whose configuration names
 //! another folder (a phase's model that edited `_bmad/bmm/config.yaml` to point at a folder of
 //! its own, with a forged `sprint-status.yaml`) is refused: the change is reported, never
-//! followed.
+//! followed. A stories-mode epic (`baton epic run --stories`) also records its spec folder
+//! (`storiesFolder`): `baton epic resume` goes on only in the folder recorded.
 
 use super::error::{EpicError, Result};
 use super::layout::Layout;
@@ -21,7 +22,8 @@ pub fn path(store: &Store, root: &Path) -> PathBuf {
         .join(FILE_NAME)
 }
 
-fn recorded(path: &Path) -> Result<Option<String>> {
+/// The record as stored; `None` when there is none.
+fn read(path: &Path) -> Result<Option<Value>> {
     let bytes = match baton_autopilot::untrusted::read_path(
         path,
         baton_autopilot::untrusted::limit::CONFIG,
@@ -42,10 +44,13 @@ fn recorded(path: &Path) -> Result<Option<String>> {
         )
         .hint("remove the file: the next `baton epic` command records the folder again")
     })?;
-    Ok(value
-        .get("implementationArtifacts")
-        .and_then(Value::as_str)
-        .map(str::to_owned))
+    Ok(Some(value))
+}
+
+fn recorded(path: &Path) -> Result<Option<String>> {
+    Ok(read(path)?
+        .and_then(|v| v.get("implementationArtifacts").cloned())
+        .and_then(|v| v.as_str().map(str::to_owned)))
 }
 
 /// Refuses a layout other than the recorded one.
@@ -86,6 +91,35 @@ pub fn save(store: &Store, root: &Path, layout: &Layout) -> Result<()> {
     if let Some(dir) = record.parent() {
         std::fs::create_dir_all(dir).map_err(EpicError::io("create", dir))?;
     }
+    baton_store::durable::atomic_write(&record, &bytes)?;
+    Ok(())
+}
+
+/// The spec folder of the project's stories-mode epic, as recorded when it started (`None`: the
+/// project's epic runs in sprint mode, or none started).
+pub fn recorded_stories(store: &Store, root: &Path) -> Result<Option<String>> {
+    Ok(read(&path(store, root))?
+        .and_then(|v| v.get("storiesFolder").cloned())
+        .and_then(|v| v.as_str().map(str::to_owned)))
+}
+
+/// Records the spec folder of the epic that starts (`None`: a sprint-mode epic), after
+/// [`save`]; written only when it changes.
+pub fn save_stories(store: &Store, root: &Path, folder: Option<&str>) -> Result<()> {
+    let record = path(store, root);
+    let Some(Value::Object(mut map)) = read(&record)? else {
+        return Ok(());
+    };
+    if map.get("storiesFolder").and_then(Value::as_str) == folder {
+        return Ok(());
+    }
+    match folder {
+        Some(f) => map.insert("storiesFolder".into(), json!(f)),
+        None => map.remove("storiesFolder"),
+    };
+    let mut bytes = serde_json::to_vec_pretty(&Value::Object(map))
+        .map_err(|e| EpicError::failure("EPIC_IO_FAILED", e.to_string()))?;
+    bytes.push(b'\n');
     baton_store::durable::atomic_write(&record, &bytes)?;
     Ok(())
 }

@@ -1,7 +1,9 @@
 //! `.run-epic-state.json`, exactly as seed 004 defines it: `epicId`, `currentStoryKey`,
 //! `startedAt`, `status` (`running` | `paused`), optional `lastFailure {phase, storyKey, at}`,
-//! `lastSteps[] {step, storyKey, phase, completedAt}` and `lastStoryCompleted`. Written only by
-//! the orchestrator, durably; fields it does not know are kept.
+//! `lastSteps[] {step, storyKey, phase, completedAt}` and `lastStoryCompleted`; baton adds
+//! `storiesFolder`, the spec folder of an epic run in stories mode (`baton epic run --stories`),
+//! so `baton epic resume` goes on in that mode. Written only by the orchestrator, durably;
+//! fields it does not know are kept.
 
 use super::error::{EpicError, Result};
 use super::jsonfile::{self, Fields};
@@ -39,6 +41,8 @@ pub struct RunEpicState {
     pub last_failure: Option<Failure>,
     pub last_steps: Vec<Step>,
     pub last_story_completed: Option<String>,
+    /// The spec folder (project-relative) of a stories-mode epic; `None` in sprint mode.
+    pub stories_folder: Option<String>,
     /// Fields this version does not know, written back as they were.
     pub other: Map<String, Value>,
 }
@@ -53,6 +57,7 @@ impl RunEpicState {
             last_failure: None,
             last_steps: Vec::new(),
             last_story_completed: None,
+            stories_folder: None,
             other: Map::new(),
         }
     }
@@ -104,6 +109,7 @@ impl RunEpicState {
             });
         }
         let last_story_completed = f.opt_string("lastStoryCompleted")?.map(str::to_owned);
+        let stories_folder = f.opt_string("storiesFolder")?.map(str::to_owned);
         let known = [
             "epicId",
             "currentStoryKey",
@@ -112,6 +118,7 @@ impl RunEpicState {
             "lastFailure",
             "lastSteps",
             "lastStoryCompleted",
+            "storiesFolder",
         ];
         let other = map
             .iter()
@@ -126,6 +133,7 @@ impl RunEpicState {
             last_failure,
             last_steps,
             last_story_completed,
+            stories_folder,
             other,
         }))
     }
@@ -155,6 +163,9 @@ impl RunEpicState {
         m.insert("lastSteps".into(), Value::Array(steps));
         if let Some(k) = &self.last_story_completed {
             m.insert("lastStoryCompleted".into(), json!(k));
+        }
+        if let Some(f) = &self.stories_folder {
+            m.insert("storiesFolder".into(), json!(f));
         }
         for (k, v) in &self.other {
             m.insert(k.clone(), v.clone());
