@@ -4,6 +4,7 @@ use crate::composer::Intent;
 use crate::context::ContextEvent;
 use crate::machine::{Action, Input, Machine, StateSnapshot, WaitReason};
 use crate::run_io;
+use crate::spend::{self, Meter};
 use baton_llm::{CallOptions, ChatModel, LlmError, TraceRecorder, Usage};
 use baton_package::Workflow;
 use baton_store::durable::Group;
@@ -100,6 +101,8 @@ pub struct Driver<'a> {
     pub conversation: Option<crate::conversation::ConversationLog>,
     /// The run's audit log, for engine events (the ToolHost writes the tool lines).
     pub audit: Option<baton_store::jsonl::JsonlWriter>,
+    /// Budgets and what the run spent (see [`crate::spend`]).
+    pub meter: Meter,
 }
 
 pub fn is_confirmation(text: &str) -> bool {
@@ -194,8 +197,16 @@ impl<'a> Driver<'a> {
         waiting_for: Option<Value>,
         node: &str,
     ) -> Result<(), EngineError> {
+        let usage = Some(self.meter.recorded().run_usage());
         let Some(group) = self.host.flush_group().cloned() else {
-            return run_io::set_phase(self.project, &self.run_id, phase, waiting_for, Some(node));
+            return run_io::set_phase(
+                self.project,
+                &self.run_id,
+                phase,
+                waiting_for,
+                Some(node),
+                usage,
+            );
         };
         let logs: Vec<std::path::PathBuf> = self
             .conversation
@@ -211,6 +222,7 @@ impl<'a> Driver<'a> {
             phase,
             waiting_for,
             Some(node),
+            usage,
             Durability::PowerCutWith(&logs, &group),
         )?;
         if let Some(log) = self.conversation.as_mut() {
@@ -314,6 +326,7 @@ impl<'a> Driver<'a> {
                         on_event: self.on_event,
                         calls: &mut report.model_calls,
                         usage: &mut report.usage,
+                        meter: &mut self.meter,
                     };
                     let answer = run_io::model_turn(
                         self.model,
@@ -332,11 +345,22 @@ impl<'a> Driver<'a> {
                         Err((code, message)) => Action::Fail { code, message },
                     }
                 }
-                Action::Summarize(request) => {
+                Action::Summarize(mut request) => {
                     // No streaming: the summary is for the context, not for the person.
                     let options = CallOptions {
                         on_event: None,
                         cancel: Some(&self.cancel),
+                    };
+                    // A summary call is a call: the budgets are checked before it too.
+                    let estimate = match self.meter.prepare(&mut request, None) {
+                        Ok(e) => e,
+                        Err(stop) => {
+                            action = Action::Fail {
+                                code: stop.code,
+                                message: stop.message,
+                            };
+                            continue;
+                        }
                     };
                     let answer =
                         tokio::time::timeout(SUMMARY_TIMEOUT, self.model.chat(&request, options))
@@ -349,7 +373,12 @@ impl<'a> Driver<'a> {
                         },
                         Ok(Err(e)) => self.step(Input::Summarized(Err(e.code().to_string())))?,
                         Ok(Ok(response)) => {
-                            if let Some(u) = response.usage {
+                            let usage = self.meter.record(&estimate, response.usage);
+                            self.audit(
+                                "engine.summary",
+                                json!({"usage": usage, "estimate": estimate.to_json()}),
+                            );
+                            if let Some(u) = usage {
                                 report.usage.add(u);
                                 self.emit(EngineEvent::Usage(u));
                             }
@@ -425,6 +454,7 @@ impl<'a> Driver<'a> {
                                     Phase::Running,
                                     None,
                                     Some(&node),
+                                    None,
                                     Durability::Group(&group),
                                 )?;
                             }
@@ -461,7 +491,14 @@ impl<'a> Driver<'a> {
                 }
                 Action::Fail { code, message } => {
                     self.record(|r| r.record_ui_after("failed", code));
-                    let waiting = json!({"error": {"code": code, "message": message}});
+                    let mut waiting = json!({"error": {"code": code, "message": message}});
+                    if let Some(stop) = self
+                        .meter
+                        .take_stop()
+                        .filter(|_| code == spend::BUDGET_EXCEEDED)
+                    {
+                        waiting["error"]["budget"] = stop.details;
+                    }
                     let phase = run_io::phase_after_failure(code);
                     self.audit("engine.failed", json!({"code": code, "message": message}));
                     let node = self.machine.node().to_string();

@@ -16,6 +16,7 @@ pub mod model_choice;
 pub mod router;
 pub(crate) mod run_io;
 pub mod runner;
+pub mod spend;
 pub mod task;
 pub mod task_driver;
 pub mod task_run;

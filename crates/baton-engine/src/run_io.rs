@@ -5,11 +5,12 @@
 use crate::context::offload;
 use crate::driver::{ABORTED, EngineError, EngineEvent};
 use crate::machine::{ToolResult, WaitReason};
+use crate::spend::{self, Meter};
 use baton_llm::{CallOptions, ChatModel, ChatRequest, ChatResponse, LlmError, StreamEvent};
 use baton_llm::{ToolCall, ToolDef, TraceRecorder, Usage};
 use baton_store::Project;
 use baton_store::jsonl::JsonlWriter;
-use baton_store::{Durability, MODEL_UNREACHABLE, ModelRecord, Phase};
+use baton_store::{BUDGET_EXCEEDED, Durability, MODEL_UNREACHABLE, ModelRecord, Phase, RunUsage};
 use baton_tools::{CallContext, ToolHost};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -56,6 +57,7 @@ pub(crate) fn set_phase(
     phase: Phase,
     waiting_for: Option<Value>,
     node: Option<&str>,
+    usage: Option<RunUsage>,
 ) -> Result<(), EngineError> {
     set_phase_with(
         project,
@@ -63,6 +65,7 @@ pub(crate) fn set_phase(
         phase,
         waiting_for,
         node,
+        usage,
         Durability::PowerCut(&[]),
     )
 }
@@ -74,6 +77,7 @@ pub(crate) fn set_phase_with(
     phase: Phase,
     waiting_for: Option<Value>,
     node: Option<&str>,
+    usage: Option<RunUsage>,
     durability: Durability<'_>,
 ) -> Result<(), EngineError> {
     let node = node.map(str::to_owned);
@@ -83,6 +87,9 @@ pub(crate) fn set_phase_with(
         r.waiting_for = waiting_for;
         r.current_node_id = node;
         r.stop_reason = reason;
+        if usage.is_some() {
+            r.usage = usage;
+        }
     })?;
     Ok(())
 }
@@ -120,19 +127,22 @@ pub fn model_record(model: &dyn ChatModel) -> ModelRecord {
 }
 
 /// `model-unreachable` for a run that failed without reaching its model (refused, unknown
-/// host, no key); no reason otherwise.
+/// host, no key); `budget-exceeded` for a run stopped before a call that would cross a
+/// budget; no reason otherwise.
 fn stop_reason(phase: Phase, waiting_for: Option<&Value>) -> Option<String> {
-    if phase != Phase::Failed {
-        return None;
-    }
     let code = waiting_for?.pointer("/error/code")?.as_str()?;
-    matches!(code, "LLM_CONNECT_ERROR" | "LLM_KEY_MISSING").then(|| MODEL_UNREACHABLE.to_string())
+    match phase {
+        Phase::Failed => matches!(code, "LLM_CONNECT_ERROR" | "LLM_KEY_MISSING")
+            .then(|| MODEL_UNREACHABLE.to_string()),
+        Phase::Idle => (code == spend::BUDGET_EXCEEDED).then(|| BUDGET_EXCEEDED.to_string()),
+        _ => None,
+    }
 }
 
 /// The phase a failed invocation leaves: a stop asked for (Ctrl-C, SIGTERM) is no failure,
 /// the run is idle again, between two writes, and resumes from there.
 pub(crate) fn phase_after_failure(code: &str) -> Phase {
-    if code == ABORTED {
+    if code == ABORTED || code == spend::BUDGET_EXCEEDED {
         Phase::Idle
     } else {
         Phase::Failed
@@ -177,6 +187,9 @@ pub(crate) fn offload(project: &Project, run_id: &str, call_id: &str, content: S
     offload::replacement(&content, saved.is_ok().then_some(mount.as_str()))
 }
 
+/// The cache-key "node" of a task run, which has one conversation.
+const TASK_NODE: &str = "task";
+
 /// One model call, its text streamed to `on_event`; a stop is `ENGINE_ABORTED`.
 pub(crate) async fn call_model(
     model: &dyn ChatModel,
@@ -216,6 +229,8 @@ pub(crate) struct Turn<'a, 'w> {
     /// Model calls of the invocation so far; one more when the model answers.
     pub calls: &'w mut usize,
     pub usage: &'w mut Usage,
+    /// Budgets, the run's spending and the previous request.
+    pub meter: &'w mut Meter,
 }
 
 /// One model turn: the MCP tools the policy allows added to the request, the stop checked,
@@ -240,6 +255,12 @@ pub(crate) async fn model_turn(
     if cancel.is_cancelled() {
         return Err((ABORTED, "the run was stopped".into()));
     }
+    // The budgets, before anything is sent: a request that could cross one is not made.
+    let estimate = turn
+        .meter
+        .prepare(&mut request, Some(turn.node.unwrap_or(TASK_NODE)))
+        .map_err(|stop| (stop.code, stop.message))?;
+    let prompt = turn.meter.prompt_figures(&request, turn.node);
     emit(
         turn.on_event,
         EngineEvent::ModelCall {
@@ -248,14 +269,17 @@ pub(crate) async fn model_turn(
             agent: turn.agent.to_string(),
         },
     );
-    let response = call_model(model, &request, cancel, turn.on_event).await?;
+    let mut response = call_model(model, &request, cancel, turn.on_event).await?;
     *turn.calls += 1;
+    response.usage = turn.meter.record(&estimate, response.usage);
     let fields = json!({
         "turn": *turn.calls,
         "agentId": turn.agent,
         "toolCalls": response.message.tool_calls.len(),
         "finishReason": response.finish_reason,
         "usage": response.usage,
+        "estimate": estimate.to_json(),
+        "prompt": prompt,
     });
     audit_with(
         turn.audit,

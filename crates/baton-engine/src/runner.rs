@@ -106,6 +106,8 @@ pub struct Settings<'a> {
     pub budget: Option<crate::context::Budget>,
     /// With `record`: called after each recorded model call (see [`Checkpoint`]).
     pub checkpoint: Option<Checkpoint<'a>>,
+    /// Hard budgets (tokens, USD): no model call is made that could cross one.
+    pub caps: Vec<crate::spend::Cap>,
 }
 
 impl<'a> Settings<'a> {
@@ -124,6 +126,7 @@ impl<'a> Settings<'a> {
             tools: ToolsConfig::default(),
             budget: Some(crate::context::Budget::default()),
             checkpoint: None,
+            caps: Vec::new(),
         }
     }
 }
@@ -548,6 +551,7 @@ async fn drive(claimed: &Claimed, mut settings: Settings<'_>) -> Result<Finished
             run.workflow_ref
         ))
     })?;
+    check_budgets(&settings)?;
     let paths = project.run_paths(&run.run_id);
     let mut host = ToolHost::open(
         project.root(),
@@ -625,6 +629,12 @@ async fn drive(claimed: &Claimed, mut settings: Settings<'_>) -> Result<Finished
         cancel: settings.cancel.clone(),
         conversation: Some(log),
         audit: baton_store::jsonl::JsonlWriter::open(&paths.execution_log).ok(),
+        meter: crate::spend::Meter::open(
+            &run.run_id,
+            &paths.execution_log,
+            settings.model,
+            std::mem::take(&mut settings.caps),
+        ),
     };
     let report = driver.drive(intent, input).await?;
     let run = project.get_run(&run.run_id)?;
@@ -634,6 +644,22 @@ async fn drive(claimed: &Claimed, mut settings: Settings<'_>) -> Result<Finished
         .map(|r| r.doc.to_value())
         .unwrap_or(Value::Null);
     Ok(Finished { run, report, state })
+}
+
+/// A USD budget for a model without a price is refused before anything is sent.
+pub fn check_budgets(settings: &Settings<'_>) -> Result<(), RunnerError> {
+    crate::spend::check_price(
+        &settings.caps,
+        settings.model.price(),
+        settings.model.model_name(),
+    )
+    .map_err(|stop| RunnerError::Refused {
+        code: stop.code,
+        message: stop.message,
+        hint: Some(
+            "give the model a price: [models.\"<name>\"] price = { input = …, cached_input = …, output = … } in baton.toml (USD per million tokens)".into(),
+        ),
+    })
 }
 
 /// Answers that need no person: those given in advance (`--input`), in order, then the

@@ -77,6 +77,8 @@ pub struct TaskDriver<'a> {
     pub cancel: CancellationToken,
     pub conversation: crate::conversation::ConversationLog,
     pub audit: Option<JsonlWriter>,
+    /// Budgets and what the run spent (see [`crate::spend`]).
+    pub meter: crate::spend::Meter,
 }
 
 impl TaskDriver<'_> {
@@ -121,6 +123,7 @@ impl TaskDriver<'_> {
             phase,
             waiting_for,
             None,
+            Some(self.meter.recorded().run_usage()),
             Durability::PowerCut(&logs),
         )?;
         self.conversation.synced_elsewhere();
@@ -169,6 +172,7 @@ impl TaskDriver<'_> {
                         on_event: self.on_event,
                         calls: &mut report.model_calls,
                         usage: &mut report.usage,
+                        meter: &mut self.meter,
                     };
                     let answer = run_io::model_turn(
                         self.model,
@@ -259,7 +263,14 @@ impl TaskDriver<'_> {
                 }
                 TaskAction::Fail { code, message } => {
                     run_io::record(&self.recorder, |r| r.record_ui_after("failed", code));
-                    let waiting = json!({"error": {"code": code, "message": message}});
+                    let mut waiting = json!({"error": {"code": code, "message": message}});
+                    if let Some(stop) = self
+                        .meter
+                        .take_stop()
+                        .filter(|_| code == crate::spend::BUDGET_EXCEEDED)
+                    {
+                        waiting["error"]["budget"] = stop.details;
+                    }
                     self.audit("engine.failed", json!({"code": code, "message": message}));
                     self.set_end_phase(run_io::phase_after_failure(code), Some(waiting))?;
                     report.end = TaskEnd::Failed { code, message };

@@ -22,6 +22,12 @@ const HIDDEN_TOOLS: [&str; 1] = ["workflow.rewind"];
 /// The run directory's empty stand-in for `@pkg`.
 const EMPTY_PKG: &str = "no-package";
 
+/// The folder a task run's model sees as `@pkg` (read-only to the model): empty unless the
+/// caller puts files there (the rendered skill of an epic phase) before driving the run.
+pub fn package_dir(project: &Project, run_id: &str) -> std::path::PathBuf {
+    project.run_paths(run_id).dir.join(EMPTY_PKG)
+}
+
 /// What a task run is, apart from its prompt.
 pub struct TaskDef {
     /// System layers (the task's rules); the tool policy's layer is added after them.
@@ -174,6 +180,7 @@ pub async fn drive_task(
         continuation,
         _lock,
     } = claimed;
+    crate::runner::check_budgets(&settings)?;
     let paths = project.run_paths(&run.run_id);
     // No agent narrows a task run: the project's tool settings apply as they are (a step
     // told to run the checks gets `terminal.run` when `baton.toml` enables it).
@@ -258,6 +265,12 @@ pub async fn drive_task(
         cancel: settings.cancel.clone(),
         conversation: log,
         audit: baton_store::jsonl::JsonlWriter::open(&paths.execution_log).ok(),
+        meter: crate::spend::Meter::open(
+            &run.run_id,
+            &paths.execution_log,
+            settings.model,
+            std::mem::take(&mut settings.caps),
+        ),
     };
     let report = driver.drive(first).await?;
     let run = project.get_run(&run.run_id)?;

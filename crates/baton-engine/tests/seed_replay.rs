@@ -88,6 +88,7 @@ async fn the_reference_conversation_replays_end_to_end() {
         cancel: Default::default(),
         conversation: None,
         audit: None,
+        meter: baton_engine::spend::Meter::unbounded(&replay),
     };
     let report = driver.drive(Intent::Start, None).await.unwrap();
     assert!(

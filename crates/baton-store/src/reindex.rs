@@ -189,6 +189,7 @@ impl Scanner<'_> {
             waiting_for: None,
             model: None,
             stop_reason: None,
+            usage: None,
         })
     }
 }

@@ -89,6 +89,32 @@ pub struct RunMetadata {
     /// Why a failed run stopped, when it says more than the error: [`MODEL_UNREACHABLE`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
+    /// The tokens (and cost, where priced) of all the run's model calls, as of the end of its
+    /// last invocation. The audit log's `engine.turn` lines are the record it sums.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<RunUsage>,
+}
+
+/// The stop reason of a run stopped before a model call that would have crossed a budget.
+pub const BUDGET_EXCEEDED: &str = "budget-exceeded";
+
+/// What a run's model calls used: `{promptTokens, cachedPromptTokens, completionTokens,
+/// reasoningTokens, totalTokens, costUsd?, modelCalls}`. `costUsd` only where every call had a
+/// known price.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunUsage {
+    pub prompt_tokens: u64,
+    #[serde(default)]
+    pub cached_prompt_tokens: u64,
+    pub completion_tokens: u64,
+    #[serde(default)]
+    pub reasoning_tokens: u64,
+    pub total_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    #[serde(default)]
+    pub model_calls: u64,
 }
 
 /// The stop reason of a run whose last invocation never reached the model (the endpoint
@@ -306,6 +332,7 @@ mod tests {
             waiting_for: None,
             model: None,
             stop_reason: None,
+            usage: None,
         }
     }
 

@@ -495,6 +495,7 @@ impl Project {
             waiting_for: None,
             model: None,
             stop_reason: None,
+            usage: None,
         };
 
         let artifacts = self.root().join("artifacts");

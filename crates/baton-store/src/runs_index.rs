@@ -417,6 +417,7 @@ mod tests {
             waiting_for: None,
             model: None,
             stop_reason: None,
+            usage: None,
         }
     }
 

@@ -63,6 +63,7 @@ impl Project {
             waiting_for: None,
             model: None,
             stop_reason: None,
+            usage: None,
         };
         self.place_new_run(&meta, None, first_log)?;
         Ok(meta)

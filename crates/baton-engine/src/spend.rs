@@ -1,0 +1,542 @@
+//! What model calls spend, and hard budgets on it.
+//!
+//! Before each model call the engine estimates the most the request can cost: its counted
+//! prompt tokens plus the completion cap it sends (every request carries one), and at the
+//! model's price where a USD budget applies. A request whose estimate would take any budget
+//! past its limit is not sent: the run stops between two steps with `BUDGET_EXCEEDED`, phase
+//! `idle`, and a later invocation with a larger budget goes on from there.
+//!
+//! What a run spent is summed from its durable records, the `engine.turn` and
+//! `engine.summary` lines of its audit log (the usage the provider reported, or the estimate
+//! for a call whose answer reported none), so a budget holds across resumes and processes.
+//!
+//! Each request's prompt is also compared with the previous one of the invocation: the bytes
+//! they share from the start, and whether it extends the previous request whole (it must
+//! within a node, so provider prompt caches hit). `baton runs show` sums these figures.
+
+use crate::context::TokenCounter;
+use baton_llm::wire::{common_prefix, request_prompt_bytes};
+use baton_llm::{ChatModel, ChatRequest, Price, Usage};
+use baton_store::RunUsage;
+use serde_json::{Value, json};
+use std::io::{BufRead, Read};
+use std::path::Path;
+
+/// The code of a run (or loop) stopped before a call that would cross a budget.
+pub const BUDGET_EXCEEDED: &str = "BUDGET_EXCEEDED";
+/// The code of a USD budget for a model without a known price.
+pub const BUDGET_PRICE_UNKNOWN: &str = "BUDGET_PRICE_UNKNOWN";
+/// The smallest completion cap sent, however full the context window is.
+const MIN_COMPLETION_CAP: u64 = 256;
+/// The longest audit line read when summing (tool lines carry sizes and hashes, not contents).
+const MAX_LINE: usize = 1 << 20;
+
+/// Tokens and dollars.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Spent {
+    pub tokens: u64,
+    pub usd: f64,
+}
+
+impl Spent {
+    pub fn add(&mut self, other: Spent) {
+        self.tokens += other.tokens;
+        self.usd += other.usd;
+    }
+}
+
+/// One hard limit: on the run, or on a larger scope the run belongs to (a story, an epic, a
+/// session), which other runs spent from already.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cap {
+    /// What the limit is on, as messages name it (`run`, `story 1-2-login`, `epic epic-1`).
+    pub scope: String,
+    pub tokens: Option<u64>,
+    pub usd: Option<f64>,
+    /// What the scope spent outside this run (its other runs and model calls).
+    pub spent_elsewhere: Spent,
+}
+
+impl Cap {
+    /// A limit on the run alone.
+    pub fn run(tokens: Option<u64>, usd: Option<f64>) -> Cap {
+        Cap {
+            scope: "run".into(),
+            tokens,
+            usd,
+            spent_elsewhere: Spent::default(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_none() && self.usd.is_none()
+    }
+}
+
+/// The caps that have a USD limit while `price` is unknown: a budget nobody could keep.
+pub fn check_price(caps: &[Cap], price: Option<Price>, model: &str) -> Result<(), BudgetStop> {
+    match caps.iter().find(|c| c.usd.is_some()) {
+        Some(cap) if price.is_none() => Err(BudgetStop {
+            code: BUDGET_PRICE_UNKNOWN,
+            message: format!(
+                "a USD budget is set ({}) but no price is known for model '{model}'",
+                cap.scope
+            ),
+            details: json!({"scope": cap.scope, "kind": "usd", "model": model}),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Why a call was not made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetStop {
+    pub code: &'static str,
+    pub message: String,
+    /// `{scope, kind: tokens|usd, limit, spent, estimate}`: which budget, and by how much.
+    pub details: Value,
+}
+
+/// The most one request can cost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    pub prompt_tokens: u64,
+    pub max_tokens: u64,
+    /// `None` without a price.
+    pub usd: Option<f64>,
+}
+
+impl Estimate {
+    pub fn tokens(&self) -> u64 {
+        self.prompt_tokens + self.max_tokens
+    }
+
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({"promptTokens": self.prompt_tokens, "maxTokens": self.max_tokens});
+        if let Some(usd) = self.usd {
+            v["usd"] = json!(usd);
+        }
+        v
+    }
+}
+
+/// What a run's durable records say it spent.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Recorded {
+    /// The usage providers reported, summed (`costUsd` only where every call was priced).
+    pub usage: Usage,
+    /// Model calls made (summary calls included).
+    pub calls: u64,
+    /// What counts against budgets: reported usage, or the estimate of a call that reported
+    /// none.
+    pub spent: Spent,
+    /// Requests with a previous one in the same invocation, their bytes and the bytes they
+    /// share with the start of the previous request.
+    pub prefix_requests: u64,
+    pub prefix_bytes: u64,
+    pub prefix_shared: u64,
+    /// Requests whose previous request was at the same node, and how many of them begin with
+    /// the whole previous request.
+    pub same_node_requests: u64,
+    pub extensions: u64,
+}
+
+impl Recorded {
+    /// Over the requests after the first (of each invocation): the bytes each shares with the
+    /// start of the previous request, divided by their bytes. `None` with no such request.
+    pub fn cacheable_prefix_share(&self) -> Option<f64> {
+        (self.prefix_bytes > 0).then(|| self.prefix_shared as f64 / self.prefix_bytes as f64)
+    }
+
+    /// The share of requests within a node that begin with the whole previous request.
+    pub fn prefix_extensions(&self) -> Option<f64> {
+        (self.same_node_requests > 0)
+            .then(|| self.extensions as f64 / self.same_node_requests as f64)
+    }
+
+    /// The run's usage as `run.json` keeps it.
+    pub fn run_usage(&self) -> RunUsage {
+        run_usage(&self.usage, self.calls)
+    }
+
+    fn add_line(&mut self, line: &Value, price: Option<Price>) {
+        let usage = line
+            .get("usage")
+            .filter(|u| !u.is_null())
+            .and_then(|u| serde_json::from_value::<Usage>(u.clone()).ok());
+        let estimate = line.get("estimate");
+        let n = |v: Option<&Value>, k: &str| v.and_then(|e| e.get(k)).and_then(Value::as_u64);
+        self.calls += 1;
+        match usage {
+            Some(mut u) => {
+                if u.cost_usd.is_none() {
+                    u.cost_usd = price.map(|p| p.cost(&u));
+                }
+                self.spent.tokens += u.total_tokens;
+                self.spent.usd += u.cost_usd.unwrap_or(0.0);
+                self.usage.add(u);
+            }
+            None => {
+                let tokens = n(estimate, "promptTokens").unwrap_or(0)
+                    + n(estimate, "maxTokens").unwrap_or(0);
+                self.spent.tokens += tokens;
+                self.spent.usd += estimate
+                    .and_then(|e| e.get("usd"))
+                    .and_then(Value::as_f64)
+                    .unwrap_or(0.0);
+                // A call that reported nothing makes the sum's cost unknown.
+                self.usage.cost_usd = None;
+            }
+        }
+        if let Some(p) = line.get("prompt") {
+            if let (Some(bytes), Some(shared)) = (n(Some(p), "bytes"), n(Some(p), "shared")) {
+                self.prefix_requests += 1;
+                self.prefix_bytes += bytes;
+                self.prefix_shared += shared;
+            }
+            if p.get("sameNode").and_then(Value::as_bool) == Some(true) {
+                self.same_node_requests += 1;
+                if p.get("extends").and_then(Value::as_bool) == Some(true) {
+                    self.extensions += 1;
+                }
+            }
+        }
+    }
+}
+
+/// `usage` and a call count as `run.json` keeps them.
+pub fn run_usage(usage: &Usage, calls: u64) -> RunUsage {
+    RunUsage {
+        prompt_tokens: usage.prompt_tokens,
+        cached_prompt_tokens: usage.cached_prompt_tokens,
+        completion_tokens: usage.completion_tokens,
+        reasoning_tokens: usage.reasoning_tokens,
+        total_tokens: usage.total_tokens,
+        cost_usd: usage.cost_usd,
+        model_calls: calls,
+    }
+}
+
+/// A run's usage from `run.json` as a [`Usage`].
+pub fn usage_of(r: &RunUsage) -> Usage {
+    Usage {
+        prompt_tokens: r.prompt_tokens,
+        cached_prompt_tokens: r.cached_prompt_tokens,
+        completion_tokens: r.completion_tokens,
+        reasoning_tokens: r.reasoning_tokens,
+        total_tokens: r.total_tokens,
+        cost_usd: r.cost_usd,
+    }
+}
+
+/// Sums the model calls recorded in the audit log at `execution_log` (missing: nothing).
+/// Calls recorded without a cost are priced at `price` when one is given.
+pub fn recorded(execution_log: &Path, price: Option<Price>) -> Recorded {
+    let mut out = Recorded::default();
+    let Ok(file) = std::fs::File::open(execution_log) else {
+        return out;
+    };
+    let mut reader = std::io::BufReader::new(file);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match reader
+            .by_ref()
+            .take(MAX_LINE as u64)
+            .read_until(b'\n', &mut buf)
+        {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if buf.last() != Some(&b'\n') && buf.len() >= MAX_LINE {
+            // An overlong line: skip the rest of it.
+            let mut rest = Vec::new();
+            if reader.read_until(b'\n', &mut rest).is_err() {
+                break;
+            }
+            continue;
+        }
+        let is_call = |k: &[u8]| buf.windows(k.len()).any(|w| w == k);
+        if !(is_call(b"\"engine.turn\"") || is_call(b"\"engine.summary\"")) {
+            continue;
+        }
+        let Ok(line) = serde_json::from_slice::<Value>(&buf) else {
+            continue;
+        };
+        if matches!(
+            line.get("kind").and_then(Value::as_str),
+            Some("engine.turn" | "engine.summary")
+        ) {
+            out.add_line(&line, price);
+        }
+    }
+    out
+}
+
+/// The meter of one invocation: caps, the run's spending so far, and the previous request.
+pub struct Meter {
+    caps: Vec<Cap>,
+    price: Option<Price>,
+    cap_tokens: u64,
+    context_tokens: Option<u64>,
+    counter: TokenCounter,
+    /// The run's records, from its log at the start, then this invocation's calls.
+    run: Recorded,
+    previous: Option<(Vec<u8>, Option<String>)>,
+    /// The run id, for `prompt_cache_key`.
+    key: String,
+    /// The stop of the last refused call.
+    stopped: Option<BudgetStop>,
+}
+
+impl Meter {
+    /// The meter of `run_id` driven by `model`, its spending so far read from `execution_log`.
+    pub fn open(
+        run_id: &str,
+        execution_log: &Path,
+        model: &dyn ChatModel,
+        caps: Vec<Cap>,
+    ) -> Meter {
+        let price = model.price();
+        Meter {
+            caps: caps.into_iter().filter(|c| !c.is_empty()).collect(),
+            price,
+            cap_tokens: u64::from(model.max_completion_tokens()),
+            context_tokens: model.context_tokens(),
+            counter: TokenCounter::for_model(model.model_name()),
+            run: recorded(execution_log, price),
+            previous: None,
+            key: run_id.to_string(),
+            stopped: None,
+        }
+    }
+
+    /// A meter with no budget and no past (tests, callers that keep no records).
+    pub fn unbounded(model: &dyn ChatModel) -> Meter {
+        Meter {
+            caps: Vec::new(),
+            price: model.price(),
+            cap_tokens: u64::from(model.max_completion_tokens()),
+            context_tokens: model.context_tokens(),
+            counter: TokenCounter::for_model(model.model_name()),
+            run: Recorded::default(),
+            previous: None,
+            key: String::new(),
+            stopped: None,
+        }
+    }
+
+    pub fn price(&self) -> Option<Price> {
+        self.price
+    }
+
+    /// What the run spent so far (its records, then this invocation's calls).
+    pub fn recorded(&self) -> &Recorded {
+        &self.run
+    }
+
+    /// The stop of the last refused call, once.
+    pub fn take_stop(&mut self) -> Option<BudgetStop> {
+        self.stopped.take()
+    }
+
+    /// Sets the request's completion cap (the configured one, within what the context window
+    /// leaves) and, with `node`, its cache key; then checks the budgets against its estimate.
+    pub fn prepare(
+        &mut self,
+        request: &mut ChatRequest,
+        node: Option<&str>,
+    ) -> Result<Estimate, BudgetStop> {
+        let prompt = self.counter.request(&request.messages, &request.tools) as u64;
+        let wanted = request
+            .options
+            .max_tokens
+            .map_or(self.cap_tokens, u64::from);
+        let room = self.context_tokens.map_or(u64::MAX, |c| {
+            c.saturating_sub(prompt).max(MIN_COMPLETION_CAP)
+        });
+        let cap = wanted.min(room);
+        request.options.max_tokens = Some(u32::try_from(cap).unwrap_or(u32::MAX));
+        if let Some(node) = node
+            && !self.key.is_empty()
+        {
+            request.options.cache_key = Some(cache_key(&self.key, node));
+        }
+        let estimate = Estimate {
+            prompt_tokens: prompt,
+            max_tokens: cap,
+            usd: self.price.map(|p| p.bound(prompt, cap)),
+        };
+        if let Err(stop) = self.check(&estimate) {
+            self.stopped = Some(stop.clone());
+            return Err(stop);
+        }
+        Ok(estimate)
+    }
+
+    fn check(&self, estimate: &Estimate) -> Result<(), BudgetStop> {
+        for cap in &self.caps {
+            let mut spent = cap.spent_elsewhere;
+            spent.add(self.run.spent);
+            if let Some(limit) = cap.tokens
+                && spent.tokens + estimate.tokens() > limit
+            {
+                return Err(stop(
+                    cap,
+                    "tokens",
+                    limit as f64,
+                    spent.tokens as f64,
+                    estimate.tokens() as f64,
+                ));
+            }
+            if let Some(limit) = cap.usd {
+                let Some(usd) = estimate.usd else {
+                    return Err(BudgetStop {
+                        code: BUDGET_PRICE_UNKNOWN,
+                        message: format!(
+                            "a USD budget is set ({}) but the model has no known price",
+                            cap.scope
+                        ),
+                        details: json!({"scope": cap.scope, "kind": "usd"}),
+                    });
+                };
+                if spent.usd + usd > limit {
+                    return Err(stop(cap, "usd", limit, spent.usd, usd));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts a call made: the provider's usage (priced where a price is known), or the
+    /// estimate when it reported none. Returns the usage as recorded.
+    pub fn record(&mut self, estimate: &Estimate, usage: Option<Usage>) -> Option<Usage> {
+        let priced = usage.map(|mut u| {
+            u.cost_usd = self.price.map(|p| p.cost(&u));
+            u
+        });
+        let line = json!({"usage": priced, "estimate": estimate.to_json()});
+        self.run.add_line(&line, self.price);
+        priced
+    }
+
+    /// How `request` (the one about to be sent) relates to the previous request of this
+    /// invocation: `{bytes, shared, extends, sameNode}`; `{bytes}` alone for the first.
+    pub fn prompt_figures(&mut self, request: &ChatRequest, node: Option<&str>) -> Value {
+        let bytes = request_prompt_bytes(request);
+        let node = node.map(str::to_owned);
+        let figures = match &self.previous {
+            None => json!({"bytes": bytes.len()}),
+            Some((prev, prev_node)) => {
+                let shared = common_prefix(prev, &bytes);
+                json!({"bytes": bytes.len(), "shared": shared, "extends": shared == prev.len(),
+                       "sameNode": *prev_node == node})
+            }
+        };
+        if let Some(shared) = figures.get("shared").and_then(Value::as_u64) {
+            self.run.prefix_requests += 1;
+            self.run.prefix_bytes += bytes.len() as u64;
+            self.run.prefix_shared += shared;
+        }
+        if figures.get("sameNode").and_then(Value::as_bool) == Some(true) {
+            self.run.same_node_requests += 1;
+            if figures.get("extends").and_then(Value::as_bool) == Some(true) {
+                self.run.extensions += 1;
+            }
+        }
+        self.previous = Some((bytes, node));
+        figures
+    }
+}
+
+fn stop(cap: &Cap, kind: &str, limit: f64, spent: f64, estimate: f64) -> BudgetStop {
+    let (shown_limit, shown_spent, shown_estimate) = if kind == "usd" {
+        (
+            format!("${limit:.4}"),
+            format!("${spent:.4}"),
+            format!("${estimate:.4}"),
+        )
+    } else {
+        (
+            format!("{limit:.0} tokens"),
+            format!("{spent:.0}"),
+            format!("{estimate:.0}"),
+        )
+    };
+    BudgetStop {
+        code: BUDGET_EXCEEDED,
+        message: format!(
+            "the {} budget of {shown_limit} would be crossed: {shown_spent} spent, the next call may cost {shown_estimate}",
+            cap.scope
+        ),
+        details: if kind == "usd" {
+            json!({"scope": cap.scope, "kind": kind, "limit": limit, "spent": spent, "estimate": estimate})
+        } else {
+            // Token counts are whole numbers.
+            json!({"scope": cap.scope, "kind": kind, "limit": limit as u64, "spent": spent as u64,
+                   "estimate": estimate as u64})
+        },
+    }
+}
+
+/// `prompt_cache_key` of a run's node: requests of one node share their prefix, so they go to
+/// the same cache. A stable hash keeps the key short whatever the node id.
+pub fn cache_key(run_id: &str, node: &str) -> String {
+    // FNV-1a, 64 bits: stable across builds and platforms.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in node.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("baton-{run_id}-{h:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_is_summed_with_estimates_for_calls_without_usage() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("execution.jsonl");
+        let lines = [
+            json!({"kind": "tool.exec", "usage": {"totalTokens": 999}}),
+            json!({"kind": "engine.turn", "usage": {"promptTokens": 100, "cachedPromptTokens": 64, "completionTokens": 10, "totalTokens": 110},
+                   "estimate": {"promptTokens": 90, "maxTokens": 50}, "prompt": {"bytes": 400}}),
+            json!({"kind": "engine.turn", "usage": null, "estimate": {"promptTokens": 120, "maxTokens": 50},
+                   "prompt": {"bytes": 500, "shared": 400, "extends": true, "sameNode": true}}),
+            json!({"kind": "engine.summary", "usage": {"promptTokens": 30, "completionTokens": 5, "totalTokens": 35}}),
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&log, text + "not json\n").unwrap();
+        let r = recorded(&log, None);
+        assert_eq!(r.calls, 3);
+        assert_eq!(r.spent.tokens, 110 + 170 + 35);
+        assert_eq!(
+            (
+                r.usage.prompt_tokens,
+                r.usage.cached_prompt_tokens,
+                r.usage.total_tokens
+            ),
+            (130, 64, 145)
+        );
+        assert_eq!(r.cacheable_prefix_share(), Some(0.8));
+        assert_eq!(r.prefix_extensions(), Some(1.0));
+        let priced = recorded(&log, Some(Price::new(1.0, 0.5, 2.0)));
+        // A call without usage leaves the sum without a cost.
+        assert_eq!(priced.usage.cost_usd, None);
+        assert!(priced.spent.usd > 0.0);
+        assert_eq!(
+            recorded(&dir.path().join("missing"), None),
+            Recorded::default()
+        );
+    }
+
+    #[test]
+    fn cache_keys_are_stable_and_differ_by_node() {
+        let a = cache_key("r1", "step-01");
+        assert_eq!(a, cache_key("r1", "step-01"));
+        assert_ne!(a, cache_key("r1", "step-02"));
+        assert!(a.len() < 64, "{a}");
+    }
+}
