@@ -53,6 +53,33 @@ fn invalid(shown: &str, line: Option<usize>, problem: impl std::fmt::Display) ->
     )
 }
 
+/// A sprint file written before BMAD had a sprint-status template: a `sprints:` (or `epics:`)
+/// list of epics holding `stories:` lists, no `development_status`. Refused, naming the shape
+/// and its line.
+fn pre_template(
+    shown: &str,
+    yaml: &serde_json::Map<String, Value>,
+    text: &str,
+) -> Option<EpicError> {
+    let key = ["sprints", "epics"]
+        .into_iter()
+        .find(|k| matches!(yaml.get(*k), Some(Value::Array(_) | Value::Object(_))))?;
+    let line = text
+        .lines()
+        .position(|l| l.starts_with(&format!("{key}:")))
+        .map(|i| i + 1);
+    Some(
+        EpicError::usage(
+            "SPRINT_STATUS_INVALID",
+            format!(
+                "{shown}{}: a hand-written sprint file from before BMAD's sprint-status template (a `{key}:` list of epics and stories, no `development_status` mapping); baton reads the template's `development_status`",
+                line.map(|l| format!(" (line {l})")).unwrap_or_default()
+            ),
+        )
+        .hint("run BMAD's sprint-planning workflow to write sprint-status.yaml in the template's shape (move this file aside first to keep it), or set [autopilot] implementation_artifacts in baton.toml to the folder of a template-shaped file"),
+    )
+}
+
 impl SprintStatus {
     /// Reads and checks the file; `shown` names it in messages.
     pub fn load(file: &ArtifactFile, shown: &str) -> Result<SprintStatus> {
@@ -73,6 +100,9 @@ impl SprintStatus {
     pub fn parse(shown: &str, text: String) -> Result<SprintStatus> {
         let yaml = parse_yaml(shown, &text)?;
         let Some(dev) = yaml.get("development_status") else {
+            if let Some(e) = pre_template(shown, &yaml, &text) {
+                return Err(e);
+            }
             return Err(invalid(
                 shown,
                 None,
@@ -573,7 +603,12 @@ mod tests {
         }
         assert_eq!(s.text(), ODD);
         // Unrecognized keys have no status the loop could write.
-        for key in ["2.5-1-frost", "epic-3a", "3a-1-perch", "epic-1-retro-item-1"] {
+        for key in [
+            "2.5-1-frost",
+            "epic-3a",
+            "3a-1-perch",
+            "epic-1-retro-item-1",
+        ] {
             assert_eq!(
                 s.raise(key, "done", now).unwrap_err().code,
                 "SPRINT_STATUS_INVALID"

@@ -617,6 +617,8 @@ pub struct Start {
     /// Why the start differs from what sprint-status alone says, or what is wrong with the
     /// file (found twice), for the plan line.
     pub note: Option<String>,
+    /// The files of a story found twice (empty otherwise): the loop refuses to start it.
+    pub ambiguous: Vec<StoryFile>,
 }
 
 impl StoryFiles {
@@ -626,6 +628,7 @@ impl StoryFiles {
             status: sprint_status.to_string(),
             file: None,
             note: None,
+            ambiguous: Vec::new(),
         };
         match self.lookup(layout, key) {
             Lookup::Found(f) => {
@@ -648,6 +651,7 @@ impl StoryFiles {
                         .collect::<Vec<_>>()
                         .join(", ")
                 ));
+                start.ambiguous = files;
             }
             Lookup::Missing { .. } => {}
         }
