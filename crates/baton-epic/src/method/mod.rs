@@ -22,6 +22,7 @@
 pub mod describe;
 pub mod files;
 pub mod layers;
+pub mod prompt;
 pub mod render;
 
 use crate::error::{EpicError, Result};

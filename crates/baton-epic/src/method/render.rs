@@ -482,9 +482,8 @@ fn render_classic(reader: &Reader, inst: &Installed, instructions: &str) -> Resu
         let snapshot = vars.clone();
         for (_, value) in vars.iter_mut() {
             for (name, v) in &snapshot {
-                let token = format!("{{{name}}}");
-                if value.contains(&token) && !v.contains(&token) {
-                    *value = value.replace(&token, v);
+                if !v.contains(&format!("{{{name}}}")) {
+                    *value = replace_single(value, name, v);
                 }
             }
         }
@@ -495,7 +494,7 @@ fn render_classic(reader: &Reader, inst: &Installed, instructions: &str) -> Resu
             if name == "config_source" {
                 continue;
             }
-            out = out.replace(&format!("{{{name}}}"), v);
+            out = replace_single(&out, name, v);
         }
         out
     };
@@ -549,6 +548,25 @@ fn render_classic(reader: &Reader, inst: &Installed, instructions: &str) -> Resu
         how: format!("resolved by baton: workflow.yaml variables{source}, then {instructions}"),
         applied,
     })
+}
+
+/// `text` with every `{name}` replaced by `value`, but not `{{name}}` (a value the workflow's
+/// engine fills in while it runs).
+fn replace_single(text: &str, name: &str, value: &str) -> String {
+    let token = format!("{{{name}}}");
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(&token) {
+        let before = out.chars().last().or_else(|| rest[..at].chars().last());
+        let doubled = rest[..at].ends_with('{')
+            || (at == 0 && before == Some('{'))
+            || rest[at + token.len()..].starts_with('}');
+        out.push_str(&rest[..at]);
+        out.push_str(if doubled { &token } else { value });
+        rest = &rest[at + token.len()..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Today's date, `YYYY-MM-DD` (UTC).
@@ -805,6 +823,7 @@ mod tests {
             out.text
         );
         assert!(out.text.contains("{{story_key}}"), "{}", out.text);
+        assert_eq!(replace_single("{a} {{a}} x{a}}", "a", "V"), "V {{a}} x{a}}");
         assert!(
             out.text
                 .contains("engine: @project/_bmad/core/tasks/workflow.xml"),
