@@ -80,7 +80,7 @@ impl Lookup {
 /// The error of a story found in two places, located.
 pub fn ambiguous_error(key: &str, files: &[StoryFile]) -> super::error::EpicError {
     super::error::EpicError::usage(
-        "EPIC_STORY_FILE_AMBIGUOUS",
+        "STORY_FILE_AMBIGUOUS",
         format!(
             "story {key} has {} files: {}; baton does not guess which one is the story",
             files.len(),
@@ -189,7 +189,13 @@ impl StoryFiles {
             }
         }
         roots.push(layout.rel.clone());
-        out.new_dir = roots.first().cloned().unwrap_or_default();
+        // New story files go to the first of these folders that exists (a stale
+        // `story_location` naming a folder nobody made is passed over).
+        out.new_dir = roots
+            .iter()
+            .find(|r| layout.dir.project_dir(r).is_some())
+            .unwrap_or(&layout.rel)
+            .clone();
         let mut dirs: Vec<String> = Vec::new();
         for root in &roots {
             for d in shape(layout, root) {
