@@ -60,7 +60,11 @@ impl World {
         }
     }
 
-    async fn run(&self, command: Command, dry_run: bool) -> Result<EpicReport, baton_epic::EpicError> {
+    async fn run(
+        &self,
+        command: Command,
+        dry_run: bool,
+    ) -> Result<EpicReport, baton_epic::EpicError> {
         let on_event = |e: EpicEvent| {
             if let EpicEvent::Note(n) = e {
                 self.notes.lock().unwrap().push(n);
@@ -97,7 +101,12 @@ impl World {
     fn status(&self, name: &str) -> String {
         let text = std::fs::read_to_string(self.file(&format!("{SPEC}/stories/{name}")))
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let block = text.strip_prefix("---\n").unwrap().split("\n---").next().unwrap();
+        let block = text
+            .strip_prefix("---\n")
+            .unwrap()
+            .split("\n---")
+            .next()
+            .unwrap();
         block
             .lines()
             .find_map(|l| l.strip_prefix("status:"))
@@ -145,9 +154,11 @@ impl World {
 
 fn waiting(report: &EpicReport) -> (String, String, String) {
     match &report.outcome {
-        EpicOutcome::Waiting { story, question } => {
-            (story.clone(), question.id.clone(), question.question.clone())
-        }
+        EpicOutcome::Waiting { story, question } => (
+            story.clone(),
+            question.id.clone(),
+            question.question.clone(),
+        ),
         other => panic!("expected a question, got {other:?}"),
     }
 }
@@ -162,7 +173,10 @@ async fn two_stories_walk_their_files_statuses_with_both_checkpoints_and_no_spri
     let (story, qid, question) = waiting(&report);
     assert_eq!(story, "2");
     assert!(question.contains("spec_checkpoint"), "{question}");
-    assert!(question.contains(&format!("{SPEC}/stories/2-sail-panel.md")), "{question}");
+    assert!(
+        question.contains(&format!("{SPEC}/stories/2-sail-panel.md")),
+        "{question}"
+    );
     assert_eq!(w.written("2"), ["ready-for-dev"]);
     assert_eq!(w.status("2-sail-panel.md"), "ready-for-dev");
     assert_eq!(w.status("1-spar-frame.md"), "done");
@@ -195,14 +209,21 @@ async fn two_stories_walk_their_files_statuses_with_both_checkpoints_and_no_spri
         .unwrap();
     let (story, _, question) = waiting(&report);
     assert_eq!(story, "3-1");
-    assert!(question.contains("Story 2 (Sail panel) is done"), "{question}");
+    assert!(
+        question.contains("Story 2 (Sail panel) is done"),
+        "{question}"
+    );
     assert_eq!(report.stories_completed, ["2"]);
     assert_eq!(
         w.written("2"),
         ["ready-for-dev", "in-progress", "in-review", "done"]
     );
     assert_eq!(w.status("2-sail-panel.md"), "done");
-    assert!(!w.file(&format!("{SPEC}/stories")).join("3-1-tail-ribbon.md").exists());
+    assert!(
+        !w.file(&format!("{SPEC}/stories"))
+            .join("3-1-tail-ribbon.md")
+            .exists()
+    );
     // The answer reached the developer (the played dev writes the answers it read).
     let code = std::fs::read_to_string(w.file("src/2.txt")).unwrap();
     assert!(code.contains("answer: the panel spec is right"), "{code}");
@@ -227,18 +248,28 @@ async fn two_stories_walk_their_files_statuses_with_both_checkpoints_and_no_spri
         ["ready-for-dev", "in-progress", "in-review", "done"]
     );
     assert_eq!(w.status("3-1-tail-ribbon.md"), "done");
-    let text = std::fs::read_to_string(w.file(&format!("{SPEC}/stories/3-1-tail-ribbon.md"))).unwrap();
+    let text =
+        std::fs::read_to_string(w.file(&format!("{SPEC}/stories/3-1-tail-ribbon.md"))).unwrap();
     assert!(text.starts_with("---\nstatus: done\n---\n"), "{text}");
 
     // The folder+id variables, and invoke_dev_with for dev only (and only story 3-1's).
     let dev = w.variables("3-1", "dev");
     assert_eq!(dev.len(), 1);
-    assert_eq!(dev[0]["invokeDevWith"], "Reuse the clip from the sail panel; no knots.");
+    assert_eq!(
+        dev[0]["invokeDevWith"],
+        "Reuse the clip from the sail panel; no knots."
+    );
     assert_eq!(dev[0]["specFolder"], SPEC);
     assert_eq!(dev[0]["storyId"], "3-1");
-    assert_eq!(dev[0]["storyFile"], format!("{SPEC}/stories/3-1-tail-ribbon.md"));
+    assert_eq!(
+        dev[0]["storyFile"],
+        format!("{SPEC}/stories/3-1-tail-ribbon.md")
+    );
     let create = w.variables("3-1", "create-story");
-    assert_eq!(create[0]["storyFile"], format!("{SPEC}/stories/3-1-tail-ribbon.md"));
+    assert_eq!(
+        create[0]["storyFile"],
+        format!("{SPEC}/stories/3-1-tail-ribbon.md")
+    );
     assert_eq!(create[0]["storyTitle"], "Tail ribbon");
     assert!(create[0].get("invokeDevWith").is_none());
     assert!(w.variables("2", "dev")[0].get("invokeDevWith").is_none());
@@ -276,7 +307,8 @@ async fn two_stories_walk_their_files_statuses_with_both_checkpoints_and_no_spri
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_existing_sprint_status_is_left_byte_for_byte() {
     let w = World::new();
-    let sprint = "# kept as it is\ndevelopment_status:\n  epic-1: backlog\n  1-1-other-story: backlog\n";
+    let sprint =
+        "# kept as it is\ndevelopment_status:\n  epic-1: backlog\n  1-1-other-story: backlog\n";
     std::fs::create_dir_all(w.file(IMPL)).unwrap();
     std::fs::write(w.file(&format!("{IMPL}/sprint-status.yaml")), sprint).unwrap();
     let report = w.run(w.stories(), false).await.unwrap();
@@ -345,7 +377,8 @@ fn broken_inputs_are_refused_with_their_line_before_anything_is_written() {
         let e = check(&w);
         assert_eq!(e.code, "STORIES_YAML_INVALID", "{variant}: {}", e.message);
         assert!(
-            e.message.starts_with(&format!("{SPEC}/stories.yaml (line {line}): ")),
+            e.message
+                .starts_with(&format!("{SPEC}/stories.yaml (line {line}): ")),
             "{variant}: {}",
             e.message
         );
@@ -355,14 +388,29 @@ fn broken_inputs_are_refused_with_their_line_before_anything_is_written() {
     baton_epic::preflight(&w.project, &w.stories()).unwrap();
 
     // Two files for story 2: reported with both names, never guessed.
-    std::fs::write(w.file(&format!("{SPEC}/stories/2-sail-panel-v2.md")), "---\nstatus: draft\n---\n").unwrap();
+    std::fs::write(
+        w.file(&format!("{SPEC}/stories/2-sail-panel-v2.md")),
+        "---\nstatus: draft\n---\n",
+    )
+    .unwrap();
     let e = check(&w);
     assert_eq!(e.code, "STORY_FILE_AMBIGUOUS");
     assert!(e.message.contains("stories.yaml (line 6)"), "{}", e.message);
-    assert!(e.message.contains("stories/2-sail-panel-v2.md") && e.message.contains("stories/2-sail-panel.md"), "{}", e.message);
+    assert!(
+        e.message.contains("stories/2-sail-panel-v2.md")
+            && e.message.contains("stories/2-sail-panel.md"),
+        "{}",
+        e.message
+    );
     // The board shows it on the story instead of failing.
     let board = baton_epic::stories_mode::status(&w.project, SPEC).unwrap();
-    assert!(board.stories[1].problem.as_deref().unwrap().starts_with("STORY_FILE_AMBIGUOUS"));
+    assert!(
+        board.stories[1]
+            .problem
+            .as_deref()
+            .unwrap()
+            .starts_with("STORY_FILE_AMBIGUOUS")
+    );
     std::fs::remove_file(w.file(&format!("{SPEC}/stories/2-sail-panel-v2.md"))).unwrap();
 
     // A blocked story stops the walk where it is.

@@ -82,8 +82,8 @@ pub fn status(text: &str) -> Result<Found, String> {
         return Ok(Found::None);
     };
     let options = serde_saphyr::options! { with_snippet: false };
-    let yaml: serde_json::Value =
-        serde_saphyr::from_str_with_options(&text[range], options).map_err(|e| {
+    let yaml: serde_json::Value = serde_saphyr::from_str_with_options(&text[range], options)
+        .map_err(|e| {
             let message = e.to_string();
             format!(
                 "its frontmatter is not valid YAML: {}",
@@ -141,7 +141,10 @@ mod tests {
     fn the_status_is_read_from_the_frontmatter_only() {
         let spec = "---\ntitle: 'Sail panel'\nstatus: 'in-review'\n---\nStatus: done\n";
         assert_eq!(status(spec), Ok(Found::Status("in-review".into())));
-        assert_eq!(status("---\nstatus: draft # planned\n---\n"), Ok(Found::Status("draft".into())));
+        assert_eq!(
+            status("---\nstatus: draft # planned\n---\n"),
+            Ok(Found::Status("draft".into()))
+        );
         assert_eq!(status("# Story\n\nStatus: done\n"), Ok(Found::None));
         assert_eq!(status("---\ntitle: x\n---\n"), Ok(Found::None));
         assert!(status("---\nstatus: [a]\n---\n").is_err());
@@ -169,7 +172,10 @@ mod tests {
             "---\nstatus: ready-for-dev\n---\n\n# Story 2\n"
         );
         let crlf = "---\r\nstatus: \"draft\"\r\n---\r\n";
-        assert_eq!(with_status(crlf, "done"), "---\r\nstatus: \"done\"\r\n---\r\n");
+        assert_eq!(
+            with_status(crlf, "done"),
+            "---\r\nstatus: \"done\"\r\n---\r\n"
+        );
         assert_eq!(status(crlf), Ok(Found::Status("draft".into())));
     }
 

@@ -173,7 +173,9 @@ impl SpecFolder {
             Err(UntrustedError::Outside) => {
                 return Err(folder_error(
                     "STORIES_FOLDER_INVALID",
-                    format!("the spec folder {shown} leads outside the project (through a symlink)"),
+                    format!(
+                        "the spec folder {shown} leads outside the project (through a symlink)"
+                    ),
                 ));
             }
             Err(UntrustedError::NotRegular(_)) => {
@@ -219,9 +221,11 @@ impl SpecFolder {
     /// `stories.yaml`, read and checked strictly.
     pub fn entries(&self) -> Result<Vec<StoryEntry>> {
         let shown = self.shown(schema::FILE_NAME);
-        let bytes = self.read(schema::FILE_NAME, limit::CONFIG)?.ok_or_else(|| {
-            EpicError::usage("STORIES_YAML_MISSING", format!("{shown} does not exist"))
-        })?;
+        let bytes = self
+            .read(schema::FILE_NAME, limit::CONFIG)?
+            .ok_or_else(|| {
+                EpicError::usage("STORIES_YAML_MISSING", format!("{shown} does not exist"))
+            })?;
         let text = String::from_utf8(bytes).map_err(|_| {
             EpicError::usage(
                 "STORIES_YAML_INVALID",
@@ -299,7 +303,8 @@ impl SpecFolder {
         let dir = self.stories_dir()?.ok_or_else(|| {
             EpicError::failure("EPIC_IO_FAILED", format!("{shown}: the folder is gone"))
         })?;
-        untrusted::write_in(&dir, name, text.as_bytes()).map_err(|e| crate::layout::refused(&shown, &e))
+        untrusted::write_in(&dir, name, text.as_bytes())
+            .map_err(|e| crate::layout::refused(&shown, &e))
     }
 
     /// Removes a story file (a missing one is fine).
@@ -444,7 +449,10 @@ mod tests {
 
     #[test]
     fn names_are_derived_from_titles() {
-        assert_eq!(derived_name(&entry("3-1", "Tail ribbon!")), "3-1-tail-ribbon.md");
+        assert_eq!(
+            derived_name(&entry("3-1", "Tail ribbon!")),
+            "3-1-tail-ribbon.md"
+        );
         assert_eq!(derived_name(&entry("4", "  ")), "4-story.md");
         assert_eq!(derived_name(&entry("5", "Été -- été")), "5-t-t.md");
     }
@@ -459,7 +467,11 @@ mod tests {
             "- id: \"1\"\n  title: Spar\n  description: D\n- id: \"2\"\n  title: Sail\n  description: D\n",
         )
         .unwrap();
-        std::fs::write(root.join("specs/kite/stories/1-spar.md"), "---\nstatus: done\n---\n").unwrap();
+        std::fs::write(
+            root.join("specs/kite/stories/1-spar.md"),
+            "---\nstatus: done\n---\n",
+        )
+        .unwrap();
         std::fs::write(root.join("specs/kite/stories/2-a.md"), "x").unwrap();
         std::fs::write(root.join("specs/kite/stories/2-b.md"), "x").unwrap();
         let folder = SpecFolder::open(&root, "specs/kite").unwrap();
@@ -470,8 +482,17 @@ mod tests {
         assert_eq!(scan[0].standing(), Standing::Done);
         let e = scan[1].problem.clone().unwrap();
         assert_eq!(e.code, "STORY_FILE_AMBIGUOUS");
-        assert!(e.message.contains("specs/kite/stories.yaml (line 4)"), "{}", e.message);
-        assert!(e.message.contains("specs/kite/stories/2-a.md, specs/kite/stories/2-b.md"), "{}", e.message);
+        assert!(
+            e.message.contains("specs/kite/stories.yaml (line 4)"),
+            "{}",
+            e.message
+        );
+        assert!(
+            e.message
+                .contains("specs/kite/stories/2-a.md, specs/kite/stories/2-b.md"),
+            "{}",
+            e.message
+        );
         assert_eq!(
             SpecFolder::open(&root, "../x").unwrap_err().code,
             "STORIES_FOLDER_INVALID"
@@ -480,7 +501,10 @@ mod tests {
             SpecFolder::open(&root, "specs/none").unwrap_err().code,
             "STORIES_FOLDER_NOT_FOUND"
         );
-        assert_eq!(SpecFolder::open(&root, "specs").unwrap_err().code, "STORIES_YAML_MISSING");
+        assert_eq!(
+            SpecFolder::open(&root, "specs").unwrap_err().code,
+            "STORIES_YAML_MISSING"
+        );
         std::os::unix::fs::symlink("/tmp", root.join("specs/out")).unwrap();
         assert_eq!(
             SpecFolder::open(&root, "specs/out").unwrap_err().code,

@@ -175,7 +175,9 @@ impl StoriesRun {
                     match row.standing() {
                         Standing::Done => continue,
                         Standing::Start(_) => break,
-                        Standing::NotRunnable(s) => return Err(not_runnable(&self.folder, row, &s)),
+                        Standing::NotRunnable(s) => {
+                            return Err(not_runnable(&self.folder, row, &s));
+                        }
                     }
                 }
             }
@@ -264,7 +266,10 @@ pub(crate) struct Guard {
 }
 
 impl Guard {
-    pub(crate) fn restore(&self, on_event: Option<&(dyn Fn(EpicEvent) + Send + Sync)>) -> Result<()> {
+    pub(crate) fn restore(
+        &self,
+        on_event: Option<&(dyn Fn(EpicEvent) + Send + Sync)>,
+    ) -> Result<()> {
         let note = |what: String| {
             if let Some(f) = on_event {
                 f(EpicEvent::Note(format!(
@@ -337,9 +342,9 @@ fn file_status(sprint_status: &str) -> Option<&'static str> {
 
 impl Ctx<'_> {
     fn stories_run(&self) -> Result<&StoriesRun> {
-        self.stories.as_ref().ok_or_else(|| {
-            EpicError::failure("EPIC_IO_FAILED", "the loop is not in stories mode")
-        })
+        self.stories
+            .as_ref()
+            .ok_or_else(|| EpicError::failure("EPIC_IO_FAILED", "the loop is not in stories mode"))
     }
 
     fn entry(&self, key: &str) -> Result<StoryEntry> {
@@ -593,7 +598,11 @@ mod tests {
         std::fs::write(dir.join("stories.yaml"), LIST).unwrap();
         let one = "---\nstatus: done\n---\nspar\n";
         std::fs::write(dir.join("stories/1-spar.md"), one).unwrap();
-        std::fs::write(dir.join("stories/2-sail.md"), "---\nstatus: in-progress\n---\nsail\n").unwrap();
+        std::fs::write(
+            dir.join("stories/2-sail.md"),
+            "---\nstatus: in-progress\n---\nsail\n",
+        )
+        .unwrap();
         let run = StoriesRun {
             folder: SpecFolder::open(&root, "spec").unwrap(),
         };
@@ -602,7 +611,11 @@ mod tests {
         std::fs::write(dir.join("stories.yaml"), "- id: \"9\"\n").unwrap();
         std::fs::write(dir.join("stories/1-spar.md"), "---\nstatus: draft\n---\n").unwrap();
         std::fs::write(dir.join("stories/3-1-tail.md"), "---\nstatus: done\n---\n").unwrap();
-        std::fs::write(dir.join("stories/2-sail.md"), "---\nstatus: done\n---\nsail, built\n").unwrap();
+        std::fs::write(
+            dir.join("stories/2-sail.md"),
+            "---\nstatus: done\n---\nsail, built\n",
+        )
+        .unwrap();
         std::fs::write(dir.join("stories/notes.md"), "kept\n").unwrap();
         let notes = Mutex::new(Vec::new());
         let on_event = |e: EpicEvent| {
@@ -611,23 +624,40 @@ mod tests {
             }
         };
         guard.restore(Some(&on_event)).unwrap();
-        assert_eq!(std::fs::read_to_string(dir.join("stories.yaml")).unwrap(), LIST);
-        assert_eq!(std::fs::read_to_string(dir.join("stories/1-spar.md")).unwrap(), one);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("stories.yaml")).unwrap(),
+            LIST
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("stories/1-spar.md")).unwrap(),
+            one
+        );
         assert!(!dir.join("stories/3-1-tail.md").exists());
         // The story's own work stays; its status is the orchestrator's.
         assert_eq!(
             std::fs::read_to_string(dir.join("stories/2-sail.md")).unwrap(),
             "---\nstatus: in-progress\n---\nsail, built\n"
         );
-        assert_eq!(std::fs::read_to_string(dir.join("stories/notes.md")).unwrap(), "kept\n");
-        assert_eq!(notes.lock().unwrap().len(), 4, "{:?}", notes.lock().unwrap());
+        assert_eq!(
+            std::fs::read_to_string(dir.join("stories/notes.md")).unwrap(),
+            "kept\n"
+        );
+        assert_eq!(
+            notes.lock().unwrap().len(),
+            4,
+            "{:?}",
+            notes.lock().unwrap()
+        );
 
         // A story file removed by the run comes back; a first file of the story is a draft.
         let guard = run.guard("3-1");
         std::fs::remove_file(dir.join("stories/1-spar.md")).unwrap();
         std::fs::write(dir.join("stories/3-1-tail.md"), "---\nstatus: done\n---\n").unwrap();
         guard.restore(None).unwrap();
-        assert_eq!(std::fs::read_to_string(dir.join("stories/1-spar.md")).unwrap(), one);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("stories/1-spar.md")).unwrap(),
+            one
+        );
         assert_eq!(
             std::fs::read_to_string(dir.join("stories/3-1-tail.md")).unwrap(),
             "---\nstatus: draft\n---\n"

@@ -82,7 +82,11 @@ pub fn parse(shown: &str, text: &str) -> Result<Vec<StoryEntry>> {
         }
     };
     if items.is_empty() {
-        return Err(invalid(shown, Some(1), "the list is empty: it lists no story"));
+        return Err(invalid(
+            shown,
+            Some(1),
+            "the list is empty: it lists no story",
+        ));
     }
     if items.len() > MAX_STORIES {
         return Err(invalid(
@@ -113,7 +117,13 @@ pub fn parse(shown: &str, text: &str) -> Result<Vec<StoryEntry>> {
         serde_saphyr::from_str_with_options(text, options).map_err(|e| yaml_error(shown, &e))?;
     let mut out: Vec<StoryEntry> = Vec::with_capacity(entries.len());
     for (i, (entry, fields)) in entries.iter().zip(&fields).enumerate() {
-        out.push(entry_fields(shown, text, i + 1, line_of(&entry.referenced), fields)?);
+        out.push(entry_fields(
+            shown,
+            text,
+            i + 1,
+            line_of(&entry.referenced),
+            fields,
+        )?);
     }
     check_ids(shown, &out)?;
     Ok(out)
@@ -130,7 +140,12 @@ fn entry_fields(
     line: Option<usize>,
     fields: &Fields,
 ) -> Result<StoryEntry> {
-    let at = |key: &str| fields.get(key).and_then(|v| line_of(&v.referenced)).or(line);
+    let at = |key: &str| {
+        fields
+            .get(key)
+            .and_then(|v| line_of(&v.referenced))
+            .or(line)
+    };
     if let Some(loc) = fields.get("status") {
         return Err(invalid(
             shown,
@@ -182,7 +197,11 @@ fn entry_fields(
         ));
     }
     if id.is_empty() {
-        return Err(invalid(shown, id_line, format!("the id of story {n} is empty")));
+        return Err(invalid(
+            shown,
+            id_line,
+            format!("the id of story {n} is empty"),
+        ));
     }
     if id.chars().count() > MAX_ID {
         return Err(invalid(
@@ -191,7 +210,10 @@ fn entry_fields(
             format!("the id of story {n} is longer than {MAX_ID} characters"),
         ));
     }
-    if let Some(c) = id.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '-')) {
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-'))
+    {
         return Err(invalid(
             shown,
             id_line,
@@ -288,7 +310,10 @@ fn text_value(
         return Err(invalid(
             shown,
             at,
-            format!("the {name} of story {n} must be a string, not {}", kind(&v.value)),
+            format!(
+                "the {name} of story {n} must be a string, not {}",
+                kind(&v.value)
+            ),
         ));
     };
     if s.chars().count() > max {
@@ -438,15 +463,24 @@ mod tests {
 
     #[test]
     fn missing_or_empty_required_fields_are_refused() {
-        let e = refusal("- id: \"1\"\n  title: T\n  description: D\n- id: \"2\"\n  description: D\n");
+        let e =
+            refusal("- id: \"1\"\n  title: T\n  description: D\n- id: \"2\"\n  description: D\n");
         assert!(e.message.contains("(line 4)"), "{}", e.message);
-        assert!(e.message.contains("story 2 has no `title`"), "{}", e.message);
+        assert!(
+            e.message.contains("story 2 has no `title`"),
+            "{}",
+            e.message
+        );
         let e = refusal("- id: \"1\"\n  title: T\n");
         assert!(e.message.contains("no `description`"), "{}", e.message);
         let e = refusal("- title: T\n  description: D\n");
         assert!(e.message.contains("no `id`"), "{}", e.message);
         let e = refusal("- id: \"1\"\n  title: \"  \"\n  description: D\n");
-        assert!(e.message.contains("title of story 1 is empty"), "{}", e.message);
+        assert!(
+            e.message.contains("title of story 1 is empty"),
+            "{}",
+            e.message
+        );
         let e = refusal("- id: \"1\"\n  title: [a]\n  description: D\n");
         assert!(e.message.contains("must be a string"), "{}", e.message);
         let e = refusal("- id: \"1\"\n  title: \"a\\nb\"\n  description: D\n");
@@ -455,7 +489,9 @@ mod tests {
 
     #[test]
     fn duplicate_ids_are_refused_at_the_second() {
-        let e = refusal("- id: \"1\"\n  title: T\n  description: D\n- id: \"1\"\n  title: U\n  description: E\n");
+        let e = refusal(
+            "- id: \"1\"\n  title: T\n  description: D\n- id: \"1\"\n  title: U\n  description: E\n",
+        );
         assert!(e.message.contains("(line 4)"), "{}", e.message);
         assert!(e.message.contains("first at line 1"), "{}", e.message);
     }
@@ -469,7 +505,11 @@ mod tests {
         let e = refusal("- \"1\"\n");
         assert!(e.message.contains("not a mapping"), "{}", e.message);
         let e = refusal("- id: \"1\"\n  title: T\n  description: D\n  spec_checkpoint: \"yes\"\n");
-        assert!(e.message.contains("(line 4)") && e.message.contains("true or false"), "{}", e.message);
+        assert!(
+            e.message.contains("(line 4)") && e.message.contains("true or false"),
+            "{}",
+            e.message
+        );
         let e = refusal("- id: \"1\"\n  title: T\n  description: D\n  owner: Ada\n");
         assert!(e.message.contains("unknown field `owner`"), "{}", e.message);
         let e = refusal("- id: \"1\"\n  title: T\n  title: U\n  description: D\n");
