@@ -99,7 +99,7 @@ survey, out, with_config, names = sys.argv[1], sys.argv[2], sys.argv[3] == "1", 
 FOUND = "found with baton.toml (rule)" if with_config else "found w/o config (rule)"
 FILE_FIELDS = ("storyFile", "story_file", "file", "storyPath", "path")
 LIST_FIELDS = ("candidates", "ambiguous", "storyFiles", "files", "matches")
-MARKERS = ("reason", "ask", "question", "notRunnable", "held", "blocked", "skip", "skipped", "problem")
+MARKERS = ("reason", "note", "ask", "question", "notRunnable", "held", "blocked", "skip", "skipped", "problem")
 
 def load(p):
     try:
@@ -277,7 +277,9 @@ for name in names:
             if rep == "<absent>":
                 rep = bfiles.get(k, "<absent>")
                 if rep != "<absent>": rep = norm(rep) if norm(rep) and os.path.isfile(os.path.join(proj, norm(rep))) else None
-            if rep == "<absent>":   # baton reports no story file: its lookup before the real-BMAD work
+            if rep == "<absent>" and any_file_field:
+                rep = None   # baton names story files, but none for this story
+            elif rep == "<absent>":   # baton names no story file at all: its lookup before the real-BMAD work
                 guess = f"{path.rsplit('/', 1)[0]}/{k}.md" if path and "/" in path else f"{k}.md"
                 rep = guess if os.path.isfile(os.path.join(proj, guess)) else None
             good = [s["file"]] + s.get("alsoOk", [])
