@@ -230,13 +230,14 @@ impl StoriesRun {
                 current_status = self.folder.read_status(name).ok().flatten();
                 continue;
             }
-            let bytes = self.folder.story_text(name).ok().flatten();
-            if let Some(b) = &bytes {
-                if b.len() > budget {
-                    continue;
-                }
-                budget -= b.len();
-            }
+            // Past the budget (or unreadable) a file is known but not guarded.
+            let bytes = self
+                .folder
+                .story_text(name)
+                .ok()
+                .flatten()
+                .filter(|b| b.len() <= budget);
+            budget -= bytes.as_ref().map_or(0, String::len);
             others.push((name.clone(), bytes));
         }
         Guard {
