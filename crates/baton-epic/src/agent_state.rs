@@ -168,6 +168,16 @@ impl AgentState {
         }
     }
 
+    /// Removes a question (one the orchestrator asked and has acted on); the block fields go
+    /// with the last pending question.
+    pub fn remove(&mut self, id: &str) {
+        self.questions.retain(|q| q.id != id);
+        if self.pending().is_none() {
+            self.doc.remove("blockedAt");
+            self.doc.remove("blockReason");
+        }
+    }
+
     /// What a finished phase leaves (seed 004: rewrite with `questions: []`): no question and
     /// no block, the resume fields kept.
     pub fn clear(&mut self) {
