@@ -25,8 +25,8 @@ pub enum KeyKind {
 }
 
 /// BMAD 6.12's key grammar, for hints.
-pub const GRAMMAR: &str = "BMAD's keys are epic-N, epic-N-retrospective and N-M-slug (a story; \
-     N and M are numbers, M may carry one lower-case letter: 2-6a-slug)";
+pub const GRAMMAR: &str = "BMAD's keys are epic-N, epic-N-retrospective and N-M-slug for a \
+     story, where N and M are numbers and M may end in one lower-case letter (2-6a-slug)";
 
 impl KeyKind {
     /// `epic`, `story`, `retrospective`, `retro-item` or `unrecognized`.
@@ -288,7 +288,10 @@ mod tests {
         assert!(rank(&story, "review") > rank(&story, "in-progress"));
         assert_eq!(legacy(&story, "drafted"), Some("ready-for-dev"));
         assert_eq!(legacy(&KeyKind::Epic(1), "contexted"), Some("in-progress"));
-        assert_eq!(legacy(&KeyKind::Retrospective(1), "completed"), Some("done"));
+        assert_eq!(
+            legacy(&KeyKind::Retrospective(1), "completed"),
+            Some("done")
+        );
         assert_eq!(legacy(&story, "completed"), None);
         assert!(defined(&KeyKind::Retrospective(1), "completed"));
     }
