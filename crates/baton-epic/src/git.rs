@@ -10,7 +10,7 @@
 use super::error::{EpicError, Result};
 use baton_tools::terminal::{Ended, ProjectShell};
 use baton_tools::{TerminalRuntime, ToolsConfig};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Longest a git command may take.
@@ -18,7 +18,10 @@ const GIT_TIMEOUT: Duration = Duration::from_secs(300);
 /// Output kept of one git command (file lists can be long).
 const GIT_OUTPUT: u64 = 16 * 1024 * 1024;
 
-fn sandbox(project: &Path) -> Result<(ProjectShell, Vec<(&'static str, String)>)> {
+fn sandbox(
+    project: &Path,
+    extra_writable: &[PathBuf],
+) -> Result<(ProjectShell, Vec<(&'static str, String)>)> {
     let store = baton_store::Store::open_default().ok();
     let store_home = store.as_ref().map(|s| s.home().to_path_buf());
     let tools = ToolsConfig::load(store_home.as_deref(), Some(project))
@@ -36,6 +39,7 @@ fn sandbox(project: &Path) -> Result<(ProjectShell, Vec<(&'static str, String)>)
     }
     let runtime = TerminalRuntime {
         store_home,
+        extra_writable: extra_writable.to_vec(),
         ..TerminalRuntime::default()
     };
     let shell = ProjectShell::new(project, settings, true, runtime).map_err(|e| {
@@ -45,10 +49,33 @@ fn sandbox(project: &Path) -> Result<(ProjectShell, Vec<(&'static str, String)>)
     Ok((shell, env))
 }
 
-fn git(project: &Path, args: &[&str]) -> Result<String> {
-    let (shell, env) = sandbox(project)?;
+/// How one git command ended: its exit code (`None`: killed, timed out or flooded) and
+/// output, stdout bounded by [`GIT_OUTPUT`] and stderr by 64 KiB.
+#[derive(Debug, Clone)]
+pub struct GitOutput {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl GitOutput {
+    pub fn ok(&self) -> bool {
+        self.code == Some(0)
+    }
+}
+
+/// Runs `git args…` confined in `project` (the sandbox's writable root, its `.git` writable)
+/// plus `extra_writable`, with `env` added; a non-zero exit is returned, not an error.
+pub fn run(
+    project: &Path,
+    extra_writable: &[PathBuf],
+    args: &[&str],
+    env: &[(&'static str, String)],
+) -> Result<GitOutput> {
+    let (shell, mut base) = sandbox(project, extra_writable)?;
+    base.extend(env.iter().cloned());
     let out = shell
-        .run("git", args, &env, GIT_TIMEOUT)
+        .run("git", args, &base, GIT_TIMEOUT)
         .map_err(|e| {
             let hint = match e.code {
                 "SANDBOX_UNAVAILABLE" | "SANDBOX_SETUP_FAILED" => {
@@ -60,14 +87,25 @@ fn git(project: &Path, args: &[&str]) -> Result<String> {
                 .hint(hint)
         })?
         .exec;
-    if out.ended != Ended::Exited(0) {
-        let err = String::from_utf8_lossy(&out.stderr);
+    Ok(GitOutput {
+        code: match out.ended {
+            Ended::Exited(c) => Some(c),
+            _ => None,
+        },
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+fn git(project: &Path, args: &[&str]) -> Result<String> {
+    let out = run(project, &[], args, &[])?;
+    if !out.ok() {
         return Err(EpicError::failure(
             "EPIC_GIT_FAILED",
-            format!("git {} failed: {}", args.join(" "), err.trim()),
+            format!("git {} failed: {}", args.join(" "), out.stderr.trim()),
         ));
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok(out.stdout)
 }
 
 /// Checks that the project is a git work tree with a commit (before anything is written).

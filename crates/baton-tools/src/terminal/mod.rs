@@ -75,6 +75,9 @@ pub struct TerminalRuntime {
     pub capabilities: Option<Capabilities>,
     /// Where the run's temporary home is created (default: the system's temp directory).
     pub temp_root: Option<PathBuf>,
+    /// More directories the command may write beneath, besides the project and its home (the
+    /// epic autopilot's git commands: a story's worktree lives outside the project).
+    pub extra_writable: Vec<PathBuf>,
 }
 
 /// The terminal side of one ToolHost.
@@ -471,8 +474,10 @@ fn spec(
     if !allow_git_writes {
         read_only.push(project.join(".git"));
     }
+    let mut writable = vec![project.to_path_buf(), home.to_path_buf()];
+    writable.extend(runtime.extra_writable.iter().cloned());
     SandboxSpec {
-        writable: vec![project.to_path_buf(), home.to_path_buf()],
+        writable,
         read_denied: denied,
         read_allowed: allowed,
         read_only,
