@@ -645,6 +645,17 @@ impl StoryFiles {
                         f.status.as_deref().unwrap_or_default(),
                     ));
                     start.status = to.to_string();
+                } else if let Some(other) = f
+                    .status
+                    .as_deref()
+                    .filter(|s| as_sprint_status(s).is_none())
+                {
+                    // `blocked` (a halted BMAD build), or a word of the project's own: said,
+                    // not acted on.
+                    start.note = Some(format!(
+                        "its file {} says {other}, which is not a story status; sprint-status ({sprint_status}) decides where it starts",
+                        f.path
+                    ));
                 }
                 start.file = Some(f.path);
             }
