@@ -67,11 +67,16 @@ impl<'p> Composer<'p> {
             .collect()
     }
 
-    /// Base rules, tool policy, persona of the effective agent.
+    /// Base rules, tool policy, the run protocol, persona of the effective agent. The layers
+    /// that never change in a run come first and the persona last, so a change of agent keeps
+    /// the rest of the prefix a provider has cached; they stay the same when the workflow
+    /// completes (the post-run directive says what changes then), so the turn that completes it
+    /// still extends the one before.
     pub fn system_layers(&self, agent_id: &str) -> Vec<Message> {
         let mut layers = vec![
             Message::system(BASE_RULES),
             Message::system(self.policy(agent_id).prompt_text()),
+            Message::system(RUN_PROTOCOL),
         ];
         if let Some(agent) = self.package.agent(agent_id) {
             layers.push(Message::system(persona(agent)));
@@ -83,25 +88,26 @@ impl<'p> Composer<'p> {
         format!("@pkg/{}", self.workflow.graph_file)
     }
 
-    /// The run shell. `node` is `None` once the workflow is complete (post-run profile).
+    /// The run shell. `node` is `None` once the workflow is complete (post-run profile, whose
+    /// protocol the directive carries; the run protocol is a system layer). The fields that
+    /// never change in a run come first, the intent, node and agent last, so the directive of
+    /// a new node shares as much as it can with the one before.
     pub fn run_directive(&self, intent: Intent, node: Option<&str>, agent: &str) -> String {
         let mut s = String::from("RUN_DIRECTIVE\n- runType: bmad-micro\n");
-        let _ = writeln!(s, "- intent: {}", intent.as_str());
         let _ = writeln!(s, "- workflow: {}", self.workflow.id);
         s.push_str("- state: @state/workflow.md\n");
         let _ = writeln!(s, "- graph: {}", self.graph_path());
         s.push_str("- artifactsRoot: @project/artifacts/\n");
+        let _ = writeln!(s, "- autopilot: {}", self.autopilot);
+        let _ = writeln!(s, "- intent: {}", intent.as_str());
         if let Some(node) = node {
             let _ = writeln!(s, "- currentNodeId: {node}");
         }
         let _ = writeln!(s, "- effectiveAgentId: {agent}");
-        let _ = writeln!(s, "- autopilot: {}", self.autopilot);
-        s.push('\n');
-        s.push_str(if node.is_some() {
-            RUN_PROTOCOL
-        } else {
-            POST_RUN_PROTOCOL
-        });
+        if node.is_none() {
+            s.push('\n');
+            s.push_str(POST_RUN_PROTOCOL);
+        }
         s
     }
 

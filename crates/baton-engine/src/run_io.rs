@@ -244,14 +244,20 @@ pub(crate) async fn model_turn(
     turn: Turn<'_, '_>,
 ) -> Result<ChatResponse, (&'static str, String)> {
     // MCP tools come from the host, which starts the servers: a sans-IO machine cannot
-    // list them.
-    request
-        .tools
-        .extend(host.mcp_tools(policy).into_iter().map(|t| ToolDef {
-            name: t.name,
-            description: t.description,
-            parameters: t.parameters,
-        }));
+    // list them. The list is taken once per agent and kept, and all tools go sorted by name:
+    // the tool definitions open every request, so they must not change while a run goes.
+    let mcp = turn.meter.mcp_tools(turn.agent, || {
+        host.mcp_tools(policy)
+            .into_iter()
+            .map(|t| ToolDef {
+                name: t.name,
+                description: t.description,
+                parameters: t.parameters,
+            })
+            .collect()
+    });
+    request.tools.extend(mcp);
+    request.tools.sort_by(|a, b| a.name.cmp(&b.name));
     if cancel.is_cancelled() {
         return Err((ABORTED, "the run was stopped".into()));
     }

@@ -16,7 +16,7 @@
 
 use crate::context::TokenCounter;
 use baton_llm::wire::{common_prefix, request_prompt_bytes};
-use baton_llm::{ChatModel, ChatRequest, Price, Usage};
+use baton_llm::{ChatModel, ChatRequest, Price, ToolDef, Usage};
 use baton_store::RunUsage;
 use serde_json::{Value, json};
 use std::io::{BufRead, Read};
@@ -287,6 +287,8 @@ pub struct Meter {
     key: String,
     /// The stop of the last refused call.
     stopped: Option<BudgetStop>,
+    /// The MCP tools of each agent, as first listed in this invocation.
+    mcp: std::collections::HashMap<String, Vec<ToolDef>>,
 }
 
 impl Meter {
@@ -308,6 +310,7 @@ impl Meter {
             previous: None,
             key: run_id.to_string(),
             stopped: None,
+            mcp: Default::default(),
         }
     }
 
@@ -323,6 +326,7 @@ impl Meter {
             previous: None,
             key: String::new(),
             stopped: None,
+            mcp: Default::default(),
         }
     }
 
@@ -333,6 +337,19 @@ impl Meter {
     /// What the run spent so far (its records, then this invocation's calls).
     pub fn recorded(&self) -> &Recorded {
         &self.run
+    }
+
+    /// The MCP tools of `agent`: listed by `list` the first time it gives any, then the same
+    /// list for the rest of the invocation (a server that answers late adds its tools once).
+    pub fn mcp_tools(&mut self, agent: &str, list: impl FnOnce() -> Vec<ToolDef>) -> Vec<ToolDef> {
+        if let Some(tools) = self.mcp.get(agent) {
+            return tools.clone();
+        }
+        let tools = list();
+        if !tools.is_empty() {
+            self.mcp.insert(agent.to_string(), tools.clone());
+        }
+        tools
     }
 
     /// The stop of the last refused call, once.
