@@ -222,3 +222,112 @@ fn usage_errors_exit_two() {
     assert_eq!(baton.run(&["graph", "x", "--format", "png"]).code, 2);
     assert_eq!(baton.run(&["frobnicate"]).code, 2);
 }
+
+/// A fixture project of the epic tests, copied.
+fn bmad_project(generation: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    copy_dir(
+        &baton_testkit::repo()
+            .join("crates/baton-epic/tests/fixtures/generations")
+            .join(generation),
+        &project,
+    );
+    (tmp, project)
+}
+
+#[test]
+fn validate_on_a_bmad_skill_folder_says_what_baton_would_run() {
+    let baton = Baton::new();
+    let (_tmp, project) = bmad_project("f1-bmad612");
+    let skill = project.join(".claude/skills/bmad-build-auto");
+    let run = baton.run(&["validate", skill.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    for said in [
+        ".claude/skills/bmad-build-auto — BMAD skill, rendered `bmad-build-auto`",
+        "phase     dev (the project's default for it)",
+        "a baton task run",
+        "resolved by baton",
+        "_bmad/custom/bmad-build-auto.toml",
+        "spec frontmatter",
+        "ok: baton runs it as an epic phase",
+    ] {
+        assert!(run.stdout.contains(said), "{said:?} not in {}", run.stdout);
+    }
+    assert!(!run.stderr.contains("MANIFEST_NOT_FOUND"), "{}", run.stderr);
+
+    let review = project.join(".claude/skills/bmad-code-review");
+    let v = baton
+        .run(&["validate", review.to_str().unwrap(), "--json"])
+        .json();
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["kind"], "skill");
+    assert_eq!(v["name"], "bmad-code-review");
+    assert_eq!(v["defaultFor"], serde_json::json!(["code-review"]));
+    assert_eq!(v["isProjectsDefault"], true);
+    assert_eq!(v["renderer"], "baton");
+    assert!(v["snapshotFiles"].as_u64().unwrap() >= 2, "{v}");
+
+    // A skill whose values the project lacks is refused with the reason, as BMAD's renderer
+    // would refuse it.
+    fs::write(
+        skill.join("step-02-plan.md"),
+        "Plans go to {{.plans_folder}}.\n",
+    )
+    .unwrap();
+    let refused = baton.run(&["validate", skill.to_str().unwrap(), "--json"]);
+    assert_eq!(refused.code, 2, "{}", refused.stdout);
+    let v = refused.json();
+    assert_eq!(v["error"]["code"], "EPIC_SKILL_RENDER_FAILED");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("plans_folder"),
+        "{v}"
+    );
+}
+
+#[test]
+fn validate_on_a_classic_workflow_says_what_baton_would_run() {
+    let baton = Baton::new();
+    let (_tmp, project) = bmad_project("f2-bmad60");
+    let wf = project.join("_bmad/bmm/workflows/4-implementation/dev-story");
+    let run = baton.run(&["validate", wf.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("classic BMAD workflow `dev-story`"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("workflow.yaml variables from _bmad/bmm/config.yaml, then instructions.xml"),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stderr.contains("NOT_SUPPORTED_CLASSIC_WORKFLOW"));
+    let v = baton
+        .run(&["validate", wf.to_str().unwrap(), "--json"])
+        .json();
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["kind"], "classic-workflow");
+    assert_eq!(v["defaultFor"], serde_json::json!(["dev"]));
+    assert_eq!(
+        v["applied"],
+        serde_json::json!([
+            "_bmad/bmm/workflows/4-implementation/dev-story/workflow.yaml",
+            "_bmad/bmm/config.yaml"
+        ])
+    );
+    // An alpha workflow no phase runs by default is described too, with how to name it.
+    let (_tmp4, alpha) = bmad_project("f4-alpha");
+    let ctx = alpha.join("bmad/bmm/workflows/4-implementation/story-context");
+    let run = baton.run(&["validate", ctx.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("no phase runs it by default"),
+        "{}",
+        run.stdout
+    );
+}

@@ -107,9 +107,9 @@ impl Installed {
     /// What it is, in words (`BMAD skill`, `classic BMAD workflow`, …).
     pub fn kind_name(&self) -> &'static str {
         match (&self.kind, self.shim) {
-            (Kind::Rendered, _) => "BMAD skill (rendered)",
+            (Kind::Rendered, _) => "BMAD skill, rendered",
             (Kind::Plain, false) => "BMAD skill",
-            (Kind::Plain, true) => "BMAD skill (deprecated shim)",
+            (Kind::Plain, true) => "BMAD skill, deprecated shim",
             (Kind::Classic { .. }, _) => "classic BMAD workflow",
             (Kind::Steps, _) => "BMAD step-file workflow",
         }
@@ -221,8 +221,10 @@ pub fn inspect(reader: &Reader, rel: &str) -> Result<Option<Installed>> {
                 .map(str::to_owned),
         }));
     }
+    // A package's workflow folder (with its graph) is not a workflow of its own.
     if reader.is_file(&files::join(rel, "workflow.md"))
         && !reader.is_file(&files::join(rel, "bmad.json"))
+        && !reader.is_file(&files::join(rel, "workflow.graph.json"))
     {
         let text = reader
             .text(&files::join(rel, "workflow.md"))?

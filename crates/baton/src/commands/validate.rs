@@ -4,6 +4,27 @@ use crate::report;
 use baton_package::{ValidateOptions, validate_path};
 
 pub fn run(args: ValidateArgs) -> anyhow::Result<u8> {
+    // A BMAD skill folder or classic workflow: what baton would run, and how.
+    if let Some(described) = baton_epic::method::describe::describe(&args.package, None) {
+        return match described {
+            Ok(d) => {
+                if args.json {
+                    let mut v = serde_json::to_value(&d)?;
+                    v["ok"] = serde_json::json!(true);
+                    super::print_json(&v)?;
+                } else {
+                    print!("{}", d.text());
+                    println!("ok: baton runs it as an epic phase");
+                }
+                Ok(exit::OK)
+            }
+            Err(e) => Ok(
+                crate::failure::Failure::new(e.code, e.message, exit::INVALID)
+                    .hint(e.hint)
+                    .report(args.json),
+            ),
+        };
+    }
     let options = ValidateOptions {
         workflow: args.workflow,
         ..ValidateOptions::default()
