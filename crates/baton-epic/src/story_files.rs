@@ -279,9 +279,22 @@ impl StoryFiles {
                 expected: self.new_file(key),
             },
             Some((_, paths)) if paths.len() == 1 => Lookup::Found(read(layout, &paths[0])),
-            Some((_, paths)) => Lookup::Ambiguous(paths.iter().map(|p| read(layout, p)).collect()),
+            Some((_, paths)) => match story_beside_specs(&paths) {
+                Some(story) => Lookup::Found(read(layout, story)),
+                None => Lookup::Ambiguous(paths.iter().map(|p| read(layout, p)).collect()),
+            },
         }
     }
+}
+
+/// One story file beside spec files of the same story: BMAD 6.x keeps both (the story
+/// `{key}.md` that create-story wrote, the `spec-{key}.md` its build wrote from it), so this
+/// is not two places of one story; the story file is the story's file.
+fn story_beside_specs(paths: &[String]) -> Option<&String> {
+    let is_spec = |p: &String| p.rsplit('/').next().is_some_and(|n| n.starts_with("spec-"));
+    let mut stories = paths.iter().filter(|p| !is_spec(p));
+    let story = stories.next()?;
+    (stories.next().is_none() && paths.iter().any(is_spec)).then_some(story)
 }
 
 fn join(dir: &str, name: &str) -> String {
@@ -564,6 +577,26 @@ mod tests {
         assert_eq!(tier("1-1-a", "1-1-a-b.md", &keys), None);
         assert_eq!(tier("1-1-a-b", "1-1-a-b.md", &keys), Some(1));
         assert!(KeyParts::of("epic-1-retro-item-1").is_none());
+    }
+
+    #[test]
+    fn a_story_file_beside_its_spec_is_the_story_file() {
+        let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let both = p(&["impl/spec-1-2-a.md", "impl/1-2-a.md"]);
+        assert_eq!(
+            story_beside_specs(&both).map(String::as_str),
+            Some("impl/1-2-a.md")
+        );
+        assert_eq!(
+            story_beside_specs(&p(&["impl/1-2-a.md", "impl/stories/1-2-a.md"])),
+            None
+        );
+        assert_eq!(
+            story_beside_specs(&p(&["impl/spec-1-2-a.md", "impl/spec-1-2-a-2.md"])),
+            None
+        );
+        let two = p(&["a/1-2-a.md", "b/1-2-a.md", "a/spec-1-2-a.md"]);
+        assert_eq!(story_beside_specs(&two), None);
     }
 
     #[test]
