@@ -57,6 +57,22 @@ pub struct InFlight {
     pub since_ms: u64,
     /// The agent-state question this run waits on, once it asked.
     pub question: Option<String>,
+    /// For an installed BMAD method: the story's files as they were before the run (`None`:
+    /// not looked at yet), so what the run wrote is told apart from what was there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marks: Option<Vec<Mark>>,
+    /// The value the run wrote for its story in `sprint-status.yaml` (the write itself is
+    /// undone; the loop applies the status with its own writer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sprint_wrote: Option<String>,
+}
+
+/// A file and a digest of its bytes (`None`: it did not exist).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Mark {
+    pub path: String,
+    pub sha256: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,6 +126,9 @@ pub struct RunRecord {
     pub review_cycle: u32,
     /// `completed`, `waiting`, `failed`, or empty while it runs.
     pub result: String,
+    /// For an installed BMAD skill or workflow: which one, and how it was rendered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
 }
 
 /// Why the loop paused on a failure (the seed's `lastFailure` has only phase, story and time).

@@ -1,9 +1,13 @@
-//! Which package, workflow and agent run each phase: `[autopilot.phases.<phase>]`, else the
-//! bundled `bmad-phase4`. Every phase package is validated before the loop writes anything.
+//! Which package, workflow and agent run each phase: `[autopilot.phases.<phase>]` (a package,
+//! or an installed BMAD skill or workflow with `skill`), else the project's installed BMAD
+//! method for that phase (see [`super::method`]), else the bundled `bmad-phase4`. Every phase
+//! package is validated, and every installed method rendered, before the loop writes anything.
 
 use super::bundled;
 use super::config::AutopilotConfig;
 use super::error::{EpicError, Result};
+use super::method::render::{self, Rendered, Renderer};
+use super::method::{self, Installed, Kind, files::Reader};
 use super::phase::Phase;
 use baton_package::{ValidateOptions, validate_path};
 use baton_store::Store;
@@ -20,15 +24,168 @@ pub struct PhaseSpec {
     pub workflow: String,
     /// `None`: the workflow's entry agent.
     pub agent: Option<String>,
+    /// The project's installed BMAD skill or workflow, run as a task run instead of a package
+    /// workflow.
+    pub method: Option<MethodSpec>,
+}
+
+/// An installed BMAD skill or workflow that runs a phase.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MethodSpec {
+    pub installed: Installed,
+    /// Who renders it when a run starts (BMAD's script with `uv` applies to rendered skills).
+    pub renderer: Renderer,
+    /// baton's own rendering, checked now: what a run starts from unless BMAD's script renders
+    /// it (and the fallback when the script fails).
+    pub rendered: Rendered,
+    /// Why it runs the phase (`installed`, or `skill = … in baton.toml`).
+    pub chosen: String,
+}
+
+impl MethodSpec {
+    /// Whether BMAD's own `render_skill.py` renders it (with `uv`, in the sandbox).
+    pub fn by_script(&self) -> bool {
+        self.installed.kind == Kind::Rendered && self.renderer == Renderer::Uv
+    }
+
+    /// How it is rendered, in words (for `--dry-run` and the phase's record).
+    pub fn how(&self) -> String {
+        if self.by_script() {
+            format!(
+                "rendered by BMAD's {} with uv, in the sandbox, when the phase starts (baton resolves it itself if that fails)",
+                render::RENDER_SCRIPT
+            )
+        } else {
+            self.rendered.how.clone()
+        }
+    }
+}
+
+impl PhaseSpec {
+    /// How the phase's method is rendered; `None` for a package workflow.
+    pub fn how(&self) -> Option<String> {
+        self.method.as_ref().map(MethodSpec::how)
+    }
 }
 
 pub type Specs = BTreeMap<Phase, PhaseSpec>;
+
+/// What runs a phase, as a report shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PhaseLine {
+    pub phase: Phase,
+    /// The package (or the installed skill's folder and kind).
+    pub package: String,
+    /// The package workflow (or the skill's name).
+    pub workflow: String,
+    /// For an installed BMAD method: how it is rendered.
+    pub how: Option<String>,
+}
+
+/// The report lines of `specs`, in phase order.
+pub fn lines(specs: &Specs) -> Vec<PhaseLine> {
+    specs
+        .values()
+        .map(|s| PhaseLine {
+            phase: s.phase,
+            package: s.shown.clone(),
+            workflow: s.workflow.clone(),
+            how: s.how(),
+        })
+        .collect()
+}
+
+/// The installed method a phase runs: named with `skill`, else the project's default for the
+/// phase when no package is named.
+fn installed_for(
+    config: &AutopilotConfig,
+    phase: Phase,
+    reader: &Reader,
+) -> Result<Option<(Installed, String)>> {
+    let c = config.phase(phase);
+    if let Some(name) = c.skill.as_deref().map(str::trim) {
+        return match method::find(reader, name)? {
+            Some(found) => Ok(Some((
+                found,
+                format!("skill = {name:?} in baton.toml [autopilot.phases.{phase}]"),
+            ))),
+            None => Err(skill_not_found(phase, name, reader)),
+        };
+    }
+    if c.package.is_some() || c.workflow.is_some() || c.agent.is_some() {
+        return Ok(None);
+    }
+    Ok(method::default_for(reader, phase)?.map(|found| (found, "installed in the project".into())))
+}
+
+fn skill_not_found(phase: Phase, name: &str, reader: &Reader) -> EpicError {
+    let installed = method::installed_names(reader);
+    let listed = if installed.is_empty() {
+        "none is installed".to_string()
+    } else {
+        let names: Vec<&str> = installed.iter().take(30).map(|(n, _)| n.as_str()).collect();
+        format!("installed: {}", names.join(", "))
+    };
+    EpicError::usage(
+        "EPIC_PHASE_SKILL_NOT_FOUND",
+        format!(
+            "[autopilot.phases.{phase}] skill {name:?} is neither an installed BMAD skill ({}), a classic workflow ({}) nor a folder of one",
+            method::SKILL_FOLDERS[..2].join(", "),
+            method::CLASSIC_ROOTS[0]
+        ),
+    )
+    .hint(listed)
+}
+
+/// Renders `installed` now (the check before the loop writes anything).
+fn method_spec(
+    config: &AutopilotConfig,
+    reader: &Reader,
+    installed: Installed,
+    chosen: String,
+) -> Result<MethodSpec> {
+    let renderer = match installed.kind {
+        Kind::Rendered => render::renderer(
+            config.render.as_deref(),
+            std::env::var_os("PATH").as_deref(),
+            reader.is_file(render::RENDER_SCRIPT),
+        ),
+        _ => Renderer::Baton(String::new()),
+    };
+    let why = match &renderer {
+        Renderer::Baton(why) => why.clone(),
+        Renderer::Uv => "BMAD's renderer failed".to_string(),
+    };
+    let rendered = render::render(reader, &installed, &why)?;
+    Ok(MethodSpec {
+        installed,
+        renderer,
+        rendered,
+        chosen,
+    })
+}
 
 /// Resolves and validates the five phases.
 pub fn resolve(config: &AutopilotConfig, project: &Path, store: &Store) -> Result<Specs> {
     let mut out = BTreeMap::new();
     let mut bundled_dir = None;
+    let reader = Reader::open(project)?;
     for phase in Phase::ALL {
+        if let Some((installed, chosen)) = installed_for(config, phase, &reader)? {
+            let m = method_spec(config, &reader, installed, chosen)?;
+            out.insert(
+                phase,
+                PhaseSpec {
+                    phase,
+                    package: project.join(&m.installed.rel),
+                    shown: format!("{} ({})", m.installed.rel, m.installed.kind_name()),
+                    workflow: m.installed.name.clone(),
+                    agent: None,
+                    method: Some(m),
+                },
+            );
+            continue;
+        }
         let c = config.phase(phase);
         let (default_workflow, default_agent) = phase.default_workflow();
         let named = c
@@ -65,6 +222,7 @@ pub fn resolve(config: &AutopilotConfig, project: &Path, store: &Store) -> Resul
                         .clone()
                         .unwrap_or_else(|| default_workflow.into()),
                     agent: Some(c.agent.clone().unwrap_or_else(|| default_agent.into())),
+                    method: None,
                 }
             }
             Some(name) => {
@@ -86,6 +244,7 @@ pub fn resolve(config: &AutopilotConfig, project: &Path, store: &Store) -> Resul
                     shown,
                     workflow,
                     agent,
+                    method: None,
                 }
             }
         };

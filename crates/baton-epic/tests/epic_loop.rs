@@ -360,9 +360,9 @@ async fn a_phase_can_run_an_installed_package() {
     let dev_phase = &report
         .phases
         .iter()
-        .find(|p| p.0.as_str() == "dev")
+        .find(|p| p.phase.as_str() == "dev")
         .unwrap()
-        .1;
+        .package;
     assert!(dev_phase.starts_with("team-phases@1.0.0"), "{dev_phase}");
     let runs = f.store.project(&f.project).unwrap().list_runs().unwrap();
     let packages: Vec<&str> = runs.iter().map(|r| r.package_id.as_str()).collect();

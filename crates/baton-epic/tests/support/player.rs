@@ -42,6 +42,8 @@ pub struct Scenario {
     pub tamper: Vec<(String, String)>,
     /// How long each answer takes (a slow model, for tests that act while a phase runs).
     pub delay: std::time::Duration,
+    /// Stories whose dev phase, run by an installed build skill, halts `blocked`.
+    pub blocked: Vec<String>,
 }
 
 struct Shared {
@@ -54,6 +56,8 @@ struct Shared {
     offered: Mutex<Vec<(String, Vec<String>)>>,
     /// The model name of each request.
     models: Mutex<Vec<String>>,
+    /// `(phase, whole request)` of every request of an installed method's phase run.
+    method_requests: Mutex<Vec<(String, String)>>,
     next_id: AtomicU64,
 }
 
@@ -77,6 +81,7 @@ impl Player {
             served: Mutex::new(Vec::new()),
             offered: Mutex::new(Vec::new()),
             models: Mutex::new(Vec::new()),
+            method_requests: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
         });
         let s = shared.clone();
@@ -96,6 +101,18 @@ impl Player {
     /// Phases of the requests served so far (`""` before the state was read).
     pub fn served(&self) -> Vec<String> {
         self.shared.served.lock().unwrap().clone()
+    }
+
+    /// The whole requests (JSON text) of the phase runs of installed BMAD methods, by phase.
+    pub fn method_requests(&self, phase: &str) -> Vec<String> {
+        self.shared
+            .method_requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(p, _)| p == phase)
+            .map(|(_, r)| r.clone())
+            .collect()
     }
 
     /// The model name of each request served so far.
@@ -229,6 +246,24 @@ fn var(state: &Value, key: &str) -> String {
 
 fn play(shared: &Shared, body: &Value) -> (u16, Value) {
     let messages: Vec<Value> = body["messages"].as_array().cloned().unwrap_or_default();
+    // A phase run of the project's installed BMAD skill or workflow (a task run).
+    if let Some(prompt) = super::method_player::prompt_of(body) {
+        let phase = super::method_player::header(&prompt).phase;
+        shared.served.lock().unwrap().push(phase.clone());
+        shared
+            .method_requests
+            .lock()
+            .unwrap()
+            .push((phase, body.to_string()));
+        let calls = super::method_player::turn(
+            &shared.project,
+            &prompt,
+            &messages,
+            &shared.scenario.changes,
+            &shared.scenario.blocked,
+        );
+        return (200, calls_reply(shared, calls));
+    }
     let last = messages.last().map(content).unwrap_or("");
     if last.starts_with(COMPLETION_PREFIX) {
         return (200, text_reply("Phase done; the files are in place."));
