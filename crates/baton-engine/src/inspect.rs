@@ -56,6 +56,9 @@ pub struct RunView {
     /// The workflow graph of the pinned package (`None` for a task run, or when the package or
     /// the workflow cannot be read): a caller drawing it need not load the package again.
     pub graph: Option<Graph>,
+    /// The model calls of the run, summed from its audit log: usage, and how well its requests
+    /// share prefixes.
+    pub spending: crate::spend::Recorded,
 }
 
 impl RunView {
@@ -68,6 +71,9 @@ impl RunView {
             "progress": self.progress,
             "complete": self.complete,
             "note": self.note,
+            "usage": self.spending.run_usage(),
+            "cacheablePrefixShare": self.spending.cacheable_prefix_share(),
+            "prefixExtensions": self.spending.prefix_extensions(),
         })
     }
 }
@@ -80,6 +86,7 @@ pub fn show(store: &Store, query: &str) -> Result<RunView, RunError> {
 
 /// What `runs show` reports of a run already found.
 pub fn view(store: &Store, project: Project, run: RunMetadata) -> RunView {
+    let spending = crate::spend::recorded(&project.run_paths(&run.run_id).execution_log, None);
     let mut view = RunView {
         project,
         run,
@@ -88,6 +95,7 @@ pub fn view(store: &Store, project: Project, run: RunMetadata) -> RunView {
         complete: None,
         note: None,
         graph: None,
+        spending,
     };
     // A task run has no package, graph or state file: nothing to report beyond run.json.
     if view.run.kind != RunKind::Task {

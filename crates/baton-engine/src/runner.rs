@@ -154,6 +154,7 @@ impl Finished {
             "artifacts": self.state.get("artifacts").cloned().unwrap_or(json!([])),
             "waitingFor": self.run.waiting_for,
             "usage": self.report.usage,
+            "runUsage": self.run.usage,
             "modelCalls": self.report.model_calls,
             "toolCalls": self.report.tool_calls,
             "error": error,

@@ -88,6 +88,112 @@ pub fn check_price(caps: &[Cap], price: Option<Price>, model: &str) -> Result<()
     }
 }
 
+/// The code of a `[budget]` table or budget flag that makes no sense.
+pub const BUDGET_CONFIG_INVALID: &str = "BUDGET_CONFIG_INVALID";
+
+/// Budgets from `[budget]` in `$BATON_HOME/config.toml` and the project's `baton.toml` (the
+/// project's values win), then the command's flags. `tokens`/`usd` limit the scope of the
+/// command (a run for `baton run`, the epic for `baton epic`, the session for `baton
+/// session`); `tokens_per_story`/`usd_per_story` limit each story of an epic.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetConfig {
+    pub tokens: Option<u64>,
+    pub usd: Option<f64>,
+    pub tokens_per_story: Option<u64>,
+    pub usd_per_story: Option<f64>,
+}
+
+#[derive(serde::Deserialize)]
+struct BudgetFile {
+    budget: Option<BudgetConfig>,
+}
+
+impl BudgetConfig {
+    /// Reads `[budget]` of the two files (either may be missing).
+    pub fn load(home: Option<&Path>, project: Option<&Path>) -> Result<BudgetConfig, String> {
+        let mut out = BudgetConfig::default();
+        let files = [
+            home.map(|h| h.join("config.toml")),
+            project.map(|p| p.join("baton.toml")),
+        ];
+        for file in files.into_iter().flatten() {
+            let text = match std::fs::read_to_string(&file) {
+                Ok(t) => t,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(format!("cannot read {}: {}", file.display(), e.kind())),
+            };
+            // Only the [budget] table is read here; other tables belong to other readers.
+            let doc: toml::Table = toml::from_str(&text)
+                .map_err(|e| format!("{}: {}", file.display(), e.message()))?;
+            let Some(table) = doc.get("budget") else {
+                continue;
+            };
+            let mut one = toml::Table::new();
+            one.insert("budget".into(), table.clone());
+            let parsed: BudgetFile =
+                toml::Value::Table(one)
+                    .try_into()
+                    .map_err(|e: toml::de::Error| {
+                        format!("{}: [budget]: {}", file.display(), e.message())
+                    })?;
+            if let Some(b) = parsed.budget {
+                out = out.over(b);
+            }
+        }
+        out.check()?;
+        Ok(out)
+    }
+
+    /// `other`'s values where it has them, else these.
+    pub fn over(self, other: BudgetConfig) -> BudgetConfig {
+        BudgetConfig {
+            tokens: other.tokens.or(self.tokens),
+            usd: other.usd.or(self.usd),
+            tokens_per_story: other.tokens_per_story.or(self.tokens_per_story),
+            usd_per_story: other.usd_per_story.or(self.usd_per_story),
+        }
+    }
+
+    /// The command's `--budget-tokens`/`--budget-usd` over the files.
+    pub fn with_flags(self, tokens: Option<u64>, usd: Option<f64>) -> Result<BudgetConfig, String> {
+        let out = BudgetConfig {
+            tokens: tokens.or(self.tokens),
+            usd: usd.or(self.usd),
+            ..self
+        };
+        out.check()?;
+        Ok(out)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        for (name, v) in [("usd", self.usd), ("usd_per_story", self.usd_per_story)] {
+            if let Some(v) = v
+                && !(v.is_finite() && v >= 0.0)
+            {
+                return Err(format!(
+                    "budget {name} must be a number of dollars, 0 or more, not {v}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The cap of a run driven on its own (`baton run`, `resume`, `answer`).
+    pub fn run_caps(&self) -> Vec<Cap> {
+        let cap = Cap::run(self.tokens, self.usd);
+        if cap.is_empty() {
+            Vec::new()
+        } else {
+            vec![cap]
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == BudgetConfig::default()
+    }
+}
+
 /// Why a call was not made.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BudgetStop {
@@ -547,6 +653,39 @@ mod tests {
             recorded(&dir.path().join("missing"), None),
             Recorded::default()
         );
+    }
+
+    #[test]
+    fn budget_tables_layer_and_flags_win() {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        std::fs::write(
+            home.path().join("config.toml"),
+            "[llm]\nmodel = \"x\"\n[budget]\ntokens = 1000\nusd_per_story = 2.5\n",
+        )
+        .unwrap();
+        std::fs::write(
+            project.path().join("baton.toml"),
+            "[budget]\ntokens = 500\n",
+        )
+        .unwrap();
+        let b = BudgetConfig::load(Some(home.path()), Some(project.path())).unwrap();
+        assert_eq!(
+            b,
+            BudgetConfig {
+                tokens: Some(500),
+                usd_per_story: Some(2.5),
+                ..BudgetConfig::default()
+            }
+        );
+        let f = b.with_flags(Some(7), Some(0.5)).unwrap();
+        assert_eq!((f.tokens, f.usd), (Some(7), Some(0.5)));
+        assert_eq!(f.run_caps(), vec![Cap::run(Some(7), Some(0.5))]);
+        assert!(b.with_flags(None, Some(-1.0)).is_err());
+        std::fs::write(project.path().join("baton.toml"), "[budget]\ntoken = 5\n").unwrap();
+        let err = BudgetConfig::load(None, Some(project.path())).unwrap_err();
+        assert!(err.contains("token"), "{err}");
+        assert!(BudgetConfig::load(None, None).unwrap().is_empty());
     }
 
     #[test]

@@ -100,6 +100,29 @@ pub struct ModelArgs {
     pub json: bool,
 }
 
+/// Hard budgets of a command (over `[budget]` in baton.toml). A model call that could cross one
+/// is not made: the command stops with exit code 12 and the run stays resumable.
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct BudgetArgs {
+    /// The most tokens (prompt + completion) the run may use, in all its invocations.
+    #[arg(long, value_name = "N")]
+    pub budget_tokens: Option<u64>,
+    /// The most dollars the run may cost, in all its invocations (needs a known price for the
+    /// model: built in, or `[models."<name>"] price` in baton.toml).
+    #[arg(long, value_name = "USD", value_parser = parse_usd)]
+    pub budget_usd: Option<f64>,
+}
+
+/// A dollar amount, 0 or more.
+pub fn parse_usd(text: &str) -> Result<f64, String> {
+    match text.trim().trim_start_matches('$').parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!(
+            "expected an amount of dollars, 0 or more, got {text:?}"
+        )),
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Package directory or .bmad file.
@@ -124,6 +147,8 @@ pub struct RunArgs {
     #[arg(long = "var", value_name = "KEY=VALUE", value_parser = parse_var)]
     pub vars: Vec<(String, String)>,
     #[command(flatten)]
+    pub budget: BudgetArgs,
+    #[command(flatten)]
     pub model: ModelArgs,
 }
 
@@ -142,6 +167,8 @@ pub struct ResumeArgs {
     /// Run id or unique prefix.
     pub run: String,
     #[command(flatten)]
+    pub budget: BudgetArgs,
+    #[command(flatten)]
     pub model: ModelArgs,
 }
 
@@ -159,6 +186,8 @@ pub struct AnswerArgs {
     #[arg(long)]
     pub deny: bool,
     #[command(flatten)]
+    pub budget: BudgetArgs,
+    #[command(flatten)]
     pub model: ModelArgs,
 }
 
@@ -168,6 +197,8 @@ pub struct ChatArgs {
     pub run: String,
     /// What you say to the run.
     pub text: String,
+    #[command(flatten)]
+    pub budget: BudgetArgs,
     #[command(flatten)]
     pub model: ModelArgs,
 }

@@ -1,7 +1,7 @@
 //! `baton run`, `resume`, `answer` and `chat`: choose the model, call the runner, present the
 //! outcome.
 
-use crate::cli::{AnswerArgs, ChatArgs, ContextArg, ModelArgs, ResumeArgs, RunArgs};
+use crate::cli::{AnswerArgs, BudgetArgs, ChatArgs, ContextArg, ModelArgs, ResumeArgs, RunArgs};
 use crate::exit;
 use crate::failure::Failure;
 use crate::progress::Progress;
@@ -12,6 +12,7 @@ use baton_engine::model_choice::{self, LoadedModel, ModelError, Requested};
 use baton_engine::runner::{
     self, AskFn, Claimed, Continuation, Finished, RunnerError, Settings, StartRun,
 };
+use baton_engine::spend;
 use baton_engine::{Budget, ContextPolicy, EngineEvent, Outcome};
 use baton_llm::{ChatModel, ReplayModel, TraceRecorder};
 use baton_store::Store;
@@ -21,6 +22,33 @@ use std::sync::{Arc, Mutex};
 
 /// Exit code of a run that waits for the user.
 pub const WAITING: u8 = 10;
+/// Exit code of a command stopped before a model call that could cross a budget.
+pub const BUDGET_EXCEEDED: u8 = 12;
+
+/// The caps of a run driven on its own: `[budget] tokens`/`usd` of the configuration, under
+/// the command's flags.
+pub(crate) fn budget_config(
+    store: &Store,
+    project: &Path,
+    flags: BudgetArgs,
+) -> Result<spend::BudgetConfig, Failure> {
+    spend::BudgetConfig::load(Some(store.home()), Some(project))
+        .and_then(|b| b.with_flags(flags.budget_tokens, flags.budget_usd))
+        .map_err(|message| {
+            Failure::new(spend::BUDGET_CONFIG_INVALID, message, exit::INVALID).hint(Some(
+                "[budget] takes tokens, usd, tokens_per_story and usd_per_story".into(),
+            ))
+        })
+}
+
+/// A USD budget for a model without a price, said before anything is created or sent.
+pub(crate) fn check_price(caps: &[spend::Cap], model: &dyn ChatModel) -> Result<(), Failure> {
+    spend::check_price(caps, model.price(), model.model_name()).map_err(|stop| {
+        Failure::new(stop.code, stop.message, exit::INVALID).hint(Some(
+            "give the model a price: [models.\"<name>\"] price = { input = 2.0, cached_input = 0.5, output = 8.0 } in baton.toml (USD per million tokens), or budget in tokens".into(),
+        ))
+    })
+}
 
 /// The model of an invocation (built by `baton_engine::model_choice`, as `baton serve` does).
 pub(crate) struct Model(LoadedModel);
@@ -161,6 +189,7 @@ pub(crate) fn present(
         Outcome::Completed { .. } => exit::OK,
         Outcome::Waiting { .. } => WAITING,
         Outcome::Failed { code, .. } if code == ABORTED => exit::STOPPED,
+        Outcome::Failed { code, .. } if code == spend::BUDGET_EXCEEDED => BUDGET_EXCEEDED,
         Outcome::Failed { .. } => exit::FAILURE,
     };
     if args.json {
@@ -187,6 +216,15 @@ pub(crate) fn present(
             eprintln!(
                 "{} run {short} is idle; continue with `baton resume {short}`",
                 crate::ui::color::err(crate::ui::Paint::Warn, "stopped;")
+            );
+        }
+        Outcome::Failed { code, message } if code == spend::BUDGET_EXCEEDED => {
+            eprintln!(
+                "{} {message}",
+                crate::ui::color::err(crate::ui::Paint::Warn, "budget reached:")
+            );
+            eprintln!(
+                "  run {short} is idle, nothing lost; continue with a larger budget: baton resume {short} --budget-tokens N (or --budget-usd X)"
             );
         }
         Outcome::Failed { code, message } => {
@@ -255,10 +293,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     if let Err(e) = runner::check_start(&start) {
         return present(Err(e), &args.model, None);
     }
+    let budget = match budget_config(&store, &args.project, args.budget) {
+        Ok(b) => b,
+        Err(f) => return Ok(f.report(json)),
+    };
     let model = match load_model(&args.model, &store, Some(&args.project)) {
         Ok(m) => m,
         Err(f) => return Ok(f.report(json)),
     };
+    let caps = budget.run_caps();
+    if let Err(f) = check_price(&caps, model.as_dyn()) {
+        return Ok(f.report(json));
+    }
     let recorder = recorder_for(&args.model);
     let inv = Invocation {
         args: &args.model,
@@ -275,6 +321,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     };
     let mut settings = settings(&model, &on_event, &inv, recorder.clone(), ask);
     settings.tools = tools;
+    settings.caps = caps;
     let variables: serde_json::Map<String, serde_json::Value> = args
         .vars
         .iter()
@@ -293,7 +340,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     present(result, &args.model, recorder.as_ref())
 }
 
-fn continue_with(query: &str, continuation: Continuation, args: &ModelArgs) -> anyhow::Result<u8> {
+fn continue_with(
+    query: &str,
+    continuation: Continuation,
+    args: &ModelArgs,
+    flags: BudgetArgs,
+) -> anyhow::Result<u8> {
     if let Err(f) = check_record(args) {
         return Ok(f.report(args.json));
     }
@@ -311,10 +363,18 @@ fn continue_with(query: &str, continuation: Continuation, args: &ModelArgs) -> a
         Ok(t) => t,
         Err(f) => return Ok(f.report(args.json)),
     };
+    let budget = match budget_config(&store, claimed.project_root(), flags) {
+        Ok(b) => b,
+        Err(f) => return Ok(f.report(args.json)),
+    };
     let model = match continuation_model(args, &store, &claimed) {
         Ok(m) => m,
         Err(f) => return Ok(f.report(args.json)),
     };
+    let caps = budget.run_caps();
+    if let Err(f) = check_price(&caps, model.as_dyn()) {
+        return Ok(f.report(args.json));
+    }
     let recorder = recorder_for(args);
     let inv = Invocation {
         args,
@@ -331,6 +391,7 @@ fn continue_with(query: &str, continuation: Continuation, args: &ModelArgs) -> a
     };
     let mut settings = settings(&model, &on_event, &inv, recorder.clone(), ask);
     settings.tools = tools;
+    settings.caps = caps;
     let runtime = runtime()?;
     let _signals = signals::watch(&runtime, settings.cancel.clone());
     let result = runtime.block_on(runner::continue_claimed(claimed, settings));
@@ -339,7 +400,7 @@ fn continue_with(query: &str, continuation: Continuation, args: &ModelArgs) -> a
 }
 
 pub fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
-    continue_with(&args.run, Continuation::Resume, &args.model)
+    continue_with(&args.run, Continuation::Resume, &args.model, args.budget)
 }
 
 pub fn answer(args: AnswerArgs) -> anyhow::Result<u8> {
@@ -351,9 +412,19 @@ pub fn answer(args: AnswerArgs) -> anyhow::Result<u8> {
     } else {
         args.text.unwrap_or_default()
     };
-    continue_with(&args.run, Continuation::Answer(text), &args.model)
+    continue_with(
+        &args.run,
+        Continuation::Answer(text),
+        &args.model,
+        args.budget,
+    )
 }
 
 pub fn chat(args: ChatArgs) -> anyhow::Result<u8> {
-    continue_with(&args.run, Continuation::Chat(args.text), &args.model)
+    continue_with(
+        &args.run,
+        Continuation::Chat(args.text),
+        &args.model,
+        args.budget,
+    )
 }

@@ -202,6 +202,43 @@ fn short_id(id: &str) -> &str {
     id.get(..13).unwrap_or(id)
 }
 
+/// `28,842 tokens (26,176 prompt, 71% cached; 2,666 completion), 10 calls, $0.0123;
+/// requests share 81% of their bytes with the one before`.
+pub(crate) fn usage_line(r: &baton_engine::spend::Recorded) -> String {
+    let u = &r.usage;
+    let mut line = format!(
+        "{} tokens ({} prompt, {:.0}% cached; {} completion), {} calls",
+        thousands(u.total_tokens),
+        thousands(u.prompt_tokens),
+        u.cached_share() * 100.0,
+        thousands(u.completion_tokens),
+        r.calls
+    );
+    if let Some(cost) = u.cost_usd {
+        line.push_str(&format!(", ${cost:.4}"));
+    }
+    if let Some(share) = r.cacheable_prefix_share() {
+        line.push_str(&format!(
+            "; requests share {:.0}% of their bytes with the one before",
+            share * 100.0
+        ));
+    }
+    line
+}
+
+/// `1234567` as `1,234,567`.
+pub(crate) fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 fn show(store: &Store, query: &str, as_json: bool) -> anyhow::Result<u8> {
     let view = inspect::show(store, query)?;
     if as_json {
@@ -214,6 +251,7 @@ fn show(store: &Store, query: &str, as_json: bool) -> anyhow::Result<u8> {
         state: frontmatter,
         progress,
         note,
+        spending,
         ..
     } = view;
     let mut out = std::io::stdout().lock();
@@ -274,6 +312,9 @@ fn show(store: &Store, query: &str, as_json: bool) -> anyhow::Result<u8> {
         "created   {}   updated {}",
         run.created_at, run.last_updated_at
     )?;
+    if spending.calls > 0 {
+        writeln!(out, "usage     {}", usage_line(&spending))?;
+    }
     if let Some(items) = progress.as_array() {
         writeln!(out, "\nprogress")?;
         for item in items {
