@@ -3,7 +3,6 @@
 #![allow(dead_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-pub mod method_player;
 pub mod player;
 
 use baton_epic::{Command, EpicError, EpicReport, EpicSettings, ModelSource, execute};

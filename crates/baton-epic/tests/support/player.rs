@@ -18,6 +18,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+// Kept beside this file; declared here so every test that includes the player gets it.
+#[path = "method_player.rs"]
+pub mod method_player;
+
 pub const COMPLETION_PREFIX: &str = "The workflow is complete.";
 pub const FINALIZE_PREFIX: &str = "Finalize end node";
 
@@ -247,15 +251,15 @@ fn var(state: &Value, key: &str) -> String {
 fn play(shared: &Shared, body: &Value) -> (u16, Value) {
     let messages: Vec<Value> = body["messages"].as_array().cloned().unwrap_or_default();
     // A phase run of the project's installed BMAD skill or workflow (a task run).
-    if let Some(prompt) = super::method_player::prompt_of(body) {
-        let phase = super::method_player::header(&prompt).phase;
+    if let Some(prompt) = method_player::prompt_of(body) {
+        let phase = method_player::header(&prompt).phase;
         shared.served.lock().unwrap().push(phase.clone());
         shared
             .method_requests
             .lock()
             .unwrap()
             .push((phase, body.to_string()));
-        let calls = super::method_player::turn(
+        let calls = method_player::turn(
             &shared.project,
             &prompt,
             &messages,
