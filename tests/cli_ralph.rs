@@ -107,11 +107,11 @@ fn c02_skills_json_lines_and_platform_filter() {
 #[test]
 fn c03_skills_rejects_an_unknown_platform_with_exit_2() {
     let fx = Fx::new();
-    let out = fx.ralph(&["skills", "--platform", "agy"]);
+    let out = fx.ralph(&["skills", "--platform", "gemini"]);
     out.code(2);
     assert_eq!(
         out.stderr.lines().next().unwrap(),
-        "[ralph skills] PLATFORM_INVALID: --platform must be \"claude\" or \"codex\" (got \"agy\")"
+        "[ralph skills] PLATFORM_INVALID: --platform must be one of: claude, codex, agent, agy (got \"gemini\")"
     );
     assert!(out.stdout.is_empty());
 }
@@ -750,7 +750,7 @@ fn c22_complete_argument_errors_exit_2() {
     let fx = Fx::new();
     claimed(&fx);
     let before = fx.raw(ID);
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 4] = [
         (
             &["complete", "0", "--status", "FINISHED"],
             "[ralph complete] STATUS_INVALID: --status must be one of: DONE, DONE_WITH_CONCERNS, NEEDS_RETRY, BLOCKED (got \"FINISHED\")",
@@ -758,10 +758,6 @@ fn c22_complete_argument_errors_exit_2() {
         (
             &["complete", "0", "--status", "NEEDS_CONTEXT"],
             "[ralph complete] STATUS_INVALID: --status must be one of: DONE, DONE_WITH_CONCERNS, NEEDS_RETRY, BLOCKED (got \"NEEDS_CONTEXT\")",
-        ),
-        (
-            &["complete", "-1", "--status", "DONE"],
-            "[ralph complete] INDEX_INVALID: <index> must be a non-negative integer (got \"-1\")",
         ),
         (
             &["complete", "3abc", "--status", "DONE"],
@@ -777,9 +773,8 @@ fn c22_complete_argument_errors_exit_2() {
         out.code(2);
         assert_eq!(out.stderr.lines().next().unwrap(), line);
     }
-    let out = fx.ralph(&["complete", "0"]);
-    out.code(2);
-    assert!(out.stderr.contains("--status"));
+    // What maestro's parser refuses itself (`-1` read as an option, `--status` missing)
+    // exits 1, as there: cli_ralph_slips.
     assert_eq!(fx.raw(ID), before, "nothing written");
 }
 
@@ -868,18 +863,17 @@ fn c25_each_reference_is_inlined_with_its_own_file() {
     fx.put(ID, &doc);
     let out = fx.ralph(&["next"]);
     out.code(0);
+    // The first block is maestro's required reading (each file under its own reference);
+    // the fenced sample is not a block; a later block is left as written (maestro never
+    // reads it).
     assert!(out.stdout.starts_with(
-        "<required_reading>\n\n<!-- inlined @../../docs/a.md -->\nAAA\n\n<!-- /inlined -->\n<!-- inlined @../../docs/b.md -->\nBBB\n\n<!-- /inlined -->\n\n</required_reading>\n\n```md\n<required_reading>\n@not-read.md\n</required_reading>\n```\n\n<required_reading>\n\n<!-- inlined ../../docs/c.md -->\nCCC\n\n<!-- /inlined -->\n\n</required_reading>\nend\n"
+        "<required_reading>\n\n<!-- inlined @../../docs/a.md -->\nAAA\n\n<!-- /inlined -->\n<!-- inlined @../../docs/b.md -->\nBBB\n\n<!-- /inlined -->\n\n</required_reading>\n\n```md\n<required_reading>\n@not-read.md\n</required_reading>\n```\n\n<required_reading>\n- ../../docs/c.md\n</required_reading>\nend\n"
     ), "{}", out.stdout);
     let required = &fx.get(ID)["steps"][0]["load"]["required_files"];
     let docs = fx.project.join("docs").display().to_string();
     assert_eq!(
         required,
-        &json!([
-            format!("{docs}/a.md"),
-            format!("{docs}/b.md"),
-            format!("{docs}/c.md")
-        ])
+        &json!([format!("{docs}/a.md"), format!("{docs}/b.md")])
     );
 }
 
@@ -942,4 +936,262 @@ fn c27_without_a_home_only_the_projects_commands_count() {
         })
         .collect();
     assert_eq!(names, ["mine"]);
+}
+
+// ------------------------------------------------------------------------------- the slips --
+//
+// Where `baton ralph` answered differently from the real maestro v0.4.18 CLI although maestro
+// was right (recorded answers: 139 of 155 commands matched), one test each: baton now answers
+// as maestro does, and adds what it knows as a warning.
+
+const OLD: &str = "ralph-20260524-101500";
+const NEW: &str = "ralph-20260601-090000";
+
+/// A running session (older) and, beside it, a newer folder whose status.json is not JSON.
+fn running_beside_a_broken_folder(fx: &Fx) {
+    fx.put(OLD, &simple(fx, OLD));
+    fx.put_raw(
+        NEW,
+        b"{\"session_id\": \"ralph-20260601-090000\", \"status\": ",
+    );
+    set_mtime(&fx.dir(OLD), 100);
+    set_mtime(&fx.dir(NEW), 10);
+}
+
+#[test]
+fn a_damaged_other_session_folder_is_skipped_with_a_warning() {
+    let fx = Fx::new();
+    running_beside_a_broken_folder(&fx);
+    let warning = format!("warning: skipped session {NEW}: its status.json is damaged");
+
+    // session, check and next serve the valid running session, as maestro does.
+    let out = fx.ralph(&["session"]);
+    out.code(0);
+    assert!(
+        out.stdout
+            .starts_with(&format!("session:           {OLD}\n"))
+    );
+    assert!(
+        out.stderr
+            .starts_with(&format!("[ralph session] {warning}")),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains(&format!("baton ralph check --session {NEW}"))
+    );
+
+    let out = fx.ralph(&["check", "--json"]);
+    out.code(0);
+    assert_eq!(out.json()["session_id"], OLD);
+    assert!(out.stderr.contains(&warning), "{}", out.stderr);
+
+    let out = fx.ralph(&["next", "--json"]);
+    out.code(0);
+    assert_eq!(out.json()["session_id"], OLD);
+    assert_eq!(fx.get(OLD)["active_step_index"], 0);
+    assert!(out.stderr.contains(&format!("[ralph next] {warning}")));
+
+    // The damage stays local: the broken folder is untouched and reported when named.
+    assert_eq!(
+        fx.raw(NEW),
+        b"{\"session_id\": \"ralph-20260601-090000\", \"status\": "
+    );
+    let out = fx.ralph(&["check", "--session", NEW]);
+    out.code(1);
+    assert!(
+        out.stdout.contains("  ✗ E010: not valid JSON"),
+        "{}",
+        out.stdout
+    );
+    // A verb baton added warns in baton's format (the broken folder newest again: `next`
+    // wrote in the other one).
+    set_mtime(&fx.dir(OLD), 100);
+    let out = fx.ralph(&["status"]);
+    out.code(0);
+    assert!(out.stderr.starts_with(&warning), "{}", out.stderr);
+}
+
+#[test]
+fn session_shows_a_schema_damaged_status_json_with_its_findings() {
+    let fx = Fx::new();
+    let mut doc = simple(&fx, OLD);
+    step_mut(&mut doc, 1).insert("status".into(), json!("done"));
+    step_mut(&mut doc, 2).insert("index".into(), json!(7));
+    fx.put(OLD, &doc);
+    let out = fx.ralph(&["session", "--session", OLD]);
+    out.code(0);
+    assert!(out.stdout.starts_with(&format!(
+        "session:           {OLD}\nstatus:            running\n"
+    )));
+    assert!(
+        out.stdout.contains("progress:          0/3\n"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("\n  findings: 2 error(s), 0 warning(s)\n")
+    );
+    assert!(out.stdout.contains("    ✗ E010 [step 1]: step.status must be one of pending|running|completed|skipped|failed, found \"done\"\n"));
+    assert!(
+        out.stdout
+            .contains("    ✗ E010 [step 2]: step.index 7 != position 2\n")
+    );
+    let json = fx.ralph(&["session", "--session", OLD, "--json"]).json();
+    assert_eq!(json["session_id"], OLD);
+    assert_eq!(json["findings"].as_array().unwrap().len(), 2);
+    // A file that is not JSON has nothing to show.
+    fx.put_raw(OLD, b"{not json");
+    let out = fx.ralph(&["session", "--session", OLD]);
+    out.code(1);
+    assert!(
+        out.stderr.starts_with("[ralph session] E010:"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A command file with a second `<required_reading>` block naming a file that does not exist.
+fn two_blocks(fx: &Fx) -> String {
+    let path = fx.home.join(".claude/commands/maestro-plan.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let text = text.replace(
+        "<execution>",
+        "<required_reading>\n@~/.maestro/workflows/not-there.md\n</required_reading>\n\n<execution>",
+    );
+    std::fs::write(&path, text).unwrap();
+    fx.home
+        .join(".maestro/workflows/not-there.md")
+        .display()
+        .to_string()
+}
+
+#[test]
+fn only_the_first_required_reading_block_is_required() {
+    let fx = Fx::new();
+    let missing = two_blocks(&fx);
+    fx.put(OLD, &simple(&fx, OLD));
+    let out = fx.ralph(&["check"]);
+    out.code(0);
+    assert!(
+        out.stdout.contains(&format!(
+            "  ! W012 [step 0]: a later <required_reading> block names a missing file (only the first block is read): {missing}\n"
+        )),
+        "{}",
+        out.stdout
+    );
+    let out = fx.ralph(&["next"]);
+    out.code(0);
+    // The first block is inlined; the second stays as the command file wrote it.
+    assert!(
+        out.stdout
+            .contains("<!-- inlined @~/.maestro/workflows/plan.md -->")
+    );
+    assert!(
+        out.stdout.contains(
+            "<required_reading>\n@~/.maestro/workflows/not-there.md\n</required_reading>"
+        )
+    );
+    assert!(out.stderr.contains("W012 [step 0]"), "{}", out.stderr);
+    let load = &fx.get(OLD)["steps"][0]["load"];
+    assert_eq!(load["required_files"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn a_negative_active_step_index_is_e008_out_of_range() {
+    let fx = Fx::new();
+    let mut doc = simple(&fx, OLD);
+    set(&mut doc, "active_step_index", json!(-1));
+    fx.put(OLD, &doc);
+    let out = fx.ralph(&["check"]);
+    out.code(1);
+    assert!(
+        out.stdout
+            .contains("  ✗ E008: active_step_index -1 out of range\n"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("E010"), "{}", out.stdout);
+    let out = fx.ralph(&["next"]);
+    out.code(1);
+    assert!(
+        out.stderr
+            .starts_with("[ralph next] E008: status.json has errors:\n  E008: active_step_index -1 out of range\n"),
+        "{}",
+        out.stderr
+    );
+    let out = fx.ralph(&["complete", "0", "--status", "DONE"]);
+    out.code(1);
+    assert_eq!(
+        out.stderr.lines().next().unwrap(),
+        "[ralph complete] E008: index 0 != active_step_index -1"
+    );
+    // resume repairs it.
+    fx.ralph(&["resume"]).code(0);
+    assert_eq!(fx.get(OLD)["active_step_index"], Value::Null);
+}
+
+#[test]
+fn the_pointer_on_a_pending_step_keeps_maestros_exit_codes_and_warns() {
+    let fx = Fx::new();
+    let mut doc = simple(&fx, OLD);
+    set(&mut doc, "active_step_index", json!(0));
+    fx.put(OLD, &doc);
+    let out = fx.ralph(&["check", "--json"]);
+    out.code(0);
+    let json = out.json();
+    assert_eq!(json["ok"], true);
+    assert_eq!(json["errors"], 0);
+    assert_eq!(json["findings"][0]["code"], "W011");
+    assert_eq!(json["findings"][0]["level"], "W");
+    assert!(
+        json["findings"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("run `resume` to clear it")
+    );
+    let out = fx.ralph(&["next"]);
+    out.code(3);
+    assert_eq!(
+        out.stderr,
+        "[ralph next] STEP_ACTIVE: step 0 is still active (status=pending)\n  → the pointer is on a pending step: run baton ralph resume to clear it\n"
+    );
+    let out = fx.ralph(&["complete", "0", "--status", "DONE"]);
+    out.code(1);
+    assert!(out.stderr.starts_with("[ralph complete] E009:"));
+    fx.ralph(&["resume"]).code(0);
+    fx.ralph(&["next"]).code(0);
+}
+
+#[test]
+fn usage_errors_of_maestros_verbs_exit_1() {
+    let fx = Fx::new();
+    fx.put(OLD, &simple(&fx, OLD));
+    fx.ralph(&["next"]).code(0);
+    let before = fx.raw(OLD);
+    let out = fx.ralph(&["complete", "-1", "--status", "DONE"]);
+    out.code(1);
+    assert_eq!(
+        out.stderr.lines().next().unwrap(),
+        "[ralph complete] OPTION_UNKNOWN: unknown option '-1'"
+    );
+    fx.ralph(&["retry", "-1"]).code(1);
+    let out = fx.ralph(&["complete", "0"]);
+    out.code(1);
+    assert!(out.stderr.contains("--status"), "{}", out.stderr);
+    fx.ralph(&["next", "--no-such-flag"]).code(1);
+    fx.ralph(&["--project", ".", "check", "--bogus"]).code(1);
+    // With --json the parse error is JSON, with the same code.
+    let out = fx.ralph(&["complete", "0", "--json"]);
+    out.code(1);
+    assert_eq!(out.json()["error"]["code"], "USAGE");
+    // maestro's own argument checks keep exit 2 (a bad --status value, a non-numeric index).
+    fx.ralph(&["complete", "0", "--status", "FINISHED"]).code(2);
+    fx.ralph(&["retry", "x"]).code(2);
+    // baton's verbs keep baton's usage code.
+    fx.ralph(&["skip"]).code(2);
+    fx.ralph(&["decide", "0", "--verdict", "proceed"]).code(2);
+    assert_eq!(fx.raw(OLD), before, "nothing written");
 }

@@ -49,15 +49,21 @@ fn every_verb() -> Vec<Vec<&'static str>> {
 }
 
 /// Runs every verb against the session and checks: exit 1, E010 named with its location,
-/// nothing written (lock file aside, which a mutating verb creates empty).
+/// nothing written (lock file aside, which a mutating verb creates empty). A file that parses
+/// is still shown by `session` (exit 0, the problem listed), as maestro shows it.
 fn refused_everywhere(fx: &Fx, located: &str) {
     let before = snapshot(&fx.dir(ID));
+    let parses =
+        serde_json::from_slice::<serde_json::Value>(&fx.raw(ID)).is_ok_and(|v| v.is_object());
     for args in every_verb() {
         let out = fx.ralph(&args);
+        let shown = parses && args == ["session"];
         assert_eq!(
-            out.code, 1,
+            out.code,
+            if shown { 0 } else { 1 },
             "{args:?}\nstdout: {}\nstderr: {}",
-            out.stdout, out.stderr
+            out.stdout,
+            out.stderr
         );
         let text = format!("{}{}", out.stdout, out.stderr);
         assert!(text.contains("E010"), "{args:?}: {text}");
@@ -165,12 +171,12 @@ fn unknown_status_values_and_wrong_types() {
     assert!(out.stderr.contains("at status: session.status must be one of running|paused|completed|failed, found \"sleeping\""));
 
     for (field, value, located) in [
+        // (-1 is not damage but a pointer out of range, E008: cli_ralph_slips.)
         (
             "active_step_index",
-            json!(-1),
-            "session.active_step_index must be null or a non-negative integer, found -1",
+            json!("0"),
+            "session.active_step_index must be null or an integer, found \"0\"",
         ),
-        ("active_step_index", json!("0"), "found \"0\""),
         (
             "revision",
             json!(1.5),
@@ -201,7 +207,7 @@ fn absurd_indexes() {
     for (args, code) in [
         (vec!["complete", huge, "--status", "DONE"], 1),
         (vec!["complete", "3", "--status", "DONE"], 1),
-        (vec!["complete", "-0", "--status", "DONE"], 2),
+        (vec!["complete", "-0", "--status", "DONE"], 1),
         (vec!["complete", "1e3", "--status", "DONE"], 2),
         (vec!["complete", " 1", "--status", "DONE"], 2),
         (vec!["retry", huge], 1),
@@ -226,7 +232,10 @@ fn absurd_indexes() {
     ] {
         let out = fx.ralph(&args);
         assert_eq!(out.code, code, "{args:?}: {}", out.stderr);
-        let expected = if code == 1 {
+        let expected = if args[1] == "-0" {
+            // maestro's parser reads `-0` as an option it does not know: exit 1.
+            "OPTION_UNKNOWN"
+        } else if code == 1 {
             "INDEX_OUT_OF_RANGE"
         } else {
             "INDEX_INVALID"
@@ -265,7 +274,7 @@ fn session_ids_that_are_paths_for_every_verb() {
 }
 
 #[test]
-fn discovery_reports_a_damaged_newer_session_instead_of_skipping_it() {
+fn discovery_passes_over_a_damaged_newer_session_and_leaves_it_alone() {
     let fx = Fx::new();
     let older = "ralph-20260101-000000";
     fx.put(older, &simple(&fx, older));
@@ -273,8 +282,19 @@ fn discovery_reports_a_damaged_newer_session_instead_of_skipping_it() {
     let mut half = stringify(&simple(&fx, ID)).into_bytes();
     half.truncate(200);
     fx.put_raw(ID, &half);
-    let before = fx.raw(older);
-    let out = fx.ralph(&["next"]);
+    let out = fx.ralph(&["next", "--json"]);
+    out.code(0);
+    assert_eq!(out.json()["session_id"], older);
+    assert!(
+        out.stderr.starts_with(&format!(
+            "[ralph next] warning: skipped session {ID}: its status.json is damaged (at $: not valid JSON"
+        )),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(fx.raw(ID), half, "the damaged session was not touched");
+    // Named, it is refused with its problems.
+    let out = fx.ralph(&["next", "--session", ID]);
     out.code(1);
     assert!(
         out.stderr
@@ -282,12 +302,6 @@ fn discovery_reports_a_damaged_newer_session_instead_of_skipping_it() {
         "{}",
         out.stderr
     );
-    assert!(
-        out.stderr
-            .contains("pass --session <id> to work on another session")
-    );
-    assert_eq!(fx.raw(older), before, "the older session was not touched");
-    fx.ralph(&["next", "--session", older]).code(0);
 }
 
 #[test]

@@ -230,11 +230,12 @@ fn resume_repairs_the_deadlock_maestro_cannot_see() {
     set(&mut doc, "consec_exit2_count", json!(2));
     set(&mut doc, "status", json!("paused"));
     fx.put(ID, &doc);
+    // A warning, as maestro's exit code stays 0 there (cli_ralph_slips).
     let out = fx.ralph(&["check"]);
-    out.code(1);
+    out.code(0);
     assert!(
         out.stdout
-            .contains("  ✗ E011 [step 0]: active_step_index points to a pending step"),
+            .contains("  ! W011 [step 0]: active_step_index points to a pending step"),
         "{}",
         out.stdout
     );

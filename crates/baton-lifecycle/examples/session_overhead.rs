@@ -159,6 +159,7 @@ fn session(
         owner: "bench".into(),
         lock_timeout: Duration::from_secs(5),
         bundled_commands: None,
+        warnings: Default::default(),
     }
     .with_bundled_skills(store.home())
     .expect("the bundled skills");

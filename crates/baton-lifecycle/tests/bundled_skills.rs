@@ -34,6 +34,7 @@ fn world(bundled: bool) -> World {
         owner: "test@bundled".into(),
         lock_timeout: Duration::from_secs(5),
         bundled_commands: None,
+        warnings: Default::default(),
     };
     let ctx = if bundled {
         ctx.with_bundled_skills(&tmp.path().join("baton-home"))

@@ -76,6 +76,7 @@ fn world() -> World {
         owner: "prop@test".into(),
         lock_timeout: Duration::from_secs(5),
         bundled_commands: None,
+        warnings: Default::default(),
     };
     let out = verbs::new::run(
         &ctx,

@@ -58,6 +58,7 @@ fn copy() -> Copy {
         owner: OWNER.into(),
         lock_timeout: Duration::from_secs(5),
         bundled_commands: None,
+        warnings: Default::default(),
     }
     .with_bundled_skills(store.home())
     .unwrap();

@@ -36,6 +36,7 @@ async fn a_step_tick_waits_for_11_store_flushes_and_a_gate_tick_for_2() {
         owner: "baton-demo".into(),
         lock_timeout: Duration::from_secs(5),
         bundled_commands: None,
+        warnings: Default::default(),
     }
     .with_bundled_skills(store.home())
     .unwrap();

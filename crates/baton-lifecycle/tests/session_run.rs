@@ -24,6 +24,7 @@ fn context(project: &Path, home: &Path) -> Context {
         owner: "run@test".into(),
         lock_timeout: Duration::from_secs(5),
         bundled_commands: None,
+        warnings: Default::default(),
     }
 }
 

@@ -145,7 +145,7 @@ async fn a_step_sees_the_ralph_prompt_runs_in_the_store_and_its_verdict_lands_in
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
     assert!(tools.contains(&"fs_read"), "{tools:?}");
-    assert_eq!(tools.last(), Some(&"session_complete"));
+    assert!(tools.contains(&"session_complete"), "{tools:?}");
     assert!(!tools.contains(&"workflow_rewind"));
     // The step's run is a task run of the store, with its conversation log.
     let project = t.project();

@@ -521,6 +521,7 @@ fn a_lifecycle_session_shows_its_steps_sub_goals_and_decisions() {
         owner: "pages@test".into(),
         lock_timeout: Duration::from_secs(5),
         bundled_commands: None,
+        warnings: Default::default(),
     };
     let out = verbs::new::run(
         &ctx,

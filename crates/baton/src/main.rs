@@ -23,6 +23,17 @@ pub mod exit {
     pub const STOPPED: u8 = 130;
 }
 
+/// The exit code of a command line that does not parse: 2, or 1 under one of maestro's
+/// `ralph` verbs.
+fn usage_exit() -> u8 {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if commands::ralph::is_maestro_verb_call(&args) {
+        exit::FAILURE
+    } else {
+        exit::INVALID
+    }
+}
+
 fn main() -> ExitCode {
     // The API key is in this process's environment from the start (and in its memory once
     // loaded): a process of the same user, such as an MCP server (which runs outside the
@@ -36,13 +47,18 @@ fn main() -> ExitCode {
         Err(e) if as_json && e.use_stderr() => {
             let message = e.kind().to_string();
             let detail = e.to_string();
-            let f = failure::Failure::new("USAGE", message, exit::INVALID).hint(
+            let f = failure::Failure::new("USAGE", message, usage_exit()).hint(
                 detail
                     .lines()
                     .find(|l| l.contains("Usage:"))
                     .map(str::to_owned),
             );
             return ExitCode::from(f.report(true));
+        }
+        // maestro's `ralph` verbs exit 1 on a usage error (its parser's code), not 2.
+        Err(e) if e.use_stderr() && usage_exit() != exit::INVALID => {
+            let _ = e.print();
+            return ExitCode::from(usage_exit());
         }
         Err(e) => e.exit(),
     };

@@ -358,10 +358,12 @@ pub fn resolve_commands(ctx: &Context, platform: &str, steps: &mut [Value]) -> V
     missing
 }
 
-/// The platform a session's commands resolve on (`claude` unless it says `codex`).
+/// The platform a session's commands resolve on (`claude` unless it names another one).
 pub fn platform_of(session: &Session) -> &'static str {
     match session.str("platform") {
         Some("codex") => "codex",
+        Some("agent") => "agent",
+        Some("agy") => "agy",
         _ => "claude",
     }
 }
@@ -397,11 +399,23 @@ pub fn insert_after(
     } else {
         milestone
     };
-    let mut new_steps: Vec<Value> = items
+    let new_steps: Vec<Value> = items
         .iter()
         .enumerate()
         .map(|(k, item)| step_value(item, after + 1 + k, &milestone))
         .collect();
+    insert_steps_after(ctx, session, after, new_steps)
+}
+
+/// Inserts ready step objects after step `after`: their command files resolved first on the
+/// session's platform (E006, nothing changes, when one is missing), then renumbered with the
+/// rest. Returns how many steps were inserted.
+pub fn insert_steps_after(
+    ctx: &Context,
+    session: &mut Session,
+    after: usize,
+    mut new_steps: Vec<Value>,
+) -> Result<usize> {
     let missing = resolve_commands(ctx, platform_of(session), &mut new_steps);
     if !missing.is_empty() {
         return Err(RalphError::SkillsMissing(missing));

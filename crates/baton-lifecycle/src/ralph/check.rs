@@ -1,8 +1,11 @@
 //! `check`: maestro's finding catalogue (E006–E010, W005–W008, same conditions and messages)
 //! plus the two states maestro cannot see:
 //!
-//! - **E011** `active_step_index` points at a *pending* step. maestro deadlocks there: `next`
-//!   answers exit 3, `complete` answers E009, `check` is silent. `resume` repairs it.
+//! - **W011** `active_step_index` points at a *pending* step. maestro deadlocks there: `next`
+//!   answers exit 3, `complete` answers E009, `check` is silent. A warning (maestro's exit codes
+//!   and `ok` are kept); `resume` repairs it.
+//! - **W012** a later `<required_reading>` block names a missing file (maestro reads only the
+//!   first block, so it is no E007).
 //! - **W009** a step is `running` but the active pointer is elsewhere (a claim lost by a hand
 //!   edit); `next` would run past it. `resume` puts it back to pending.
 
@@ -125,7 +128,17 @@ pub fn check(
 }
 
 fn active_pointer(session: &Map<String, Value>, steps: &[Step], findings: &mut Vec<Finding>) {
-    let active = session.get("active_step_index").and_then(Value::as_u64);
+    let raw = session.get("active_step_index");
+    let active = raw.and_then(Value::as_u64);
+    // A negative pointer is out of range too (maestro: `idx < 0 || idx >= steps.length`).
+    if let Some(idx) = raw.and_then(Value::as_i64).filter(|i| *i < 0) {
+        findings.push(Finding::new(
+            Level::E,
+            "E008",
+            format!("active_step_index {idx} out of range"),
+            None,
+        ));
+    }
     if let Some(idx) = active {
         match usize::try_from(idx).ok().and_then(|i| steps.get(i)) {
             None => findings.push(Finding::new(
@@ -142,10 +155,12 @@ fn active_pointer(session: &Map<String, Value>, steps: &[Step], findings: &mut V
                     Some(step.index()),
                 )),
                 "running" => {}
+                // maestro says nothing here and `next` answers exit 3; kept as a warning, so
+                // exit codes and `ok` stay maestro's.
                 "pending" => findings.push(Finding::new(
-                    Level::E,
-                    "E011",
-                    "active_step_index points to a pending step: next refuses (exit 3) and complete refuses (E009); run `resume` to clear it",
+                    Level::W,
+                    "W011",
+                    "active_step_index points to a pending step: nothing runs it, next refuses (exit 3) and complete refuses (E009); run `resume` to clear it",
                     Some(step.index()),
                 )),
                 other => findings.push(Finding::new(
@@ -200,6 +215,16 @@ fn command_file(ctx: &Context, step: &Step, findings: &mut Vec<Finding>) {
                     Level::E,
                     "E007",
                     format!("required_reading missing: {p}"),
+                    i,
+                ));
+            }
+            for p in m.missing_later() {
+                findings.push(Finding::new(
+                    Level::W,
+                    "W012",
+                    format!(
+                        "a later <required_reading> block names a missing file (only the first block is read): {p}"
+                    ),
                     i,
                 ));
             }

@@ -3,7 +3,32 @@
 //! claims steps.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// Warnings a verb met on its way that do not stop it (a damaged session folder it skipped).
+/// The CLI prints them on stderr after the verb's own output; a library caller may show them
+/// or drop them. Clones share the list.
+#[derive(Debug, Clone, Default)]
+pub struct Warnings(Arc<Mutex<Vec<String>>>);
+
+impl Warnings {
+    /// Most warnings kept (a long-lived context must not grow without bound).
+    const MAX: usize = 64;
+
+    pub fn push(&self, message: impl Into<String>) {
+        let mut list = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let message = message.into();
+        if list.len() < Self::MAX && !list.contains(&message) {
+            list.push(message);
+        }
+    }
+
+    /// The warnings so far; the list is emptied.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct Context {
@@ -25,6 +50,8 @@ pub struct Context {
     pub bundled_commands: Option<PathBuf>,
     /// How long a mutating verb waits for the session lock.
     pub lock_timeout: Duration,
+    /// What the verb skipped or noticed on its way (printed on stderr by the CLI).
+    pub warnings: Warnings,
 }
 
 impl Context {
@@ -46,6 +73,7 @@ impl Context {
             owner: super::claim::default_owner(),
             lock_timeout: Duration::from_secs(10),
             bundled_commands: None,
+            warnings: Warnings::default(),
         }
     }
 

@@ -2,8 +2,9 @@
 //! path), else the newest `running`/`paused` `ralph-*`/`maestro-*` session under
 //! `.workflow/.maestro/` (newest = directory mtime, as maestro's CLI ranks them).
 //!
-//! A damaged status.json met on the way is reported (E010), never skipped: it may be the very
-//! session the caller meant, half-written.
+//! A damaged status.json met on the way is skipped with a warning, as maestro skips it: the
+//! damage stays in its folder (`--session <that folder>` reports it, E010). Writes are atomic
+//! renames, so a status.json is never seen half-written by a ralph verb.
 
 use super::context::Context;
 use super::error::{RalphError, Result};
@@ -84,6 +85,13 @@ pub fn check_session_id(id: &str) -> Result<()> {
 }
 
 /// The named session, or the one [`Pick`] selects.
+///
+/// Without a name, a folder whose status.json is damaged is skipped with a warning (as
+/// maestro skips a file that does not parse), so one broken folder never stops the sessions
+/// beside it; `--session` names it to see its problems. A damaged file that still parses and
+/// says `running` or `paused` is the session meant, and is returned with its problems. When
+/// every candidate is damaged, the newest damaged one is returned (its E010 says more than
+/// "no session").
 pub fn find(ctx: &Context, session: Option<&str>, pick: Pick) -> Result<Loaded> {
     let root = ctx.sessions_root();
     if let Some(id) = session {
@@ -95,25 +103,52 @@ pub fn find(ctx: &Context, session: Option<&str>, pick: Pick) -> Result<Loaded> 
         return Ok(load(id, &dir));
     }
     let mut fallback = None;
+    let mut damaged: Vec<Loaded> = Vec::new();
     for (id, dir) in candidates(&root) {
         if !dir.join(STATUS_FILE).is_file() {
             continue;
         }
         let loaded = load(&id, &dir);
-        if !loaded.issues.is_empty() {
-            return Ok(loaded);
+        let active = matches!(loaded.status(), Some("running" | "paused"));
+        // A file that parses and says it is running is the session meant, damaged or not:
+        // its problems are reported. Anything else damaged is passed over.
+        if !loaded.issues.is_empty() && !active {
+            damaged.push(loaded);
+            continue;
         }
-        if matches!(loaded.status(), Some("running" | "paused")) {
+        if active {
+            warn_skipped(ctx, &damaged);
             return Ok(loaded);
         }
         if pick == Pick::Any && fallback.is_none() {
             fallback = Some(loaded);
         }
     }
-    fallback.ok_or(match pick {
+    if let Some(found) = fallback {
+        warn_skipped(ctx, &damaged);
+        return Ok(found);
+    }
+    if !damaged.is_empty() {
+        return Ok(damaged.swap_remove(0));
+    }
+    Err(match pick {
         Pick::Active => RalphError::NoActiveSession,
         Pick::Any => RalphError::NoSession,
     })
+}
+
+/// One warning per damaged folder passed over on the way to the session used.
+fn warn_skipped(ctx: &Context, damaged: &[Loaded]) {
+    for d in damaged {
+        let first = d
+            .issues
+            .first()
+            .map_or_else(|| "unknown problem".to_string(), SchemaIssue::located);
+        ctx.warnings.push(format!(
+            "skipped session {}: its status.json is damaged ({first}); `{} check --session {}` lists its problems",
+            d.id, ctx.cli, d.id
+        ));
+    }
 }
 
 /// Loads and validates a session's status.json; problems are returned, not raised.

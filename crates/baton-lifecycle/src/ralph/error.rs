@@ -42,6 +42,18 @@ pub enum RalphError {
     },
     #[error("status.json has errors:")]
     Findings(Vec<Finding>),
+    /// `next` found error findings in a protocol-2 session and paused it (maestro v0.5.37+:
+    /// a loop that calls `next` again must not retry the same error for ever).
+    #[error("status.json has errors:")]
+    FindingsPaused(Vec<Finding>),
+    #[error("lease conflict: {0}")]
+    LeaseConflict(String),
+    #[error("conflicting completion result repeated for step {index}")]
+    CompletionConflict { index: usize },
+    #[error("expected skill \"{expected}\" does not match active step skill \"{actual}\"")]
+    ExpectedSkill { expected: String, actual: String },
+    #[error("expected index {expected} does not match target index {index}")]
+    ExpectedIndex { expected: String, index: usize },
     #[error("step {index} is still active (status={status})")]
     StepActive {
         index: usize,
@@ -62,6 +74,10 @@ pub enum RalphError {
     },
     #[error("{message}")]
     Usage { code: &'static str, message: String },
+    /// An argument maestro's parser reads as an option it does not know (`complete -1`):
+    /// maestro exits 1 there, not 2.
+    #[error("unknown option '{0}'")]
+    OptionUnknown(String),
     /// Something below the session failed (the store, a run, a trace write): not the
     /// caller's mistake, so not a usage error.
     #[error("{message}")]
@@ -69,7 +85,7 @@ pub enum RalphError {
     #[error("step index {index} out of range (0..{})", .len.saturating_sub(1))]
     IndexOutOfRange { index: String, len: usize },
     #[error("index {index} != active_step_index {}", show_active(*.active))]
-    NotActiveStep { index: usize, active: Option<usize> },
+    NotActiveStep { index: usize, active: Option<i64> },
     #[error("step {index}.status is \"{status}\", expected \"running\"")]
     StepNotRunning { index: usize, status: String },
     #[error("step {index} is a decision node ({gate}); gates are settled with `decide`")]
@@ -131,7 +147,7 @@ fn first_issue(issues: &[SchemaIssue]) -> String {
     }
 }
 
-fn show_active(active: Option<usize>) -> String {
+fn show_active(active: Option<i64>) -> String {
     active.map_or_else(|| "(none)".into(), |a| a.to_string())
 }
 
@@ -171,16 +187,22 @@ impl RalphError {
             Corrupt { .. } => "E010",
             NotRunning { .. } => "SESSION_NOT_RUNNING",
             NotActive { .. } => "SESSION_NOT_ACTIVE",
-            Findings(f) => f
+            Findings(f) | FindingsPaused(f) => f
                 .iter()
                 .find(|f| f.level == super::check::Level::E)
                 .map_or("CHECK_FAILED", |f| f.code),
+            LeaseConflict(_) => "LEASE_CONFLICT",
+            // maestro's own word for it: `[ralph complete] BLOCK: conflicting completion …`.
+            CompletionConflict { .. } => "BLOCK",
+            ExpectedSkill { .. } => "EXPECTED_SKILL_MISMATCH",
+            ExpectedIndex { .. } => "E008",
             StepActive { .. } => "STEP_ACTIVE",
             NothingPending => "NOTHING_PENDING",
             DecisionNext { .. } => "DECISION_NEXT",
             NoCommandPath { .. } | SkillsMissing(_) => "E006",
             RequiredMissing { .. } => "E007",
             Usage { code, .. } | Failed { code, .. } => code,
+            OptionUnknown(_) => "OPTION_UNKNOWN",
             IndexOutOfRange { .. } => "INDEX_OUT_OF_RANGE",
             NotActiveStep { .. } => "E008",
             StepNotRunning { .. } => "E009",
@@ -217,7 +239,7 @@ impl RalphError {
     /// Lines printed under the message: the findings, the missing files, the schema problems.
     pub fn details(&self) -> Vec<String> {
         match self {
-            RalphError::Findings(findings) => findings
+            RalphError::Findings(findings) | RalphError::FindingsPaused(findings) => findings
                 .iter()
                 .filter(|f| f.level == super::check::Level::E)
                 .map(|f| format!("  {}", f.line()))
@@ -267,16 +289,32 @@ impl RalphError {
             Findings(_) => vec![format!(
                 "run `{cli} check` for details; `{cli} resume` clears a stale active step"
             )],
+            FindingsPaused(_) => vec![format!(
+                "session paused; fix status.json (`{cli} check` lists the problems), then `{cli} resume`"
+            )],
+            LeaseConflict(_) => vec![format!(
+                "pass the session's --execution-owner/--lease-id, or free the lease with `{cli} release --force`"
+            )],
+            CompletionConflict { index } => vec![format!(
+                "step {index} was already completed with another result; `{cli} session` shows it"
+            )],
             StepActive {
                 index,
+                status,
                 owner,
                 since,
-                ..
             } => {
                 let mut lines = Vec::new();
                 if let Some(owner) = owner {
                     let since = since.as_deref().unwrap_or("?");
                     lines.push(format!("claimed by {owner} since {since}"));
+                }
+                if status == "pending" {
+                    // The deadlock maestro leaves: nothing runs the step (check: W011).
+                    lines.push(format!(
+                        "the pointer is on a pending step: run {cli} resume to clear it"
+                    ));
+                    return lines;
                 }
                 lines.push(format!("run: {cli} complete {index} --status DONE|..."));
                 lines.push(format!("or:  {cli} retry {index}"));

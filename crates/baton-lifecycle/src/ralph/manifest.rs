@@ -2,9 +2,10 @@
 //! frontmatter stripped, and the files its `<required_reading>` and `<deferred_reading>` blocks
 //! name.
 //!
-//! Unlike maestro, every block is honoured (not only the first), a block inside a fenced code
-//! sample is ignored, and each reference keeps its own line and position, so the prompt can
-//! inline exactly the file each reference names.
+//! As in maestro, the first block of each kind counts (a later `<required_reading>` block is
+//! body text; a missing file it names is only a warning). Unlike maestro, a block inside a
+//! fenced code sample is ignored, and each reference keeps its own line and position, so the
+//! prompt can inline exactly the file each reference names.
 
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
@@ -60,8 +61,19 @@ pub struct Manifest {
     pub path: PathBuf,
     pub frontmatter: Frontmatter,
     pub body: String,
+    /// The references of the first `<required_reading>` block: what is read and inlined.
     pub required: Vec<Reference>,
+    /// The references of any later `<required_reading>` block: not read (as in maestro).
+    pub later_required: Vec<Reference>,
+    /// The references of the first `<deferred_reading>` block.
     pub deferred: Vec<Reference>,
+}
+
+fn missing(refs: &[Reference]) -> Vec<String> {
+    refs.iter()
+        .filter(|r| !r.path.exists())
+        .map(|r| r.path.display().to_string())
+        .collect()
 }
 
 impl Manifest {
@@ -74,8 +86,9 @@ impl Manifest {
     pub fn parse(path: &Path, text: &str, home: Option<&Path>) -> Manifest {
         let (frontmatter, body) = split_frontmatter(text);
         let base = path.parent().unwrap_or(Path::new("/"));
-        let refs = |tag: &str| -> Vec<Reference> {
-            blocks(body, tag)
+        // maestro reads the first block of each kind; later blocks are text of the body.
+        let refs = |blocks: &[Block]| -> Vec<Reference> {
+            blocks
                 .iter()
                 .flat_map(|b| body[b.inner_start..b.inner_end].split('\n'))
                 .flat_map(line_refs)
@@ -85,22 +98,27 @@ impl Manifest {
                 })
                 .collect()
         };
+        let required = blocks(body, "required_reading");
+        let deferred = blocks(body, "deferred_reading");
         Manifest {
             path: path.to_path_buf(),
             frontmatter: frontmatter.map(parse_frontmatter).unwrap_or_default(),
             body: body.to_string(),
-            required: refs("required_reading"),
-            deferred: refs("deferred_reading"),
+            required: refs(&required[..required.len().min(1)]),
+            later_required: refs(required.get(1..).unwrap_or_default()),
+            deferred: refs(&deferred[..deferred.len().min(1)]),
         }
     }
 
-    /// Required paths that do not exist (maestro's E007 test).
+    /// Required paths that do not exist (maestro's E007 test: the first block only).
     pub fn missing_required(&self) -> Vec<String> {
-        self.required
-            .iter()
-            .filter(|r| !r.path.exists())
-            .map(|r| r.path.display().to_string())
-            .collect()
+        missing(&self.required)
+    }
+
+    /// Paths of later `<required_reading>` blocks that do not exist: maestro never reads those
+    /// blocks, so a missing file there is a warning (W012), never E007.
+    pub fn missing_later(&self) -> Vec<String> {
+        missing(&self.later_required)
     }
 
     pub fn name(&self) -> String {

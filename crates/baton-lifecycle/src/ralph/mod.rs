@@ -12,6 +12,7 @@
 //! (findings), [`chain`] (stage table and fix-loop templates), [`verbs`] (one module per verb
 //! group).
 
+pub mod anchor;
 pub mod bundled_skills;
 pub mod chain;
 pub mod check;
@@ -20,6 +21,7 @@ pub mod context;
 pub mod decisions;
 pub mod discovery;
 pub mod error;
+pub mod lease;
 pub mod manifest;
 pub mod prompt;
 pub mod schema;

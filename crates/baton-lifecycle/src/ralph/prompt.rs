@@ -4,7 +4,7 @@
 //!
 //! Unlike maestro, each reference is inlined with its own file (maestro pairs `@` lines with
 //! files by position, so a line naming two files, or a `- path` bullet, shifts every later
-//! file onto the wrong label), and every `<required_reading>` block is honoured.
+//! file onto the wrong label). As in maestro, only the first `<required_reading>` block is read.
 
 use super::error::{RalphError, Result};
 use super::manifest::{self, Manifest};
@@ -114,13 +114,17 @@ impl Loaded {
     }
 }
 
-/// The body with every required block's references replaced by their files.
+/// The body with the first required block's references replaced by their files.
 pub fn inline_required(loaded: &Loaded) -> String {
     let body = &loaded.manifest.body;
     let base = loaded.manifest.path.parent().unwrap_or(Path::new("/"));
     let mut out = String::with_capacity(body.len());
     let mut at = 0;
-    for b in manifest::blocks(body, "required_reading") {
+    // The first block only, as maestro: a later one stays as the command file wrote it.
+    for b in manifest::blocks(body, "required_reading")
+        .into_iter()
+        .take(1)
+    {
         out.push_str(&body[at..b.start]);
         let mut lines: Vec<Cow<str>> = Vec::new();
         for line in body[b.inner_start..b.inner_end].split('\n') {
@@ -153,6 +157,17 @@ pub fn inline_required(loaded: &Loaded) -> String {
     out
 }
 
+/// Which maestro's prompt layout: v0.4.18's, or v0.5's (protocol version "2": the session
+/// anchor on top, `--session` and `--summary` in the completion commands).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout<'a> {
+    V4,
+    /// With the anchor block, if the session has one (an intent).
+    V5 {
+        anchor: Option<&'a str>,
+    },
+}
+
 /// The whole prompt, as maestro prints it (`cli` is e.g. `baton ralph`).
 pub fn render(
     cli: &str,
@@ -161,6 +176,7 @@ pub fn render(
     step: &Step,
     loaded: &Loaded,
     config_section: Option<&str>,
+    layout: Layout,
 ) -> String {
     let idx = step.index();
     let args = step.args().trim();
@@ -172,22 +188,55 @@ pub fn render(
             serde_json::to_string(args).unwrap_or_else(|_| format!("\"{args}\""))
         )
     };
-    let meta = [
-        String::new(),
-        format!(
-            "<!-- {cli}: step [{idx}/{total}] skill={}{args_part} session={session_id} -->",
-            step.skill()
+    let head_line = format!(
+        "<!-- {cli}: step [{idx}/{total}] skill={}{args_part} session={session_id} -->",
+        step.skill()
+    );
+    let (head, meta) = match layout {
+        Layout::V4 => (
+            String::new(),
+            [
+                String::new(),
+                head_line,
+                "<!-- On finish, run exactly one of:".into(),
+                format!("       {cli} complete {idx} --status DONE [--evidence <path>]"),
+                format!(
+                    "       {cli} complete {idx} --status DONE_WITH_CONCERNS --concerns \"...\""
+                ),
+                format!("       {cli} retry {idx}"),
+                format!(
+                    "       {cli} complete {idx} --status BLOCKED --reason \"<external blocker>\" -->"
+                ),
+            ]
+            .join("\n"),
         ),
-        "<!-- On finish, run exactly one of:".into(),
-        format!("       {cli} complete {idx} --status DONE [--evidence <path>]"),
-        format!("       {cli} complete {idx} --status DONE_WITH_CONCERNS --concerns \"...\""),
-        format!("       {cli} retry {idx}"),
-        format!("       {cli} complete {idx} --status BLOCKED --reason \"<external blocker>\" -->"),
-    ]
-    .join("\n");
+        Layout::V5 { anchor } => {
+            let s = format!("--session {session_id}");
+            (
+                anchor.map_or_else(String::new, |a| format!("{a}\n\n")),
+                [
+                    String::new(),
+                    head_line,
+                    "<!-- On finish, run exactly one of:".into(),
+                    format!(
+                        "       {cli} complete {idx} {s} --status DONE --summary \"...\" [--evidence <path>] [--decisions \"...\"] [--caveats \"...\"] [--deferred \"...\"]"
+                    ),
+                    format!(
+                        "       {cli} complete {idx} {s} --status DONE_WITH_CONCERNS --summary \"...\" --concerns \"...\""
+                    ),
+                    format!("       {cli} retry {idx} {s}"),
+                    format!(
+                        "       {cli} complete {idx} {s} --status BLOCKED --reason \"<external blocker>\""
+                    ),
+                    "     --summary is REQUIRED for DONE/DONE_WITH_CONCERNS (verb-led, ≤100 chars, core outcome). -->".into(),
+                ]
+                .join("\n"),
+            )
+        }
+    };
     let body = inline_required(loaded);
     match config_section {
-        Some(section) => format!("{body}\n\n{section}{meta}\n"),
-        None => format!("{body}{meta}\n"),
+        Some(section) => format!("{head}{body}\n\n{section}{meta}\n"),
+        None => format!("{head}{body}{meta}\n"),
     }
 }

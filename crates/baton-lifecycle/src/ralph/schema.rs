@@ -130,10 +130,13 @@ fn check_session_fields(s: &Map<String, Value>, issues: &mut Vec<SchemaIssue>) {
         one_of(s.get("status"), &SESSION_STATUSES),
         "one of running|paused|completed|failed",
     );
+    // Any integer: a negative or too large one is a pointer out of range (E008, as maestro
+    // reports it), not a damaged file.
     field(
         "active_step_index",
-        null_or_uint(s.get("active_step_index")),
-        "null or a non-negative integer",
+        s.get("active_step_index")
+            .is_none_or(|v| v.is_null() || v.is_i64() || v.is_u64()),
+        "null or an integer",
     );
     field(
         "revision",

@@ -92,6 +92,14 @@ impl Session {
             .map(|i| usize::try_from(i).unwrap_or(usize::MAX))
     }
 
+    /// `active_step_index` as written, when it is an integer (negative included): what a
+    /// message shows. [`Session::active_index`] is the step it names, if any.
+    pub fn active_raw(&self) -> Option<i64> {
+        let v = self.doc.get("active_step_index")?;
+        v.as_i64()
+            .or_else(|| v.as_u64().map(|u| i64::try_from(u).unwrap_or(i64::MAX)))
+    }
+
     pub fn set_active(&mut self, index: Option<usize>) {
         self.set("active_step_index", index.map_or(Value::Null, |i| json!(i)));
     }

@@ -1,10 +1,14 @@
-//! `skills`: the command and skill files a session can run (maestro v0.4.18 sources).
+//! `skills`: the command and skill files a session can run (maestro v0.5's sources).
 //!
 //! | source | type | scope | platform |
 //! |---|---|---|---|
 //! | `~/.claude/commands/*.md`, `<project>/.claude/commands/*.md` | command | global, project | claude |
 //! | `~/.claude/skills/*/SKILL.md`, `<project>/.claude/skills/*/SKILL.md` | skill | global, project | claude |
 //! | `~/.codex/skills/*/SKILL.md`, `<project>/.codex/skills/*/SKILL.md` | skill | global, project | codex |
+//! | `~/.agents/skills/*/SKILL.md`, `<project>/.agents/skills/*/SKILL.md` | skill | global, project | agent |
+//! | `~/.agy/skills/*/SKILL.md`, `<project>/.agy/skills/*/SKILL.md` | skill | global, project | agy |
+//!
+//! (maestro v0.5.0 added the last two.)
 //!
 //! The name is the frontmatter `name`, else the file (command) or folder (skill) name. Project
 //! overrides global per `platform::type::name`, and both override baton's bundled lifecycle
@@ -18,7 +22,9 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-pub const PLATFORMS: [&str; 2] = ["claude", "codex"];
+/// maestro v0.5's platforms: claude, codex, the open Agent Skills standard (`.agents/`) and
+/// Antigravity (`.agy/`).
+pub const PLATFORMS: [&str; 4] = ["claude", "codex", "agent", "agy"];
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SkillEntry {
@@ -70,6 +76,10 @@ pub fn scan(ctx: &Context, platform: Option<&str>) -> Vec<SkillEntry> {
     add(Some(p.join(".claude/skills")), "skill", "project", "claude");
     add(global(".codex/skills"), "skill", "global", "codex");
     add(Some(p.join(".codex/skills")), "skill", "project", "codex");
+    add(global(".agents/skills"), "skill", "global", "agent");
+    add(Some(p.join(".agents/skills")), "skill", "project", "agent");
+    add(global(".agy/skills"), "skill", "global", "agy");
+    add(Some(p.join(".agy/skills")), "skill", "project", "agy");
     add(
         ctx.bundled_commands.clone(),
         "command",

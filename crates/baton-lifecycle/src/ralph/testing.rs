@@ -15,6 +15,7 @@ pub(crate) fn context(project: &Path) -> Context {
         owner: "test".into(),
         lock_timeout: std::time::Duration::from_secs(5),
         bundled_commands: None,
+        warnings: Default::default(),
     }
 }
 

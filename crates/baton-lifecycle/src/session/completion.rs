@@ -15,6 +15,8 @@ pub const TOOL_NAME: &str = "session.complete";
 const MAX_TEXT: usize = 4_000;
 /// Most evidence paths one step may cite.
 const MAX_EVIDENCE: usize = 64;
+/// Most `decisions` / `deferred` items one step may record.
+const MAX_ITEMS: usize = 32;
 
 /// Seed 003's four ways a step ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +55,12 @@ pub struct Completion {
     pub evidence: Vec<String>,
     pub concerns: Option<String>,
     pub reason: Option<String>,
+    /// maestro v0.5's completion record: what the step did in a sentence, the decisions it
+    /// made, warnings for later steps, work it left for later.
+    pub summary: Option<String>,
+    pub decisions: Vec<String>,
+    pub caveats: Option<String>,
+    pub deferred: Vec<String>,
 }
 
 /// Why a `session.complete` call was refused; the message goes back to the model.
@@ -80,7 +88,8 @@ pub fn tool_def() -> ToolDef {
                       cannot be: DONE (cite the files you produced in evidence), \
                       DONE_WITH_CONCERNS (say what worries you in concerns), NEEDS_RETRY (the \
                       attempt failed but another may succeed) or BLOCKED (a person must act; \
-                      say why in reason)."
+                      say why in reason). With DONE, give a one-sentence summary; decisions, \
+                      caveats and deferred work reach the later steps."
             .into(),
         parameters: json!({
             "type": "object",
@@ -92,7 +101,25 @@ pub fn tool_def() -> ToolDef {
                     "description": "project-relative paths of the files that show the work"
                 },
                 "concerns": {"type": "string"},
-                "reason": {"type": "string"}
+                "reason": {"type": "string"},
+                "summary": {
+                    "type": "string",
+                    "description": "one sentence, verb first: what this step accomplished"
+                },
+                "decisions": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "key decisions the step made"
+                },
+                "caveats": {
+                    "type": "string",
+                    "description": "warnings the later steps must know"
+                },
+                "deferred": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "work items left for later"
+                }
             },
             "required": ["status"],
             "additionalProperties": false
@@ -113,6 +140,44 @@ fn text(
         Some(Value::String(s)) => Ok(Some(s.trim().to_string())),
         Some(_) => Err(CompletionError::new(format!("{key} must be a string"))),
     }
+}
+
+/// A list of short texts (`decisions`, `deferred`); a lone string counts as one item.
+fn items(args: &serde_json::Map<String, Value>, key: &str) -> Result<Vec<String>, CompletionError> {
+    let values = match args.get(key) {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::String(s)) => vec![Value::String(s.clone())],
+        Some(Value::Array(a)) => a.clone(),
+        Some(_) => {
+            return Err(CompletionError::new(format!(
+                "{key} must be an array of strings"
+            )));
+        }
+    };
+    if values.len() > MAX_ITEMS {
+        return Err(CompletionError::new(format!(
+            "{key} lists {} items; give at most {MAX_ITEMS}",
+            values.len()
+        )));
+    }
+    let mut out = Vec::new();
+    for v in values {
+        let Value::String(text) = v else {
+            return Err(CompletionError::new(format!(
+                "{key} must be an array of strings"
+            )));
+        };
+        let text = text.trim();
+        if text.chars().count() > MAX_TEXT {
+            return Err(CompletionError::new(format!(
+                "an item of {key} is longer than {MAX_TEXT} characters; say it shorter"
+            )));
+        }
+        if !text.is_empty() {
+            out.push(text.to_string());
+        }
+    }
+    Ok(out)
 }
 
 fn evidence(args: &serde_json::Map<String, Value>) -> Result<Vec<String>, CompletionError> {
@@ -152,6 +217,18 @@ fn evidence(args: &serde_json::Map<String, Value>) -> Result<Vec<String>, Comple
     Ok(out)
 }
 
+/// The arguments `session.complete` takes.
+const FIELDS: [&str; 8] = [
+    "status",
+    "evidence",
+    "concerns",
+    "reason",
+    "summary",
+    "decisions",
+    "caveats",
+    "deferred",
+];
+
 /// Checks the arguments of a `session.complete` call (the JSON text the model sent).
 pub fn parse(arguments: &str) -> Result<Completion, CompletionError> {
     let value: Value = serde_json::from_str(arguments)
@@ -159,12 +236,10 @@ pub fn parse(arguments: &str) -> Result<Completion, CompletionError> {
     let Value::Object(args) = value else {
         return Err(CompletionError::new("the arguments must be a JSON object"));
     };
-    if let Some(unknown) = args
-        .keys()
-        .find(|k| !matches!(k.as_str(), "status" | "evidence" | "concerns" | "reason"))
-    {
+    if let Some(unknown) = args.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         return Err(CompletionError::new(format!(
-            "unknown argument {unknown:?}; the arguments are status, evidence, concerns, reason"
+            "unknown argument {unknown:?}; the arguments are {}",
+            FIELDS.join(", ")
         )));
     }
     let status = match args.get("status") {
@@ -186,6 +261,10 @@ pub fn parse(arguments: &str) -> Result<Completion, CompletionError> {
         evidence: evidence(&args)?,
         concerns: text(&args, "concerns")?,
         reason: text(&args, "reason")?,
+        summary: text(&args, "summary")?,
+        decisions: items(&args, "decisions")?,
+        caveats: text(&args, "caveats")?,
+        deferred: items(&args, "deferred")?,
     };
     if status == Status::Blocked && completion.reason.is_none() {
         // A paused session must tell the person what to do.
@@ -208,6 +287,7 @@ pub fn without_call(already_retried: bool) -> Completion {
                 "the step ended twice without calling {TOOL_NAME}; look at its runs and \
                  finish it by hand or retry it"
             )),
+            ..Completion::empty(Status::Blocked)
         }
     } else {
         Completion {
@@ -215,6 +295,7 @@ pub fn without_call(already_retried: bool) -> Completion {
             evidence: Vec::new(),
             concerns: None,
             reason: Some(format!("the step's run ended without calling {TOOL_NAME}")),
+            ..Completion::empty(Status::NeedsRetry)
         }
     }
 }
@@ -225,13 +306,44 @@ pub fn validator() -> baton_engine::task::Validate {
 }
 
 impl Completion {
+    /// `status` and nothing else.
+    pub fn empty(status: Status) -> Completion {
+        Completion {
+            status,
+            evidence: Vec::new(),
+            concerns: None,
+            reason: None,
+            summary: None,
+            decisions: Vec::new(),
+            caveats: None,
+            deferred: Vec::new(),
+        }
+    }
+
+    /// The accepted call as the run's log keeps it; the record fields only when given, so a
+    /// log written before they existed reads the same.
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut v = json!({
             "status": self.status.as_str(),
             "evidence": self.evidence,
             "concerns": self.concerns,
             "reason": self.reason,
-        })
+        });
+        if let Some(m) = v.as_object_mut() {
+            if let Some(s) = &self.summary {
+                m.insert("summary".into(), json!(s));
+            }
+            if !self.decisions.is_empty() {
+                m.insert("decisions".into(), json!(self.decisions));
+            }
+            if let Some(c) = &self.caveats {
+                m.insert("caveats".into(), json!(c));
+            }
+            if !self.deferred.is_empty() {
+                m.insert("deferred".into(), json!(self.deferred));
+            }
+        }
+        v
     }
 
     /// Reads back what [`validator`] accepted.
@@ -247,8 +359,12 @@ impl Completion {
             evidence: self.evidence.clone(),
             concerns: self.concerns.clone(),
             reason: self.reason.clone(),
+            summary: self.summary.clone(),
+            decisions: self.decisions.clone(),
+            caveats: self.caveats.clone(),
+            deferred: self.deferred.clone(),
             owner: owner.map(str::to_owned),
-            expect_revision: None,
+            ..CompleteArgs::default()
         }
     }
 }

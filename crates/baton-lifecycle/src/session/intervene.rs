@@ -8,7 +8,8 @@
 //! verbs (lock, revision, `decisions.ndjson`), leaving a running session that the loop can tick.
 
 use super::apply::form_of;
-use super::review;
+use super::infer::ScopeVerdict;
+use super::{milestone, review, scope};
 use crate::ralph::Context;
 use crate::ralph::discovery::{self, Pick};
 use crate::ralph::error::{RalphError, Result};
@@ -37,6 +38,14 @@ pub enum Pause {
         reason: String,
         confidence: u8,
     },
+    /// A gate settled by code needs a person's word first: an unknown scope verdict (the
+    /// question `scope`: large or small), or the planning mode of a next milestone of several
+    /// phases (`planning-mode`: unified or independent).
+    Question {
+        index: usize,
+        gate: String,
+        question: &'static str,
+    },
     /// Paused by a person (`baton ralph pause`), nothing to decide.
     ByHand,
 }
@@ -59,6 +68,14 @@ pub enum Choice {
     Escalate,
     /// Give the session up (status failed, `abandoned_at`).
     Abort,
+    /// Scope question: keep the large path (roadmap, phase analysis).
+    Large,
+    /// Scope question: medium or small, plan straight from the analysis.
+    Small,
+    /// Planning question: plan the next milestone as a whole.
+    Unified,
+    /// Planning question: each phase of the next milestone on its own.
+    Independent,
 }
 
 impl Choice {
@@ -71,6 +88,10 @@ impl Choice {
             "fix" => Some(Choice::Fix),
             "escalate" => Some(Choice::Escalate),
             "abort" | "abandon" => Some(Choice::Abort),
+            "large" => Some(Choice::Large),
+            "small" | "medium" | "medium-small" => Some(Choice::Small),
+            "unified" => Some(Choice::Unified),
+            "independent" => Some(Choice::Independent),
             _ => None,
         }
     }
@@ -84,6 +105,10 @@ impl Choice {
             Choice::Fix => "fix",
             Choice::Escalate => "escalate",
             Choice::Abort => "abort",
+            Choice::Large => "large",
+            Choice::Small => "small",
+            Choice::Unified => "unified",
+            Choice::Independent => "independent",
         }
     }
 }
@@ -111,9 +136,64 @@ impl Pause {
                 (Choice::Escalate, "override: escalate"),
                 (Choice::Abort, "give the session up"),
             ],
+            Pause::Question { question, .. } if *question == scope::QUESTION => &[
+                (
+                    Choice::Large,
+                    "large: keep the roadmap and the phase analysis",
+                ),
+                (
+                    Choice::Small,
+                    "medium or small: plan straight from the macro analysis",
+                ),
+                (Choice::Abort, "give the session up"),
+            ],
+            Pause::Question { .. } => &[
+                (
+                    Choice::Unified,
+                    "analyze and plan the whole milestone at once (closely linked phases)",
+                ),
+                (
+                    Choice::Independent,
+                    "each phase runs the whole lifecycle on its own",
+                ),
+                (Choice::Abort, "give the session up"),
+            ],
             Pause::ByHand => &[(Choice::Proceed, "resume the session")],
         }
     }
+
+    /// The question of a [`Pause::Question`], as a person reads it.
+    pub fn question_text(&self) -> Option<String> {
+        let Pause::Question {
+            index, question, ..
+        } = self
+        else {
+            return None;
+        };
+        Some(if *question == scope::QUESTION {
+            format!(
+                "the macro analysis gave no scope verdict (step {index}): is the change large \
+                 (roadmap and phase analysis) or medium/small (plan straight from the analysis)?"
+            )
+        } else {
+            format!(
+                "the milestone is done and the next one has several phases (step {index}): plan \
+                 them together (unified) or one by one (independent)?"
+            )
+        })
+    }
+}
+
+/// The step field that records a question a code-settled gate asked (`scope`,
+/// `planning-mode`); it stays on the gate once it is settled.
+pub const ASKED: &str = "asked";
+
+/// Pauses the session at gate `index` to ask `question` (inside the caller's transaction):
+/// the gate stays pending, marked with the question.
+pub(crate) fn mark_asked(s: &mut Session, index: usize, question: &str) {
+    s.set_step(index, ASKED, json!(question));
+    s.set("status", json!("paused"));
+    s.release();
 }
 
 /// Why `s` is paused, or `None` when it is not paused.
@@ -141,6 +221,24 @@ pub fn why_paused(s: &Session) -> Option<Pause> {
         return Some(Pause::Escalation {
             index: step.index(),
         });
+    }
+    if let Some(step) = first_open
+        && step.status() == "pending"
+        && let Some(gate) = step.decision()
+        && let Some(asked) = step.str(ASKED)
+    {
+        let question = match (gate, asked) {
+            (scope::GATE, scope::QUESTION) => Some(scope::QUESTION),
+            (milestone::GATE, milestone::QUESTION) => Some(milestone::QUESTION),
+            _ => None,
+        };
+        if let Some(question) = question {
+            return Some(Pause::Question {
+                index: step.index(),
+                gate: gate.to_string(),
+                question,
+            });
+        }
     }
     if let Some(step) = first_open
         && step.status() == "pending"
@@ -284,6 +382,41 @@ pub fn decide(ctx: &Context, session: Option<&str>, choice: Choice, note: &str) 
             let retry = s.step(index).map_or(0, |st| st.retry_count());
             review::remove(&s.dir, index, retry);
             Ok(out)
+        }
+        (Pause::Question { index, .. }, Choice::Large | Choice::Small) => {
+            control::resume(ctx, session, None)?;
+            let verdict = if choice == Choice::Large {
+                ScopeVerdict::Large
+            } else {
+                ScopeVerdict::Small
+            };
+            match scope::settle_with(ctx, session, index, Some(verdict))? {
+                scope::Settled::Decided(out) => Ok(out),
+                scope::Settled::Asked => Err(RalphError::usage(
+                    "SESSION_NOT_WAITING",
+                    "the scope gate asked again",
+                )),
+            }
+        }
+        (Pause::Question { index, .. }, _) => {
+            control::resume(ctx, session, None)?;
+            let mode = if choice == Choice::Unified {
+                "unified"
+            } else {
+                "independent"
+            };
+            let args = decide::DecideArgs {
+                index: index.to_string(),
+                verdict: "proceed".into(),
+                confidence: "100".into(),
+                reason: Some(format!(
+                    "post-milestone: a person chose {mode} planning for the next milestone{}",
+                    note.map(|n| format!(": {n}")).unwrap_or_default()
+                )),
+                planning_mode: Some(mode.into()),
+                ..decide::DecideArgs::default()
+            };
+            decide::run(ctx, session, &args)
         }
         (Pause::ByHand, _) => control::resume(ctx, session, None),
     }

@@ -12,6 +12,8 @@
 //! - [`gate`]: a decision step judged by one model call on the gate's result files.
 //! - [`scope`]: the scope gate (`post-analyze-scope`) settled by code from the macro
 //!   analysis's `conclusions.json`.
+//! - [`milestone`]: the milestone gate (`post-milestone`): the next milestone's chain
+//!   (A_ADVANCE_MILESTONE), or the end of the session.
 //! - [`run`]: the loop of ticks, routing by the first pending step.
 //! - [`step_run`]: the link from a step to its task run, and the step runs' models (live, or
 //!   recorded traces).
@@ -29,6 +31,7 @@ pub mod completion;
 pub mod gate;
 pub mod infer;
 pub mod intervene;
+pub mod milestone;
 pub mod review;
 pub mod run;
 pub mod scope;

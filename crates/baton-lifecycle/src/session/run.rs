@@ -3,16 +3,18 @@
 //! continued first; otherwise the first pending step decides the tick — an execution step runs
 //! as a store-backed task run ([`super::tick`]), a quality or goal gate is judged by the model
 //! ([`super::gate`]; without `-y` its verdict waits for a person), `post-debug-escalate` pauses
-//! for a person, the scope gate settles by code from the macro analysis ([`super::scope`])
-//! and the remaining structural gates settle by code. Two ticks in a row that
+//! for a person, the scope gate settles by code from the macro analysis ([`super::scope`]),
+//! the milestone gate advances to the next milestone or ends the session
+//! ([`super::milestone`]; both may ask a person first) and the remaining structural gates
+//! settle by code. Two ticks in a row that
 //! find nothing to do stop with E010 (seed 003's empty-loop breaker); a session whose steps are
 //! all confirmed or skipped is completed.
 
 use super::apply::{form_of, pause_at_escalation};
 use super::gate::{self, GateEnd};
-use super::scope;
 use super::step_run::{self, ModelSource, Models};
 use super::tick::{StepEnd, StepSettings, StepTick, answer_step, run_step};
+use super::{milestone, scope};
 use crate::ralph::Context;
 use crate::ralph::discovery::{self, Pick};
 use crate::ralph::error::{RalphError, Result};
@@ -209,10 +211,18 @@ async fn tick(
             return Ok(Ok(Tick::Paused { index }));
         }
         if gate == scope::GATE {
-            scope::settle(ctx, session, index)?;
-            return Ok(Ok(Tick::Gate { index, gate }));
+            return Ok(Ok(match scope::settle(ctx, session, index)? {
+                scope::Settled::Asked => Tick::Paused { index },
+                scope::Settled::Decided(_) => Tick::Gate { index, gate },
+            }));
         }
-        // Structural gates settled by code (a milestone without a successor completes).
+        if gate == milestone::GATE {
+            return Ok(Ok(match milestone::settle(ctx, session, index)? {
+                milestone::Settled::Asked => Tick::Paused { index },
+                milestone::Settled::Decided(_) => Tick::Gate { index, gate },
+            }));
+        }
+        // The other structural gates are settled by code.
         let args = DecideArgs {
             index: index.to_string(),
             verdict: "proceed".into(),

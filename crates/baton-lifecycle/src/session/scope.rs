@@ -5,8 +5,10 @@
 //! gate cited (`conclusions.json` by file name, inside the project only, bounded, as a model
 //! gate reads its result files). Its `scope_verdict` (large|medium|small; anything else or a
 //! missing file is unknown) and its id are written to status.json; then:
-//! - large, and unknown (which defaults to large, the path the chain was built for): the
-//!   chain is kept and the next pending roadmap step gets `--from analyze:{id}`;
+//! - large, and unknown in an auto-mode (`-y`) session (which defaults to large, the path the
+//!   chain was built for): the chain is kept and the next pending roadmap step gets
+//!   `--from analyze:{id}`. Unknown without `-y` asks a person (large or medium/small): the
+//!   session pauses with the question, and the answer is applied as that verdict;
 //! - medium/small with a known id: the pending roadmap and phase analyze steps before the
 //!   goal audit are skipped and the next pending plan step plans from the analysis
 //!   (`--from analyze:{id}`, standalone, `source_artifact_ref`). Without an id a standalone
@@ -231,15 +233,68 @@ fn apply(s: &mut Session, index: usize, e: &Evaluated) -> String {
     }
 }
 
+/// What settling the scope gate did.
+#[derive(Debug)]
+pub enum Settled {
+    /// The verdict applied and the gate consumed: `decide`'s report.
+    Decided(Output),
+    /// The verdict is unknown in a session without `-y`: the session paused and asks a
+    /// person, large or medium/small ([`QUESTION`]).
+    Asked,
+}
+
+/// The id of the question a person answers for an unknown scope.
+pub const QUESTION: &str = "scope";
+
 /// Settles the scope gate at `index`: evaluates, applies, then consumes the gate through
-/// `decide` (returns its report).
-pub fn settle(ctx: &Context, session: Option<&str>, index: usize) -> Result<Output> {
-    let (reason, s) = store::transact(ctx, session, None, |s| {
+/// `decide`. An unknown verdict in a session without `-y` is asked instead (seed 003: ask the
+/// user, large or medium/small; auto mode takes large).
+pub fn settle(ctx: &Context, session: Option<&str>, index: usize) -> Result<Settled> {
+    settle_with(ctx, session, index, None)
+}
+
+/// [`settle`] with a person's answer to the scope question: `Large` or `Small` (medium and
+/// small collapse the same way) in place of an unknown verdict.
+pub fn settle_with(
+    ctx: &Context,
+    session: Option<&str>,
+    index: usize,
+    answer: Option<ScopeVerdict>,
+) -> Result<Settled> {
+    enum Step {
+        Apply(String),
+        Ask,
+    }
+    let (step, s) = store::transact(ctx, session, None, |s| {
         check_gate(s, index)?;
-        let e = evaluate(ctx, s, index);
+        let mut e = evaluate(ctx, s, index);
+        let auto = s.doc.get("auto_mode").and_then(Value::as_bool) == Some(true);
+        if e.verdict == ScopeVerdict::Unknown {
+            match answer {
+                Some(v) => {
+                    let why = e.unknown_because.take().unwrap_or_default();
+                    e.verdict = v;
+                    e.unknown_because = None;
+                    let reason = apply(s, index, &e);
+                    return Ok(Change::write(Step::Apply(format!(
+                        "{reason} (the analysis gave no verdict: {why}; a person chose {})",
+                        v.as_str()
+                    ))));
+                }
+                None if !auto => {
+                    super::intervene::mark_asked(s, index, QUESTION);
+                    return Ok(Change::write(Step::Ask));
+                }
+                None => {}
+            }
+        }
         let reason = apply(s, index, &e);
-        Ok(Change::write(reason))
+        Ok(Change::write(Step::Apply(reason)))
     })?;
+    let reason = match step {
+        Step::Ask => return Ok(Settled::Asked),
+        Step::Apply(reason) => reason,
+    };
     let args = DecideArgs {
         index: index.to_string(),
         verdict: "proceed".into(),
@@ -249,7 +304,7 @@ pub fn settle(ctx: &Context, session: Option<&str>, index: usize) -> Result<Outp
         expect_revision: Some(s.revision()),
         ..DecideArgs::default()
     };
-    decide::run(ctx, session, &args)
+    decide::run(ctx, session, &args).map(Settled::Decided)
 }
 
 #[cfg(test)]

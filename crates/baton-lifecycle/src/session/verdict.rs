@@ -254,8 +254,7 @@ pub fn decide_args(index: usize, parsed: &Result<Verdict, VerdictError>) -> Deci
             confidence: v.confidence_score.to_string(),
             reason: v.reason.clone(),
             gaps: v.gaps.clone(),
-            dry_run: false,
-            expect_revision: None,
+            ..DecideArgs::default()
         },
         Err(e) => DecideArgs {
             index: index.to_string(),
@@ -263,8 +262,7 @@ pub fn decide_args(index: usize, parsed: &Result<Verdict, VerdictError>) -> Deci
             confidence: "0".into(),
             reason: Some(e.to_string()),
             gaps: Vec::new(),
-            dry_run: false,
-            expect_revision: None,
+            ..DecideArgs::default()
         },
     }
 }

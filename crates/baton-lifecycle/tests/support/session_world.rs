@@ -38,6 +38,7 @@ pub fn world_with(chain: &str, owner: &str, auto: bool) -> World {
         owner: owner.into(),
         lock_timeout: Duration::from_secs(5),
         bundled_commands: None,
+        warnings: Default::default(),
     };
     let out = verbs::new::run(
         &ctx,

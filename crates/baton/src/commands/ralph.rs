@@ -6,8 +6,10 @@
 //! other error `error[CODE]: message` with `help:` lines. With `--json`, a failure is
 //! `{"ok": false, "error": {"code", "message", "hint", "details"}}` on stdout.
 
+use baton_lifecycle::ralph::lease::Lease;
 use baton_lifecycle::ralph::verbs::{
-    self, complete::CompleteArgs, decide::DecideArgs, insert::InsertArgs, new::NewArgs,
+    self, complete::CompleteArgs, decide::DecideArgs, insert::InsertArgs, ledger::LedgerArgs,
+    new::NewArgs,
 };
 use baton_lifecycle::ralph::{Context, Output, RalphError};
 use clap::{Args, Subcommand};
@@ -34,6 +36,30 @@ pub struct Target {
     pub json: bool,
 }
 
+/// maestro v0.5.50's execution lease.
+#[derive(Debug, Args)]
+pub struct LeaseFlags {
+    /// The session's execution owner: recorded by `next`, required by later calls once set.
+    #[arg(long, value_name = "OWNER")]
+    pub execution_owner: Option<String>,
+    /// The lease holder's epoch; an older epoch than the recorded one is refused.
+    #[arg(long, value_name = "N")]
+    pub owner_epoch: Option<u64>,
+    /// The lease id: recorded by `next`, required by later calls once set.
+    #[arg(long, value_name = "ID")]
+    pub lease_id: Option<String>,
+}
+
+impl LeaseFlags {
+    fn lease(self) -> Lease {
+        Lease {
+            execution_owner: self.execution_owner,
+            owner_epoch: self.owner_epoch,
+            lease_id: self.lease_id,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct Mutate {
     #[command(flatten)]
@@ -53,7 +79,7 @@ pub enum RalphCommand {
         /// No header and no summary line.
         #[arg(long)]
         quiet: bool,
-        /// claude or codex.
+        /// claude, codex, agent (.agents/) or agy (.agy/).
         #[arg(long)]
         platform: Option<String>,
     },
@@ -67,9 +93,11 @@ pub enum RalphCommand {
     Next {
         #[command(flatten)]
         w: Mutate,
-        /// Who claims the step (default: <caller pid>@<host>).
+        /// Who claims the step (default: --execution-owner, else <caller pid>@<host>).
         #[arg(long)]
         owner: Option<String>,
+        #[command(flatten)]
+        lease: LeaseFlags,
     },
     /// Record the outcome of the active step.
     Complete {
@@ -88,9 +116,29 @@ pub enum RalphCommand {
         /// Reason (with BLOCKED).
         #[arg(long)]
         reason: Option<String>,
+        /// One sentence: what the step accomplished (recorded as completion_summary).
+        #[arg(long)]
+        summary: Option<String>,
+        /// A key decision made (repeatable; completion_decisions).
+        #[arg(long)]
+        decisions: Vec<String>,
+        /// Warnings for the later steps (completion_caveats).
+        #[arg(long)]
+        caveats: Option<String>,
+        /// Work left for later (repeatable; completion_deferred).
+        #[arg(long)]
+        deferred: Vec<String>,
+        /// Refuse unless the step runs this skill.
+        #[arg(long, value_name = "NAME")]
+        expected_skill: Option<String>,
+        /// Refuse unless the index is this one.
+        #[arg(long, value_name = "N", allow_hyphen_values = true)]
+        expected_step_index: Option<String>,
         /// Refuse unless the claim is held by this owner.
         #[arg(long)]
         owner: Option<String>,
+        #[command(flatten)]
+        lease: LeaseFlags,
         #[command(flatten)]
         w: Mutate,
     },
@@ -103,7 +151,38 @@ pub enum RalphCommand {
         #[arg(long)]
         owner: Option<String>,
         #[command(flatten)]
+        lease: LeaseFlags,
+        #[command(flatten)]
         w: Mutate,
+    },
+    /// The verification ledger: reuse a check made on unchanged files (maestro v0.5.50).
+    Ledger {
+        /// query | add
+        #[arg(long)]
+        action: Option<String>,
+        /// Who checked, e.g. execute-gate.
+        #[arg(long)]
+        authority: Option<String>,
+        /// What was checked, e.g. quality.
+        #[arg(long)]
+        dimension: Option<String>,
+        /// A file path or id the check covers (repeatable).
+        #[arg(long)]
+        subject: Vec<String>,
+        /// pass | fail | … (add)
+        #[arg(long)]
+        verdict: Option<String>,
+        /// high | medium (default) | low
+        #[arg(long)]
+        confidence: Option<String>,
+        /// Concerns text (add).
+        #[arg(long)]
+        concerns: Option<String>,
+        /// low (default) | medium | high
+        #[arg(long)]
+        risk_ceiling: Option<String>,
+        #[command(flatten)]
+        target: Target,
     },
     /// Skip a pending or failed step (a running step or a gate needs --force).
     Skip {
@@ -176,6 +255,21 @@ pub enum RalphCommand {
         /// Show the adjusted verdict without changing anything.
         #[arg(long)]
         dry_run: bool,
+        /// post-milestone: how to plan a next milestone of several phases (unified|independent).
+        #[arg(long)]
+        planning_mode: Option<String>,
+        #[command(flatten)]
+        w: Mutate,
+    },
+    /// Settle the pending post-milestone gate: insert the next milestone's chain (from
+    /// .workflow/state.json), or end the session when there is none.
+    Advance {
+        /// How to plan a next milestone of several phases: unified | independent.
+        #[arg(long)]
+        planning_mode: Option<String>,
+        /// Show what would happen without changing anything.
+        #[arg(long)]
+        dry_run: bool,
         #[command(flatten)]
         w: Mutate,
     },
@@ -201,7 +295,7 @@ pub enum RalphCommand {
         /// auto_mode: apply verdicts without asking.
         #[arg(long, short = 'y')]
         auto: bool,
-        /// claude (default) | codex
+        /// claude (default) | codex | agent | agy
         #[arg(long)]
         platform: Option<String>,
         /// Session id prefix: ralph (default) | maestro
@@ -244,10 +338,26 @@ pub fn run(args: RalphArgs) -> anyhow::Result<u8> {
         return Ok(report(&ctx, "start", json, &refused));
     }
     let (verb, json, result) = dispatch(&ctx, args.command);
-    Ok(match result {
+    let code = match result {
         Ok(out) => print(&out, json),
         Err(e) => report(&ctx, verb, json, &e),
-    })
+    };
+    warn(&ctx, verb);
+    Ok(code)
+}
+
+/// What the verb passed over on its way (a damaged session folder), on stderr after its own
+/// output: `[ralph next] warning: …` for maestro's verbs, `warning: …` for baton's.
+fn warn(ctx: &Context, verb: &str) {
+    let mut stderr = std::io::stderr().lock();
+    for w in ctx.warnings.take() {
+        let line = if MAESTRO_VERBS.contains(&verb) {
+            format!("[ralph {verb}] warning: {w}\n")
+        } else {
+            format!("warning: {w}\n")
+        };
+        let _ = stderr.write_all(line.as_bytes());
+    }
 }
 
 /// The store and the project overlap (see `baton_store::apart`). Without a resolvable store
@@ -284,14 +394,16 @@ fn dispatch(ctx: &Context, cmd: RalphCommand) -> (&'static str, bool, Result<Out
             verbs::session::run(ctx, s(&t).as_deref()),
         ),
         C::Status(t) => ("status", t.json, verbs::status::run(ctx, s(&t).as_deref())),
-        C::Next { w, owner } => (
+        C::Next { w, owner, lease } => (
             "next",
             w.target.json,
-            verbs::next::run(
+            verbs::next::run_with(
                 ctx,
                 s(&w.target).as_deref(),
                 owner.as_deref(),
+                &lease.lease(),
                 w.expect_revision,
+                |_| {},
             ),
         ),
         C::Complete {
@@ -300,7 +412,14 @@ fn dispatch(ctx: &Context, cmd: RalphCommand) -> (&'static str, bool, Result<Out
             evidence,
             concerns,
             reason,
+            summary,
+            decisions,
+            caveats,
+            deferred,
+            expected_skill,
+            expected_step_index,
             owner,
+            lease,
             w,
         } => {
             let args = CompleteArgs {
@@ -309,22 +428,59 @@ fn dispatch(ctx: &Context, cmd: RalphCommand) -> (&'static str, bool, Result<Out
                 evidence,
                 concerns,
                 reason,
+                summary,
+                decisions,
+                caveats,
+                deferred,
                 owner,
+                lease: lease.lease(),
+                expected_skill,
+                expected_step_index,
                 expect_revision: w.expect_revision,
             };
             let r = verbs::complete::run(ctx, s(&w.target).as_deref(), &args);
             ("complete", w.target.json, r)
         }
-        C::Retry { index, owner, w } => {
+        C::Retry {
+            index,
+            owner,
+            lease,
+            w,
+        } => {
             let args = CompleteArgs {
                 index,
                 status: "NEEDS_RETRY".into(),
                 owner,
+                lease: lease.lease(),
                 expect_revision: w.expect_revision,
                 ..CompleteArgs::default()
             };
             let r = verbs::complete::run(ctx, s(&w.target).as_deref(), &args);
             ("retry", w.target.json, r)
+        }
+        C::Ledger {
+            action,
+            authority,
+            dimension,
+            subject,
+            verdict,
+            confidence,
+            concerns,
+            risk_ceiling,
+            target,
+        } => {
+            let args = LedgerArgs {
+                action,
+                authority,
+                dimension,
+                subjects: subject,
+                verdict,
+                confidence,
+                concerns,
+                risk_ceiling,
+            };
+            let r = verbs::ledger::run(ctx, s(&target).as_deref(), &args);
+            ("ledger", target.json, r)
         }
         C::Skip {
             index,
@@ -389,6 +545,7 @@ fn dispatch(ctx: &Context, cmd: RalphCommand) -> (&'static str, bool, Result<Out
             reason,
             gap,
             dry_run,
+            planning_mode,
             w,
         } => {
             let args = DecideArgs {
@@ -399,9 +556,24 @@ fn dispatch(ctx: &Context, cmd: RalphCommand) -> (&'static str, bool, Result<Out
                 gaps: gap,
                 dry_run,
                 expect_revision: w.expect_revision,
+                planning_mode,
             };
             let r = verbs::decide::run(ctx, s(&w.target).as_deref(), &args);
             ("decide", w.target.json, r)
+        }
+        C::Advance {
+            planning_mode,
+            dry_run,
+            w,
+        } => {
+            let r = verbs::decide::advance(
+                ctx,
+                s(&w.target).as_deref(),
+                planning_mode,
+                dry_run,
+                w.expect_revision,
+            );
+            ("advance", w.target.json, r)
         }
         C::New {
             intent,
@@ -491,10 +663,41 @@ fn report(ctx: &Context, verb: &str, json: bool, e: &RalphError) -> u8 {
     e.exit_code()
 }
 
+/// Whether `args` (the process arguments after the program name) call one of maestro's verbs
+/// under `ralph`: a parse error there (`complete 0` without `--status`, an unknown option)
+/// exits 1, as maestro's parser does, instead of clap's 2.
+pub fn is_maestro_verb_call(args: &[std::ffi::OsString]) -> bool {
+    let mut words = args.iter().map(|a| a.to_string_lossy());
+    let mut takes_value = false;
+    let mut seen_ralph = false;
+    for w in words.by_ref() {
+        if takes_value {
+            takes_value = false;
+            continue;
+        }
+        if w.starts_with('-') {
+            // `--project DIR`, `-p DIR`, `--color WHEN` take the next word.
+            takes_value = matches!(w.as_ref(), "--project" | "-p" | "--color");
+            continue;
+        }
+        if !seen_ralph {
+            if w != "ralph" {
+                return false;
+            }
+            seen_ralph = true;
+            continue;
+        }
+        return MAESTRO_VERBS.contains(&w.as_ref());
+    }
+    false
+}
+
 /// The verbs maestro's `ralph` has. Their refusals keep maestro's `[ralph <verb>] CODE:` lines
 /// (skills and agents parse them; the compatibility suite pins them); the verbs baton added
 /// and baton's own checks report as every other baton command does.
-const MAESTRO_VERBS: [&str; 6] = ["skills", "check", "session", "next", "complete", "retry"];
+const MAESTRO_VERBS: [&str; 7] = [
+    "skills", "check", "session", "next", "complete", "retry", "ledger",
+];
 
 fn maestro_text(verb: &str, e: &RalphError, hints: &[String]) -> String {
     // Alternatives line up under the hint they follow, as maestro prints them.

@@ -6,6 +6,7 @@
 use crate::ralph::Context;
 use crate::ralph::claim::{self, Liveness};
 use crate::ralph::error::{RalphError, Result};
+use crate::ralph::lease;
 use crate::ralph::session::Session;
 use crate::ralph::store::{self, Change};
 use crate::ralph::time;
@@ -128,6 +129,10 @@ pub fn resume(ctx: &Context, session: Option<&str>, expect: Option<u64>) -> Resu
     let (repairs, s) = store::transact(ctx, session, expect, |s| {
         require_active(s, "resumed")?;
         let mut repairs = Vec::new();
+        if let Some(a) = s.active_raw().filter(|a| *a < 0) {
+            repairs.push(format!("cleared active_step_index {a} (out of range)"));
+            s.release();
+        }
         if let Some(a) = s.active_index() {
             let status = s.step(a).map(|st| st.status().to_string());
             match status.as_deref() {
@@ -211,7 +216,8 @@ pub fn abandon(
 }
 
 /// `release [--force]`: frees the claimed step (back to pending) when its owner is a process
-/// of this host that is gone; anything else needs `--force`.
+/// of this host that is gone; anything else needs `--force`, which also frees the session's
+/// lease (maestro v0.5's `execution_owner` and `lease_id`; `owner_epoch` is kept).
 pub fn release(
     ctx: &Context,
     session: Option<&str>,
@@ -220,7 +226,17 @@ pub fn release(
 ) -> Result<Output> {
     let ((index, holder), s) = store::transact(ctx, session, expect, |s| {
         require_active(s, "changed")?;
-        let index = s.active_index().ok_or(RalphError::NoClaim)?;
+        // `--force` also frees maestro v0.5's session lease, with or without a claimed step.
+        let leased = force && lease::held(s);
+        if leased {
+            lease::clear(s);
+        }
+        let Some(index) = s.active_index() else {
+            if leased {
+                return Ok(Change::write((None, None)));
+            }
+            return Err(RalphError::NoClaim);
+        };
         let holder = s.claim_on(index).and_then(|c| c.owner);
         let running = s.step(index).is_some_and(|st| st.status() == "running");
         if running && !force {
@@ -237,13 +253,19 @@ pub fn release(
             s.set_step(index, "status", json!("pending"));
         }
         s.release();
-        Ok(Change::write((index, holder)))
+        Ok(Change::write((Some(index), holder)))
     })?;
     let by = holder.as_deref().unwrap_or("an unrecorded owner");
+    let text = match index {
+        Some(index) => {
+            format!("released step {index} (was claimed by {by}); it is pending again\n")
+        }
+        None => "released the session's lease (execution_owner, lease_id)\n".to_string(),
+    };
     Ok(done(
         &s,
         "release",
-        format!("released step {index} (was claimed by {by}); it is pending again\n"),
+        text,
         json!({"index": index, "previous_owner": holder}),
     ))
 }

@@ -11,18 +11,22 @@
 //! the seed's literal protocol would also put the gate itself back to pending *before* the fix
 //! steps, so it would be evaluated again before any fix ran, and duplicated.
 //!
+//! `proceed` on `post-milestone` is A_STRUCTURAL_EVALUATE: the next milestone's chain is
+//! inserted (A_ADVANCE_MILESTONE) or the session ends ([`crate::session::milestone`]).
+//!
 //! Every settled gate appends a line to `decisions.ndjson` (before status.json is written);
 //! a line a crash left for the same gate, never applied, is removed first.
 
 use crate::ralph::Context;
-use crate::ralph::chain::{self, Item};
+use crate::ralph::chain::{self, Item, PlanningMode};
 use crate::ralph::decisions;
 use crate::ralph::error::{RalphError, Result};
 use crate::ralph::session::Session;
 use crate::ralph::store::{self, Change};
 use crate::ralph::time;
 use crate::ralph::verbs::{Output, index_in, parse_index};
-use serde_json::{Value, json};
+use crate::session::milestone;
+use serde_json::{Map, Value, json};
 
 #[derive(Debug, Clone, Default)]
 pub struct DecideArgs {
@@ -33,6 +37,10 @@ pub struct DecideArgs {
     pub gaps: Vec<String>,
     pub dry_run: bool,
     pub expect_revision: Option<u64>,
+    /// `post-milestone` only: how to plan a next milestone of several phases (`unified` or
+    /// `independent`); without it, such an advance is refused (auto-mode sessions take
+    /// unified).
+    pub planning_mode: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,10 +165,18 @@ pub fn run(ctx: &Context, session: Option<&str>, args: &DecideArgs) -> Result<Ou
         let class = class(&gate);
         let guarded = matches!(class, Class::Quality | Class::Goal);
         let adjusted = apply_guards(requested, confidence, retry, max, guarded);
-        let (effect, inserted) = if args.dry_run {
-            ("dry-run", 0)
+        let planning = args
+            .planning_mode
+            .as_deref()
+            .map(milestone::parse_planning)
+            .transpose()?;
+        let (effect, inserted, extra) = if args.dry_run {
+            ("dry-run", 0, Map::new())
+        } else if gate == milestone::GATE && adjusted.verdict == "proceed" {
+            settle_milestone(ctx, s, index, planning)?
         } else {
-            settle(ctx, s, index, &gate, class, &adjusted, &args.gaps)?
+            let (effect, inserted) = settle(ctx, s, index, &gate, class, &adjusted, &args.gaps)?;
+            (effect, inserted, Map::new())
         };
         let revision = s.revision().saturating_add(1);
         let record = json!({
@@ -185,6 +201,10 @@ pub fn run(ctx: &Context, session: Option<&str>, args: &DecideArgs) -> Result<Ou
             "inserted": inserted,
             "revision": revision,
         });
+        let mut record = record;
+        if let Value::Object(r) = &mut record {
+            r.extend(extra);
+        }
         let decided = Decided {
             index,
             gate,
@@ -206,6 +226,46 @@ pub fn run(ctx: &Context, session: Option<&str>, args: &DecideArgs) -> Result<Ou
     Ok(report(&s, &d, args))
 }
 
+/// `advance`: settles the pending `post-milestone` gate (the first step not finished must be
+/// it) with `proceed`: the next milestone's chain, or the end of the session.
+pub fn advance(
+    ctx: &Context,
+    session: Option<&str>,
+    planning_mode: Option<String>,
+    dry_run: bool,
+    expect_revision: Option<u64>,
+) -> Result<Output> {
+    let s = crate::ralph::discovery::find(ctx, session, crate::ralph::discovery::Pick::Active)?
+        .into_session()?;
+    let open = s
+        .all_steps()
+        .find(|st| !matches!(st.status(), "completed" | "skipped"));
+    let Some(index) = open
+        .filter(|st| st.decision() == Some(milestone::GATE))
+        .map(|st| st.index())
+    else {
+        let at = open.map_or_else(
+            || "nothing is left to run".to_string(),
+            |st| format!("step {} ({}) comes first", st.index(), st.label()),
+        );
+        return Err(RalphError::usage(
+            "NOT_AT_MILESTONE",
+            format!("no post-milestone gate is next: {at}"),
+        ));
+    };
+    let args = DecideArgs {
+        index: index.to_string(),
+        verdict: "proceed".into(),
+        confidence: "100".into(),
+        reason: Some(format!("{}: settled by code", milestone::GATE)),
+        dry_run,
+        expect_revision,
+        planning_mode,
+        ..DecideArgs::default()
+    };
+    run(ctx, session.or(Some(&s.id)), &args)
+}
+
 /// The gate at `index`, if it may be decided now: a decision node, pending (or running and
 /// claimed by the caller through a hand edit, as maestro's skill does), nothing else active,
 /// and every earlier step finished (a gate judges the steps before it).
@@ -215,8 +275,11 @@ fn claimable_gate(s: &Session, index: usize) -> Result<(String, u64, u64)> {
         return Err(RalphError::NotDecision { index });
     };
     let active = s.active_index();
-    if active.is_some_and(|a| a != index) {
-        return Err(RalphError::NotActiveStep { index, active });
+    if s.active_raw().is_some_and(|a| a != index as i64) {
+        return Err(RalphError::NotActiveStep {
+            index,
+            active: s.active_raw(),
+        });
     }
     match step.status() {
         "pending" => {}
@@ -307,6 +370,64 @@ fn settle(
     ))
 }
 
+/// `proceed` on the milestone gate: the next milestone's chain inserted after it, or the end
+/// of the session (see [`milestone`]). Returns the effect, the steps inserted and the fields
+/// the decision line gets (`milestone_from`, `milestone_to`, `milestone_type`).
+fn settle_milestone(
+    ctx: &Context,
+    s: &mut Session,
+    index: usize,
+    planning: Option<PlanningMode>,
+) -> Result<(&'static str, usize, Map<String, Value>)> {
+    let mut extra = Map::new();
+    match milestone::evaluate(ctx, s, planning)? {
+        milestone::Outcome::Ask { from, to, phases } => Err(RalphError::usage(
+            "PLANNING_MODE_REQUIRED",
+            format!(
+                "milestone {from} is done; the next one, {to}, has {phases} phases: say how to \
+                 plan them with --planning-mode unified|independent"
+            ),
+        )),
+        milestone::Outcome::Advance {
+            from,
+            to,
+            phase,
+            planning,
+            steps,
+        } => {
+            let inserted = chain::insert_steps_after(ctx, s, index, steps)?;
+            milestone::advance_fields(s, &to, phase, planning);
+            consume(s, index, "proceed");
+            extra.insert("milestone_from".into(), json!(from));
+            extra.insert("milestone_to".into(), json!(to));
+            extra.insert("milestone_type".into(), json!("standard"));
+            Ok(("milestone-advanced", inserted, extra))
+        }
+        milestone::Outcome::End {
+            from,
+            kind,
+            reason,
+            clear_current,
+        } => {
+            if clear_current && let Some(m) = &from {
+                // state.json first: a kill before status.json's write finds the gate pending
+                // and clears (nothing) again.
+                milestone::clear_current(ctx, m)?;
+            }
+            consume(s, index, "proceed");
+            extra.insert("milestone_from".into(), json!(from));
+            extra.insert("milestone_to".into(), Value::Null);
+            extra.insert("milestone_type".into(), json!(kind));
+            extra.insert("milestone_end".into(), json!(reason));
+            if finished(s) {
+                s.set("status", json!("completed"));
+                return Ok(("session-completed", 0, extra));
+            }
+            Ok(("completed", 0, extra))
+        }
+    }
+}
+
 /// The gate yielded its verdict: completed, confirmed, released.
 fn consume(s: &mut Session, index: usize, verdict: &str) {
     s.set_step(index, "status", json!("completed"));
@@ -384,6 +505,13 @@ fn report(s: &Session, d: &Decided, args: &DecideArgs) -> Output {
         )),
         "paused" => text.push_str("  session paused — a person has to look at this gate\n"),
         "session-completed" => text.push_str(&format!("  session completed\n  {} done\n", s.id)),
+        "milestone-advanced" => text.push_str(&format!(
+            "  milestone {} → {}: +{} steps inserted after step {}\n",
+            d.record["milestone_from"].as_str().unwrap_or("?"),
+            d.record["milestone_to"].as_str().unwrap_or("?"),
+            d.inserted,
+            d.index
+        )),
         _ => {}
     }
     let json = json!({

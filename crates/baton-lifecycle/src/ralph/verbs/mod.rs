@@ -6,6 +6,7 @@ pub mod complete;
 pub mod control;
 pub mod decide;
 pub mod insert;
+pub mod ledger;
 pub mod new;
 pub mod next;
 pub mod session;

@@ -1,16 +1,20 @@
 //! `next`: claim the next step and print its prompt.
 //!
 //! Exit codes as maestro: 0 printed a step; 1 an error (no session, not running, E-findings,
-//! E006, E007); 2 nothing to load (all complete, or the next pending step is a decision); 3 a
-//! step is already claimed. Unlike maestro, steps are taken in strict index order (a pending
-//! decision stops `next` instead of being jumped over), the claim records its owner, and the
-//! whole read-check-write runs under the session lock.
+//! E006, E007, a lease conflict); 2 nothing to load (all complete, or the next pending step is
+//! a decision); 3 a step is already claimed. For a protocol-2 session (maestro v0.5) the
+//! prompt starts with the session anchor and an error finding pauses the session. Unlike
+//! maestro, steps are taken in strict index order (a pending decision stops `next` instead of
+//! being jumped over), the claim records its owner, and the whole read-check-write runs under
+//! the session lock.
 
 use crate::ralph::Context;
+use crate::ralph::anchor;
 use crate::ralph::check::{self, Scope};
 use crate::ralph::error::{RalphError, Result};
+use crate::ralph::lease::Lease;
 use crate::ralph::manifest;
-use crate::ralph::prompt::{self, Loaded};
+use crate::ralph::prompt::{self, Layout, Loaded};
 use crate::ralph::session::Session;
 use crate::ralph::skill_config;
 use crate::ralph::store::{self, Change};
@@ -35,7 +39,14 @@ pub fn run(
     owner: Option<&str>,
     expect_revision: Option<u64>,
 ) -> Result<Output> {
-    run_prepared(ctx, session, owner, expect_revision, |_| {})
+    run_with(
+        ctx,
+        session,
+        owner,
+        &Lease::default(),
+        expect_revision,
+        |_| {},
+    )
 }
 
 /// [`run`] that lets `prepare` change the session first, under the same lock and in the same
@@ -48,8 +59,40 @@ pub fn run_prepared(
     expect_revision: Option<u64>,
     prepare: impl FnOnce(&mut Session),
 ) -> Result<Output> {
-    let owner = owner.unwrap_or(&ctx.owner).to_string();
-    let (claimed, s) = store::transact(ctx, session, expect_revision, |s| {
+    run_with(
+        ctx,
+        session,
+        owner,
+        &Lease::default(),
+        expect_revision,
+        prepare,
+    )
+}
+
+/// What `next` decided under the lock.
+enum Outcome {
+    Claimed(Box<Claimed>),
+    /// Error findings in a protocol-2 session: it was paused (maestro v0.5.37+).
+    Paused(Vec<check::Finding>),
+}
+
+/// [`run_prepared`] with maestro v0.5.50's lease flags (`--execution-owner`, `--lease-id`,
+/// `--owner-epoch`): checked before anything else and recorded with the claim. The claim's
+/// owner is `owner`, else the execution owner, else the caller (`pid@host`).
+pub fn run_with(
+    ctx: &Context,
+    session: Option<&str>,
+    owner: Option<&str>,
+    lease: &Lease,
+    expect_revision: Option<u64>,
+    prepare: impl FnOnce(&mut Session),
+) -> Result<Output> {
+    let owner = owner
+        .or(lease.execution_owner.as_deref())
+        .unwrap_or(&ctx.owner)
+        .to_string();
+    let (outcome, s) = store::transact(ctx, session, expect_revision, |s| {
+        lease.check(s, "next")?;
         prepare(s);
         if s.status() != "running" {
             return Err(RalphError::NotRunning {
@@ -58,7 +101,14 @@ pub fn run_prepared(
         }
         let findings = check::check(ctx, Some(&s.doc), &[], Scope::Unfinished);
         if check::has_errors(&findings) {
-            return Err(RalphError::Findings(findings));
+            if s.str("ralph_protocol_version") != Some("2") {
+                return Err(RalphError::Findings(findings));
+            }
+            // v0.5.37+: a blocking finding pauses the session, so a loop that calls `next`
+            // again stops at "paused" instead of retrying the same error for ever.
+            s.set("status", json!("paused"));
+            s.release();
+            return Ok(Change::write(Outcome::Paused(findings)));
         }
         if let Some(a) = s.active_index() {
             let status = s.step(a).map_or("", |st| st.status());
@@ -96,10 +146,40 @@ pub fn run_prepared(
             ctx.home.as_deref(),
             ctx.prompt_roots().as_deref(),
         )?;
-        let mut warnings = Vec::new();
+        let mut warnings: Vec<String> = loaded
+            .manifest
+            .missing_later()
+            .into_iter()
+            .map(|p| {
+                format!(
+                    "W012 [step {index}]: a later <required_reading> block names a missing file (only the first block is read): {p}"
+                )
+            })
+            .collect();
         let params = skill_config::defaults(ctx, step.skill(), &mut warnings);
         let section = skill_config::section(step.skill(), step.args().trim(), &params);
-        let prompt = prompt::render(&ctx.cli, &s.id, s.len(), &step, &loaded, section.as_deref());
+        let v5 = s.str("ralph_protocol_version") == Some("2");
+        let anchor = if v5 {
+            anchor::build(&ctx.cli, s, &step)
+        } else {
+            None
+        };
+        let layout = if v5 {
+            Layout::V5 {
+                anchor: anchor.as_deref(),
+            }
+        } else {
+            Layout::V4
+        };
+        let prompt = prompt::render(
+            &ctx.cli,
+            &s.id,
+            s.len(),
+            &step,
+            &loaded,
+            section.as_deref(),
+            layout,
+        );
         let (required, deferred) = (loaded.required_files(), loaded.deferred_files());
 
         let now = time::now_iso();
@@ -122,16 +202,21 @@ pub fn run_prepared(
         {
             s.set("ralph_protocol_version", json!(PROTOCOL_VERSION));
         }
+        lease.record(s);
         s.set_claim(index, &owner, &now);
-        Ok(Change::write(Claimed {
+        Ok(Change::write(Outcome::Claimed(Box::new(Claimed {
             index,
             prompt,
             warnings,
             required,
             deferred,
             owner: owner.clone(),
-        }))
+        }))))
     })?;
+    let claimed = match outcome {
+        Outcome::Claimed(c) => c,
+        Outcome::Paused(findings) => return Err(RalphError::FindingsPaused(findings)),
+    };
     let step = s.step(claimed.index);
     let json = json!({
         "ok": true,

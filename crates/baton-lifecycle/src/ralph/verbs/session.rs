@@ -3,15 +3,52 @@
 
 use super::check::js_text;
 use crate::ralph::Context;
+use crate::ralph::check::{self, Scope};
 use crate::ralph::discovery::{self, Pick};
 use crate::ralph::error::Result;
 use crate::ralph::session::Session;
 use crate::ralph::verbs::Output;
 use serde_json::{Value, json};
 
+/// maestro shows a status.json whatever its schema says, as long as it parses; so does this,
+/// with the problems listed below the summary (`check` has them too). A file that is not JSON
+/// at all has nothing to show: E010.
 pub fn run(ctx: &Context, session: Option<&str>) -> Result<Output> {
-    let s = discovery::find(ctx, session, Pick::Any)?.into_session()?;
-    Ok(Output::new(summary_json(&s)).out(text(&s)))
+    let loaded = discovery::find(ctx, session, Pick::Any)?;
+    if loaded.issues.is_empty() || !loaded.raw.as_ref().is_some_and(Value::is_object) {
+        let s = loaded.into_session()?;
+        return Ok(Output::new(summary_json(&s)).out(text(&s)));
+    }
+    let findings = check::check(
+        ctx,
+        loaded.raw.as_ref().and_then(Value::as_object),
+        &loaded.issues,
+        Scope::All,
+    );
+    let Some(Value::Object(doc)) = loaded.raw else {
+        return Err(crate::ralph::error::RalphError::NoSession);
+    };
+    let s = Session {
+        id: loaded.id,
+        dir: loaded.dir,
+        doc,
+    };
+    let mut out = text(&s);
+    let (errors, warnings) = check::counts(&findings);
+    out.push_str(&format!(
+        "\n  findings: {errors} error(s), {warnings} warning(s)\n"
+    ));
+    for f in &findings {
+        let mark = if f.level == check::Level::E {
+            '✗'
+        } else {
+            '!'
+        };
+        out.push_str(&format!("    {mark} {}\n", f.line()));
+    }
+    let mut json = summary_json(&s);
+    json["findings"] = serde_json::json!(findings);
+    Ok(Output::new(json).out(out))
 }
 
 /// `x ?? '(n/a)'` / `x || '(n/a)'`

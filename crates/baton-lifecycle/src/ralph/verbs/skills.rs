@@ -1,4 +1,4 @@
-//! `skills [--json] [--quiet] [--platform claude|codex]`.
+//! `skills [--json] [--quiet] [--platform claude|codex|agent|agy]`.
 
 use crate::ralph::Context;
 use crate::ralph::error::{RalphError, Result};
@@ -12,7 +12,10 @@ pub fn run(ctx: &Context, platform: Option<&str>, quiet: bool) -> Result<Output>
     {
         return Err(RalphError::usage(
             "PLATFORM_INVALID",
-            format!("--platform must be \"claude\" or \"codex\" (got \"{p}\")"),
+            format!(
+                "--platform must be one of: {} (got \"{p}\")",
+                PLATFORMS.join(", ")
+            ),
         ));
     }
     let entries = skills::scan(ctx, platform);

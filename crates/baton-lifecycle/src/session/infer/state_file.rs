@@ -29,6 +29,8 @@ pub struct State {
 pub struct Milestone {
     pub id: String,
     pub status: Option<String>,
+    /// `standard` (the default) or `adhoc` (self-contained: its completion ends the session).
+    pub kind: Option<String>,
     pub phases: Vec<PhaseEntry>,
     /// phase number → slug.
     pub phase_slugs: BTreeMap<u64, String>,
@@ -165,6 +167,7 @@ fn milestone(at: &Loc, loc: &str, v: &Value) -> Result<Milestone> {
         .opt_str(obj, "id", &format!("{loc}.id"))?
         .ok_or_else(|| at.err(&format!("{loc}.id"), "missing (a milestone needs an id)"))?;
     let status = at.opt_str(obj, "status", &format!("{loc}.status"))?;
+    let kind = at.opt_str(obj, "type", &format!("{loc}.type"))?;
     let phases = match at.opt_array(obj, "phases", &format!("{loc}.phases"))? {
         None => Vec::new(),
         Some(items) => items
@@ -177,6 +180,7 @@ fn milestone(at: &Loc, loc: &str, v: &Value) -> Result<Milestone> {
     Ok(Milestone {
         id,
         status,
+        kind,
         phases,
         phase_slugs,
     })

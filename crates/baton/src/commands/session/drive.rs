@@ -35,7 +35,7 @@ pub fn load(setup: &Setup, id: &str) -> Option<Session> {
 fn asks_about(s: &Session, pause: &Pause) -> bool {
     match pause {
         Pause::FailedStep { .. } => s.doc.get("auto_mode").and_then(|v| v.as_bool()) != Some(true),
-        Pause::Escalation { .. } | Pause::GateReview { .. } => true,
+        Pause::Escalation { .. } | Pause::GateReview { .. } | Pause::Question { .. } => true,
         Pause::ByHand => false,
     }
 }
@@ -103,6 +103,7 @@ pub fn settle_pause(
             format!("the fix loop did not converge; step {index} escalates to you. What now?")
         }
         Pause::GateReview { .. } => format!("{}. What now?", review_line(&pause)),
+        Pause::Question { .. } => pause.question_text().unwrap_or_default(),
         Pause::ByHand => "the session is paused. What now?".into(),
     };
     let choices: Vec<(&'static str, &str)> = pause

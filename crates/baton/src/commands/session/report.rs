@@ -126,6 +126,14 @@ fn pause_json(p: &Pause) -> Value {
             "kind": "gate-review", "index": index, "gate": gate, "verdict": verdict,
             "reason": reason, "confidence": confidence, "choices": choices,
         }),
+        Pause::Question {
+            index,
+            gate,
+            question,
+        } => json!({
+            "kind": "question", "index": index, "gate": gate, "question": question,
+            "text": p.question_text(), "choices": choices,
+        }),
         Pause::ByHand => json!({"kind": "paused", "choices": choices}),
     }
 }
@@ -250,6 +258,7 @@ pub fn print_text(e: &Ended) {
                 Pause::GateReview { .. } => {
                     format!("{}; it waits for a person", super::drive::review_line(p))
                 }
+                Pause::Question { .. } => p.question_text().unwrap_or_default(),
                 Pause::ByHand => "the session is paused".to_string(),
             };
             let choices: Vec<&str> = p.choices().iter().map(|(c, _)| c.as_str()).collect();
