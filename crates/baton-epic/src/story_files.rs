@@ -44,6 +44,11 @@ pub struct StoryFile {
     pub status_from: Option<&'static str>,
     /// Why the file could not be read for its status.
     pub problem: Option<String>,
+    /// BMAD 6.x spec files of the same story beside this story file (`spec-{key}.md`), read
+    /// for their status too: a spec further along moves the story's start (see
+    /// [`StoryFiles::start`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub specs: Vec<StoryFile>,
 }
 
 /// What a search for one story found.
@@ -280,7 +285,15 @@ impl StoryFiles {
             },
             Some((_, paths)) if paths.len() == 1 => Lookup::Found(read(layout, &paths[0])),
             Some((_, paths)) => match story_beside_specs(&paths) {
-                Some(story) => Lookup::Found(read(layout, story)),
+                Some(story) => {
+                    let mut f = read(layout, story);
+                    f.specs = paths
+                        .iter()
+                        .filter(|p| *p != story)
+                        .map(|p| read(layout, p))
+                        .collect();
+                    Lookup::Found(f)
+                }
                 None => Lookup::Ambiguous(paths.iter().map(|p| read(layout, p)).collect()),
             },
         }
@@ -355,6 +368,7 @@ fn read(layout: &Layout, path: &str) -> StoryFile {
         status: None,
         status_from: None,
         problem: None,
+        specs: Vec::new(),
     };
     match layout.dir.read_project_file(path, limit::PROMPT_FILE) {
         Ok(Some(bytes)) => {
@@ -631,6 +645,7 @@ mod tests {
             status: Some(s.into()),
             status_from: Some("frontmatter"),
             problem: None,
+            specs: Vec::new(),
         };
         assert_eq!(start_status("in-progress", &f("in-review")), Some("review"));
         assert_eq!(start_status("in-progress", &f("done")), Some("review"));
@@ -671,11 +686,16 @@ impl StoryFiles {
         };
         match self.lookup(layout, key) {
             Lookup::Found(f) => {
-                if let Some(to) = start_status(sprint_status, &f) {
+                // The story file, or a spec beside it, whichever is further along.
+                let ahead = std::iter::once(&f)
+                    .chain(&f.specs)
+                    .filter_map(|c| start_status(sprint_status, c).map(|to| (to, c)))
+                    .max_by_key(|(to, _)| ORDER.iter().position(|x| x == to));
+                if let Some((to, c)) = ahead {
                     start.note = Some(format!(
                         "its file {} says {} while sprint-status says {sprint_status}: it starts from {to} (a story file moves the start up, never past code-review)",
-                        f.path,
-                        f.status.as_deref().unwrap_or_default(),
+                        c.path,
+                        c.status.as_deref().unwrap_or_default(),
                     ));
                     start.status = to.to_string();
                 } else if let Some(other) = f
