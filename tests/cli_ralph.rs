@@ -1195,3 +1195,697 @@ fn usage_errors_of_maestros_verbs_exit_1() {
     fx.ralph(&["decide", "0", "--verdict", "proceed"]).code(2);
     assert_eq!(fx.raw(OLD), before, "nothing written");
 }
+
+// ------------------------------------------------------------------------------ maestro v0.5 --
+//
+// What maestro v0.5.37–v0.5.50 changed in `ralph` (`src/ralph/`, `src/commands/ralph.ts`),
+// written from those sources: protocol-2 sessions, completion records, idempotent repeats,
+// the pause on an error finding, leases, the ledger, the `.agents`/`.agy` platforms and the
+// session anchor. Each expected text is what maestro v0.5.50 prints for the same call.
+
+/// A maestro v0.5 session: protocol "2", a boundary contract, one sub-goal.
+fn v05(fx: &Fx, id: &str) -> Value {
+    let mut doc = simple(fx, id);
+    set(&mut doc, "ralph_protocol_version", json!("2"));
+    set(
+        &mut doc,
+        "boundary_contract",
+        json!({"in_scope": ["csv export"], "out_of_scope": ["xlsx"], "constraints": [],
+               "definition_of_done": "tests pass"}),
+    );
+    set(
+        &mut doc,
+        "execution_criteria",
+        json!(["backward compatible"]),
+    );
+    set(
+        &mut doc,
+        "task_decomposition",
+        json!([{"id": "G1", "goal": "CSV export works", "boundary": "export only",
+                "done_when": "export test passes", "evidence": "verification.json",
+                "lifecycle": ["execute"], "status": "pending"}]),
+    );
+    step_mut(&mut doc, 1).insert("goal_ref".into(), json!("G1"));
+    doc
+}
+
+#[test]
+fn v05_complete_writes_the_completion_record_field_for_field() {
+    let fx = Fx::new();
+    fx.put(ID, &v05(&fx, ID));
+    fx.ralph(&["next"]).code(0);
+    let out = fx.ralph(&[
+        "complete",
+        "0",
+        "--session",
+        ID,
+        "--status",
+        "done",
+        "--summary",
+        "Planned the export in two tasks",
+        "--decisions",
+        "comma separator",
+        "--decisions",
+        "UTF-8 output",
+        "--caveats",
+        "no streaming yet",
+        "--deferred",
+        "xlsx export",
+        "--evidence",
+        ".workflow/scratch/plan.json",
+    ]);
+    out.code(0);
+    assert_eq!(
+        out.stderr,
+        format!("[ralph complete] session={ID} step=0 status=DONE\n")
+    );
+    let step = fx.get(ID)["steps"][0].clone();
+    // applyStatus's assignment order: the record fields a file lacks come after `load`.
+    assert_eq!(
+        keys(&step),
+        [
+            "index",
+            "skill",
+            "args",
+            "stage",
+            "scope",
+            "decision",
+            "retry_count",
+            "max_retries",
+            "command_scope",
+            "command_path",
+            "milestone_id",
+            "source_artifact_ref",
+            "status",
+            "goal_ref",
+            "completion_confirmed",
+            "completion_status",
+            "completion_evidence",
+            "completed_at",
+            "deferred_reads",
+            "load",
+            "completion_summary",
+            "completion_decisions",
+            "completion_caveats",
+            "completion_deferred",
+            "concerns"
+        ]
+    );
+    assert_eq!(
+        step["completion_summary"],
+        "Planned the export in two tasks"
+    );
+    assert_eq!(
+        step["completion_decisions"],
+        json!(["comma separator", "UTF-8 output"])
+    );
+    assert_eq!(step["completion_caveats"], "no streaming yet");
+    assert_eq!(step["completion_deferred"], json!(["xlsx export"]));
+    assert_eq!(step["completion_evidence"], ".workflow/scratch/plan.json");
+    assert_eq!(step["concerns"], Value::Null);
+
+    // DONE_WITH_CONCERNS without record flags: null, as maestro writes them.
+    fx.ralph(&["next"]).code(0);
+    fx.ralph(&[
+        "complete",
+        "1",
+        "--status",
+        "DONE_WITH_CONCERNS",
+        "--concerns",
+        "slow",
+    ])
+    .code(0);
+    let step = fx.get(ID)["steps"][1].clone();
+    for k in [
+        "completion_summary",
+        "completion_decisions",
+        "completion_caveats",
+        "completion_deferred",
+    ] {
+        assert_eq!(step[k], Value::Null, "{k}");
+    }
+    assert_eq!(step["concerns"], "slow");
+
+    // A v0.4.18 session (protocol "1") keeps v0.4.18's fields, unless a record flag is given.
+    let old = "ralph-20260101-000000";
+    fx.put(old, &simple(&fx, old));
+    fx.ralph(&["next", "--session", old]).code(0);
+    fx.ralph(&["complete", "0", "--session", old, "--status", "DONE"])
+        .code(0);
+    let step = fx.get(old)["steps"][0].clone();
+    assert!(step.get("completion_summary").is_none(), "{step}");
+    fx.ralph(&["next", "--session", old]).code(0);
+    fx.ralph(&[
+        "complete",
+        "1",
+        "--session",
+        old,
+        "--status",
+        "DONE",
+        "--summary",
+        "did it",
+    ])
+    .code(0);
+    let step = fx.get(old)["steps"][1].clone();
+    assert_eq!(step["completion_summary"], "did it");
+    assert_eq!(step["completion_decisions"], Value::Null);
+}
+
+#[test]
+fn v05_a_repeated_complete_is_idempotent_and_a_different_one_is_refused() {
+    let fx = Fx::new();
+    fx.put(ID, &v05(&fx, ID));
+    fx.ralph(&["next"]).code(0);
+    let done = [
+        "complete",
+        "0",
+        "--status",
+        "DONE",
+        "--summary",
+        "planned",
+        "--evidence",
+        "a.json",
+        "--evidence",
+        "b.json",
+    ];
+    fx.ralph(&done).code(0);
+    let written = fx.raw(ID);
+    let out = fx.ralph(&done);
+    out.code(0);
+    assert_eq!(
+        out.stderr,
+        format!("[ralph complete] idempotent success for session={ID} step=0\n")
+    );
+    assert_eq!(out.stdout, "");
+    assert_eq!(fx.raw(ID), written, "an idempotent repeat writes nothing");
+    let json = fx.ralph(&[&done[..], &["--json"]].concat()).json();
+    assert_eq!(json["idempotent"], true);
+    // Another summary, other evidence, another status: refused, maestro's BLOCK line.
+    for other in [
+        vec!["complete", "0", "--status", "DONE", "--summary", "planned"],
+        vec![
+            "complete",
+            "0",
+            "--status",
+            "DONE",
+            "--summary",
+            "other",
+            "--evidence",
+            "a.json",
+            "--evidence",
+            "b.json",
+        ],
+        vec!["complete", "0", "--status", "BLOCKED", "--reason", "x"],
+    ] {
+        let out = fx.ralph(&other);
+        out.code(1);
+        assert_eq!(
+            out.stderr.lines().next().unwrap(),
+            "[ralph complete] BLOCK: conflicting completion result repeated for step 0",
+            "{other:?}"
+        );
+    }
+    assert_eq!(fx.raw(ID), written);
+    // A repeated BLOCKED (the session paused) is idempotent too.
+    fx.ralph(&["next"]).code(0);
+    let blocked = ["complete", "1", "--status", "BLOCKED", "--reason", "no db"];
+    fx.ralph(&blocked).code(0);
+    assert_eq!(fx.get(ID)["status"], "paused");
+    fx.ralph(&[&blocked[..], &["--session", ID]].concat())
+        .code(0);
+}
+
+#[test]
+fn v05_an_error_finding_during_next_pauses_a_protocol_2_session() {
+    let fx = Fx::new();
+    let mut doc = v05(&fx, ID);
+    step_mut(&mut doc, 0).insert("command_path".into(), Value::Null);
+    fx.put(ID, &doc);
+    let out = fx.ralph(&["next"]);
+    out.code(1);
+    assert_eq!(
+        out.stderr,
+        format!(
+            "[ralph next] E006: status.json has errors:\n  E006 [step 0]: execution step has no command_path (skill=\"maestro-plan\")\n  → session paused; fix status.json (`baton ralph check` lists the problems), then `baton ralph resume`\n"
+        )
+    );
+    let doc = fx.get(ID);
+    assert_eq!(doc["status"], "paused");
+    assert_eq!(doc["active_step_index"], Value::Null);
+    // The loop's next call stops at "paused" instead of the same error again.
+    let out = fx.ralph(&["next", "--session", ID]);
+    out.code(1);
+    assert!(out.stderr.starts_with("[ralph next] SESSION_NOT_RUNNING"));
+}
+
+#[test]
+fn v05_lease_flags_are_recorded_by_next_and_checked_under_the_lock() {
+    let fx = Fx::new();
+    fx.put(ID, &v05(&fx, ID));
+    let lease = [
+        "--execution-owner",
+        "ralph-execute",
+        "--lease-id",
+        "L1",
+        "--owner-epoch",
+        "3",
+    ];
+    let out = fx.ralph(&[&["next", "--json"][..], &lease[..]].concat());
+    out.code(0);
+    assert_eq!(out.json()["owner"], "ralph-execute", "the claim's owner");
+    let doc = fx.get(ID);
+    let k = keys(&doc);
+    // maestro's assignment order, after the fields the file had; then baton's claim and
+    // the revision of the write.
+    assert_eq!(
+        k[k.len() - 5..],
+        [
+            "execution_owner",
+            "lease_id",
+            "owner_epoch",
+            "active_claim",
+            "revision"
+        ]
+    );
+    assert_eq!(doc["execution_owner"], "ralph-execute");
+    assert_eq!(doc["lease_id"], "L1");
+    assert_eq!(doc["owner_epoch"], 3);
+    let before = fx.raw(ID);
+    let refusals: [(Vec<&str>, &str); 5] = [
+        (
+            vec!["complete", "0", "--status", "DONE"],
+            "[ralph complete] LEASE_CONFLICT: lease conflict: session owned by \"ralph-execute\", got executionOwner \"undefined\"",
+        ),
+        (
+            vec![
+                "complete",
+                "0",
+                "--status",
+                "DONE",
+                "--execution-owner",
+                "ralph-execute",
+                "--lease-id",
+                "L2",
+            ],
+            "[ralph complete] LEASE_CONFLICT: lease conflict: session lease_id is \"L1\", got leaseId \"L2\"",
+        ),
+        (
+            vec![
+                "retry",
+                "0",
+                "--execution-owner",
+                "ralph-execute",
+                "--lease-id",
+                "L1",
+                "--owner-epoch",
+                "2",
+            ],
+            "[ralph retry] LEASE_CONFLICT: lease conflict: session owner_epoch is 3, got older epoch 2",
+        ),
+        (
+            vec![
+                "complete",
+                "0",
+                "--status",
+                "DONE",
+                "--execution-owner",
+                "ralph-execute",
+                "--lease-id",
+                "L1",
+                "--expected-skill",
+                "maestro-execute",
+            ],
+            "[ralph complete] EXPECTED_SKILL_MISMATCH: expected skill \"maestro-execute\" does not match active step skill \"maestro-plan\"",
+        ),
+        (
+            vec![
+                "complete",
+                "0",
+                "--status",
+                "DONE",
+                "--execution-owner",
+                "ralph-execute",
+                "--lease-id",
+                "L1",
+                "--expected-step-index",
+                "1",
+            ],
+            "[ralph complete] E008: expected index 1 does not match target index 0",
+        ),
+    ];
+    for (args, line) in refusals {
+        let out = fx.ralph(&args);
+        out.code(1);
+        assert_eq!(out.stderr.lines().next().unwrap(), line, "{args:?}");
+    }
+    let out = fx.ralph(&["next"]);
+    out.code(1);
+    assert_eq!(
+        out.stderr.lines().next().unwrap(),
+        "[ralph next] LEASE_CONFLICT: lease conflict: session owned by \"ralph-execute\", got \"undefined\""
+    );
+    assert_eq!(fx.raw(ID), before, "no refusal writes");
+    fx.ralph(
+        &[
+            &[
+                "complete",
+                "0",
+                "--status",
+                "DONE",
+                "--expected-skill",
+                "maestro-plan",
+                "--expected-step-index",
+                "0",
+            ][..],
+            &lease[..],
+        ]
+        .concat(),
+    )
+    .code(0);
+    // A newer epoch of the same owner goes on and is recorded.
+    fx.ralph(&[
+        "next",
+        "--execution-owner",
+        "ralph-execute",
+        "--lease-id",
+        "L1",
+        "--owner-epoch",
+        "4",
+    ])
+    .code(0);
+    assert_eq!(fx.get(ID)["owner_epoch"], 4);
+    // `release --force` frees the claim and the lease (the epoch stays, fencing old holders).
+    fx.ralph(&["release", "--force"]).code(0);
+    let doc = fx.get(ID);
+    assert_eq!(doc["execution_owner"], Value::Null);
+    assert_eq!(doc["lease_id"], Value::Null);
+    assert_eq!(doc["owner_epoch"], 4);
+    fx.ralph(&["next", "--owner-epoch", "3"]).code(1);
+    fx.ralph(&["next"]).code(0);
+}
+
+#[test]
+fn v05_ledger_add_and_query() {
+    let fx = Fx::new();
+    fx.put(ID, &v05(&fx, ID));
+    fx.file("src/export.rs", "hello\n");
+    let base = [
+        "ledger",
+        "--session",
+        ID,
+        "--authority",
+        "execute-gate",
+        "--dimension",
+        "quality",
+        "--subject",
+        "src/export.rs",
+        "--subject",
+        "gone.md",
+    ];
+    fn with<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+        [base, extra].concat()
+    }
+    let with = |extra: &[&'static str]| with(&base, extra);
+    let out = fx.ralph(&with(&["--action", "query"]));
+    out.code(1);
+    assert_eq!(
+        out.stdout,
+        "[ralph ledger] no matching ledger entry found\n"
+    );
+    let out = fx.ralph(&with(&["--action", "add", "--verdict", "pass"]));
+    out.code(0);
+    assert_eq!(
+        out.stdout,
+        "[ralph ledger] entry added successfully for subjects: src/export.rs, gone.md\n"
+    );
+    let entry = fx.get(ID)["verification_ledger"][0].clone();
+    assert_eq!(
+        keys(&entry),
+        [
+            "authority",
+            "dimension",
+            "subject_ids",
+            "evidence_hashes",
+            "scope_hash",
+            "verdict",
+            "confidence",
+            "concerns",
+            "risk_ceiling",
+            "created_at"
+        ]
+    );
+    assert_eq!(
+        entry["evidence_hashes"],
+        json!({
+            // sha256("hello\n")
+            "src/export.rs": "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03",
+            "gone.md": "missing"
+        })
+    );
+    assert_eq!(entry["confidence"], "medium");
+    assert_eq!(entry["risk_ceiling"], "low");
+    assert_eq!(entry["scope_hash"].as_str().unwrap().len(), 64);
+    // Subjects in another order are the same entry.
+    let swapped = [
+        "ledger",
+        "--session",
+        ID,
+        "--action",
+        "query",
+        "--authority",
+        "execute-gate",
+        "--dimension",
+        "quality",
+        "--subject",
+        "gone.md",
+        "--subject",
+        "src/export.rs",
+    ];
+    let out = fx.ralph(&swapped);
+    out.code(0);
+    assert_eq!(
+        out.stdout,
+        "[ralph ledger] HIT: verdict=\"pass\" confidence=\"medium\"\n"
+    );
+    let out = fx.ralph(&with(&["--action", "query", "--risk-ceiling", "high"]));
+    out.code(1);
+    assert_eq!(
+        out.stdout,
+        "[ralph ledger] rejected: risk ceiling low is below requested risk high\n"
+    );
+    fx.file("src/export.rs", "hello!\n");
+    let out = fx.ralph(&with(&["--action", "query"]));
+    out.code(1);
+    assert!(
+        out.stdout.starts_with(
+            "[ralph ledger] rejected: hash changed for subject \"src/export.rs\" (got \""
+        ),
+        "{}",
+        out.stdout
+    );
+    // Adding again replaces the entry; a changed boundary contract invalidates it.
+    fx.ralph(&with(&["--action", "add", "--verdict", "pass"]))
+        .code(0);
+    assert_eq!(
+        fx.get(ID)["verification_ledger"].as_array().unwrap().len(),
+        1
+    );
+    fx.ralph(&with(&["--action", "query"])).code(0);
+    let mut doc = fx.get(ID);
+    doc["boundary_contract"]["constraints"] = json!(["no new dependencies"]);
+    fx.put(ID, &doc);
+    let out = fx.ralph(&with(&["--action", "query"]));
+    out.code(1);
+    assert_eq!(
+        out.stdout,
+        "[ralph ledger] rejected: scope_hash changed (boundary contract modified)\n"
+    );
+    for (extra, why) in [
+        (
+            vec!["--action", "add", "--verdict", "fail"],
+            "rejected: recorded verdict is \"fail\" (not pass/success)",
+        ),
+        (
+            vec![
+                "--action",
+                "add",
+                "--verdict",
+                "pass",
+                "--confidence",
+                "low",
+            ],
+            "rejected: recorded confidence is low",
+        ),
+        (
+            vec![
+                "--action",
+                "add",
+                "--verdict",
+                "DONE",
+                "--concerns",
+                "flaky",
+            ],
+            "rejected: entry contains concerns: \"flaky\"",
+        ),
+    ] {
+        fx.ralph(&with(&extra)).code(0);
+        let out = fx.ralph(&with(&["--action", "query"]));
+        out.code(1);
+        assert_eq!(out.stdout, format!("[ralph ledger] {why}\n"));
+    }
+    // maestro's argument checks.
+    let out = fx.ralph(&["ledger", "--action", "query"]);
+    out.code(2);
+    assert_eq!(
+        out.stderr.lines().next().unwrap(),
+        "[ralph ledger] LEDGER_USAGE: --session <id> is required"
+    );
+    fx.ralph(&["ledger", "--session", ID, "--action", "drop"])
+        .code(2);
+    fx.ralph(&[
+        "ledger",
+        "--session",
+        ID,
+        "--action",
+        "add",
+        "--authority",
+        "a",
+    ])
+    .code(2);
+    let out = fx.ralph(&[
+        "ledger",
+        "--session",
+        ID,
+        "--action",
+        "add",
+        "--authority",
+        "a",
+        "--dimension",
+        "d",
+    ]);
+    out.code(1);
+    assert!(out.stderr.contains("--verdict is required for add action"));
+}
+
+#[test]
+fn v05_skills_lists_the_agent_and_agy_platforms() {
+    let fx = Fx::new();
+    fx.file(
+        ".agy/skills/maestro-plan/SKILL.md",
+        "---\nname: maestro-plan\ndescription: plan (agy)\n---\nbody\n",
+    );
+    let global = fx.home.join(".agents/skills/maestro-verify");
+    std::fs::create_dir_all(&global).unwrap();
+    std::fs::write(
+        global.join("SKILL.md"),
+        "---\nname: maestro-verify\n---\nbody\n",
+    )
+    .unwrap();
+    let out = fx.ralph(&["skills", "--platform", "agent", "--json"]);
+    out.code(0);
+    let lines: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["platform"], "agent");
+    assert_eq!(lines[0]["scope"], "global");
+    assert_eq!(lines[0]["name"], "maestro-verify");
+    let out = fx.ralph(&["skills", "--platform", "agy", "--quiet"]);
+    out.code(0);
+    assert!(
+        out.stdout
+            .starts_with("agy      skill    project  maestro-plan"),
+        "{}",
+        out.stdout
+    );
+    // Unfiltered, all four platforms are listed.
+    let all = fx.ralph(&["skills", "--json"]).stdout;
+    for p in ["claude", "codex", "agent", "agy"] {
+        if p == "codex" {
+            continue; // the sample HOME has no codex skills
+        }
+        assert!(all.contains(&format!("\"platform\":\"{p}\"")), "{p}");
+    }
+}
+
+#[test]
+fn v05_the_prompt_of_a_protocol_2_session_starts_with_the_session_anchor() {
+    let fx = Fx::new();
+    let mut doc = v05(&fx, ID);
+    step_mut(&mut doc, 0).insert("status".into(), json!("completed"));
+    step_mut(&mut doc, 0).insert("completion_confirmed".into(), json!(true));
+    step_mut(&mut doc, 0).insert("completion_summary".into(), json!("Planned the export"));
+    step_mut(&mut doc, 0).insert("completion_caveats".into(), json!("no streaming"));
+    step_mut(&mut doc, 0).insert("completion_deferred".into(), json!(["xlsx", "json"]));
+    fx.put(ID, &doc);
+    let out = fx
+        .cmd(&["next"])
+        .env("BATON_RALPH_CLI", "maestro ralph")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let prompt = String::from_utf8_lossy(&out.stdout).into_owned();
+    let anchor = format!(
+        "<session_anchor>
+## Session Anchor — {ID}
+
+**Intent**: add CSV export
+
+**Scope**: unknown | Phase 1 | Milestone: M1
+
+**Boundary Contract**:
+- In scope: csv export
+- Out of scope: xlsx
+- Done when: tests pass
+
+**Execution Progress**:
+- [0] maestro-plan (plan): Planned the export
+  ⚠️ no streaming
+- Progress: 1 done, 2 pending
+
+**Goals Overview**:
+- [○] G1: CSV export works — done_when: export test passes
+
+**Current Goal** (G1):
+- Goal: CSV export works
+- Boundary: export only
+- Done when: export test passes
+
+**Execution Criteria**: backward compatible
+
+**⚠️ Accumulated Signals**:
+- Caveats: no streaming
+- Deferred work: xlsx; json
+- **Before proceeding, verify these signals do not conflict with your current task.**
+
+<!-- session_anchor: read-only grounding. Honor Intent + Boundary Contract before acting.
+     If your work would fall outside in_scope (or hit out_of_scope), stop and report via
+     `maestro ralph complete <N> --session {ID} --status BLOCKED --reason \"out_of_scope: ...\"` instead of proceeding.
+     If Accumulated Signals suggest prior work conflicts with your task, report via
+     `maestro ralph complete <N> --session {ID} --status BLOCKED --reason \"drift_conflict: ...\"` instead of proceeding. -->
+</session_anchor>
+
+<purpose>
+"
+    );
+    assert!(prompt.starts_with(&anchor), "{prompt}");
+    let trailer = format!(
+        "
+<!-- maestro ralph: step [1/3] skill=maestro-execute args=\"1\" session={ID} -->
+<!-- On finish, run exactly one of:
+       maestro ralph complete 1 --session {ID} --status DONE --summary \"...\" [--evidence <path>] [--decisions \"...\"] [--caveats \"...\"] [--deferred \"...\"]
+       maestro ralph complete 1 --session {ID} --status DONE_WITH_CONCERNS --summary \"...\" --concerns \"...\"
+       maestro ralph retry 1 --session {ID}
+       maestro ralph complete 1 --session {ID} --status BLOCKED --reason \"<external blocker>\"
+     --summary is REQUIRED for DONE/DONE_WITH_CONCERNS (verb-led, ≤100 chars, core outcome). -->
+"
+    );
+    assert!(prompt.ends_with(&trailer), "{prompt}");
+    // A v0.4.18 session keeps v0.4.18's prompt: no anchor.
+    let old = "ralph-20260101-000000";
+    fx.put(old, &simple(&fx, old));
+    let out = fx.ralph(&["next", "--session", old]);
+    assert!(out.stdout.starts_with("<purpose>"));
+}
