@@ -100,6 +100,12 @@ pub struct AutopilotConfig {
     pub verify: VerifyConfig,
     #[serde(default)]
     pub git: GitConfig,
+    /// `parallel = N` or `[autopilot.parallel]`: stories in flight at once (see
+    /// [`super::parallel`]).
+    #[serde(default)]
+    pub parallel: super::schedule::ParallelConfig,
+    /// Where story worktrees are kept (relative to the project; default: beside the store).
+    pub worktrees: Option<String>,
 }
 
 fn default_cycles() -> u32 {
@@ -115,6 +121,8 @@ impl Default for AutopilotConfig {
             phases: BTreeMap::new(),
             verify: VerifyConfig::default(),
             git: GitConfig::default(),
+            parallel: super::schedule::ParallelConfig::default(),
+            worktrees: None,
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod merge;
 pub mod method;
 pub mod models;
 pub mod orchestrator;
+pub mod parallel;
 pub mod phase;
 pub mod phase_run;
 pub mod progress;
@@ -43,7 +44,8 @@ pub use error::{EpicError, ErrorKind};
 pub use events::EpicEvent;
 pub use models::ModelSource;
 pub use orchestrator::{
-    AskFn, Command, EpicOutcome, EpicReport, EpicSettings, PlannedStory, execute, preflight,
+    AskFn, Command, EpicOutcome, EpicReport, EpicSettings, PlannedStory, execute, execute_parallel,
+    preflight,
 };
 pub use phase::Phase;
 

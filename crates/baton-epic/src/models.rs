@@ -18,6 +18,14 @@ pub enum ModelSource<'a> {
     Replay(PathBuf),
 }
 
+/// The live model of a source, if it is one.
+pub fn live_of<'a>(source: &ModelSource<'a>) -> Option<&'a dyn ChatModel> {
+    match source {
+        ModelSource::Live(m) => Some(*m),
+        ModelSource::Replay(_) => None,
+    }
+}
+
 /// The trace file name of a phase run.
 pub fn trace_name(story_key: &str, phase: Phase, n: u32) -> String {
     format!("{story_key}.{phase}.{n}.trace.json")
@@ -47,6 +55,16 @@ impl<'a> Models<'a> {
             record,
             runs: HashMap::new(),
         }
+    }
+
+    /// The same source and record folder, with no run of its own yet (a story of
+    /// `--parallel` drives its phase runs with its own).
+    pub fn sibling(&self) -> Models<'a> {
+        let source = match &self.source {
+            ModelSource::Live(m) => ModelSource::Live(*m),
+            ModelSource::Replay(dir) => ModelSource::Replay(dir.clone()),
+        };
+        Models::new(source, self.record.clone())
     }
 
     pub fn is_replay(&self) -> bool {

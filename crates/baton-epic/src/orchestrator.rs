@@ -153,6 +153,18 @@ pub async fn execute<'a>(
     command: Command,
     settings: EpicSettings<'a>,
 ) -> Result<EpicReport> {
+    execute_parallel(store, project, command, settings, None).await
+}
+
+/// [`execute`] with `--parallel N` (`None`: `[autopilot] parallel`, or what a parallel epic
+/// being resumed used; 1 runs one story after the other).
+pub async fn execute_parallel<'a>(
+    store: &'a Store,
+    project: &Path,
+    command: Command,
+    settings: EpicSettings<'a>,
+    parallel: Option<u32>,
+) -> Result<EpicReport> {
     let (project_root, config, layout) = open(project)?;
     let sprint_shown = layout.rel_file(sprint::FILE_NAME);
     // The folder this project's epics work in was recorded when the first one started.
@@ -248,7 +260,15 @@ pub async fn execute<'a>(
         completed_now: Vec::new(),
         phases_run: 0,
     };
-    let outcome = match ctx.run_loop().await {
+    // `--parallel N`: the stories in flight each in a worktree (see `parallel`).
+    let slots = parallel
+        .or_else(|| super::parallel::resumed_slots(&ctx.layout.dir, &epic_id))
+        .unwrap_or(ctx.config.parallel.stories);
+    let looped = match slots > 1 && ctx.stories.is_none() {
+        true => super::parallel::run(&mut ctx, slots, started).await,
+        false => ctx.run_loop().await,
+    };
+    let outcome = match looped {
         Ok(o) => o,
         Err(e) => {
             // The loop stops on an error it cannot handle: the files say so.

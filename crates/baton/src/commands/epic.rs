@@ -56,6 +56,10 @@ pub struct ProjectArg {
 /// Which model runs the phases, and how the loop talks.
 #[derive(Debug, Args)]
 pub struct LoopArgs {
+    /// Up to N stories in flight, each in its own git worktree, merged back one at a time
+    /// (default: [autopilot] parallel, else 1: one story after the other).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub parallel: Option<u32>,
     /// Model name (overrides BATON_MODEL and baton.toml).
     #[arg(long)]
     pub model: Option<String>,
@@ -331,7 +335,13 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
         resume: continue_command("resume", project, args.replay.as_deref()),
         answer: None,
     });
-    let result = runtime.block_on(baton_epic::execute(&store, project, command, settings));
+    let result = runtime.block_on(baton_epic::execute_parallel(
+        &store,
+        project,
+        command,
+        settings,
+        args.parallel,
+    ));
     bar.finish();
     match result {
         Ok(report) => {

@@ -1,0 +1,145 @@
+//! `baton epic run --parallel N`: stories in flight side by side, each in its own worktree,
+//! merged back onto the epic's branch one commit per story. The played model answers after a
+//! fixed delay, so the wall times compared are the model's.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
+
+mod support;
+
+use baton_epic::{Command, EpicOutcome, EpicReport, EpicSettings, ModelSource, execute_parallel};
+use std::path::Path;
+use std::process::Command as Process;
+use std::time::{Duration, Instant};
+use support::player::Scenario;
+use support::{Fixture, without_last_updated};
+use tokio_util::sync::CancellationToken;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Process::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn repo(f: &Fixture, toml: &str) {
+    f.config(toml);
+    git(&f.project, &["init", "-q", "-b", "main"]);
+    git(&f.project, &["add", "-A"]);
+    git(
+        &f.project,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "-m",
+            "init",
+        ],
+    );
+}
+
+async fn run(f: &Fixture, command: Command, parallel: Option<u32>) -> EpicReport {
+    execute_parallel(
+        &f.store,
+        &f.project,
+        command,
+        EpicSettings {
+            source: ModelSource::Live(&f.model),
+            record: None,
+            ask: None,
+            on_event: None,
+            cancel: CancellationToken::new(),
+            dry_run: false,
+            budget: Default::default(),
+        },
+        parallel,
+    )
+    .await
+    .unwrap()
+}
+
+fn epic1() -> Command {
+    Command::Run {
+        epic: "epic-1".into(),
+        max_stories: None,
+    }
+}
+
+fn subjects(f: &Fixture) -> Vec<String> {
+    let mut s: Vec<String> = git(&f.project, &["log", "--format=%s"])
+        .lines()
+        .map(String::from)
+        .collect();
+    s.sort();
+    s
+}
+
+fn tracked(f: &Fixture) -> Vec<String> {
+    git(&f.project, &["ls-files", "src"])
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+const GIT: &str = "[autopilot.git]\ncommit = true\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_independent_stories_end_as_sequential_in_less_than_half_the_time() {
+    let slow = Scenario {
+        delay: Duration::from_millis(250),
+        ..Scenario::default()
+    };
+    let seq = Fixture::new(slow.clone());
+    repo(&seq, GIT);
+    let t = Instant::now();
+    let a = run(&seq, epic1(), None).await;
+    let sequential = t.elapsed();
+    assert_eq!(a.outcome, EpicOutcome::Done { epic_done: true });
+
+    let par = Fixture::new(slow);
+    repo(&par, GIT);
+    let t = Instant::now();
+    let b = run(&par, epic1(), Some(3)).await;
+    let parallel = t.elapsed();
+    assert_eq!(b.outcome, EpicOutcome::Done { epic_done: true }, "{b:?}");
+
+    assert_eq!(
+        without_last_updated(&seq.sprint()),
+        without_last_updated(&par.sprint())
+    );
+    assert_eq!(subjects(&seq), subjects(&par));
+    assert_eq!(tracked(&seq), tracked(&par));
+    for file in tracked(&seq) {
+        assert_eq!(seq.read(&file), par.read(&file), "{file}");
+    }
+    let mut done = b.stories_completed.clone();
+    done.sort();
+    assert_eq!(
+        done,
+        [
+            "1-1-project-scaffold",
+            "1-2-user-authentication",
+            "1-3-password-reset"
+        ]
+    );
+    // No worktree left, no branch left, the repository sound.
+    let list = git(&par.project, &["worktree", "list", "--porcelain"]);
+    assert_eq!(list.matches("worktree ").count(), 1, "{list}");
+    assert_eq!(git(&par.project, &["branch", "--list", "baton/*"]), "");
+    git(&par.project, &["fsck", "--no-progress"]);
+    let ratio = parallel.as_secs_f64() / sequential.as_secs_f64();
+    eprintln!("sequential {sequential:?}, parallel {parallel:?}, ratio {ratio:.2}");
+    assert!(
+        ratio <= 0.45,
+        "parallel {parallel:?} vs sequential {sequential:?}"
+    );
+}
