@@ -143,3 +143,81 @@ async fn three_independent_stories_end_as_sequential_in_less_than_half_the_time(
         "parallel {parallel:?} vs sequential {sequential:?}"
     );
 }
+
+fn s(x: &str) -> String {
+    x.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_in_one_story_leaves_the_others_running_and_the_answer_continues_it() {
+    let f = Fixture::new(Scenario {
+        questions: vec![(
+            s("1-2-user-authentication"),
+            s("dev"),
+            1,
+            s("Which port does the API listen on?"),
+        )],
+        ..Scenario::default()
+    });
+    repo(&f, GIT);
+    let report = run(&f, epic1(), Some(3)).await;
+    let EpicOutcome::Waiting { story, question } = &report.outcome else {
+        panic!("{:?}", report.outcome);
+    };
+    assert_eq!(story, "1-2-user-authentication");
+    assert_eq!(question.question, "Which port does the API listen on?");
+    // The others went on to the end and are merged.
+    let mut done = report.stories_completed.clone();
+    done.sort();
+    assert_eq!(done, ["1-1-project-scaffold", "1-3-password-reset"]);
+    let sprint = f.sprint();
+    assert!(sprint.contains("1-1-project-scaffold: done"), "{sprint}");
+    assert!(sprint.contains("1-3-password-reset: done"), "{sprint}");
+    assert!(
+        sprint.contains("1-2-user-authentication: in-progress"),
+        "{sprint}"
+    );
+    // The question is where `baton epic answer` finds it.
+    let agent = f.json("1-2-user-authentication.agent-state.json");
+    assert_eq!(agent["questions"][0]["answer"], serde_json::Value::Null);
+
+    let report = run(
+        &f,
+        Command::Answer {
+            story: s("1-2-user-authentication"),
+            question: None,
+            text: s("Port 8080"),
+        },
+        None,
+    )
+    .await;
+    assert_eq!(report.outcome, EpicOutcome::Done { epic_done: true });
+    assert!(
+        f.read("src/1-2-user-authentication.txt")
+            .contains("answer: Port 8080")
+    );
+    assert_eq!(subjects(&f).len(), 4);
+    let list = git(&f.project, &["worktree", "list", "--porcelain"]);
+    assert_eq!(list.matches("worktree ").count(), 1, "{list}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependency_keeps_a_story_waiting_until_the_other_is_merged() {
+    let f = Fixture::new(Scenario::default());
+    repo(
+        &f,
+        &format!(
+            "{GIT}[autopilot.parallel]\nstories = 3\nafter = {{ \"1-1-project-scaffold\" = [\"1-3-password-reset\"] }}\n"
+        ),
+    );
+    let report = run(&f, epic1(), None).await;
+    assert_eq!(report.outcome, EpicOutcome::Done { epic_done: true });
+    // 1-1 waited for 1-3: its commit comes after.
+    let log = git(&f.project, &["log", "--format=%s"]);
+    let at = |k: &str| log.lines().position(|l| l.contains(k)).unwrap();
+    assert!(
+        at("1-1-project-scaffold") < at("1-3-password-reset"),
+        "{log}"
+    );
+    git(&f.project, &["fsck", "--no-progress"]);
+}
