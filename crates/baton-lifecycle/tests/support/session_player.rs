@@ -375,6 +375,31 @@ impl Step<'_> {
         std::fs::read_to_string(self.project.join(rel)).unwrap_or_default()
     }
 
+    /// The milestone the step works on: the one its phase belongs to in state.json (a
+    /// milestone-level step: the current one).
+    fn milestone(&self) -> String {
+        let state: Value =
+            serde_json::from_str(&self.read(".workflow/state.json")).unwrap_or_default();
+        let current = state["current_milestone"]
+            .as_str()
+            .unwrap_or("M1")
+            .to_string();
+        state["milestones"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| {
+                m["status"] != "completed"
+                    && m["phases"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|p| p.to_string().trim_matches('"') == self.phase)
+            })
+            .and_then(|m| m["id"].as_str().map(str::to_owned))
+            .unwrap_or(current)
+    }
+
     /// The calls of turn `turn` of this step, or `None` when it has nothing more to say.
     fn turn(&self, turn: usize) -> Option<Vec<(&'static str, Value)>> {
         match self.skill {
@@ -444,7 +469,10 @@ impl Step<'_> {
                 )]
             }
             "maestro-execute" => {
-                let fixed = self.project.join(self.rel("debug.md")).is_file();
+                // Fixed once this phase's debug found the cause, or an earlier milestone's
+                // fix is already in the tool.
+                let fixed = self.project.join(self.rel("debug.md")).is_file()
+                    || self.read("csvsum.sh").contains("s + 0");
                 let (tool, note) = if fixed {
                     (TOOL_V2, "T3: the END block prints `s + 0`, so no row prints 0.")
                 } else {
@@ -480,20 +508,37 @@ impl Step<'_> {
                                   "note": "--header must come before COLUMN; the usage line says so"}]
                 })),
             )],
-            "maestro-milestone-audit" => vec![self.write(
-                ".workflow/milestones/M1/audit-report.md",
-                "# Audit of M1\n\n| goal | evidence | met |\n|---|---|---|\n\
-                 | G1: `--header` skips the first line | .workflow/scratch/P1/verification.json \
-                 (passed, 4 checks) | yes |\n",
-            )],
+            "maestro-milestone-audit" => {
+                let current = self.milestone();
+                vec![self.write(
+                    &format!(".workflow/milestones/{current}/audit-report.md"),
+                    &format!(
+                        "# Audit of {current}\n\n| goal | evidence | met |\n|---|---|---|\n\
+                         | G1: `--header` skips the first line | \
+                         .workflow/scratch/P1/verification.json (passed, 4 checks) | yes |\n"
+                    ),
+                )]
+            }
             "maestro-milestone-complete" => {
                 let mut state: Value =
                     serde_json::from_str(&self.read(".workflow/state.json")).unwrap_or_default();
-                let current = state["current_milestone"].as_str().unwrap_or("M1").to_string();
+                let current = self.milestone();
+                // The milestone is done; the next open one (if any) becomes current.
+                let mut next = None;
                 if let Some(ms) = state["milestones"].as_array_mut() {
+                    let at = ms.iter().position(|m| m["id"] == current.as_str());
                     for m in ms.iter_mut().filter(|m| m["id"] == current.as_str()) {
                         m["status"] = json!("completed");
                     }
+                    next = at.and_then(|at| {
+                        ms[at + 1..]
+                            .iter()
+                            .find(|m| m["status"] != "completed")
+                            .and_then(|m| m["id"].as_str().map(str::to_owned))
+                    });
+                }
+                if let Some(next) = next {
+                    state["current_milestone"] = json!(next);
                 }
                 vec![
                     self.write(
@@ -522,9 +567,12 @@ impl Step<'_> {
             "maestro-execute" => vec![self.rel("execution.md"), "csvsum.sh".into()],
             "quality-debug" => vec![self.rel("debug.md")],
             "quality-review" => vec![self.rel("review.json")],
-            "maestro-milestone-audit" => vec![".workflow/milestones/M1/audit-report.md".into()],
+            "maestro-milestone-audit" => vec![format!(
+                ".workflow/milestones/{}/audit-report.md",
+                self.milestone()
+            )],
             "maestro-milestone-complete" => vec![
-                ".workflow/milestones/M1/summary.md".into(),
+                format!(".workflow/milestones/{}/summary.md", self.milestone()),
                 ".workflow/state.json".into(),
             ],
             other => vec![self.rel(&format!("{other}.md"))],
@@ -615,6 +663,24 @@ fn verification((code, stdout): &(i64, String)) -> Value {
         "gaps_found"
     };
     json!({"status": status, "checks": checks, "gaps": gaps})
+}
+
+/// Gives the project a second milestone, `M2` (phase 2, standard), after `M1`: the session
+/// completes M1, advances and runs M2's chain.
+pub fn add_second_milestone(project: &Path) {
+    let path = project.join(".workflow/state.json");
+    let mut state: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    state["milestones"].as_array_mut().unwrap().push(json!({
+        "id": "M2",
+        "name": "Empty input",
+        "type": "standard",
+        "status": "planned",
+        "phases": [2],
+        "phase_slugs": {"2": "empty-input"},
+        "roadmap_ref": "roadmap.md",
+        "created_at": "2026-11-01T09:00:00Z"
+    }));
+    std::fs::write(&path, pretty(&state)).unwrap();
 }
 
 fn pretty(v: &Value) -> String {
