@@ -66,6 +66,7 @@ fn main() {
                     on_event: Some(&on_event),
                     cancel: Default::default(),
                     dry_run: false,
+                    budget: Default::default(),
                 },
             ))
             .expect("the demo epic replays");

@@ -40,10 +40,13 @@ pub struct StoryRow {
     pub problem: Option<String>,
     /// The phase runs made for this story, oldest first (from baton's progress record).
     pub runs: Vec<PhaseRunLink>,
+    /// The tokens (and cost, where priced) of those runs, summed (see `budget::fill_usage`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<baton_llm::Usage>,
 }
 
 /// A phase run of a story, as the board links it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PhaseRunLink {
     pub phase: String,
@@ -53,6 +56,9 @@ pub struct PhaseRunLink {
     pub review_cycle: u32,
     /// `completed`, `waiting`, `failed`, or empty while it runs.
     pub result: String,
+    /// The run's tokens and cost (see `budget::fill_usage`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<baton_llm::Usage>,
 }
 
 impl PhaseRunLink {
@@ -63,6 +69,7 @@ impl PhaseRunLink {
             run_id: r.run_id.clone(),
             review_cycle: r.review_cycle,
             result: r.result.clone(),
+            usage: None,
         }
     }
 }
@@ -80,6 +87,7 @@ impl StoryRow {
             review: None,
             problem: None,
             runs: Vec::new(),
+            usage: None,
         }
     }
 }
@@ -90,6 +98,9 @@ pub struct EpicRow {
     pub key: String,
     pub status: String,
     pub stories: Vec<StoryRow>,
+    /// The stories' usage, summed (see `budget::fill_usage`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<baton_llm::Usage>,
 }
 
 /// Where the autopilot stands, from the state file, the lock, the sprint and the questions.
@@ -187,6 +198,7 @@ pub fn status(project: &Path, epic: Option<&str>) -> Result<Board> {
                 key: entry.key.clone(),
                 status: entry.status.clone(),
                 stories: Vec::new(),
+                usage: None,
             }),
             KeyKind::Story { epic: n } if wanted.is_none_or(|w| w == n) => {
                 let epic_key = keys::epic_key(n);
@@ -202,6 +214,7 @@ pub fn status(project: &Path, epic: Option<&str>) -> Result<Board> {
                         key: epic_key,
                         status: "(not listed)".into(),
                         stories: vec![row],
+                        usage: None,
                     }),
                 }
             }

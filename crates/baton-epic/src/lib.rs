@@ -7,6 +7,7 @@
 pub mod agent_state;
 pub mod bmad_config;
 pub mod board;
+pub mod budget;
 pub mod bundled;
 pub mod config;
 pub mod consent;

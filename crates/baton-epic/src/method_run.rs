@@ -451,6 +451,12 @@ impl Ctx<'_> {
                 TaskEnd::Failed { code, .. } if code == baton_engine::driver::ABORTED => {
                     return Ok(PhaseEnd::Interrupted);
                 }
+                TaskEnd::Failed { code, message }
+                    if code == baton_engine::spend::BUDGET_EXCEEDED =>
+                {
+                    let budget = super::budget::stop_details(finished.run.waiting_for.as_ref());
+                    return Ok(PhaseEnd::Budget { message, budget });
+                }
                 TaskEnd::Failed { code, message } => {
                     return Ok(PhaseEnd::Failed {
                         code: code.to_string(),
@@ -521,6 +527,7 @@ impl Ctx<'_> {
     ) -> Result<task_run::TaskFinished> {
         let run_id = task.run().run_id.clone();
         let live = self.models.live();
+        let caps = super::budget::caps_for(self, &sp.key, &run_id, live.and_then(|l| l.price()));
         let paths = self.project.run_paths(&run_id);
         let m = self.models.for_run(&run_id, &sp.key, sp.phase, n)?;
         // A replay cursor is put where the run stands before an answer continues it; a resume
@@ -559,6 +566,7 @@ impl Ctx<'_> {
         settings.tools = self.tools.clone();
         settings.cancel = self.cancel.clone();
         settings.on_event = Some(&forward);
+        settings.caps = caps;
         let finished = task_run::drive_task(task, def(), settings)
             .await
             .map_err(runner_error);

@@ -55,6 +55,9 @@ pub struct EpicSettings<'a> {
     pub cancel: CancellationToken,
     /// Check everything and show the plan; write nothing, run nothing.
     pub dry_run: bool,
+    /// Hard budgets: `tokens`/`usd` on the epic, `tokens_per_story`/`usd_per_story` on each
+    /// story (see [`baton_engine::spend`]).
+    pub budget: baton_engine::spend::BudgetConfig,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +72,16 @@ pub enum EpicOutcome {
     Stopped,
     /// Stopped by Ctrl-C / SIGTERM between two steps.
     Interrupted,
+    /// Paused before a model call that could cross a budget (exit code 12): the phase run is
+    /// idle and a resume with a larger budget goes on with it. `budget` is `{scope, kind,
+    /// limit, spent, estimate}`.
+    Budget {
+        story: String,
+        phase: Phase,
+        run_id: Option<String>,
+        message: String,
+        budget: serde_json::Value,
+    },
     /// `--dry-run`: what would run.
     Planned { plan: Vec<PlannedStory> },
 }
@@ -189,6 +202,16 @@ pub async fn execute_parallel<'a>(
     if config.git.commit {
         git::check(&project_root)?;
     }
+    if let Some(model) = super::models::live_of(&settings.source) {
+        super::budget::check_price(&settings.budget, model.price(), model.model_name()).map_err(
+            |m| {
+                EpicError::usage(baton_engine::spend::BUDGET_PRICE_UNKNOWN, m).hint(
+                    "give the model a price ([models.\"<name>\"] price in baton.toml), or budget in tokens",
+                )
+            },
+        )?;
+    }
+    let budget = settings.budget;
     let models = Models::new(settings.source, settings.record);
     models.check()?;
     if let Some(sp) = &progress.story {
@@ -254,6 +277,7 @@ pub async fn execute_parallel<'a>(
         ask: settings.ask,
         on_event: settings.on_event,
         cancel: settings.cancel,
+        budget,
         epic,
         state,
         progress,

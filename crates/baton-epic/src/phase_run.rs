@@ -332,6 +332,12 @@ impl Ctx<'_> {
                 Outcome::Failed { code, .. } if code == ABORTED => {
                     return Ok(PhaseEnd::Interrupted);
                 }
+                Outcome::Failed { code, message }
+                    if code == baton_engine::spend::BUDGET_EXCEEDED =>
+                {
+                    let budget = super::budget::stop_details(finished.run.waiting_for.as_ref());
+                    return Ok(PhaseEnd::Budget { message, budget });
+                }
                 Outcome::Failed { code, message } => return Ok(PhaseEnd::Failed { code, message }),
                 Outcome::Waiting { question } => {
                     let node = finished.run.current_node_id.clone().unwrap_or_default();
@@ -398,6 +404,7 @@ impl Ctx<'_> {
     ) -> Result<Finished> {
         let run_id = claimed.run().run_id.clone();
         let live = self.models.live();
+        let caps = super::budget::caps_for(self, &sp.key, &run_id, live.and_then(|l| l.price()));
         let paths = self.project.run_paths(&run_id);
         let m = self.models.for_run(&run_id, &sp.key, sp.phase, n)?;
         // A replay cursor is put where the run stands before an answer continues it; a resume
@@ -436,6 +443,7 @@ impl Ctx<'_> {
         settings.tools = self.tools.clone();
         settings.cancel = self.cancel.clone();
         settings.on_event = Some(&forward);
+        settings.caps = caps;
         let finished = runner::continue_claimed(claimed, settings)
             .await
             .map_err(runner_error);

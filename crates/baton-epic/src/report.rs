@@ -12,6 +12,7 @@ pub fn outcome_name(o: &EpicOutcome) -> &'static str {
         EpicOutcome::Paused { .. } => "paused",
         EpicOutcome::Stopped => "stopped",
         EpicOutcome::Interrupted => "interrupted",
+        EpicOutcome::Budget { .. } => "budget",
         EpicOutcome::Planned { .. } => "planned",
     }
 }
@@ -47,6 +48,16 @@ pub fn to_json(r: &EpicReport) -> Value {
                 .collect();
         }
         EpicOutcome::Stopped | EpicOutcome::Interrupted => {}
+        EpicOutcome::Budget {
+            story,
+            phase,
+            run_id,
+            message,
+            budget,
+        } => {
+            v["budget"] = json!({"storyKey": story, "phase": phase.as_str(), "runId": run_id,
+                "message": message, "budget": budget});
+        }
     }
     v
 }

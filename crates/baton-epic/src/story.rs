@@ -47,6 +47,8 @@ pub(super) struct Ctx<'a> {
     pub(super) ask: Option<AskFn<'a>>,
     pub(super) on_event: Option<&'a (dyn Fn(EpicEvent) + Send + Sync)>,
     pub(super) cancel: CancellationToken,
+    /// Hard budgets of the loop (see `budget`).
+    pub(super) budget: baton_engine::spend::BudgetConfig,
     pub(super) epic: u32,
     pub(super) state: RunEpicState,
     pub(super) progress: Progress,
@@ -58,8 +60,16 @@ pub(super) struct Ctx<'a> {
 pub(super) enum PhaseEnd {
     Completed,
     Waiting(Question),
-    Failed { code: String, message: String },
+    Failed {
+        code: String,
+        message: String,
+    },
     Interrupted,
+    /// Stopped before a model call that could cross a budget; the run is idle.
+    Budget {
+        message: String,
+        budget: serde_json::Value,
+    },
 }
 
 /// What the story step decided.
@@ -299,6 +309,7 @@ impl<'a> Ctx<'a> {
             PhaseEnd::Waiting(_) => "waiting",
             PhaseEnd::Failed { .. } => "failed",
             PhaseEnd::Interrupted => "stopped",
+            PhaseEnd::Budget { .. } => "budget",
         };
         if let Some(id) = &run_id {
             self.progress.set_result(id, result);
@@ -311,6 +322,15 @@ impl<'a> Ctx<'a> {
         }
         match end {
             PhaseEnd::Interrupted => Ok(Next::Pause(self.pause(EpicOutcome::Interrupted)?)),
+            PhaseEnd::Budget { message, budget } => {
+                Ok(Next::Pause(self.pause(EpicOutcome::Budget {
+                    story: sp.key.clone(),
+                    phase,
+                    run_id,
+                    message,
+                    budget,
+                })?))
+            }
             PhaseEnd::Waiting(question) => Ok(Next::Pause(self.pause(EpicOutcome::Waiting {
                 story: sp.key.clone(),
                 question,

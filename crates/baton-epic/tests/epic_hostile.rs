@@ -42,6 +42,7 @@ async fn run_with(
             on_event: Some(&on_event),
             cancel: CancellationToken::new(),
             dry_run: false,
+            budget: Default::default(),
         },
     )
     .await

@@ -268,6 +268,7 @@ async fn a_dry_run_shows_the_plan_and_writes_nothing() {
             on_event: None,
             cancel: CancellationToken::new(),
             dry_run: true,
+            budget: Default::default(),
         },
     )
     .await

@@ -91,6 +91,7 @@ impl World {
                 on_event,
                 cancel,
                 dry_run,
+                budget: Default::default(),
             },
         )
         .await
@@ -557,6 +558,7 @@ async fn a_skill_named_in_baton_toml_runs_its_phase_and_a_package_keeps_the_bund
             on_event: None,
             cancel: CancellationToken::new(),
             dry_run: true,
+            budget: Default::default(),
         },
     )
     .await

@@ -81,6 +81,7 @@ impl World {
                 on_event: Some(&on_event),
                 cancel: CancellationToken::new(),
                 dry_run,
+                budget: Default::default(),
             },
         )
         .await

@@ -56,6 +56,7 @@ async fn record_the_demo_epic_again() {
             on_event: None,
             cancel: CancellationToken::new(),
             dry_run: false,
+            budget: Default::default(),
         },
     )
     .await
@@ -94,6 +95,7 @@ async fn the_demo_epic_replays_offline() {
             on_event: None,
             cancel: CancellationToken::new(),
             dry_run: false,
+            budget: Default::default(),
         },
     )
     .await

@@ -152,6 +152,7 @@ pub fn status(project: &Path, folder: &str) -> Result<StoriesBoard> {
                     run_id: r.run_id.clone(),
                     review_cycle: r.review_cycle,
                     result: r.result.clone(),
+                    usage: None,
                 })
                 .collect();
         }

@@ -92,6 +92,7 @@ impl Fixture {
                 on_event: None,
                 cancel: CancellationToken::new(),
                 dry_run: false,
+                budget: Default::default(),
             },
         )
         .await

@@ -125,6 +125,7 @@ fn start_answer(state: &AppState, body: AnswerBody) -> Result<(StatusCode, Json<
             on_event: None,
             cancel,
             dry_run: false,
+            budget: Default::default(),
         };
         let command = Command::Answer {
             story: body.story,

@@ -75,6 +75,11 @@ pub struct LoopArgs {
     /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Hard budgets on the whole epic (over `[budget] tokens`/`usd`; per story:
+    /// `tokens_per_story`/`usd_per_story`). The loop pauses with exit code 12 before a call
+    /// that could cross one.
+    #[command(flatten)]
+    pub budget: crate::cli::BudgetArgs,
 }
 
 #[derive(Debug, Args)]
@@ -301,6 +306,10 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
     if let Err(e) = baton_epic::preflight(project, &command) {
         return Ok(failure(&e).report(args.json));
     }
+    let budget = match super::run::budget_config(&store, project, args.budget) {
+        Ok(b) => b,
+        Err(f) => return Ok(f.report(args.json)),
+    };
     let continuing = matches!(command, Command::Answer { .. } | Command::Resume);
     let chosen = match dry_run {
         // A dry run calls no model: any source does.
@@ -325,6 +334,7 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
         on_event: if args.json { None } else { Some(&on_event) },
         cancel: Default::default(),
         dry_run,
+        budget,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -373,6 +383,7 @@ pub fn exit_code(o: &EpicOutcome) -> u8 {
         EpicOutcome::Waiting { .. } => WAITING,
         EpicOutcome::Paused { .. } => exit::FAILURE,
         EpicOutcome::Stopped | EpicOutcome::Interrupted => exit::STOPPED,
+        EpicOutcome::Budget { .. } => super::run::BUDGET_EXCEEDED,
     }
 }
 
@@ -435,6 +446,21 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
                 next("resume")
             );
         }
+        EpicOutcome::Budget {
+            story,
+            phase,
+            message,
+            ..
+        } => {
+            eprintln!(
+                "{} {message}",
+                crate::ui::color::err(crate::ui::Paint::Warn, "budget reached:")
+            );
+            eprintln!(
+                "  paused at {phase} of {story}, nothing lost; continue with a larger budget: `{} --budget-tokens N` (or --budget-usd X, or raise [budget] in baton.toml)",
+                next("resume")
+            );
+        }
         EpicOutcome::Planned { plan } => {
             println!(
                 "{}: {} {} to run",
@@ -460,16 +486,32 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
 }
 
 fn status(args: &StatusArgs) -> anyhow::Result<u8> {
-    let board = match baton_epic::status(&args.project.project, args.epic.as_deref()) {
+    let mut board = match baton_epic::status(&args.project.project, args.epic.as_deref()) {
         Ok(b) => b,
         Err(e) => return Ok(failure(&e).report(args.json)),
     };
+    if let Ok(store) = Store::open_default() {
+        baton_epic::budget::fill_usage(&mut board, &store, &args.project.project);
+    }
     if args.json {
         super::print_json(&board)?;
     } else {
         print!("{}", board_text(&board));
     }
     Ok(exit::OK)
+}
+
+/// `12,345 tokens (71% of the prompt cached), $0.0123`.
+fn usage_text(u: &baton_llm::Usage) -> String {
+    let mut t = format!(
+        "{} tokens ({:.0}% of the prompt cached)",
+        super::runs::thousands(u.total_tokens),
+        u.cached_share() * 100.0
+    );
+    if let Some(c) = u.cost_usd {
+        t.push_str(&format!(", ${c:.4}"));
+    }
+    t
 }
 
 /// The board as text.
@@ -510,6 +552,9 @@ pub fn board_text(b: &Board) -> String {
             if let Some(p) = &s.problem {
                 out.push_str(&format!("      ! {p}\n"));
             }
+        }
+        if let Some(u) = &e.usage {
+            out.push_str(&format!("  usage: {}\n", usage_text(u)));
         }
     }
     if let Some(f) = &b.last_failure {

@@ -90,6 +90,7 @@ pub fn run(command: DemoCommand) -> anyhow::Result<u8> {
         on_event: if args.json { None } else { Some(&on_event) },
         cancel: Default::default(),
         dry_run: false,
+        budget: Default::default(),
     };
     let runtime = super::run::runtime()?;
     let _signals = signals::watch(&runtime, settings.cancel.clone());
