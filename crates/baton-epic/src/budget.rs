@@ -14,7 +14,12 @@ use serde_json::Value;
 use std::path::Path;
 
 /// What the runs of the loop's record spent, but `except`: in total, and for `story`.
-fn spent_by_others(ctx: &Ctx<'_>, story: &str, except: &str, price: Option<Price>) -> (Spent, Spent) {
+fn spent_by_others(
+    ctx: &Ctx<'_>,
+    story: &str,
+    except: &str,
+    price: Option<Price>,
+) -> (Spent, Spent) {
     let mut epic = Spent::default();
     let mut of_story = Spent::default();
     for r in ctx.progress.runs.iter().filter(|r| r.run_id != except) {

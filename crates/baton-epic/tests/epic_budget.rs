@@ -82,7 +82,10 @@ async fn a_story_budget_pauses_the_loop_on_that_story_and_a_larger_one_finishes_
             ..
         } => {
             assert_eq!(story, EPIC1[0]);
-            assert!(message.contains(&format!("story {}", EPIC1[0])), "{message}");
+            assert!(
+                message.contains(&format!("story {}", EPIC1[0])),
+                "{message}"
+            );
             (run_id.clone().unwrap(), budget.clone())
         }
         other => panic!("{other:?}"),
