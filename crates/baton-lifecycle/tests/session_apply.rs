@@ -201,3 +201,54 @@ fn a_fix_at_max_retries_escalates_and_pauses_for_a_person() {
     assert_eq!(doc["steps"][pause]["status"], "pending");
     assert!(pause_at_escalation(&w.ctx, None, 0).is_err());
 }
+
+/// maestro v0.5's completion record: what the model passes to `session.complete` lands in
+/// the step's `completion_summary`, `completion_decisions`, `completion_caveats` and
+/// `completion_deferred` (null when not given), and the next step's prompt carries it in its
+/// session anchor.
+#[test]
+fn the_completion_record_of_session_complete_lands_in_status_json() {
+    let w = world(CHAIN);
+    let i = w.claim();
+    let call = r#"{"status":"DONE","evidence":["plan.json"],"summary":"Planned the export",
+        "decisions":["comma separator"],"caveats":"no streaming","deferred":["xlsx"]}"#;
+    let done = completion::parse(call).unwrap();
+    finish_step(&w.ctx, None, i, Some("tick@test"), Some(done)).unwrap();
+    let s = w.step(i);
+    assert_eq!(s["completion_summary"], "Planned the export");
+    assert_eq!(
+        s["completion_decisions"],
+        serde_json::json!(["comma separator"])
+    );
+    assert_eq!(s["completion_caveats"], "no streaming");
+    assert_eq!(s["completion_deferred"], serde_json::json!(["xlsx"]));
+    let next = verbs::next::run(&w.ctx, None, Some("tick@test"), None).unwrap();
+    let prompt = next.json["prompt"].as_str().unwrap();
+    assert!(prompt.starts_with("<session_anchor>\n"), "{prompt}");
+    assert!(
+        prompt.contains("- [0] maestro-plan (plan): Planned the export\n  ⚠️ no streaming"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("- Deferred work: xlsx"), "{prompt}");
+    // Without a record, the fields are null (a protocol-2 session writes them always).
+    let i = next.json["index"].as_u64().unwrap() as usize;
+    let done = completion::parse(r#"{"status":"DONE"}"#).unwrap();
+    finish_step(&w.ctx, None, i, Some("tick@test"), Some(done)).unwrap();
+    let s = w.step(i);
+    for k in [
+        "completion_summary",
+        "completion_decisions",
+        "completion_caveats",
+        "completion_deferred",
+    ] {
+        assert_eq!(s[k], Value::Null, "{k}");
+    }
+    // Bad records are refused back to the model, not written.
+    for bad in [
+        r#"{"status":"DONE","decisions":"x","deferred":[1]}"#,
+        r#"{"status":"DONE","summary":7}"#,
+        r#"{"status":"DONE","note":"x"}"#,
+    ] {
+        assert!(completion::parse(bad).is_err(), "{bad}");
+    }
+}

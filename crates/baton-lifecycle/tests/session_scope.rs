@@ -254,3 +254,44 @@ async fn the_session_loop_settles_the_scope_gate_by_code() {
     assert_eq!(stage_step(&doc, "roadmap")["status"], "skipped");
     assert_eq!(w.decisions()[0]["type"], "scope-gate");
 }
+
+/// Without `-y`, an unknown scope verdict is asked (seed 003: large or medium/small); the
+/// answer is applied as that verdict and said in the decision.
+#[test]
+fn an_unknown_scope_without_y_asks_a_person() {
+    use baton_lifecycle::ralph::discovery::{self, Pick};
+    use baton_lifecycle::session::intervene::{self, Choice, Pause};
+    let w = session_world::world_with(CHAIN, OWNER, false);
+    let dir = w.ctx.project.join(".workflow/scratch/ANL-001");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("conclusions.json"), r#"{"id": "ANL-001"}"#).unwrap();
+    let gate = w.reach_scope_gate();
+    let settled = scope::settle(&w.ctx, None, gate).unwrap();
+    assert!(matches!(settled, scope::Settled::Asked));
+    let doc = w.doc();
+    assert_eq!(doc["status"], "paused");
+    assert_eq!(doc["steps"][gate]["status"], "pending");
+    assert_eq!(doc["steps"][gate]["asked"], scope::QUESTION);
+    assert!(w.decisions().is_empty(), "nothing decided yet");
+    let s = discovery::find(&w.ctx, None, Pick::Active)
+        .unwrap()
+        .into_session()
+        .unwrap();
+    let pause = intervene::why_paused(&s).unwrap();
+    assert!(matches!(&pause, Pause::Question { index, .. } if *index == gate));
+    let words: Vec<&str> = pause.choices().iter().map(|(c, _)| c.as_str()).collect();
+    assert_eq!(words, ["large", "small", "abort"]);
+    assert!(pause.question_text().unwrap().contains("no scope verdict"));
+    // A word that does not fit is refused; `small` collapses the chain.
+    assert!(intervene::decide(&w.ctx, None, Choice::Unified, "").is_err());
+    intervene::decide(&w.ctx, None, Choice::Small, "").unwrap();
+    let doc = w.doc();
+    assert_eq!(doc["status"], "running");
+    assert_eq!(doc["scope_verdict"], "small");
+    assert_eq!(stage_step(&doc, "roadmap")["status"], "skipped");
+    assert_eq!(stage_step(&doc, "plan")["args"], "--from analyze:ANL-001");
+    let d = w.decisions();
+    assert_eq!(d.len(), 1);
+    let summary = d[0]["summary"].as_str().unwrap();
+    assert!(summary.contains("a person chose small"), "{summary}");
+}
