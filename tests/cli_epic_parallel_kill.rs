@@ -1,0 +1,232 @@
+//! Kill test of `baton epic run --parallel 3`: the orchestrator is SIGKILLed at random moments
+//! while stories are in flight in their worktrees (20 kills by default; `BATON_EPIC_KILLS=N`,
+//! `BATON_EPIC_KILL_SEED`), and `baton epic resume` takes over each time. The epic ends as one
+//! never killed: the same statuses, one commit per story with the same files, no worktree or
+//! story branch left, `git fsck` clean, and no phase step of a story run twice.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
+
+#[allow(unused_imports)]
+mod common;
+#[path = "../crates/baton-epic/tests/support/player.rs"]
+mod player;
+
+use common::{Baton, repo};
+use player::{Player, Scenario};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const IMPL: &str = "_bmad-output/implementation-artifacts";
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn sample(into: &Path) -> PathBuf {
+    let project = into.join("project");
+    baton_testkit::copy_dir(&repo().join("examples/projects/taskboard-epic"), &project);
+    std::fs::write(
+        project.join("baton.toml"),
+        "[autopilot.git]\ncommit = true\n",
+    )
+    .unwrap();
+    git(&project, &["init", "-q", "-b", "main"]);
+    git(&project, &["add", "-A"]);
+    git(
+        &project,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "-m",
+            "init",
+        ],
+    );
+    project
+}
+
+fn baton_cmd(baton: &Baton, player: &Player, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_baton"));
+    cmd.args(args)
+        .env("BATON_HOME", baton.home.path())
+        .env("OPENAI_BASE_URL", player.base_url())
+        .env("BATON_MODEL", "played")
+        .env("OPENAI_API_KEY", "sk-test")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Stories with a worktree now (in flight).
+fn in_flight(project: &Path) -> usize {
+    std::fs::read(project.join(IMPL).join(".baton-epic-parallel.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v["started"].as_array().map(Vec::len))
+        .unwrap_or(0)
+}
+
+/// Drives epic-1 with --parallel 3 to done; kills it `kills` times while stories are in flight.
+fn drive(baton: &Baton, player: &Player, project: &Path, kills: usize, rng: &mut Rng) -> usize {
+    let p = project.to_str().unwrap();
+    let mut killed = 0;
+    let mut first = true;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        assert!(Instant::now() < deadline, "the epic did not finish");
+        let args: Vec<&str> = if first {
+            vec!["epic", "run", "epic-1", "--parallel", "3", "-p", p]
+        } else {
+            vec!["epic", "resume", "-p", p]
+        };
+        first = false;
+        let mut child = baton_cmd(baton, player, &args).spawn().unwrap();
+        if killed < kills {
+            let until = Instant::now() + Duration::from_millis(20 + rng.below(400));
+            let mut exited = None;
+            while Instant::now() < until {
+                if let Some(status) = child.try_wait().unwrap() {
+                    exited = Some(status);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            if exited.is_none() {
+                let flying = in_flight(project);
+                child.kill().unwrap();
+                child.wait().unwrap();
+                if flying > 0 {
+                    killed += 1;
+                }
+                continue;
+            }
+            let code = exited.unwrap().code();
+            assert_eq!(code, Some(0), "{args:?}");
+            return killed;
+        }
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{args:?}");
+        return killed;
+    }
+}
+
+/// (story, phase, review cycle) → runs, over every project of the store (a worktree is one).
+fn phase_steps(baton: &Baton) -> BTreeMap<(String, String, String), usize> {
+    let store = baton_store::Store::new(baton.home.path());
+    let mut out = BTreeMap::new();
+    for p in store.projects().unwrap().projects {
+        let runs_dir = p.run_paths("x").dir.parent().unwrap().to_path_buf();
+        let Ok(entries) = std::fs::read_dir(runs_dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let id = e.file_name().to_string_lossy().into_owned();
+            if id.starts_with('.') {
+                continue;
+            }
+            let state = p.state_file(&id).read().unwrap().doc.to_value();
+            let v = &state["variables"];
+            let key = |k: &str| v[k].as_str().unwrap_or("").to_string();
+            *out.entry((key("storyKey"), key("phase"), key("reviewCycle")))
+                .or_insert(0) += 1;
+        }
+    }
+    out
+}
+
+fn end_state(project: &Path) -> (String, Vec<String>, Vec<(String, String)>) {
+    let sprint: String = std::fs::read_to_string(project.join(IMPL).join("sprint-status.yaml"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with("last_updated:"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut subjects: Vec<String> = git(project, &["log", "--format=%s"])
+        .lines()
+        .map(String::from)
+        .collect();
+    subjects.sort();
+    let files = git(project, &["ls-files", "src"])
+        .lines()
+        .map(|f| {
+            (
+                f.to_string(),
+                std::fs::read_to_string(project.join(f)).unwrap(),
+            )
+        })
+        .collect();
+    (sprint, subjects, files)
+}
+
+#[test]
+fn parallel_epic_killed_at_random_moments_ends_as_if_never_killed() {
+    let kills: usize = std::env::var("BATON_EPIC_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let seed: u64 = std::env::var("BATON_EPIC_KILL_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x9a7a_11e1);
+    let scenario = Scenario {
+        changes: vec![("1-3-password-reset".into(), 1)],
+        delay: Duration::from_millis(40),
+        ..Default::default()
+    };
+    let reference = Baton::new();
+    let tmp_ref = tempfile::tempdir().unwrap();
+    let project_ref = sample(tmp_ref.path());
+    let player_ref = Player::start(&project_ref, scenario.clone());
+    drive(&reference, &player_ref, &project_ref, 0, &mut Rng(seed));
+    let expected = end_state(&project_ref);
+
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = sample(tmp.path());
+    let player = Player::start(&project, scenario);
+    let done = drive(&baton, &player, &project, kills, &mut Rng(seed | 1));
+    eprintln!("parallel kill test: {done} kills with stories in flight");
+    assert!(
+        done >= kills,
+        "only {done} kills landed while stories were in flight"
+    );
+
+    assert_eq!(end_state(&project), expected);
+    let list = git(&project, &["worktree", "list", "--porcelain"]);
+    assert_eq!(list.matches("worktree ").count(), 1, "{list}");
+    assert_eq!(git(&project, &["branch", "--list", "baton/*"]), "");
+    git(&project, &["fsck", "--no-progress", "--strict"]);
+    let ran = phase_steps(&baton);
+    assert!(
+        ran.values().all(|n| *n == 1),
+        "a phase step ran twice: {ran:?}"
+    );
+    assert_eq!(ran, phase_steps(&reference));
+}
