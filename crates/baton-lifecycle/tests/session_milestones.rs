@@ -186,6 +186,33 @@ async fn a_session_completes_m1_advances_and_completes_m2() {
     // M2's chain passed on the first try: the fix in M1 is kept.
     let m2_verify = d.iter().rfind(|l| l["node_id"] == "post-verify").unwrap();
     assert_eq!(m2_verify["verdict"], "proceed");
+    // The board groups the steps by milestone.
+    let board = verbs::status::run(&c.ctx, None).unwrap().stdout;
+    assert!(board.contains("Milestones: M1 ✓ → M2 ✓\n"), "{board}");
+    let m1 = board.find("  ── milestone M1 ✓\n").unwrap();
+    let m2 = board.find("  ── milestone M2 ✓\n").unwrap();
+    assert!(board[..m1].contains("Progress:") && m1 < m2, "{board}");
+    assert!(
+        board[m2..].contains(&format!("{}. maestro-analyze 2", gates[0] + 1)),
+        "{board}"
+    );
+    let summary = verbs::session::summary_json(
+        &baton_lifecycle::ralph::discovery::find(
+            &c.ctx,
+            None,
+            baton_lifecycle::ralph::discovery::Pick::Any,
+        )
+        .unwrap()
+        .into_session()
+        .unwrap(),
+    );
+    assert_eq!(
+        summary["milestones"],
+        json!([
+            {"id": "M1", "first_step": 0, "last_step": gates[0], "done": true},
+            {"id": "M2", "first_step": gates[0] + 1, "last_step": gates[1], "done": true}
+        ])
+    );
     // state.json: both milestones done, as the milestone-complete steps recorded.
     let state: Value =
         serde_json::from_slice(&std::fs::read(c.project.join(".workflow/state.json")).unwrap())

@@ -152,7 +152,33 @@ pub fn render(
         .get("steps")
         .and_then(Value::as_array)
         .unwrap_or(&empty);
+    // A session that moved on to a next milestone shows where each milestone's steps start.
+    let milestones = summary
+        .get("milestones")
+        .and_then(Value::as_array)
+        .filter(|m| m.len() > 1);
     for step in steps {
+        if let Some(m) = milestones.and_then(|ms| {
+            ms.iter()
+                .find(|m| n(m, "first_step").is_some() && n(m, "first_step") == n(step, "index"))
+        }) {
+            out.push_str("<li class=\"milestone\" role=\"presentation\" data-milestone=\"");
+            push_esc(&mut out, s(m, "id"));
+            out.push_str("\"><strong>Milestone ");
+            push_esc(
+                &mut out,
+                if s(m, "id").is_empty() {
+                    "?"
+                } else {
+                    s(m, "id")
+                },
+            );
+            out.push_str("</strong>");
+            if m.get("done").and_then(Value::as_bool) == Some(true) {
+                out.push_str(" <span class=\"muted\">✓ done</span>");
+            }
+            out.push_str("</li>");
+        }
         let (mark, class) = icon(step, active);
         let is_active = active.is_some() && n(step, "index") == active;
         let _ = write!(
@@ -222,7 +248,7 @@ pub fn render(
         ("Intent", text(summary.get("intent"))),
         ("Position", text(summary.get("lifecycle_position"))),
         ("Phase", text(summary.get("phase"))),
-        ("Milestone", text(summary.get("milestone"))),
+        ("Milestone", milestone_fact(summary)),
         ("Quality", text(summary.get("quality_mode"))),
         ("Planning", text(summary.get("planning_mode"))),
         (
@@ -256,6 +282,28 @@ pub fn render(
     goals_card(&mut out, summary.get("sub_goals"));
     out.push_str("</div></div></div>");
     out
+}
+
+/// The session's milestone; when it moved on, every milestone it went through (`M1 ✓ → M2`).
+fn milestone_fact(summary: &Value) -> String {
+    let segments: Vec<String> = summary
+        .get("milestones")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            let id = m.get("id").and_then(Value::as_str).unwrap_or("?");
+            let done = m.get("done").and_then(Value::as_bool) == Some(true);
+            format!("{id}{}", if done { " ✓" } else { "" })
+        })
+        .collect();
+    if segments.len() > 1 {
+        return segments.join(" → ");
+    }
+    match summary.get("milestone") {
+        Some(Value::String(m)) if !m.is_empty() => m.clone(),
+        _ => "—".into(),
+    }
 }
 
 fn goals_card(out: &mut String, goals: Option<&Value>) {
@@ -405,6 +453,33 @@ mod tests {
         assert!(html.contains("close call") && html.contains("fine &lt;b&gt;"));
         assert!(html.contains("1/5 confirmed (2 completed)"));
         assert!(html.starts_with("<div id=\"session\" data-live data-poll=\"3000\">"));
+    }
+
+    #[test]
+    fn a_session_that_advanced_shows_its_milestones() {
+        let mut one = summary();
+        one["milestone"] = json!("M2");
+        one["milestones"] = json!([
+            {"id": "M1", "first_step": 0, "last_step": 1, "done": true},
+            {"id": "M2", "first_step": 2, "last_step": 4, "done": false}
+        ]);
+        let roots = Roots::new(None, None, None);
+        let html = render(&one, &[], false, &roots, &StepRuns::new());
+        let m1 = html.find("data-milestone=\"M1\"").unwrap();
+        let m2 = html.find("data-milestone=\"M2\"").unwrap();
+        let step0 = html.find("data-index=\"0\"").unwrap();
+        let step2 = html.find("data-index=\"2\"").unwrap();
+        assert!(m1 < step0 && step0 < m2 && m2 < step2, "{html}");
+        assert!(html.contains("<strong>Milestone M1</strong> <span class=\"muted\">✓ done</span>"));
+        assert!(html.contains("<dd>M1 ✓ → M2</dd>"), "{html}");
+        // One milestone: no headers.
+        let mut single = summary();
+        single["milestone"] = json!("M1");
+        single["milestones"] =
+            json!([{"id": "M1", "first_step": 0, "last_step": 4, "done": false}]);
+        let html = render(&single, &[], false, &roots, &StepRuns::new());
+        assert!(!html.contains("data-milestone"));
+        assert!(html.contains("<dd>M1</dd>"));
     }
 
     #[test]

@@ -397,6 +397,8 @@ fn settle_milestone(
         } => {
             let inserted = chain::insert_steps_after(ctx, s, index, steps)?;
             milestone::advance_fields(s, &to, phase, planning);
+            // The gate closes its milestone: the board groups the steps by it.
+            s.set_step(index, "milestone_id", json!(from));
             consume(s, index, "proceed");
             extra.insert("milestone_from".into(), json!(from));
             extra.insert("milestone_to".into(), json!(to));
@@ -413,6 +415,9 @@ fn settle_milestone(
                 // state.json first: a kill before status.json's write finds the gate pending
                 // and clears (nothing) again.
                 milestone::clear_current(ctx, m)?;
+            }
+            if let Some(m) = &from {
+                s.set_step(index, "milestone_id", json!(m));
             }
             consume(s, index, "proceed");
             extra.insert("milestone_from".into(), json!(from));

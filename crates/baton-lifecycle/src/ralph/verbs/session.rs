@@ -155,6 +155,52 @@ pub fn goals(s: &Session) -> Vec<Goal> {
         .unwrap_or_default()
 }
 
+/// The steps of one milestone: from the session's start or the step after a `post-milestone`
+/// gate, up to and including the next one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Segment {
+    /// The milestone: the one its closing gate recorded when it was settled, else (still
+    /// open) the session's `milestone`; `None` when nothing says.
+    pub id: Option<String>,
+    pub first: usize,
+    pub last: usize,
+    /// Its `post-milestone` gate is completed.
+    pub done: bool,
+}
+
+/// The session's milestones in chain order (one segment when it never advanced).
+pub fn milestones(s: &Session) -> Vec<Segment> {
+    let current = s.str("milestone").filter(|m| !m.is_empty());
+    let mut out = Vec::new();
+    let mut first = 0;
+    let steps: Vec<_> = s.all_steps().collect();
+    for st in &steps {
+        if st.decision() != Some("post-milestone") {
+            continue;
+        }
+        let done = st.status() == "completed";
+        let recorded = st.str("milestone_id").filter(|m| !m.is_empty());
+        out.push(Segment {
+            id: recorded
+                .or(if done { None } else { current })
+                .map(str::to_owned),
+            first,
+            last: st.index(),
+            done,
+        });
+        first = st.index() + 1;
+    }
+    if first < steps.len() || out.is_empty() {
+        out.push(Segment {
+            id: current.map(str::to_owned),
+            first,
+            last: steps.len().saturating_sub(1),
+            done: false,
+        });
+    }
+    out
+}
+
 /// A project's sessions as a list shows them (the web API and the sessions page).
 #[derive(Debug)]
 pub struct Listing {
@@ -231,6 +277,10 @@ pub fn summary_json(s: &Session) -> Value {
         "claim": claim,
         "steps": steps,
         "sub_goals": d.get("task_decomposition").cloned().unwrap_or(Value::Null),
+        "milestones": milestones(s)
+            .iter()
+            .map(|m| json!({"id": m.id, "first_step": m.first, "last_step": m.last, "done": m.done}))
+            .collect::<Vec<_>>(),
         "path": s.status_path(),
     })
 }

@@ -2,7 +2,7 @@
 //! `▸` active, ` ` pending, `✗` failed, `—` skipped, `◆` a decision), the command scope and path
 //! of execution steps, and the sub-goals.
 
-use super::session::{goals, summary_json};
+use super::session::{goals, milestones, summary_json};
 use crate::ralph::Context;
 use crate::ralph::discovery::{self, Pick};
 use crate::ralph::error::Result;
@@ -43,6 +43,27 @@ pub fn board(s: &Session) -> String {
             .and_then(Value::as_str)
             .unwrap_or("—")
     ));
+    let segments = milestones(s);
+    if segments.len() > 1 {
+        // `M1 ✓ → M2`: every milestone the session went through.
+        let line: Vec<String> = segments
+            .iter()
+            .map(|m| {
+                format!(
+                    "{}{}",
+                    m.id.as_deref().unwrap_or("?"),
+                    if m.done { " ✓" } else { "" }
+                )
+            })
+            .collect();
+        out.push_str(&format!("Milestones: {}\n", line.join(" → ")));
+    } else if let Some(current) = d
+        .get("milestone")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+    {
+        out.push_str(&format!("Milestone: {current}\n"));
+    }
     out.push_str(&format!("Progress: {confirmed}/{total} confirmed\n"));
     let current = s.active_index().and_then(|a| s.step(a)).map(|st| {
         let holder = s
@@ -60,7 +81,16 @@ pub fn board(s: &Session) -> String {
         "Current:  {}\n\n",
         current.as_deref().unwrap_or("(none)")
     ));
+    // Milestone headers when the session spans more than one.
+    let headed = segments.len() > 1;
     for step in s.all_steps() {
+        if headed && let Some(m) = segments.iter().find(|m| m.first == step.index()) {
+            out.push_str(&format!(
+                "  ── milestone {}{}\n",
+                m.id.as_deref().unwrap_or("?"),
+                if m.done { " ✓" } else { "" }
+            ));
+        }
         let mut line = format!("  [{}] {}. ", icon(s, &step), step.index());
         match step.decision() {
             Some(gate) => {
