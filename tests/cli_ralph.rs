@@ -2,6 +2,7 @@
 //! behaviour — `skills`, `check`, `session`, `next`, `complete`, `retry`, session discovery and
 //! the status.json format — each scenario a project and a fake HOME with command files and
 //! sessions, a verb sequence, and the exit codes, output lines and status.json after each.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod ralph_support;
 

@@ -205,3 +205,198 @@ fn a_second_demo_session_replaces_the_first_and_a_foreign_directory_is_refused()
         "keep"
     );
 }
+
+#[path = "../crates/baton-lifecycle/tests/support/session_player.rs"]
+mod csvsum_player;
+
+/// A step as maestro's skill builds it, its command file in a maestro install that is gone.
+fn maestro_step(i: usize, skill: &str, args: &str, stage: &str, status: &str) -> Value {
+    serde_json::json!({
+        "index": i, "skill": skill, "args": args, "stage": stage, "scope": null,
+        "decision": null, "retry_count": 0, "max_retries": 2, "command_scope": "global",
+        "command_path": format!("/nonexistent/maestro-home/.claude/commands/{skill}.md"),
+        "milestone_id": null, "source_artifact_ref": null, "status": status, "goal_ref": null,
+        "completion_confirmed": status == "completed",
+        "completion_status": if status == "completed" { Value::from("DONE") } else { Value::Null },
+        "completion_evidence": if status == "completed" {
+            Value::from(".workflow/scratch/P1/analysis.md")
+        } else {
+            Value::Null
+        },
+        "completion_summary": if status == "completed" { Value::from("Analyzed phase 1") } else { Value::Null },
+        "completed_at": if status == "completed" { Value::from("2026-11-20T10:00:00.000Z") } else { Value::Null },
+        "deferred_reads": [], "load": null
+    })
+}
+
+fn maestro_gate(i: usize, gate: &str) -> Value {
+    serde_json::json!({
+        "index": i, "skill": "", "args": "", "stage": gate.trim_start_matches("post-"),
+        "scope": null, "decision": gate, "retry_count": 0, "max_retries": 2,
+        "command_scope": null, "command_path": null, "milestone_id": null,
+        "source_artifact_ref": null, "status": "pending", "goal_ref": null,
+        "completion_confirmed": false, "completion_status": null, "completion_evidence": null,
+        "completed_at": null, "deferred_reads": [], "load": null
+    })
+}
+
+/// A session maestro v0.5.50 started on the csvsum sample and left mid-step (its agent gone,
+/// its lease still recorded, its command files uninstalled): `baton session adopt` takes it
+/// over in place and `baton session continue` drives it to the end against the played model.
+#[test]
+fn adopt_takes_over_a_session_maestro_started_and_continue_finishes_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("csvsum");
+    baton_testkit::copy_dir(&common::repo().join("examples/projects/csvsum"), &project);
+    std::fs::create_dir_all(tmp.path().join("home")).unwrap();
+    let id = "ralph-20261120-100000";
+    let dir = project.join(".workflow/.maestro").join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let steps = vec![
+        maestro_step(0, "maestro-analyze", "1", "analyze", "completed"),
+        maestro_step(1, "maestro-plan", "1", "plan", "running"),
+        maestro_step(2, "maestro-execute", "1", "execute", "pending"),
+        maestro_step(3, "maestro-verify", "1", "verify", "pending"),
+        maestro_gate(4, "post-verify"),
+        maestro_step(5, "quality-review", "1 --tier quick", "review", "pending"),
+        maestro_gate(6, "post-review"),
+        maestro_step(
+            7,
+            "maestro-milestone-audit",
+            "",
+            "milestone-audit",
+            "pending",
+        ),
+        maestro_step(
+            8,
+            "maestro-milestone-complete",
+            "",
+            "milestone-complete",
+            "pending",
+        ),
+        maestro_gate(9, "post-milestone"),
+    ];
+    let doc = serde_json::json!({
+        "session_id": id, "source": "ralph", "status": "running", "ralph_protocol_version": "2",
+        "active_step_index": 1,
+        "intent": "phase 1: add a --header flag that skips the first line",
+        "lifecycle_position": "analyze", "phase": 1, "phase_is_new": false, "milestone": "M1",
+        "auto_mode": true, "quality_mode": "quick", "planning_mode": "independent",
+        "scope_verdict": null, "analyze_macro_id": null, "blueprint_id": null,
+        "cli_tool": "claude", "passed_gates": [], "consec_exit2_count": 1,
+        "context": {"issue_id": null, "scratch_dir": null}, "steps": steps,
+        "current_step": 1, "execution_owner": "ralph-execute", "lease_id": "L7",
+        "owner_epoch": 2, "maestro_only_field": {"kept": true}
+    });
+    std::fs::write(
+        dir.join("status.json"),
+        serde_json::to_string_pretty(&doc).unwrap(),
+    )
+    .unwrap();
+    let maestro_line = r#"{"id":"DEC-1","source":"ralph","node_id":"post-analyze","type":"routing","verdict":"proceed"}"#;
+    std::fs::write(dir.join("decisions.ndjson"), format!("{maestro_line}\n")).unwrap();
+    std::fs::create_dir_all(project.join(".workflow/scratch/P1")).unwrap();
+    std::fs::write(
+        project.join(".workflow/scratch/P1/analysis.md"),
+        "# maestro's analysis\n",
+    )
+    .unwrap();
+
+    let player = csvsum_player::SessionPlayer::start(&project);
+    let baton = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(args)
+            .current_dir(&project)
+            .env("HOME", tmp.path().join("home"))
+            .env("BATON_HOME", tmp.path().join("baton-home"))
+            .env("OPENAI_BASE_URL", player.base_url())
+            .env("BATON_MODEL", "played")
+            .env("OPENAI_API_KEY", "sk-test")
+            .env_remove("MAESTRO_HOME")
+            .env_remove("BATON_RALPH_CLI")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // maestro's agent may still hold the lease: refused without --force, nothing written.
+    let before = std::fs::read(dir.join("status.json")).unwrap();
+    let (code, stdout, _) = baton(&["session", "adopt", "--json"]);
+    assert_eq!(code, 1, "{stdout}");
+    let refused: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(refused["error"]["code"], "SESSION_LEASED");
+    assert_eq!(std::fs::read(dir.join("status.json")).unwrap(), before);
+
+    let (code, stdout, stderr) = baton(&["session", "adopt", "--force"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.starts_with(&format!("adopted {id} (running)\n")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("released the lease"), "{stdout}");
+    assert!(
+        stdout
+            .contains("step 1 (maestro-plan) was running under the previous driver: pending again"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("step 2 (maestro-execute): command file found (bundled)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with(&format!(
+            "go on with: baton session continue --session {id}\n"
+        )),
+        "{stdout}"
+    );
+    let adopted: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("status.json")).unwrap()).unwrap();
+    assert_eq!(adopted["active_step_index"], Value::Null);
+    assert_eq!(adopted["execution_owner"], Value::Null);
+    assert_eq!(adopted["owner_epoch"], 2);
+    assert_eq!(adopted["consec_exit2_count"], 0);
+    assert_eq!(adopted["adopted_from"], "ralph");
+    // maestro's finished step is kept as it was, its (gone) command file included.
+    assert_eq!(adopted["steps"][0], doc["steps"][0]);
+
+    let (code, stdout, stderr) = baton(&["session", "continue", "--json"]);
+    assert_eq!(code, 0, "{stdout}{stderr}\n{:?}", player.served());
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["outcome"], "completed");
+    let done: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("status.json")).unwrap()).unwrap();
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["steps"][0]["completion_summary"], "Analyzed phase 1");
+    assert_eq!(
+        done["maestro_only_field"],
+        serde_json::json!({"kept": true})
+    );
+    assert_eq!(done["session_id"], id);
+    // maestro's decision is still the first line; baton's follow it.
+    let log = std::fs::read_to_string(dir.join("decisions.ndjson")).unwrap();
+    assert_eq!(log.lines().next().unwrap(), maestro_line);
+    assert!(
+        log.lines()
+            .any(|l| l.contains("\"node_id\":\"post-milestone\"")),
+        "{log}"
+    );
+    // The sample's tests pass: the session did the work.
+    let tests = std::process::Command::new("sh")
+        .arg("test.sh")
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    assert!(
+        tests.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tests.stdout)
+    );
+    // A finished session is not taken over again (ralph import says the same).
+    let (code, _, stderr) = baton(&["ralph", "import", "--session", id]);
+    assert_eq!(code, 1);
+    assert!(stderr.starts_with("error[SESSION_NOT_ACTIVE]"), "{stderr}");
+}

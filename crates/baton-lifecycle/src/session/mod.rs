@@ -23,9 +23,12 @@
 //! - [`review`]: a gate's answer kept for a person to confirm (sessions without `-y`).
 //! - [`build`]: the chain (seed 003's build rules) and the decomposition call.
 //! - [`start`]: `baton session start`: guard, inference, decomposition, chain, creation.
+//! - [`adopt`]: taking over a session maestro started, so the loop drives it to the end.
 
+pub mod adopt;
 pub mod apply;
 pub mod args;
+pub mod budget;
 pub mod build;
 pub mod completion;
 pub mod gate;

@@ -273,6 +273,15 @@ pub enum RalphCommand {
         #[command(flatten)]
         w: Mutate,
     },
+    /// Take over a session maestro started so `baton session continue` drives it (the same
+    /// as `baton session adopt`).
+    Import {
+        /// Take it over even when another agent holds its lease.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        target: Target,
+    },
     /// Create a session from a stage list.
     New {
         /// What the session should achieve.
@@ -575,6 +584,7 @@ fn dispatch(ctx: &Context, cmd: RalphCommand) -> (&'static str, bool, Result<Out
             );
             ("advance", w.target.json, r)
         }
+        C::Import { force, target } => ("import", target.json, import(ctx, &target, force)),
         C::New {
             intent,
             chain,
@@ -603,6 +613,17 @@ fn dispatch(ctx: &Context, cmd: RalphCommand) -> (&'static str, bool, Result<Out
             ("new", json, verbs::new::run(ctx, &args))
         }
     }
+}
+
+/// `import`: `baton session adopt` under ralph (command files resolved with baton's bundled
+/// skills as the last fallback, as the session loop resolves them).
+fn import(ctx: &Context, target: &Target, force: bool) -> Result<Output, RalphError> {
+    // RalphError has a `From<StoreError>` (IO_FAILED).
+    let home = baton_store::resolve_home()?;
+    let bundled = ctx.clone().with_bundled_skills(&home)?;
+    let a = baton_lifecycle::session::adopt::adopt(&bundled, target.session.as_deref(), force)?;
+    Ok(Output::new(super::session::adopt::to_json(&a))
+        .out(super::session::adopt::text(&a, "baton session continue")))
 }
 
 /// Prints a verb's output; a closed pipe is not an error worth reporting.

@@ -6,6 +6,7 @@
 //! to confirm, a failed step or an escalation to decide), 1 failed or paused on an error, 2
 //! usage or bad input, 130 interrupted.
 
+pub(crate) mod adopt;
 mod drive;
 mod errors;
 mod progress;
@@ -41,6 +42,9 @@ pub enum SessionCommand {
     /// step; proceed|abort for an escalation; accept|proceed|fix|escalate|abort for a gate's
     /// verdict), then go on.
     Answer(AnswerArgs),
+    /// Take over a session maestro started (`maestro ralph`, v0.4.18 to v0.5.50): its folder
+    /// and files are kept; `baton session continue` then drives it to the end.
+    Adopt(AdoptArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -86,6 +90,10 @@ pub struct LoopArgs {
     /// Print the outcome as JSON (no progress, no prompts).
     #[arg(long)]
     pub json: bool,
+    /// Hard budgets on the whole session, its step runs and gate calls (over `[budget]
+    /// tokens`/`usd`): the loop stops with exit code 12 before a call that could cross one.
+    #[command(flatten)]
+    pub budget: crate::cli::BudgetArgs,
 }
 
 #[derive(Debug, Args)]
@@ -140,6 +148,18 @@ pub struct AnswerArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct AdoptArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Take it over even when another agent holds its lease (execution_owner, lease_id).
+    #[arg(long)]
+    pub force: bool,
+    /// Print JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct StatusArgs {
     #[command(flatten)]
     pub target: Target,
@@ -157,6 +177,7 @@ pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
         SessionCommand::Continue(a) => resume::continue_(&a),
         SessionCommand::Status(a) => status::run(&a),
         SessionCommand::Answer(a) => resume::answer(&a),
+        SessionCommand::Adopt(a) => adopt::run(&a),
     }
 }
 
