@@ -1,9 +1,12 @@
-//! Kill test of `baton session`: a whole lifecycle session on the csvsum sample (analyze → plan
-//! → execute → verify → post-verify `fix` → the fix loop → proceed → review → goal audit →
-//! milestone-complete) is driven by `baton session start -y` and `baton session continue`
-//! against a played model on 127.0.0.1, and SIGKILLed at random moments (30 kills by default;
-//! `BATON_SESSION_KILLS=N` for more, `BATON_SESSION_KILL_SEED` to pick the moments). Each time
-//! `baton session continue` takes over, until the session is completed. Then:
+//! Kill test of `baton session`: a whole lifecycle session on the csvsum sample, across two
+//! milestones (M1: analyze → plan → execute → verify → post-verify `fix` → the fix loop →
+//! proceed → review → goal audit → milestone-complete → post-milestone, which advances the
+//! session to M2 and inserts M2's chain; M2: analyze → … → milestone-complete → the session
+//! completes) is driven by `baton session start -y` and `baton session continue` against a
+//! played model on 127.0.0.1, and SIGKILLed at random moments (30 kills by default;
+//! `BATON_SESSION_KILLS=N` for more, `BATON_SESSION_KILL_SEED` to pick the moments), in both
+//! milestones and around the advance. Each time `baton session continue` takes over, until
+//! the session is completed. Then:
 //!
 //! - status.json is the one of a session that was never killed (times, ids and the write
 //!   counter blanked), and so are decisions.ndjson (no line twice) and the project's files;
@@ -337,6 +340,7 @@ impl World {
         let tmp = tempfile::tempdir().unwrap();
         let project = tmp.path().join("csvsum");
         baton_testkit::copy_dir(&common::repo().join("examples/projects/csvsum"), &project);
+        session_player::add_second_milestone(&project);
         std::fs::create_dir_all(tmp.path().join("home")).unwrap();
         World { tmp, project }
     }
@@ -387,12 +391,15 @@ impl World {
 }
 
 /// Kills that landed: in all, while the model was asked, during `start` (before the session
-/// existed or while its first ticks ran).
+/// existed or while its first ticks ran), and after which the session stood in M1 or in M2
+/// (moved on by the post-milestone gate).
 #[derive(Debug, Default, Clone, Copy)]
 struct Kills {
     total: usize,
     in_model_call: usize,
     in_start: usize,
+    in_m1: usize,
+    in_m2: usize,
 }
 
 /// A small deterministic generator (xorshift), so a failing seed can be replayed.
@@ -411,7 +418,7 @@ impl Rng {
 /// `kills` times, and checks the session files after each kill. Returns the kills landed.
 fn drive(world: &World, proxy: &Proxy, kills: usize, rng: &mut Rng) -> Kills {
     let mut killed = Kills::default();
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         assert!(Instant::now() < deadline, "the session did not complete");
         // Killed after the session completed, before the process ended: nothing to continue
@@ -434,6 +441,11 @@ fn drive(world: &World, proxy: &Proxy, kills: usize, rng: &mut Rng) -> Kills {
                 killed.total += 1;
                 killed.in_model_call += usize::from(in_call);
                 killed.in_start += usize::from(verb == "start");
+                match status_json(&world.project).map(|s| s["milestone"].clone()) {
+                    Some(m) if m == "M2" => killed.in_m2 += 1,
+                    Some(_) => killed.in_m1 += 1,
+                    None => {}
+                }
                 let found = world.e_findings();
                 assert!(
                     found.is_empty(),
@@ -683,12 +695,26 @@ fn killed_at_random_moments_the_session_ends_as_if_never_killed() {
         gates.iter().any(|(g, _)| g == "post-goal-audit"),
         "{gates:?}"
     );
+    // Two milestones: the first post-milestone gate advanced the session, the second ended it.
+    let milestone_effects: Vec<&str> = expected
+        .decisions
+        .iter()
+        .filter(|d| d["node_id"] == "post-milestone")
+        .map(|d| d["effect"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        milestone_effects,
+        ["milestone-advanced", "session-completed"],
+        "{gates:?}"
+    );
+    assert_eq!(expected.status["milestone"], "M2");
     drop(proxy);
     drop(player);
 
     // Killed sessions, on fresh copies, until enough kills landed.
     let mut rng = Rng(seed | 1);
     let (mut landed, mut in_model_call, mut in_start) = (0, 0, 0);
+    let (mut in_m1, mut in_m2) = (0, 0);
     let mut rounds = 0;
     let started = Instant::now();
     while landed < kills {
@@ -701,6 +727,8 @@ fn killed_at_random_moments_the_session_ends_as_if_never_killed() {
         landed += done.total;
         in_model_call += done.in_model_call;
         in_start += done.in_start;
+        in_m1 += done.in_m1;
+        in_m2 += done.in_m2;
         eprintln!("session kill test: round {rounds}: {done:?}");
 
         let after = proxy.state.after_completion.lock().unwrap().clone();
@@ -742,7 +770,12 @@ fn killed_at_random_moments_the_session_ends_as_if_never_killed() {
     }
     eprintln!(
         "session kill test: {landed} kills in {rounds} rounds ({in_model_call} during a model \
-         call, {in_start} during start), {:.1} s",
+         call, {in_start} during start; {in_m1} in M1, {in_m2} in M2), {:.1} s",
         started.elapsed().as_secs_f64()
+    );
+    // The kills span the advance: some left the session in M1, some in M2.
+    assert!(
+        in_m1 > 0 && in_m2 > 0,
+        "kills in M1: {in_m1}, in M2: {in_m2}"
     );
 }
