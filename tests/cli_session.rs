@@ -1039,3 +1039,61 @@ fn status_says_waiting_while_a_question_waits_and_done_when_completed() {
         "{position}"
     );
 }
+
+#[test]
+fn a_session_budget_stops_with_exit_12_and_continue_with_a_larger_one_finishes() {
+    let fx = csvsum();
+    let player = Player::start(scenario());
+    // A budget of 0: not even the decomposition is asked, nothing is created.
+    let zero = played(
+        &fx,
+        &player,
+        &["start", INTENT, "-y", "--json", "--budget-tokens", "0"],
+    );
+    zero.code(12);
+    assert_eq!(zero.json()["error"]["code"], "BUDGET_EXCEEDED");
+    assert!(player.served().is_empty());
+    // Each call is estimated at its counted prompt plus the 8,192-token cap: about 10,000
+    // tokens for the decomposition, about 10,800 for a step. 10,500 pays for the first only.
+    let budget = ["--budget-tokens", "10500"];
+    let run = played(
+        &fx,
+        &player,
+        &[&["start", INTENT, "-y", "--json"][..], &budget].concat(),
+    );
+    run.code(12);
+    let v = run.json();
+    assert_eq!(v["error"]["code"], "BUDGET_EXCEEDED", "{v:#}");
+    assert_eq!(player.served().len(), 1, "the decomposition only");
+    // The same budget again: the decomposition's tokens count, no step call is sent.
+    let again = played(
+        &fx,
+        &player,
+        &[&["continue", "--json"][..], &budget].concat(),
+    );
+    again.code(12);
+    assert_eq!(player.served().len(), 1);
+    // A larger one finishes the session.
+    let done = played(
+        &fx,
+        &player,
+        &["continue", "--json", "--budget-tokens", "100000000"],
+    );
+    done.code(0);
+    assert_eq!(done.json()["outcome"], "completed");
+    // status --json sums the usage per step and for the session (decomposition and gates
+    // under `gates`).
+    let status = played(&fx, &player, &["status", "--json"]);
+    status.code(0);
+    let s = status.json();
+    let total = s["usage"]["total"]["totalTokens"].as_u64().unwrap();
+    let steps: u64 = s["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|st| st["usage"]["totalTokens"].as_u64())
+        .sum();
+    let outside = s["usage"]["gates"]["totalTokens"].as_u64().unwrap();
+    assert!(steps > 0 && outside > 0, "{s:#}");
+    assert_eq!(total, steps + outside, "{s:#}");
+}

@@ -436,6 +436,14 @@ impl Meter {
         }
     }
 
+    /// A meter with `caps` and no run of its own: single calls made outside a run (a
+    /// session's gates), whose spending the caller records.
+    pub fn with_caps(model: &dyn ChatModel, caps: Vec<Cap>) -> Meter {
+        let mut m = Meter::unbounded(model);
+        m.caps = caps.into_iter().filter(|c| !c.is_empty()).collect();
+        m
+    }
+
     pub fn price(&self) -> Option<Price> {
         self.price
     }

@@ -67,6 +67,7 @@ impl Tick {
             max_turns,
             cancel: CancellationToken::new(),
             on_event: None,
+            caps: Vec::new(),
         }
     }
 

@@ -11,6 +11,7 @@
 //! all confirmed or skipped is completed.
 
 use super::apply::{form_of, pause_at_escalation};
+use super::budget;
 use super::gate::{self, GateEnd};
 use super::step_run::{self, ModelSource, Models};
 use super::tick::{StepEnd, StepSettings, StepTick, answer_step, run_step};
@@ -22,6 +23,7 @@ use crate::ralph::store::{self, Change};
 use crate::ralph::verbs::decide::{self, DecideArgs, finished};
 use baton_engine::EngineEvent;
 use baton_engine::machine::{DEFAULT_MAX_TURNS, WaitReason};
+use baton_engine::spend::Cap;
 use baton_llm::Usage;
 use baton_store::{Project, Store};
 use baton_tools::ToolsConfig;
@@ -52,6 +54,8 @@ pub struct RunSettings<'a> {
     pub on_event: Option<&'a (dyn Fn(EngineEvent) + Send + Sync)>,
     /// Called after every tick (progress, tests).
     pub after_tick: Option<&'a mut (dyn FnMut(&Tick) + Send)>,
+    /// Hard budgets on the whole session: `tokens`/`usd` (see `budget`).
+    pub budget: baton_engine::spend::BudgetConfig,
 }
 
 impl<'a> RunSettings<'a> {
@@ -67,10 +71,31 @@ impl<'a> RunSettings<'a> {
             cancel: CancellationToken::new(),
             on_event: None,
             after_tick: None,
+            budget: Default::default(),
         }
     }
 
-    fn step<'s>(&'s self, project: &'s Project) -> StepSettings<'s> {
+    fn price(&self) -> Option<baton_llm::Price> {
+        match self.model {
+            ModelSource::Live(m) => m.price(),
+            ModelSource::Replay(_) => None,
+        }
+    }
+
+    /// The session's caps for the step run about to be driven: the step we hold's run is
+    /// counted by the engine itself, everything else of the session here.
+    fn step_caps(&self, ctx: &Context, session: Option<&str>, project: &Project) -> Vec<Cap> {
+        let Ok(s) = discovery::find(ctx, session, Pick::Any).and_then(|l| l.into_session()) else {
+            return Vec::new();
+        };
+        let driven = s
+            .active_index()
+            .and_then(|a| step_run::read_link(&s, a, self.owner))
+            .map(|l| l.run_id);
+        budget::caps(&s, project, &self.budget, driven.as_deref(), self.price())
+    }
+
+    fn step<'s>(&'s self, project: &'s Project, caps: Vec<Cap>) -> StepSettings<'s> {
         StepSettings {
             owner: self.owner,
             project,
@@ -80,6 +105,7 @@ impl<'a> RunSettings<'a> {
             max_turns: self.max_turns,
             cancel: self.cancel.clone(),
             on_event: self.on_event,
+            caps,
         }
     }
 }
@@ -190,10 +216,25 @@ async fn tick(
                 let _ = models.save();
             };
             let model = baton_engine::runner::recorded(model, models.recorder.clone(), Some(&save));
-            let evaluated = gate::evaluate(ctx, session, &*model, &settings.cancel).await;
+            // The session's budget is checked before the gate's call, which is recorded in
+            // the session's ledger.
+            let project = project_of(ctx, settings.store)?;
+            let caps = budget::caps(&s, &project, &settings.budget, None, settings.price());
+            let gate_cancel = settings.cancel.child_token();
+            let gated = budget::Gated::new(&*model, caps, gate_cancel.clone());
+            let evaluated = gate::evaluate(ctx, session, &gated, &gate_cancel).await;
             models.save()?;
             let t = evaluated?;
             spent.add(t.model_calls, t.usage);
+            if let Some(stop) = gated.stopped() {
+                return Ok(Err(SessionEnd::Interrupted {
+                    code: stop.code,
+                    message: stop.message,
+                }));
+            }
+            if t.model_calls > 0 && !matches!(t.end, GateEnd::Interrupted) {
+                budget::record_gate(&s, Some(t.usage), gated.estimate(), settings.price());
+            }
             match t.end {
                 GateEnd::Interrupted => {
                     return Ok(Err(SessionEnd::Interrupted {
@@ -244,7 +285,8 @@ async fn step(
     spent: &mut Spent,
 ) -> Result<std::result::Result<Tick, SessionEnd>> {
     let project = project_of(ctx, settings.store)?;
-    let t = run_step(ctx, session, settings.step(&project)).await?;
+    let caps = settings.step_caps(ctx, session, &project);
+    let t = run_step(ctx, session, settings.step(&project, caps)).await?;
     spent.add(t.report.model_calls, t.report.usage);
     Ok(step_tick(t))
 }
@@ -280,7 +322,8 @@ pub async fn answer(
     mut settings: RunSettings<'_>,
 ) -> Result<SessionReport> {
     let project = project_of(ctx, settings.store)?;
-    let t = answer_step(ctx, session, text, settings.step(&project)).await?;
+    let caps = settings.step_caps(ctx, session, &project);
+    let t = answer_step(ctx, session, text, settings.step(&project, caps)).await?;
     let mut spent = Spent::default();
     spent.add(t.report.model_calls, t.report.usage);
     let t = match step_tick(t) {

@@ -88,6 +88,15 @@ fn regular(path: &std::path::Path) -> Option<std::fs::File> {
     file.metadata().ok()?.is_file().then_some(file)
 }
 
+/// The run step `index` was last linked to, whatever its claim now (for usage sums).
+pub fn any_link(session: &Session, index: usize) -> Option<String> {
+    let file = regular(&link_path(session, index))?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::Read::take(file, MAX_LINK_BYTES), &mut text)
+        .ok()?;
+    serde_json::from_str::<Link>(&text).ok().map(|l| l.run_id)
+}
+
 /// The runs the session's steps were linked to, whatever their claim now (what continues a
 /// session asks the newest of them which model it used). At most 1000 links are read.
 pub fn linked_run_ids(session: &Session) -> Vec<String> {

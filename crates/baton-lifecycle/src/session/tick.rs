@@ -54,6 +54,8 @@ pub struct StepSettings<'a> {
     pub max_turns: usize,
     pub cancel: CancellationToken,
     pub on_event: Option<&'a (dyn Fn(EngineEvent) + Send + Sync)>,
+    /// Hard budgets the step's run is driven under (the session's, see `budget`).
+    pub caps: Vec<baton_engine::spend::Cap>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -343,6 +345,7 @@ async fn drive(
     engine.max_turns = settings.max_turns;
     engine.cancel = settings.cancel.clone();
     engine.on_event = settings.on_event;
+    engine.caps = settings.caps.clone();
     // Saved after every model call too: a kill never leaves a log the trace lacks.
     let save = || {
         let _ = models.save();

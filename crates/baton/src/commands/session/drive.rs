@@ -163,6 +163,7 @@ pub async fn ticks(
         settings.record = setup.record.as_deref();
         settings.tools = setup.tools.clone();
         settings.cancel = cancel.clone();
+        settings.budget = setup.budget;
         if let Some(n) = setup.max_turns {
             settings.max_turns = n;
         }

@@ -85,6 +85,9 @@ impl Outcome {
         match self {
             Outcome::Completed | Outcome::Cancelled(_) => exit::OK,
             Outcome::Questions { .. } | Outcome::Confirm { .. } | Outcome::Waiting(_) => WAITING,
+            Outcome::Failed { code, .. } if code == baton_engine::spend::BUDGET_EXCEEDED => {
+                crate::commands::run::BUDGET_EXCEEDED
+            }
             Outcome::Paused(_) | Outcome::Failed { .. } | Outcome::Abandoned => exit::FAILURE,
             Outcome::Interrupted => exit::STOPPED,
         }

@@ -34,6 +34,8 @@ pub struct Setup {
     /// Questions may be asked at the terminal.
     pub interactive: bool,
     pub json: bool,
+    /// `[budget] tokens`/`usd` under `--budget-tokens`/`--budget-usd`: the session's.
+    pub budget: baton_engine::spend::BudgetConfig,
 }
 
 impl Setup {
@@ -129,10 +131,15 @@ fn prepare_in(
         Some(_) => None,
         None => model_choice::newest_record(&store, step_runs),
     };
+    let budget = crate::commands::run::budget_config(&store, project, args.budget)?;
     let (live, replay) = match model(args, &store, project, recorded.as_ref())? {
         Orchestrated::Live(m) => (Some(*m), None),
         Orchestrated::Traces(dir) => (None, Some(dir)),
     };
+    if let Some(m) = &live {
+        let caps = [baton_engine::spend::Cap::run(budget.tokens, budget.usd)];
+        crate::commands::run::check_price(&caps, m.as_dyn())?;
+    }
     Ok(Setup {
         interactive: !args.non_interactive && !args.json && std::io::stdin().is_terminal(),
         json: args.json,
@@ -144,6 +151,7 @@ fn prepare_in(
         replay,
         record,
         max_turns: args.max_turns.map(usize::from),
+        budget,
     })
 }
 

@@ -92,11 +92,35 @@ async fn plan(
         }
         None => model,
     };
-    let outcome = start::plan(&setup.ctx, opts, model, cancel).await;
+    // The decomposition is the session's first model call: its budget applies to it too.
+    let caps = baton_engine::spend::Cap {
+        scope: "session".into(),
+        tokens: setup.budget.tokens,
+        usd: setup.budget.usd,
+        spent_elsewhere: Default::default(),
+    };
+    let caps = if caps.is_empty() {
+        Vec::new()
+    } else {
+        vec![caps]
+    };
+    let plan_cancel = cancel.child_token();
+    let gated = baton_lifecycle::session::budget::Gated::new(model, caps, plan_cancel.clone());
+    let outcome = start::plan(&setup.ctx, opts, &gated, &plan_cancel).await;
     if let Some(m) = &models
         && let Err(e) = m.save()
     {
         return Err(errors::failure(&e));
+    }
+    if let Some(stop) = gated.stopped() {
+        return Err(Failure::new(
+            stop.code,
+            stop.message,
+            crate::commands::run::BUDGET_EXCEEDED,
+        )
+        .hint(Some(
+            "nothing was created; start again with a larger --budget-tokens/--budget-usd".into(),
+        )));
     }
     outcome.map_err(|e| build_failure(&e))
 }
@@ -266,6 +290,17 @@ pub fn run(args: &StartArgs) -> anyhow::Result<u8> {
                 exit::FAILURE,
             ));
         };
+        // The decomposition counts against the session's budget from now on.
+        if spent.model_calls > 0 {
+            let price = setup.live.as_ref().and_then(|m| m.as_dyn().price());
+            baton_lifecycle::session::budget::record_call(
+                &s,
+                "decompose",
+                Some(spent.usage),
+                None,
+                price,
+            );
+        }
         let _lock = setup::lock_session(&s.dir, &id, "start")?;
         drive::ticks(&setup, &id, None, cancel.clone(), spent).await
     });

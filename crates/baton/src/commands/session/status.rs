@@ -10,7 +10,7 @@ use baton_lifecycle::ralph::decisions::{self, Recent};
 use baton_lifecycle::ralph::discovery::{self, Pick};
 use baton_lifecycle::ralph::session::Session;
 use baton_lifecycle::ralph::verbs::{session::summary_json, status::board};
-use baton_lifecycle::session::step_run;
+use baton_lifecycle::session::{budget, step_run};
 use baton_store::driver_lock::{self, Holder};
 use baton_store::{Phase, Store};
 use serde_json::Value;
@@ -27,14 +27,49 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
     };
     let mut live = Live::of(&s, &ctx.project);
     live.stopped = stopped(&s, &live, &args.target);
+    let usage = Store::open_default()
+        .ok()
+        .and_then(|store| store.project(&ctx.project).ok())
+        .map(|project| budget::usage(&s, &project));
     if args.json {
         let mut v = json(&s, &recent);
         live.add_to(&mut v);
+        if let Some(u) = &usage {
+            add_usage(&mut v, u);
+        }
         super::super::print_json(&v)?;
     } else {
         print!("{}", text(&s, &recent, &live));
+        if let Some(u) = usage.filter(|u| !u.total.is_zero()) {
+            println!(
+                "\nUsage: {} tokens ({:.0}% of the prompt cached){}",
+                crate::commands::runs::thousands(u.total.total_tokens),
+                u.total.cached_share() * 100.0,
+                u.total
+                    .cost_usd
+                    .map(|c| format!(", ${c:.4}"))
+                    .unwrap_or_default()
+            );
+        }
     }
     Ok(exit::OK)
+}
+
+/// `usage {total, gates}` and each step's `usage` (its task runs, summed from their records).
+fn add_usage(v: &mut Value, u: &budget::SessionUsage) {
+    v["usage"] = serde_json::json!({"total": u.total, "gates": u.gates});
+    let Some(steps) = v.get_mut("steps").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for (index, usage) in &u.steps {
+        let Some(step) = steps
+            .iter_mut()
+            .find(|st| st.get("index").and_then(Value::as_u64) == Some(*index as u64))
+        else {
+            continue;
+        };
+        step["usage"] = serde_json::json!(usage);
+    }
 }
 
 /// What status.json does not say: who drives the session now, and the question the claimed

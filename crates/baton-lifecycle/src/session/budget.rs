@@ -1,0 +1,214 @@
+//! A session's budget and usage: `[budget] tokens`/`usd` (or the command's flags) on the
+//! whole session — its step runs and its gate calls.
+//!
+//! What a step run spent is read from its audit log; what a gate call spent is appended to
+//! `<session dir>/usage.jsonl` in the same line shape (`engine.turn` with its usage and
+//! estimate), so both are summed the same way and survive kills and resumes. A gate call that
+//! could cross the budget is not made: the model wrapper [`Gated`] refuses it, cancels the
+//! gate's own token (the gate then ends as interrupted, having written nothing) and keeps the
+//! stop for the loop to report as `BUDGET_EXCEEDED`.
+
+use crate::ralph::session::Session;
+use baton_engine::spend::{self, BudgetConfig, BudgetStop, Cap, Meter, Spent};
+use baton_llm::{
+    BoxFuture, CallOptions, ChatModel, ChatRequest, ChatResponse, LlmError, ModelIdentity, Price,
+    Usage,
+};
+use baton_store::Project;
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+
+/// The file of a session's gate calls.
+pub const LEDGER: &str = "usage.jsonl";
+
+fn ledger(s: &Session) -> PathBuf {
+    s.dir.join(LEDGER)
+}
+
+/// What the session spent outside run `except`: its other step runs and its gate calls.
+pub fn spent_elsewhere(
+    s: &Session,
+    project: &Project,
+    except: Option<&str>,
+    price: Option<Price>,
+) -> Spent {
+    let mut total = spend::recorded(&ledger(s), price).spent;
+    for id in super::step_run::linked_run_ids(s) {
+        if Some(id.as_str()) == except {
+            continue;
+        }
+        total.add(spend::recorded(&project.run_paths(&id).execution_log, price).spent);
+    }
+    total
+}
+
+/// The session's cap, for a call outside run `except` (the run about to be driven).
+pub fn caps(
+    s: &Session,
+    project: &Project,
+    budget: &BudgetConfig,
+    except: Option<&str>,
+    price: Option<Price>,
+) -> Vec<Cap> {
+    if budget.tokens.is_none() && budget.usd.is_none() {
+        return Vec::new();
+    }
+    vec![Cap {
+        scope: format!("session {}", s.id),
+        tokens: budget.tokens,
+        usd: budget.usd,
+        spent_elsewhere: spent_elsewhere(s, project, except, price),
+    }]
+}
+
+/// The usage of the session: per step (its linked runs, by step index), gates, and total.
+pub struct SessionUsage {
+    pub steps: Vec<(usize, Usage)>,
+    pub gates: Usage,
+    pub total: Usage,
+}
+
+/// Sums what the session's step runs and gate calls recorded.
+pub fn usage(s: &Session, project: &Project) -> SessionUsage {
+    let mut steps = Vec::new();
+    let mut total = Usage::default();
+    for st in s.all_steps() {
+        let Some(link) = super::step_run::any_link(s, st.index()) else {
+            continue;
+        };
+        let u = spend::recorded(&project.run_paths(&link).execution_log, None).usage;
+        total.add(u);
+        steps.push((st.index(), u));
+    }
+    let gates = spend::recorded(&ledger(s), None).usage;
+    total.add(gates);
+    SessionUsage {
+        steps,
+        gates,
+        total,
+    }
+}
+
+/// Appends a gate call's usage (and the estimate it was allowed on) to the session's ledger
+/// (best effort, as audit lines are).
+pub fn record_gate(
+    s: &Session,
+    usage: Option<Usage>,
+    estimate: Option<spend::Estimate>,
+    price: Option<Price>,
+) {
+    record_call(s, "gate", usage, estimate, price);
+}
+
+/// Appends a model call made for the session outside its step runs (`source`: `gate`, or
+/// `decompose` for the start's decomposition) to its ledger.
+pub fn record_call(
+    s: &Session,
+    source: &str,
+    usage: Option<Usage>,
+    estimate: Option<spend::Estimate>,
+    price: Option<Price>,
+) {
+    let Ok(mut log) = baton_store::jsonl::JsonlWriter::open(&ledger(s)) else {
+        return;
+    };
+    let usage = usage.map(|mut u| {
+        u.cost_usd = price.map(|p| p.cost(&u));
+        u
+    });
+    let mut line = json!({"ts": baton_store::time::now_rfc3339(), "kind": "engine.turn",
+        "source": source, "usage": usage});
+    if let Some(e) = estimate {
+        line["estimate"] = e.to_json();
+    }
+    let _ = log.append(&line, true);
+}
+
+/// A model that refuses a call that could cross the caps (see the module's note).
+pub struct Gated<'m> {
+    inner: &'m dyn ChatModel,
+    meter: Mutex<Meter>,
+    stop: Mutex<Option<BudgetStop>>,
+    estimate: Mutex<Option<spend::Estimate>>,
+    cancel: CancellationToken,
+}
+
+impl<'m> Gated<'m> {
+    /// `cancel` is the token the gate is given (a child of the session's).
+    pub fn new(inner: &'m dyn ChatModel, caps: Vec<Cap>, cancel: CancellationToken) -> Gated<'m> {
+        Gated {
+            meter: Mutex::new(Meter::with_caps(inner, caps)),
+            inner,
+            stop: Mutex::new(None),
+            estimate: Mutex::new(None),
+            cancel,
+        }
+    }
+
+    /// The estimate of the last call let through.
+    pub fn estimate(&self) -> Option<spend::Estimate> {
+        self.estimate.lock().ok().and_then(|e| *e)
+    }
+
+    /// The stop of a refused call.
+    pub fn stopped(&self) -> Option<BudgetStop> {
+        self.stop.lock().ok().and_then(|s| s.clone())
+    }
+}
+
+impl ChatModel for Gated<'_> {
+    fn chat<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        options: CallOptions<'a>,
+    ) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
+        Box::pin(async move {
+            let mut sent = request.clone();
+            let checked = match self.meter.lock() {
+                Ok(mut m) => m.prepare(&mut sent, None),
+                Err(_) => Ok(spend::Estimate {
+                    prompt_tokens: 0,
+                    max_tokens: 0,
+                    usd: None,
+                }),
+            };
+            match checked {
+                Err(stop) => {
+                    if let Ok(mut s) = self.stop.lock() {
+                        *s = Some(stop);
+                    }
+                    self.cancel.cancel();
+                    return Err(LlmError::Cancelled);
+                }
+                Ok(e) => {
+                    if let Ok(mut last) = self.estimate.lock() {
+                        *last = Some(e);
+                    }
+                }
+            }
+            self.inner.chat(&sent, options).await
+        })
+    }
+
+    fn model_name(&self) -> &str {
+        self.inner.model_name()
+    }
+
+    fn identity(&self) -> ModelIdentity {
+        self.inner.identity()
+    }
+
+    fn max_completion_tokens(&self) -> u32 {
+        self.inner.max_completion_tokens()
+    }
+
+    fn price(&self) -> Option<Price> {
+        self.inner.price()
+    }
+
+    fn context_tokens(&self) -> Option<u64> {
+        self.inner.context_tokens()
+    }
+}
