@@ -4,8 +4,10 @@
 
 use super::agent_state::{AgentState, Question};
 use super::config::AutopilotConfig;
+use super::consent;
 use super::error::{EpicError, Result};
 use super::events::EpicEvent;
+use super::findings::{self, Findings};
 use super::git;
 use super::keys::{self, KeyKind};
 use super::layout::{self, Layout};
@@ -21,6 +23,7 @@ use baton_store::Store;
 use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
+use super::stories_mode;
 use super::story::Ctx;
 
 /// What the command asks for.
@@ -33,6 +36,12 @@ pub enum Command {
     },
     /// `baton epic story <STORY_KEY>`
     Story { key: String },
+    /// `baton epic run --stories <FOLDER> [--max-stories N]`: the stories of a BMAD 6.12 spec
+    /// folder's `stories.yaml`, in list order (see [`super::stories_mode`]).
+    Stories {
+        folder: String,
+        max_stories: Option<u32>,
+    },
     /// `baton epic resume`
     Resume,
     /// `baton epic answer <STORY_KEY> [--question ID] <TEXT>`, then resume.
@@ -92,6 +101,11 @@ pub struct PlannedStory {
     pub status: String,
     /// The phase the story would start at.
     pub phase: Phase,
+    /// The story's file (project-relative), when found once.
+    pub file: Option<String>,
+    /// Why it starts where it does when sprint-status alone would say otherwise (its file is
+    /// further along), or what is wrong with its file.
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -102,8 +116,16 @@ pub struct EpicReport {
     pub stories_completed: Vec<String>,
     /// Phase runs driven by this invocation.
     pub phases_run: usize,
-    /// Phase package, workflow and agent per phase.
-    pub phases: Vec<(Phase, String, String)>,
+    /// What runs each phase: package and workflow, or the installed BMAD skill or workflow and
+    /// how it is rendered.
+    pub phases: Vec<specs::PhaseLine>,
+    /// What the plan cannot show, read after the command: the epic's keys whose value BMAD
+    /// does not define, legacy values, retrospective action items, and every key of the file
+    /// outside BMAD's grammar.
+    pub findings: Findings,
+    /// Stories of the epic another `baton epic run` would run without asking (not done, in a
+    /// status BMAD defines, the epic too).
+    pub runnable_left: usize,
 }
 
 pub(super) fn now() -> String {
@@ -114,8 +136,9 @@ pub(super) fn short(id: &str) -> &str {
     id.get(..13).unwrap_or(id)
 }
 
-/// The project, its baton.toml and the folder of sprint-status.yaml.
-fn open(project: &Path) -> Result<(PathBuf, AutopilotConfig, Layout)> {
+/// The project, its baton.toml and the folder of sprint-status.yaml (which a stories-mode
+/// command, `stories`, may not have yet).
+fn open(project: &Path, stories: bool) -> Result<(PathBuf, AutopilotConfig, Layout)> {
     let project_root = std::fs::canonicalize(project).map_err(|e| {
         EpicError::usage(
             "PROJECT_NOT_FOUND",
@@ -125,7 +148,7 @@ fn open(project: &Path) -> Result<(PathBuf, AutopilotConfig, Layout)> {
     })?;
     let config = AutopilotConfig::load(&project_root)?;
     let layout = layout::resolve(&project_root, config.implementation_artifacts.as_deref())?;
-    if !layout.dir.is_open() {
+    if !layout.dir.is_open() && !stories {
         let sprint_shown = layout.rel_file(sprint::FILE_NAME);
         return Err(EpicError::usage(
             "SPRINT_STATUS_MISSING",
@@ -141,13 +164,21 @@ fn open(project: &Path) -> Result<(PathBuf, AutopilotConfig, Layout)> {
 /// question. A command runs them before it looks for a model, so a missing file is said
 /// first (`execute` checks again, under the lock).
 pub fn preflight(project: &Path, command: &Command) -> Result<()> {
-    let (_, _, layout) = open(project)?;
-    let sprint_shown = layout.rel_file(sprint::FILE_NAME);
-    let sprint = SprintStatus::load(&layout.file(sprint::FILE_NAME), &sprint_shown)?;
+    let (root, _, layout) = open(project, matches!(command, Command::Stories { .. }))?;
     let state_shown = layout.rel_file(run_state::FILE_NAME);
     let state = RunEpicState::load(&layout.dir, &state_shown)?;
     let progress = Progress::load(&layout.dir, &layout.rel)?;
-    plan_target(command, &sprint, state.as_ref(), progress)?;
+    match stories_mode::run::select(None, &root, command, state.as_ref())? {
+        Some(run) => {
+            let progress = run.plan_target(command, progress)?;
+            run.check(&progress)?;
+        }
+        None => {
+            let sprint_shown = layout.rel_file(sprint::FILE_NAME);
+            let sprint = SprintStatus::load(&layout.file(sprint::FILE_NAME), &sprint_shown)?;
+            plan_target(command, &sprint, state.as_ref(), progress)?;
+        }
+    }
     if let Command::Answer {
         story,
         question,
@@ -178,27 +209,48 @@ pub async fn execute_parallel<'a>(
     settings: EpicSettings<'a>,
     parallel: Option<u32>,
 ) -> Result<EpicReport> {
-    let (project_root, config, layout) = open(project)?;
-    let sprint_shown = layout.rel_file(sprint::FILE_NAME);
+    let stories_command = matches!(command, Command::Stories { .. });
+    let (project_root, config, mut layout) = open(project, stories_command)?;
     // The folder this project's epics work in was recorded when the first one started.
     super::layout_record::check(store, &project_root, &layout)?;
+    if stories_command && !layout.dir.is_open() && !settings.dry_run {
+        // A stories-mode project may have no implementation artifacts yet: the loop's own
+        // files go there.
+        stories_mode::run::create_artifacts(&project_root, &layout.rel)?;
+        layout = layout::resolve(&project_root, config.implementation_artifacts.as_deref())?;
+    }
     let started = std::time::SystemTime::now();
-    let _lock = lock::acquire(&layout.dir, &layout.rel)?;
+    let _lock = match layout.dir.is_open() {
+        true => Some(lock::acquire(&layout.dir, &layout.rel)?),
+        false => None,
+    };
 
     // Everything is read and checked before the first write.
-    let sprint = SprintStatus::load(&layout.file(sprint::FILE_NAME), &sprint_shown)?;
     let state_shown = layout.rel_file(run_state::FILE_NAME);
     let state = RunEpicState::load(&layout.dir, &state_shown)?;
     let progress = Progress::load(&layout.dir, &layout.rel)?;
-    let (epic, mut progress) = plan_target(&command, &sprint, state.as_ref(), progress)?;
-    let epic_id = keys::epic_key(epic);
+    let stories = stories_mode::run::select(Some(store), &project_root, &command, state.as_ref())?;
+    let (epic, mut progress, sprint) = match &stories {
+        Some(run) => {
+            let progress = run.plan_target(&command, progress)?;
+            run.check(&progress)?;
+            (0, progress, None)
+        }
+        None => {
+            let sprint_shown = layout.rel_file(sprint::FILE_NAME);
+            let sprint = SprintStatus::load(&layout.file(sprint::FILE_NAME), &sprint_shown)?;
+            let (epic, progress) = plan_target(&command, &sprint, state.as_ref(), progress)?;
+            (epic, progress, Some(sprint))
+        }
+    };
+    let epic_id = match &stories {
+        Some(run) => run.epic_id(),
+        None => keys::epic_key(epic),
+    };
     let specs = specs::resolve(&config, &project_root, store)?;
     let tools = baton_tools::ToolsConfig::load(Some(store.home()), Some(&project_root))
         .map_err(|e| EpicError::usage(e.code(), e.to_string()).hint(e.hint()))?;
-    let phases = specs
-        .values()
-        .map(|s| (s.phase, s.shown.clone(), s.workflow.clone()))
-        .collect();
+    let phases = specs::lines(&specs);
     if config.git.commit {
         git::check(&project_root)?;
     }
@@ -230,16 +282,33 @@ pub async fn execute_parallel<'a>(
         check_answer(&layout, story, question.as_deref(), text)?;
     }
     if settings.dry_run {
-        let plan = dry_plan(&sprint, &progress, epic);
+        let (plan, (findings, runnable_left)) = match (&stories, &sprint) {
+            (Some(run), _) => (run.dry_plan(&progress)?, run.afterwards()),
+            (None, Some(sprint)) => (
+                dry_plan(&layout, sprint, &progress, epic),
+                afterwards(&layout, sprint, epic),
+            ),
+            (None, None) => (Vec::new(), (Findings::default(), 0)),
+        };
         return Ok(EpicReport {
             epic_id,
             outcome: EpicOutcome::Planned { plan },
             stories_completed: Vec::new(),
             phases_run: 0,
             phases,
+            findings,
+            runnable_left,
         });
     }
 
+    // `--parallel N`: the stories in flight each in a worktree (see `parallel`), recorded
+    // before anything else is written so a resume after a kill stays parallel.
+    let slots = parallel
+        .or_else(|| super::parallel::resumed_slots(&layout.dir, &epic_id))
+        .unwrap_or(config.parallel.stories);
+    if slots > 1 && stories.is_none() {
+        super::parallel::mark(&layout.dir, &epic_id, slots)?;
+    }
     // From here on, files change.
     cleanup_temp_files(&layout.dir);
     lock::clear_stale_stop(&layout.dir, started)?;
@@ -257,6 +326,7 @@ pub async fn execute_parallel<'a>(
         _ => RunEpicState::new(&epic_id, &now()),
     };
     state.running = true;
+    state.stories_folder = stories.as_ref().map(|s| s.folder.rel.clone());
     if let Some(sp) = &progress.story {
         state.current_story_key = Some(sp.key.clone());
     }
@@ -266,6 +336,11 @@ pub async fn execute_parallel<'a>(
         .project(&project_root)
         .map_err(|e| EpicError::failure(e.code(), e.to_string()))?;
     super::layout_record::save(store, &project_root, &layout)?;
+    super::layout_record::save_stories(
+        store,
+        &project_root,
+        stories.as_ref().map(|s| s.folder.rel.as_str()),
+    )?;
     let mut ctx = Ctx {
         store,
         project,
@@ -283,11 +358,8 @@ pub async fn execute_parallel<'a>(
         progress,
         completed_now: Vec::new(),
         phases_run: 0,
+        stories,
     };
-    // `--parallel N`: the stories in flight each in a worktree (see `parallel`).
-    let slots = parallel
-        .or_else(|| super::parallel::resumed_slots(&ctx.layout.dir, &epic_id))
-        .unwrap_or(ctx.config.parallel.stories);
     let looped = match slots > 1 && ctx.stories.is_none() {
         true => super::parallel::run(&mut ctx, slots, started).await,
         false => ctx.run_loop().await,
@@ -301,13 +373,29 @@ pub async fn execute_parallel<'a>(
             return Err(e);
         }
     };
+    // The file as the loop left it (a damaged one was reported by the loop already).
+    let (findings, runnable_left) = match (&ctx.stories, ctx.sprint()) {
+        (Some(run), _) => run.afterwards(),
+        (None, Ok(sprint)) => afterwards(&ctx.layout, &sprint, epic),
+        (None, Err(_)) => (Findings::default(), 0),
+    };
     Ok(EpicReport {
         epic_id,
         outcome,
         stories_completed: ctx.completed_now,
         phases_run: ctx.phases_run,
         phases,
+        findings,
+        runnable_left,
     })
+}
+
+/// What the report says besides its outcome: the findings of epic `n`, with the answers
+/// already given, and how many of its stories another run would run.
+fn afterwards(layout: &Layout, sprint: &SprintStatus, n: u32) -> (Findings, usize) {
+    let mut f = findings::of(sprint, Some(n));
+    consent::amend(&mut f, layout, sprint);
+    (f, consent::runnable_left(sprint, n))
 }
 
 /// Which epic the command is about, and the progress it continues or starts.
@@ -334,12 +422,9 @@ fn plan_target(
     };
     match command {
         Command::Run { epic, max_stories } => {
-            let n = keys::parse_epic_id(epic).ok_or_else(|| {
-                EpicError::usage("EPIC_ID_INVALID", format!("{epic:?} is not an epic id"))
-                    .hint("name the epic as in sprint-status.yaml: epic-1 (or 1)")
-            })?;
+            let n = findings::epic_arg(sprint, epic)?;
             let epic_id = keys::epic_key(n);
-            if sprint.get(&epic_id).is_none() && sprint.stories_of(n).next().is_none() {
+            if sprint.epic_entry(n).is_none() && sprint.stories_of(n).next().is_none() {
                 return Err(epic_not_found(sprint, &epic_id));
             }
             busy_elsewhere(&epic_id, None)?;
@@ -349,16 +434,7 @@ fn plan_target(
             Ok((n, continue_or_new(progress, &epic_id, target)))
         }
         Command::Story { key } => {
-            let entry = sprint
-                .get(key)
-                .filter(|e| matches!(e.kind, KeyKind::Story { .. }));
-            let Some(KeyKind::Story { epic: n }) = entry.map(|e| e.kind.clone()) else {
-                return Err(EpicError::usage(
-                    "STORY_NOT_FOUND",
-                    format!("{} has no story {key}", sprint.shown()),
-                )
-                .hint("story keys look like 1-2-user-login; `baton epic status` lists them"));
-            };
+            let n = findings::story_arg(sprint, key)?;
             let epic_id = keys::epic_key(n);
             busy_elsewhere(&epic_id, Some(key))?;
             let target = Target::Story {
@@ -366,6 +442,10 @@ fn plan_target(
             };
             Ok((n, continue_or_new(progress, &epic_id, target)))
         }
+        Command::Stories { folder, .. } => Err(EpicError::usage(
+            "STORIES_FOLDER_INVALID",
+            format!("{folder} is not a spec folder of this project"),
+        )),
         Command::Resume | Command::Answer { .. } => {
             if let Some(p) = progress {
                 let n = keys::parse_epic_id(&p.epic_id).ok_or_else(|| {
@@ -408,18 +488,29 @@ fn epic_not_found(sprint: &SprintStatus, epic_id: &str) -> EpicError {
         .filter(|e| matches!(e.kind, KeyKind::Epic(_)))
         .map(|e| e.key.as_str())
         .collect();
-    EpicError::usage(
-        "EPIC_NOT_FOUND",
-        format!("{} has no {epic_id}", sprint.shown()),
-    )
-    .hint(format!(
+    let outside = sprint
+        .entries()
+        .iter()
+        .filter(|e| e.kind == KeyKind::Unrecognized)
+        .count();
+    let mut hint = format!(
         "epics there: {}",
         if epics.is_empty() {
             "none".to_string()
         } else {
             epics.join(", ")
         }
-    ))
+    );
+    if outside > 0 {
+        hint.push_str(&format!(
+            "; {outside} keys are outside BMAD's key grammar and never run (`baton epic status` lists them with their lines)"
+        ));
+    }
+    EpicError::usage(
+        "EPIC_NOT_FOUND",
+        format!("{} has no {epic_id}", sprint.shown()),
+    )
+    .hint(hint)
 }
 
 /// The progress of the same epic goes on (its run history names traces, its story in flight
@@ -435,23 +526,32 @@ fn continue_or_new(progress: Option<Progress>, epic_id: &str, target: Target) ->
     }
 }
 
-fn dry_plan(sprint: &SprintStatus, progress: &Progress, epic: u32) -> Vec<PlannedStory> {
+fn dry_plan(
+    layout: &Layout,
+    sprint: &SprintStatus,
+    progress: &Progress,
+    epic: u32,
+) -> Vec<PlannedStory> {
     let mut plan = Vec::new();
+    let files = super::story_files::StoryFiles::scan(layout, sprint);
     for e in sprint.stories_of(epic) {
         if let Target::Story { story_key } = &progress.target
             && *story_key != e.key
         {
             continue;
         }
-        let phase = match &progress.story {
-            Some(sp) if sp.key == e.key => Some(sp.phase),
-            _ => Phase::start_for(e.normalized()),
+        let start = files.start(layout, &e.key, e.normalized());
+        let (phase, note) = match &progress.story {
+            Some(sp) if sp.key == e.key => (Some(sp.phase), None),
+            _ => (Phase::start_for(&start.status), start.note),
         };
         if let Some(phase) = phase {
             plan.push(PlannedStory {
                 key: e.key.clone(),
                 status: e.status.clone(),
                 phase,
+                file: start.file,
+                note,
             });
         }
     }

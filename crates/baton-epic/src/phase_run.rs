@@ -33,9 +33,15 @@ impl Ctx<'_> {
         v.insert("epicId".into(), json!(self.progress.epic_id));
         v.insert("phase".into(), json!(sp.phase.as_str()));
         v.insert("implementationArtifacts".into(), json!(self.layout.rel));
+        // The story's real file wherever BMAD keeps it (see `story_files`), else where a new
+        // one goes; project-relative.
+        let story_file = match self.stories {
+            None => self.story_file_var(&sp.key).ok(),
+            Some(_) => None,
+        };
         v.insert(
             "storyFile".into(),
-            json!(self.layout.rel_file(&format!("{}.md", sp.key))),
+            json!(story_file.unwrap_or_else(|| self.layout.rel_file(&format!("{}.md", sp.key)))),
         );
         v.insert("reviewCycle".into(), json!(sp.review_cycle.to_string()));
         if sp.phase == Phase::Dev {
@@ -49,6 +55,8 @@ impl Ctx<'_> {
                 None => {}
             }
         }
+        // Stories mode: BMAD's folder+id variables, and the real story file.
+        self.stories_variables(&mut v, sp);
         v
     }
 
@@ -81,11 +89,7 @@ impl Ctx<'_> {
             // Created after creation began, and never driven (the id is recorded before a
             // run is driven): an older run with the same variables (a previous epic on the
             // same project) is not ours.
-            let created_ms = uuid_v7_ms(&id);
-            let too_old = match (created_ms, inflight.since_ms) {
-                (Some(c), since) if since > 0 => c < since,
-                _ => run.created_at < inflight.since,
-            };
+            let too_old = !same_run(&id, &run.created_at, inflight);
             if run.run_id != id || too_old || run.phase != RunPhase::Idle {
                 continue;
             }
@@ -111,7 +115,10 @@ impl Ctx<'_> {
         };
         let phase = sp.phase;
         if sp.run.is_none() {
-            // Before a fresh run of the phase.
+            // Before a fresh run of the phase. A story found in two places stops the loop.
+            if self.stories.is_none() {
+                self.story_file_var(&sp.key)?;
+            }
             if phase == Phase::CodeReview {
                 super::jsonfile::remove(&review::path(&self.layout.dir, &sp.key))?;
             }
@@ -127,6 +134,8 @@ impl Ctx<'_> {
                 since: now(),
                 since_ms: super::progress::now_ms(),
                 question: None,
+                marks: None,
+                sprint_wrote: None,
             });
             self.progress.story = Some(sp.clone());
             self.progress.save(&self.layout.dir)?;
@@ -134,6 +143,10 @@ impl Ctx<'_> {
         let spec = self.specs.get(&phase).cloned().ok_or_else(|| {
             EpicError::failure("EPIC_CONFIG_INVALID", format!("no package for {phase}"))
         })?;
+        // The project's installed BMAD skill or workflow: a task run (see method_run).
+        if spec.method.is_some() {
+            return self.run_method_phase(sp, spec).await;
+        }
         let vars = self.variables(&sp);
         let mut inflight = sp.run.clone().unwrap_or(InFlight {
             n: 1,
@@ -141,6 +154,8 @@ impl Ctx<'_> {
             since: now(),
             since_ms: super::progress::now_ms(),
             question: None,
+            marks: None,
+            sprint_wrote: None,
         });
         let (claimed, resumed) = match inflight.run_id.clone() {
             Some(id) => match self.continuation(&sp, &mut inflight, &id)? {
@@ -190,6 +205,7 @@ impl Ctx<'_> {
             run_id: id.to_string(),
             review_cycle: sp.review_cycle,
             result: String::new(),
+            method: None,
         });
         if let Some(s) = self.progress.story.as_mut() {
             s.run = Some(inflight.clone());
@@ -321,8 +337,12 @@ impl Ctx<'_> {
                 m.record_answer(answer, node.as_deref());
             }
             let guard = OwnedFiles::snapshot(&self.layout);
+            let stories_guard = self.stories.as_ref().map(|s| s.guard(&sp.key));
             let finished = self.invoke(claimed, &continuation, &sp, inflight.n).await;
             guard.restore(&self.layout, self.on_event)?;
+            if let Some(g) = stories_guard {
+                g.restore(self.on_event)?;
+            }
             let finished = match finished {
                 Ok(f) => f,
                 Err(e) => return Err(e),
@@ -452,6 +472,16 @@ impl Ctx<'_> {
     }
 }
 
+/// Whether run `id`, created at `created_at`, can be the run made for `inflight`: created
+/// since its creation began (an older run with the same purpose, from an earlier epic on the
+/// same project, is not ours).
+pub(super) fn same_run(id: &str, created_at: &str, inflight: &InFlight) -> bool {
+    match (uuid_v7_ms(id), inflight.since_ms) {
+        (Some(c), since) if since > 0 => c >= since,
+        _ => created_at >= inflight.since.as_str(),
+    }
+}
+
 /// The creation time (ms since the epoch) a UUID v7 run id carries in its first 48 bits.
 fn uuid_v7_ms(id: &str) -> Option<u64> {
     let hex: String = id.chars().filter(|c| *c != '-').take(12).collect();
@@ -468,7 +498,7 @@ fn same_question(a: &str, b: &str) -> bool {
 }
 
 /// A runner error as the loop reports it (its code kept).
-fn runner_error(e: RunnerError) -> EpicError {
+pub(super) fn runner_error(e: RunnerError) -> EpicError {
     let usage = e.is_usage();
     let code = e.code();
     let mut err = if usage {
@@ -480,7 +510,7 @@ fn runner_error(e: RunnerError) -> EpicError {
     err
 }
 
-fn failure_of(waiting_for: Option<&Value>) -> (String, String) {
+pub(super) fn failure_of(waiting_for: Option<&Value>) -> (String, String) {
     let err = waiting_for.and_then(|w| w.get("error"));
     let code = err
         .and_then(|e| e.get("code"))
@@ -497,7 +527,7 @@ fn failure_of(waiting_for: Option<&Value>) -> (String, String) {
 
 /// The files only the orchestrator writes. A phase run that changes them (a model is not to be
 /// trusted) has its change undone.
-struct OwnedFiles {
+pub(super) struct OwnedFiles {
     saved: Vec<(super::layout::ArtifactFile, Option<Vec<u8>>)>,
 }
 
@@ -519,6 +549,14 @@ impl OwnedFiles {
         })
         .collect();
         OwnedFiles { saved }
+    }
+
+    /// The bytes file `name` had when the snapshot was taken (`None`: missing or unreadable).
+    pub(super) fn before(&self, name: &str) -> Option<Vec<u8>> {
+        self.saved
+            .iter()
+            .find(|(f, _)| f.name == name)
+            .and_then(|(_, b)| b.clone())
     }
 
     pub(super) fn restore(

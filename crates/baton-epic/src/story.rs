@@ -13,16 +13,17 @@
 
 use super::agent_state::{AgentState, Question};
 use super::config::AutopilotConfig;
+use super::consent::{EpicConsent, StoryConsent};
 use super::error::{EpicError, Result};
 use super::events::EpicEvent;
 use super::git;
 use super::keys;
 use super::layout::Layout;
 use super::lock;
+use super::method_verdict::Judged;
 use super::models::Models;
 use super::phase::Phase;
 use super::progress::{FailureDetail, Instruction, Progress, StoryProgress, Target};
-use super::review::{self, Review};
 use super::run_state::{Failure, RunEpicState};
 use super::specs::Specs;
 use super::sprint::{self, SprintStatus};
@@ -54,6 +55,9 @@ pub(super) struct Ctx<'a> {
     pub(super) progress: Progress,
     pub(super) completed_now: Vec<String>,
     pub(super) phases_run: usize,
+    /// Stories mode: the spec folder whose `stories.yaml` the loop walks (`None`: the epic's
+    /// stories in `sprint-status.yaml`).
+    pub(super) stories: Option<super::stories_mode::run::StoriesRun>,
 }
 
 /// How a phase run ended, as the loop sees it.
@@ -70,6 +74,18 @@ pub(super) enum PhaseEnd {
         message: String,
         budget: serde_json::Value,
     },
+}
+
+/// What [`Ctx::next_story`] found.
+pub(super) enum Pick {
+    /// The story in `progress.story`: its index (1-based) and the epic's story count.
+    Story(usize, usize),
+    /// No story left under the target.
+    Nothing,
+    /// Look again (a story was let go).
+    Again,
+    /// A story whose value BMAD does not define waits for this answer.
+    Wait(String, Question),
 }
 
 /// What the story step decided.
@@ -100,8 +116,22 @@ impl<'a> Ctx<'a> {
 
     /// Raises one status in `sprint-status.yaml` (re-read first; never lowered).
     pub(super) fn raise(&self, key: &str, status: &str) -> Result<()> {
+        if self.stories.is_some() {
+            // Stories mode: the status lives in the story file's frontmatter.
+            return self.stories_raise(key, status);
+        }
         let mut s = self.sprint()?;
-        if s.get(key).is_none() {
+        let Some(entry) = s.get(key) else {
+            return Ok(());
+        };
+        if !keys::defined(&entry.kind, &entry.status) {
+            // Someone set a value BMAD does not define while the loop ran: theirs to change.
+            let note = format!(
+                "{key} stays `{}` in {}: a value BMAD does not define, which only you change (the loop would have set {status})",
+                entry.status,
+                s.shown()
+            );
+            self.emit(EpicEvent::Note(note));
             return Ok(());
         }
         if s.raise(key, status, &now())? {
@@ -156,8 +186,15 @@ impl<'a> Ctx<'a> {
     }
 
     /// The story to work on: the one in progress, else the first of the epic (file order) that
-    /// is not done, within the target.
-    pub(super) fn next_story(&mut self) -> Result<Option<(usize, usize)>> {
+    /// is not done, within the target. A story whose value BMAD does not define is run, or
+    /// left, only as a person answers (see [`super::consent`]).
+    pub(super) fn next_story(&mut self) -> Result<Pick> {
+        if self.stories.is_some() {
+            return Ok(match self.stories_next()? {
+                Some((index, total)) => Pick::Story(index, total),
+                None => Pick::Nothing,
+            });
+        }
         let sprint = self.sprint()?;
         let stories: Vec<&sprint::Entry> = sprint.stories_of(self.epic).collect();
         let total = stories.len();
@@ -167,38 +204,76 @@ impl<'a> Ctx<'a> {
                 .position(|e| e.key == key)
                 .map_or(0, |i| i + 1)
         };
-        if let Some(sp) = &self.progress.story {
-            return Ok(Some((index_of(&sp.key), total)));
+        if let Some(sp) = self.progress.story.clone() {
+            // Its value changed to one BMAD does not define since it was taken up.
+            if let Some(e) = stories.iter().find(|e| e.key == sp.key)
+                && !keys::defined(&e.kind, &e.status)
+            {
+                match self.story_consent(e)? {
+                    StoryConsent::Ask(q) => return Ok(Pick::Wait(sp.key, q)),
+                    StoryConsent::Skip => {
+                        self.note_skipped(e);
+                        self.progress.story = None;
+                        return Ok(Pick::Again);
+                    }
+                    StoryConsent::Set(_) => {}
+                }
+            }
+            return Ok(Pick::Story(index_of(&sp.key), total));
         }
         if let Target::Epic {
             max_stories: Some(max),
         } = self.progress.target
             && self.progress.completed.len() >= max as usize
         {
-            return Ok(None);
+            return Ok(Pick::Nothing);
         }
+        let files = super::story_files::StoryFiles::scan(&self.layout, &sprint);
         for e in &stories {
             if let Target::Story { story_key } = &self.progress.target
                 && *story_key != e.key
             {
                 continue;
             }
-            let status = e.normalized();
+            let mut status = e.normalized();
+            if !keys::defined(&e.kind, &e.status) {
+                match self.story_consent(e)? {
+                    StoryConsent::Ask(q) => return Ok(Pick::Wait(e.key.clone(), q)),
+                    StoryConsent::Skip => {
+                        self.note_skipped(e);
+                        continue;
+                    }
+                    StoryConsent::Set(answered) => status = answered,
+                }
+            }
             if status == "done" {
                 continue;
             }
-            match Phase::start_for(status) {
-                Some(phase) => {
-                    self.progress.story = Some(StoryProgress::new(&e.key, phase));
-                    return Ok(Some((index_of(&e.key), total)));
-                }
-                None => self.emit(EpicEvent::Note(format!(
-                    "{} is {:?}, a status the autopilot does not run; skipped",
-                    e.key, e.status
-                ))),
+            // The story's file may be further along (see `story_files::start_status`).
+            let start = files.start(&self.layout, &e.key, status);
+            if !start.ambiguous.is_empty() {
+                // Found twice: never guessed; nothing is written for it.
+                return Err(super::story_files::ambiguous_error(
+                    &e.key,
+                    &start.ambiguous,
+                ));
+            }
+            if let Some(note) = &start.note {
+                self.emit(EpicEvent::Note(format!("{}: {note}", e.key)));
+            }
+            if let Some(phase) = Phase::start_for(&start.status) {
+                self.progress.story = Some(StoryProgress::new(&e.key, phase));
+                return Ok(Pick::Story(index_of(&e.key), total));
             }
         }
-        Ok(None)
+        Ok(Pick::Nothing)
+    }
+
+    fn note_skipped(&self, e: &sprint::Entry) {
+        self.emit(EpicEvent::Note(format!(
+            "{} is `{}`, a value BMAD does not define: left as it is, as you answered",
+            e.key, e.status
+        )));
     }
 
     pub(super) async fn run_loop(&mut self) -> Result<EpicOutcome> {
@@ -213,15 +288,32 @@ impl<'a> Ctx<'a> {
             if self.cancel.is_cancelled() {
                 return self.pause(EpicOutcome::Interrupted);
             }
-            let Some((index, total)) = self.next_story()? else {
-                return self.finish();
+            let (index, total) = match self.next_story()? {
+                Pick::Story(index, total) => (index, total),
+                Pick::Nothing => return self.finish(),
+                Pick::Again => continue,
+                Pick::Wait(key, q) => {
+                    if self.state.current_story_key.as_deref() != Some(&key) {
+                        self.state.current_story_key = Some(key.clone());
+                        self.save()?;
+                    }
+                    match self.answer_now(&key, &q)? {
+                        Some(_) => continue,
+                        None => {
+                            return self.pause(EpicOutcome::Waiting {
+                                story: key,
+                                question: q,
+                            });
+                        }
+                    }
+                }
             };
-            let key = self
+            let (key, phase) = self
                 .progress
                 .story
                 .as_ref()
-                .map(|s| s.key.clone())
-                .unwrap_or_default();
+                .map(|s| (s.key.clone(), s.phase))
+                .unwrap_or((String::new(), Phase::CreateStory));
             if announced.as_deref() != Some(&key) {
                 self.emit(EpicEvent::Story {
                     index,
@@ -229,11 +321,29 @@ impl<'a> Ctx<'a> {
                     key: key.clone(),
                 });
                 announced = Some(key.clone());
-                self.raise(&keys::epic_key(self.epic), "in-progress")?;
                 if self.state.current_story_key.as_deref() != Some(&key) {
                     self.state.current_story_key = Some(key.clone());
                     self.save()?;
                 }
+            }
+            // An epic whose value BMAD does not define runs only when a person says so.
+            let consent = match self.stories {
+                // Stories mode has no epic status.
+                Some(_) => EpicConsent::Go,
+                None => self.epic_consent(&key, phase)?,
+            };
+            match consent {
+                EpicConsent::Go => self.raise(&keys::epic_key(self.epic), "in-progress")?,
+                EpicConsent::Leave => return self.leave_epic(),
+                EpicConsent::Ask(q) => match self.answer_now(&key, &q)? {
+                    Some(_) => continue,
+                    None => {
+                        return self.pause(EpicOutcome::Waiting {
+                            story: key,
+                            question: q,
+                        });
+                    }
+                },
             }
             // A question waiting in the story's agent-state file pauses the loop. (A file the
             // last phase damaged is that phase's failure, reported when it ends.)
@@ -275,20 +385,27 @@ impl<'a> Ctx<'a> {
 
     /// No story left under the target.
     pub(super) fn finish(&mut self) -> Result<EpicOutcome> {
+        if self.stories.is_some() {
+            return self.stories_finish();
+        }
         let sprint = self.sprint()?;
         let all_done = sprint
             .stories_of(self.epic)
             .all(|e| e.normalized() == "done");
         let has_stories = sprint.stories_of(self.epic).next().is_some();
-        if all_done && has_stories {
+        let mut epic_done = all_done && has_stories;
+        if epic_done {
             self.raise(&keys::epic_key(self.epic), "done")?;
+            // An epic whose value BMAD does not define stays as it is (see `raise`): not done.
+            epic_done = self
+                .sprint()?
+                .epic_entry(self.epic)
+                .is_none_or(|e| e.normalized() == "done");
         }
         if matches!(self.progress.target, Target::Epic { .. }) {
             self.state.current_story_key = None;
         }
-        self.pause(EpicOutcome::Done {
-            epic_done: all_done && has_stories,
-        })
+        self.pause(EpicOutcome::Done { epic_done })
     }
 
     /// Runs the current phase of the current story and moves the story on.
@@ -396,8 +513,19 @@ impl<'a> Ctx<'a> {
                 agent.save(&self.layout.dir)?;
             }
         }
-        if let Err(e) = self.check_contract(phase, &key) {
-            return self.contract_failed(phase, e, run_id);
+        // An installed BMAD method is judged by the files it wrote (see method_verdict).
+        let judged = self.judge_method(phase, &key)?;
+        match judged {
+            Judged::Blocked(e) => {
+                return Ok(Next::Pause(self.fail(phase, e.code, e.message, run_id)?));
+            }
+            Judged::Failed(e) => return self.contract_failed(phase, e, run_id),
+            Judged::Passed => {}
+            Judged::NotMethod => {
+                if let Err(e) = self.check_contract(phase, &key) {
+                    return self.contract_failed(phase, e, run_id);
+                }
+            }
         }
         let now = now();
         match phase {
@@ -436,20 +564,20 @@ impl<'a> Ctx<'a> {
 
     /// Trust nothing: what each phase must have left behind.
     pub(super) fn check_contract(&self, phase: Phase, key: &str) -> Result<()> {
-        let story = self.layout.file(&format!("{key}.md"));
-        let shown = self.layout.rel_file(&format!("{key}.md"));
-        let needs_story = matches!(phase, Phase::CreateStory | Phase::Validate | Phase::Dev);
-        if needs_story && story.regular_len().unwrap_or(0) == 0 {
-            return Err(EpicError::failure(
-                "EPIC_PHASE_OUTPUT_MISSING",
-                format!("the {phase} phase completed without the story file {shown}"),
-            ));
+        if self.stories.is_some() {
+            return self.stories_contract(phase, key);
         }
-        Ok(())
+        // Wherever the story's file is (see `story_files`).
+        self.check_story_file(phase, key)
     }
 
     /// Records the phase as done and moves to the next one.
     pub(super) fn advance(&mut self, key: &str, phase: Phase, now: &str) -> Result<Next> {
+        if phase == Phase::Validate {
+            // Stories mode: `spec_checkpoint` asks a person before dev (written before the
+            // progress moves on, so a crash in between asks the same question again).
+            self.stories_spec_checkpoint(key)?;
+        }
         self.state.push_step(key, phase.as_str(), now);
         if let (Some(sp), Some(next)) = (self.progress.story.as_mut(), phase.next()) {
             sp.go(next);
@@ -558,6 +686,15 @@ impl<'a> Ctx<'a> {
             return Ok(());
         };
         let changed = git::changes_since(&self.layout.project, &baseline, &self.layout.rel)?;
+        // The story file kept outside the artifacts folder is not the change asked for.
+        let story = self
+            .story_lookup(key)
+            .ok()
+            .and_then(|l| l.found().map(|f| f.path.clone()));
+        let changed: Vec<String> = changed
+            .into_iter()
+            .filter(|c| Some(c) != story.as_ref())
+            .collect();
         if changed.is_empty() {
             return Err(EpicError::failure(
                 "EPIC_EMPTY_DIFF",
@@ -578,18 +715,8 @@ impl<'a> Ctx<'a> {
         run_id: Option<String>,
         now: &str,
     ) -> Result<Next> {
-        let review = match Review::load(&self.layout.dir, &self.layout.rel, key) {
-            Ok(Some(r)) => r,
-            Ok(None) => {
-                let e = EpicError::failure(
-                    "EPIC_PHASE_OUTPUT_MISSING",
-                    format!(
-                        "the code-review phase completed without {}",
-                        self.layout.rel_file(&format!("{key}{}", review::SUFFIX))
-                    ),
-                );
-                return self.contract_failed(Phase::CodeReview, e, run_id);
-            }
+        let review = match self.review_of(key) {
+            Ok(r) => r,
             Err(e) => return self.contract_failed(Phase::CodeReview, e, run_id),
         };
         self.state.push_step(key, Phase::CodeReview.as_str(), now);
@@ -631,13 +758,10 @@ impl<'a> Ctx<'a> {
 
     pub(super) fn story_done(&mut self, key: &str) -> Result<Next> {
         if self.config.git.commit {
-            let story = self
-                .layout
-                .file(&format!("{key}.md"))
-                .read(baton_autopilot::untrusted::limit::PROMPT_FILE)
-                .ok()
-                .flatten()
-                .map(|b| String::from_utf8_lossy(&b).into_owned());
+            let story = match self.stories {
+                Some(_) => self.stories_story_text(key),
+                None => self.story_text(key),
+            };
             git::commit_all(
                 &self.layout.project,
                 &git::commit_message(key, story.as_deref()),

@@ -31,8 +31,9 @@ pub struct EpicArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum EpicCommand {
-    /// Run the stories of an epic, in sprint-status order, through create-story, validate,
-    /// dev, revision and code-review, to done.
+    /// Run the stories of an epic, in sprint-status order (or with --stories FOLDER those of a
+    /// BMAD spec folder's stories.yaml, in list order), through create-story, validate, dev,
+    /// revision and code-review, to done.
     Run(RunArgs),
     /// Run one story to done (sets lastStoryCompleted).
     Story(StoryArgs),
@@ -85,7 +86,12 @@ pub struct LoopArgs {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The epic: epic-1 (or 1).
-    pub epic: String,
+    #[arg(required_unless_present = "stories", conflicts_with = "stories")]
+    pub epic: Option<String>,
+    /// Stories mode: walk the stories.yaml of this BMAD spec folder (relative to the project)
+    /// in list order instead of an epic of sprint-status.yaml.
+    #[arg(long, value_name = "FOLDER")]
+    pub stories: Option<String>,
     #[command(flatten)]
     pub project: ProjectArg,
     /// Stop after this many stories are done.
@@ -114,7 +120,12 @@ pub struct StoryArgs {
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// Only this epic (default: the epic of .run-epic-state.json, else every epic).
+    #[arg(conflicts_with = "stories")]
     pub epic: Option<String>,
+    /// The board of a BMAD spec folder's stories.yaml (stories mode; the default when the
+    /// project's epic runs in stories mode).
+    #[arg(long, value_name = "FOLDER")]
+    pub stories: Option<String>,
     #[command(flatten)]
     pub project: ProjectArg,
     /// Print the outcome as JSON.
@@ -157,9 +168,15 @@ pub struct StopArgs {
 pub fn run(args: EpicArgs) -> anyhow::Result<u8> {
     match args.command {
         EpicCommand::Run(a) => {
-            let command = Command::Run {
-                epic: a.epic,
-                max_stories: a.max_stories,
+            let command = match a.stories {
+                Some(folder) => Command::Stories {
+                    folder,
+                    max_stories: a.max_stories,
+                },
+                None => Command::Run {
+                    epic: a.epic.unwrap_or_default(),
+                    max_stories: a.max_stories,
+                },
             };
             drive(&a.project.project, command, &a.run, a.dry_run)
         }
@@ -210,16 +227,11 @@ fn phase_model(
         replay: args.replay.clone(),
     };
     let recorded = if continuing && args.replay.is_none() {
-        let runs: Vec<String> = baton_epic::status(project, None)
-            .map(|b| {
-                b.epics
-                    .iter()
-                    .flat_map(|e| &e.stories)
-                    .flat_map(|s| &s.runs)
-                    .map(|r| r.run_id.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
+        // The progress record, whichever mode the epic runs in.
+        let runs: Vec<String> = baton_epic::board::phase_runs(project)
+            .into_iter()
+            .map(|r| r.run_id)
+            .collect();
         model_choice::newest_record(store, &runs)
     } else {
         None
@@ -409,10 +421,22 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
                 "stopped with {} not done: {n} {stories} finished in this run ({} phase runs).",
                 r.epic_id, r.phases_run
             );
-            println!(
-                "continue with `{}`",
-                next(&format!("run {}", signals::shell_word(&r.epic_id)))
-            );
+            // Only a command that does something is suggested.
+            if r.runnable_left > 0 {
+                println!(
+                    "continue with `{}`",
+                    next(&match baton_epic::stories_mode::folder_of(&r.epic_id) {
+                        Some(folder) => format!("run --stories {}", signals::shell_word(folder)),
+                        None => format!("run {}", signals::shell_word(&r.epic_id)),
+                    })
+                );
+            } else {
+                println!(
+                    "no story of {} is left that the loop runs without you: change the values below in sprint-status.yaml (or answer the loop's question) to run them",
+                    r.epic_id
+                );
+            }
+            print!("{}", findings_text(&r.findings));
         }
         EpicOutcome::Waiting { story, question } => {
             println!(
@@ -475,17 +499,99 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
                     pad(&p.status, 14),
                     p.phase
                 );
+                // Why it starts there when sprint-status alone says otherwise.
+                if let Some(note) = &p.note {
+                    println!("      {note}");
+                }
             }
             println!("phases:");
-            for (phase, package, workflow) in &r.phases {
-                println!("  {:<13} {workflow} from {package}", phase.as_str());
+            for l in &r.phases {
+                println!(
+                    "  {:<13} {} from {}",
+                    l.phase.as_str(),
+                    l.workflow,
+                    l.package
+                );
+                if let Some(how) = &l.how {
+                    println!("  {:<13} {how}", "");
+                }
             }
+            print!("{}", findings_text(&r.findings));
         }
     }
     Ok(code)
 }
 
+/// What the board and the plan cannot show as epics and stories, each with its line: values
+/// BMAD does not define, keys outside its grammar, legacy values, retrospective action items.
+/// Keys are shown whole (never cut).
+pub fn findings_text(f: &baton_epic::findings::Findings) -> String {
+    let mut out = String::new();
+    let mut section = |title: String, lines: Vec<String>| {
+        if !lines.is_empty() {
+            out.push_str(&format!("\n{title}\n"));
+            for l in lines {
+                out.push_str(&format!("  {l}\n"));
+            }
+        }
+    };
+    section(
+        "not run, values BMAD does not define:".into(),
+        f.not_runnable
+            .iter()
+            .map(|n| format!("line {:>4}  {}: {} — {}", n.line, n.key, n.status, n.reason))
+            .collect(),
+    );
+    let mut outside: Vec<String> = f
+        .unrecognized
+        .iter()
+        .map(|u| format!("line {:>4}  {}: {}", u.line, u.key, u.status))
+        .collect();
+    if !outside.is_empty() {
+        outside.push(format!("({})", baton_epic::keys::GRAMMAR));
+    }
+    section("outside BMAD's key grammar, never run:".into(), outside);
+    section(
+        "legacy values, read as their modern names:".into(),
+        f.legacy_mapped
+            .iter()
+            .map(|m| {
+                format!(
+                    "line {:>4}  {}: {} (read as {})",
+                    m.line, m.key, m.status, m.mapped_to
+                )
+            })
+            .collect(),
+    );
+    section(
+        "retrospective action items (bmad-loop), shown, not run:".into(),
+        f.retro_items
+            .iter()
+            .map(|i| format!("line {:>4}  {}: {}", i.line, i.key, i.status))
+            .collect(),
+    );
+    out
+}
+
 fn status(args: &StatusArgs) -> anyhow::Result<u8> {
+    let project = &args.project.project;
+    let stories = match (&args.stories, &args.epic) {
+        (Some(f), _) => Some(f.clone()),
+        (None, None) => baton_epic::stories_mode::board::recorded_folder(project),
+        (None, Some(_)) => None,
+    };
+    if let Some(folder) = stories {
+        let board = match baton_epic::stories_mode::status(project, &folder) {
+            Ok(b) => b,
+            Err(e) => return Ok(failure(&e).report(args.json)),
+        };
+        if args.json {
+            super::print_json(&board)?;
+        } else {
+            print!("{}", stories_board_text(&board));
+        }
+        return Ok(exit::OK);
+    }
     let mut board = match baton_epic::status(&args.project.project, args.epic.as_deref()) {
         Ok(b) => b,
         Err(e) => return Ok(failure(&e).report(args.json)),
@@ -499,6 +605,96 @@ fn status(args: &StatusArgs) -> anyhow::Result<u8> {
         print!("{}", board_text(&board));
     }
     Ok(exit::OK)
+}
+
+/// Which sprint-status.yaml the board reads and why; the rules passed over, the other files
+/// found, and where story files were looked for when something was passed over there.
+fn sources_text(b: &Board) -> String {
+    let mut out = String::new();
+    let s = &b.sprint_status;
+    out.push_str(&format!("sprint status: {} (rule: {})\n", s.path, s.rule));
+    for n in &s.notes {
+        out.push_str(&format!("  passed over: {n}\n"));
+    }
+    for o in &s.others {
+        out.push_str(&format!(
+            "  also found, not used: {} ({})\n",
+            o.path, o.rule
+        ));
+    }
+    for n in &b.story_files.notes {
+        out.push_str(&format!("  story files: {n}\n"));
+    }
+    out
+}
+
+/// The board of a spec folder (stories mode) as text.
+pub fn stories_board_text(b: &baton_epic::stories_mode::StoriesBoard) -> String {
+    let mut out = String::new();
+    let live = if b.live {
+        " (a process is running it)"
+    } else {
+        ""
+    };
+    out.push_str(&format!(
+        "{} · {}{live} · stories mode\n",
+        b.stories_folder,
+        b.standing.as_str()
+    ));
+    if let Some(other) = &b.other_epic {
+        out.push_str(&format!(
+            "the project's epic in progress is another one: {other}\n"
+        ));
+    }
+    out.push_str(&format!("\n{} [{}]\n", b.stories_folder, b.status));
+    for s in &b.stories {
+        let mut line = format!(
+            "  {} {} {}",
+            pad(&s.id, 8),
+            pad(&s.title, 30),
+            pad(&s.status, 14)
+        );
+        if let Some(p) = &s.phase {
+            line.push_str(&format!(" ← {p}"));
+            if let Some(c) = s.review_cycle.filter(|c| *c > 1) {
+                line.push_str(&format!(" (review cycle {c})"));
+            }
+        }
+        if let Some(r) = &s.review {
+            line.push_str(&format!(" review: {r}"));
+        }
+        if let Some(f) = &s.file {
+            line.push_str(&format!("  {f}"));
+        }
+        let mut marks = Vec::new();
+        if s.spec_checkpoint {
+            marks.push("spec checkpoint");
+        }
+        if s.done_checkpoint {
+            marks.push("done checkpoint");
+        }
+        if !marks.is_empty() {
+            line.push_str(&format!("  [{}]", marks.join(", ")));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+        for q in &s.questions {
+            out.push_str(&format!("      ? {}: {}\n", q.id, q.question));
+        }
+        if let Some(n) = &s.not_runnable {
+            out.push_str(&format!("      ! the walk stops here: status {n}\n"));
+        }
+        if let Some(p) = &s.problem {
+            out.push_str(&format!("      ! {p}\n"));
+        }
+    }
+    if let Some(f) = &b.last_failure {
+        out.push_str(&format!(
+            "\npaused on a failure: {} of {}: {}: {}\n",
+            f.phase, f.story_key, f.code, f.message
+        ));
+    }
+    out
 }
 
 /// `12,345 tokens (71% of the prompt cached), $0.0123`.
@@ -531,6 +727,10 @@ pub fn board_text(b: &Board) -> String {
         None => "no epic started".to_string(),
     };
     out.push_str(&format!("{state} · {}\n", b.implementation_artifacts));
+    out.push_str(&sources_text(b));
+    for w in &b.findings.warnings {
+        out.push_str(&format!("\nwarning: {w}\n"));
+    }
     for e in &b.epics {
         out.push_str(&format!("\n{} [{}]\n", e.key, e.status));
         for s in &e.stories {
@@ -543,6 +743,16 @@ pub fn board_text(b: &Board) -> String {
             }
             if let Some(r) = &s.review {
                 line.push_str(&format!(" review: {r}"));
+            }
+            if let Some(f) = &s.file {
+                line.push_str(&format!("  {f}"));
+                // The file's own status, when it says something else than sprint-status.
+                if let Some(fs) = s.file_status.as_deref().filter(|fs| {
+                    baton_epic::story_files::as_sprint_status(fs)
+                        != baton_epic::story_files::as_sprint_status(&s.status)
+                }) {
+                    line.push_str(&format!(" (file: {fs})"));
+                }
             }
             out.push_str(line.trim_end());
             out.push('\n');
@@ -557,6 +767,7 @@ pub fn board_text(b: &Board) -> String {
             out.push_str(&format!("  usage: {}\n", usage_text(u)));
         }
     }
+    out.push_str(&findings_text(&b.findings));
     if let Some(f) = &b.last_failure {
         out.push_str(&format!(
             "\npaused on a failure: {} of {}: {}: {}\n",
