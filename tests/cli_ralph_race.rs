@@ -8,6 +8,12 @@
 //! - Kills: SIGKILL at random moments of mutating verbs; status.json always parses, validates
 //!   and holds either the old or the new revision.
 //!
+//! - Leases (maestro v0.5.50's `--execution-owner`/`--lease-id`/`--owner-epoch`): workers
+//!   with their own lease race for a session nobody leases: exactly one holds it and claims
+//!   every step, the others are refused; a newer epoch of the same owner fences the older one
+//!   out; concurrent completes of one claim write once (an identical repeat is an idempotent
+//!   success, a different one is refused).
+//!
 //! `BATON_RALPH_TRIALS` (default 50 per worker count, so 100 trials) and `BATON_RALPH_KILLS`
 //! (default 120) scale the runs; docs/RELIABILITY.md records a 1,000-trial run.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
@@ -172,34 +178,218 @@ fn eight_processes_race_next_and_complete() {
     race(8, env_count("BATON_RALPH_TRIALS", 50));
 }
 
+/// Four completes of one claim at once, two DONE and two BLOCKED: one is written; the other
+/// of the same outcome is an idempotent success (maestro v0.5.50), the two others are refused
+/// as conflicting.
 #[test]
-fn two_completes_of_one_claim_succeed_once() {
+fn concurrent_completes_of_one_claim_write_once() {
     let fx = Fx::new();
     for trial in 0..20 {
         let id = format!("ralph-20260524-{:06}", trial);
         race_session(&fx, &id, 2);
         fx.ralph(&["next", "--session", &id]).code(0);
-        let codes: Vec<i32> = std::thread::scope(|s| {
+        let outs: Vec<(&str, i32, String)> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..4)
                 .map(|k| {
                     let (fx, id) = (&fx, &id);
                     s.spawn(move || {
                         let status = if k % 2 == 0 { "DONE" } else { "BLOCKED" };
-                        fx.ralph(&["complete", "0", "--status", status, "--session", id])
-                            .code
+                        let out = fx.ralph(&["complete", "0", "--status", status, "--session", id]);
+                        (status, out.code, out.stderr)
                     })
                 })
                 .collect();
             hs.into_iter().map(|h| h.join().unwrap()).collect()
         });
+        let doc = fx.get(&id);
+        assert_eq!(doc["revision"], 2, "trial {trial}: one write");
+        let written = doc["steps"][0]["completion_status"].as_str().unwrap();
+        for (status, code, stderr) in &outs {
+            if *status == written {
+                assert_eq!(*code, 0, "trial {trial}: {outs:?}");
+            } else {
+                assert_eq!(*code, 1, "trial {trial}: {outs:?}");
+                assert!(
+                    stderr.starts_with("[ralph complete] BLOCK: conflicting completion result"),
+                    "trial {trial}: {stderr}"
+                );
+            }
+        }
         assert_eq!(
-            codes.iter().filter(|c| **c == 0).count(),
+            outs.iter()
+                .filter(|(_, _, e)| e.contains("idempotent success"))
+                .count(),
             1,
-            "trial {trial}: {codes:?}"
+            "trial {trial}: {outs:?}"
         );
-        assert!(codes.iter().all(|c| *c == 0 || *c == 1), "{codes:?}");
-        assert_eq!(fx.get(&id)["revision"], 2);
     }
+}
+
+/// One lease worker: `next`/`complete` with its own `--execution-owner`, `--lease-id` and
+/// `--owner-epoch`, until nothing is left or the lease is someone else's.
+fn lease_worker(fx: &Fx, id: &str, me: usize, epoch: u64, owner: &str, tally: &Mutex<LeaseTally>) {
+    let (lease, epoch) = (format!("L-{owner}"), epoch.to_string());
+    let flags = [
+        "--execution-owner",
+        owner,
+        "--lease-id",
+        &lease,
+        "--owner-epoch",
+        &epoch,
+        "--session",
+        id,
+    ];
+    loop {
+        let out = fx.ralph(&[&["next", "--json"][..], &flags[..]].concat());
+        match out.code {
+            0 => {
+                let index = out.json()["index"].as_u64().unwrap();
+                tally.lock().unwrap().claims.push((me, index));
+                let done = fx.ralph(
+                    &[
+                        &["complete", &index.to_string(), "--status", "DONE"][..],
+                        &["--evidence", owner],
+                        &flags[..],
+                    ]
+                    .concat(),
+                );
+                assert_eq!(done.code, 0, "the lease holder's complete: {}", done.stderr);
+                tally.lock().unwrap().completions.push((me, index));
+            }
+            1 => {
+                let error = &out.json()["error"];
+                assert_eq!(error["code"], "LEASE_CONFLICT", "worker {me}: {error}");
+                assert!(
+                    error["message"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("lease conflict: session "),
+                    "worker {me}: {error}"
+                );
+                tally.lock().unwrap().refused.push(me);
+                return;
+            }
+            2 => return,
+            3 => std::thread::sleep(Duration::from_millis(1)),
+            other => panic!("worker {me}: exit {other}\n{}\n{}", out.stdout, out.stderr),
+        }
+    }
+}
+
+#[derive(Default)]
+struct LeaseTally {
+    claims: Vec<(usize, u64)>,
+    completions: Vec<(usize, u64)>,
+    refused: Vec<usize>,
+}
+
+/// maestro v0.5.50's lease race: `workers` agents, each its own execution owner and lease,
+/// call `next` at once on a session nobody leases yet. maestro reads "no owner" in each and
+/// lets several claim (14 double claims in 50 trials of two workers); under the session lock
+/// exactly one takes the lease, every step is claimed once by it, the others are refused
+/// (LEASE_CONFLICT, exit 1) and never claim.
+fn lease_race(workers: usize, trials: usize) {
+    const STEPS: usize = 3;
+    let fx = Fx::new();
+    let start = Instant::now();
+    let mut refused = 0;
+    for trial in 0..trials {
+        let id = format!("ralph-20260525-{:06}", trial);
+        race_session(&fx, &id, STEPS);
+        let tally = Mutex::new(LeaseTally::default());
+        std::thread::scope(|s| {
+            for me in 0..workers {
+                let (fx, id, tally) = (&fx, &id, &tally);
+                s.spawn(move || lease_worker(fx, id, me, 1, &format!("worker-{me}"), tally));
+            }
+        });
+        let t = tally.into_inner().unwrap();
+        let holders: BTreeMap<usize, usize> =
+            t.claims.iter().fold(BTreeMap::new(), |mut m, (who, _)| {
+                *m.entry(*who).or_default() += 1;
+                m
+            });
+        assert_eq!(holders.len(), 1, "trial {trial}: claims by {holders:?}");
+        let holder = *holders.keys().next().unwrap();
+        let mut claimed: Vec<u64> = t.claims.iter().map(|(_, i)| *i).collect();
+        claimed.sort_unstable();
+        assert_eq!(claimed, [0, 1, 2], "trial {trial}: double or lost claims");
+        assert_eq!(t.completions.len(), STEPS);
+        assert_eq!(t.refused.len(), workers - 1, "trial {trial}");
+        assert!(!t.refused.contains(&holder));
+        let doc = fx.get(&id);
+        assert_eq!(doc["execution_owner"], format!("worker-{holder}"));
+        assert_eq!(doc["lease_id"], format!("L-worker-{holder}"));
+        for i in 0..STEPS {
+            assert_eq!(doc["steps"][i]["status"], "completed", "trial {trial}");
+            assert_eq!(
+                doc["steps"][i]["completion_evidence"],
+                format!("worker-{holder}")
+            );
+        }
+        assert_eq!(doc["revision"], json!(2 * STEPS), "trial {trial}");
+        refused += t.refused.len();
+    }
+    eprintln!(
+        "{workers} lease workers: {trials} trials in {:.1?}; one holder each, {refused} refusals, 0 double claims",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn two_processes_race_for_the_lease() {
+    lease_race(2, env_count("BATON_RALPH_TRIALS", 50));
+}
+
+#[test]
+fn eight_processes_race_for_the_lease() {
+    lease_race(8, env_count("BATON_RALPH_TRIALS", 50) / 2);
+}
+
+/// The same owner at two epochs (a restarted agent and its stale twin) drive one session at
+/// once: the older one claims only until the newer one's first claim records its epoch, and
+/// is fenced out from then on; no step is claimed twice, none is lost.
+#[test]
+fn a_newer_epoch_fences_out_the_older_one() {
+    const STEPS: usize = 4;
+    let fx = Fx::new();
+    let trials = env_count("BATON_RALPH_TRIALS", 50) / 2;
+    let mut fenced = 0;
+    for trial in 0..trials {
+        let id = format!("ralph-20260526-{:06}", trial);
+        race_session(&fx, &id, STEPS);
+        let tally = Mutex::new(LeaseTally::default());
+        std::thread::scope(|s| {
+            for (me, epoch) in [(0, 1), (1, 2)] {
+                let (fx, id, tally) = (&fx, &id, &tally);
+                s.spawn(move || lease_worker(fx, id, me, epoch, "agent", tally));
+            }
+        });
+        let t = tally.into_inner().unwrap();
+        let mut claimed: Vec<u64> = t.claims.iter().map(|(_, i)| *i).collect();
+        claimed.sort_unstable();
+        assert_eq!(
+            claimed,
+            (0..STEPS as u64).collect::<Vec<_>>(),
+            "trial {trial}"
+        );
+        assert_eq!(t.completions.len(), STEPS);
+        // The stale epoch's steps all come before the newer one's first.
+        let old: Vec<u64> = t.claims.iter().filter(|c| c.0 == 0).map(|c| c.1).collect();
+        let new: Vec<u64> = t.claims.iter().filter(|c| c.0 == 1).map(|c| c.1).collect();
+        if let (Some(o), Some(n)) = (old.iter().max(), new.iter().min()) {
+            assert!(
+                o < n,
+                "trial {trial}: epoch 1 claimed {old:?} after epoch 2 {new:?}"
+            );
+        }
+        assert!(!t.refused.contains(&1), "the newer epoch is never refused");
+        if !new.is_empty() {
+            assert_eq!(fx.get(&id)["owner_epoch"], 2);
+        }
+        fenced += t.refused.len();
+    }
+    eprintln!("two epochs: {trials} trials; the older one fenced out in {fenced}");
 }
 
 /// A small deterministic generator (no dependency for a few random delays).
