@@ -69,8 +69,12 @@ fn baton_cmd(baton: &Baton, player: &Player, args: &[&str]) -> Command {
         .env("OPENAI_API_KEY", "sk-test")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stderr(std::fs::File::create(baton.home.path().join("last-stderr.txt")).unwrap());
     cmd
+}
+
+fn last_stderr(baton: &Baton) -> String {
+    std::fs::read_to_string(baton.home.path().join("last-stderr.txt")).unwrap_or_default()
 }
 
 struct Rng(u64);
@@ -101,7 +105,9 @@ fn drive(baton: &Baton, player: &Player, project: &Path, kills: usize, rng: &mut
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
         assert!(Instant::now() < deadline, "the epic did not finish");
-        let args: Vec<&str> = if first {
+        // Until the epic's state file exists, the epic has not started: run it again.
+        let started = project.join(IMPL).join(".run-epic-state.json").exists();
+        let args: Vec<&str> = if first || !started {
             vec!["epic", "run", "epic-1", "--parallel", "3", "-p", p]
         } else {
             vec!["epic", "resume", "-p", p]
@@ -128,11 +134,11 @@ fn drive(baton: &Baton, player: &Player, project: &Path, kills: usize, rng: &mut
                 continue;
             }
             let code = exited.unwrap().code();
-            assert_eq!(code, Some(0), "{args:?}");
+            assert_eq!(code, Some(0), "{args:?}: {}", last_stderr(baton));
             return killed;
         }
         let status = child.wait().unwrap();
-        assert_eq!(status.code(), Some(0), "{args:?}");
+        assert_eq!(status.code(), Some(0), "{args:?}: {}", last_stderr(baton));
         return killed;
     }
 }

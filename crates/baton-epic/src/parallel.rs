@@ -77,6 +77,22 @@ impl ParallelState {
     }
 }
 
+/// Records that `epic_id` runs with `slots` stories in flight (before the loop writes anything).
+pub fn mark(dir: &Artifacts, epic_id: &str, slots: u32) -> Result<()> {
+    let mut st = match ParallelState::load(dir)? {
+        Some(s) if s.epic_id == epic_id => s,
+        _ => ParallelState {
+            epic_id: epic_id.to_string(),
+            ..ParallelState::default()
+        },
+    };
+    if st.slots != slots {
+        st.slots = slots;
+        st.save(dir)?;
+    }
+    Ok(())
+}
+
 /// Whether `resume` should go on in parallel mode: the slots of a parallel epic with stories
 /// still started, for `epic_id`.
 pub fn resumed_slots(dir: &Artifacts, epic_id: &str) -> Option<u32> {

@@ -95,7 +95,7 @@ const GIT: &str = "[autopilot.git]\ncommit = true\n";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_independent_stories_end_as_sequential_in_less_than_half_the_time() {
     let slow = Scenario {
-        delay: Duration::from_millis(250),
+        delay: Duration::from_millis(600),
         ..Scenario::default()
     };
     let seq = Fixture::new(slow.clone());
