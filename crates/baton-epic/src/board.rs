@@ -4,7 +4,9 @@
 
 use super::agent_state::{self, AgentState};
 use super::config::AutopilotConfig;
+use super::consent;
 use super::error::{EpicError, Result};
+use super::findings::{self, Findings};
 use super::keys::{self, KeyKind};
 use super::layout;
 use super::lock;
@@ -38,6 +40,11 @@ pub struct StoryRow {
     pub review: Option<String>,
     /// A file of this story the autopilot cannot read.
     pub problem: Option<String>,
+    /// The story's file (project-relative), wherever BMAD keeps it (see `story_files`);
+    /// `None`: not written yet, or found twice (then `problem` names both).
+    pub file: Option<String>,
+    /// The status the file declares (a `Status:` line or a frontmatter `status:`), as written.
+    pub file_status: Option<String>,
     /// The phase runs made for this story, oldest first (from baton's progress record).
     pub runs: Vec<PhaseRunLink>,
     /// The tokens (and cost, where priced) of those runs, summed (see `budget::fill_usage`).
@@ -86,6 +93,8 @@ impl StoryRow {
             questions: Vec::new(),
             review: None,
             problem: None,
+            file: None,
+            file_status: None,
             runs: Vec::new(),
             usage: None,
         }
@@ -153,6 +162,16 @@ pub struct Board {
     pub last_story_completed: Option<String>,
     pub last_failure: Option<FailureDetail>,
     pub epics: Vec<EpicRow>,
+    /// What the epics cannot show: `unrecognized` (keys outside BMAD's grammar, whole file),
+    /// `notRunnable` (values BMAD does not define, with the reason), `legacyMapped`,
+    /// `retroItems` and `warnings`, of the epic asked for (else of the whole file).
+    #[serde(flatten)]
+    pub findings: Findings,
+    /// Which `sprint-status.yaml` was read, the rule that chose it, the rules passed over and
+    /// the other files found.
+    pub sprint_status: layout::SprintStatusInfo,
+    /// Where story files were looked for.
+    pub story_files: super::story_files::SearchInfo,
 }
 
 /// The board of `epic` (`epic-N` or `N`), else of the state file's epic, else of every epic.
@@ -172,14 +191,10 @@ pub fn status(project: &Path, epic: Option<&str>) -> Result<Board> {
     let state = RunEpicState::load(&layout.dir, &layout.rel_file(run_state::FILE_NAME))?;
     // The progress file is baton's own; a damaged one does not hide the board.
     let progress = Progress::load(&layout.dir, &layout.rel).ok().flatten();
-    let wanted = match epic {
-        Some(e) => Some(keys::parse_epic_id(e).ok_or_else(|| {
-            EpicError::usage("EPIC_ID_INVALID", format!("{e:?} is not an epic id"))
-        })?),
-        None => state.as_ref().and_then(|s| keys::parse_epic_id(&s.epic_id)),
-    };
+    let asked = epic.map(|e| findings::epic_arg(&sprint, e)).transpose()?;
+    let wanted = asked.or_else(|| state.as_ref().and_then(|s| keys::parse_epic_id(&s.epic_id)));
     if let Some(n) = wanted
-        && sprint.get(&keys::epic_key(n)).is_none()
+        && sprint.epic_entry(n).is_none()
         && sprint.stories_of(n).next().is_none()
     {
         return Err(EpicError::usage(
@@ -189,6 +204,7 @@ pub fn status(project: &Path, epic: Option<&str>) -> Result<Board> {
     }
     // One listing tells which story files exist; only those are read.
     let present: HashSet<String> = layout.dir.names(100_000).into_iter().collect();
+    let files = super::story_files::StoryFiles::scan(&layout, &sprint);
     let in_flight = progress.as_ref().and_then(|p| p.story.clone());
     let recorded: &[RunRecord] = progress.as_ref().map_or(&[], |p| p.runs.as_slice());
     let mut epics: Vec<EpicRow> = Vec::new();
@@ -203,6 +219,7 @@ pub fn status(project: &Path, epic: Option<&str>) -> Result<Board> {
             KeyKind::Story { epic: n } if wanted.is_none_or(|w| w == n) => {
                 let epic_key = keys::epic_key(n);
                 let mut row = story_row(&layout, &present, entry, in_flight.as_ref());
+                file_of(&mut row, files.lookup(&layout, &entry.key));
                 row.runs = recorded
                     .iter()
                     .filter(|r| r.story_key == entry.key)
@@ -226,6 +243,10 @@ pub fn status(project: &Path, epic: Option<&str>) -> Result<Board> {
         .as_ref()
         .and_then(|p| p.completed.last().cloned())
         .or_else(|| state.as_ref().and_then(|s| s.last_story_completed.clone()));
+    // Of the epic asked for; else of the whole file (the board of the state file's epic
+    // hides no other epic's odd values).
+    let mut findings = findings::of(&sprint, asked);
+    consent::amend(&mut findings, &layout, &sprint);
     Ok(Board {
         implementation_artifacts: layout.rel.clone(),
         epic_id: state.as_ref().map(|s| s.epic_id.clone()),
@@ -238,6 +259,9 @@ pub fn status(project: &Path, epic: Option<&str>) -> Result<Board> {
         last_story_completed,
         last_failure: progress.and_then(|p| p.failure),
         epics,
+        findings,
+        sprint_status: layout.sprint_status_info(),
+        story_files: files.info(),
     })
 }
 
@@ -339,4 +363,24 @@ fn story_row(
         }
     }
     row
+}
+
+/// The story's file on its row; a story found twice is its row's problem.
+fn file_of(row: &mut StoryRow, lookup: super::story_files::Lookup) {
+    use super::story_files::Lookup;
+    match lookup {
+        Lookup::Found(f) => {
+            row.file_status = f.status;
+            if let Some(p) = f.problem {
+                row.problem.get_or_insert(format!("{}: {p}", f.path));
+            }
+            row.file = Some(f.path);
+        }
+        Lookup::Ambiguous(files) => {
+            let e = super::story_files::ambiguous_error(&row.key, &files);
+            row.problem
+                .get_or_insert(format!("{}: {}", e.code, e.message));
+        }
+        Lookup::Missing { .. } => {}
+    }
 }

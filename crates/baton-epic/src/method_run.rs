@@ -133,11 +133,11 @@ impl Ctx<'_> {
             self.place(&id, &m.rendered)?;
         }
         self.emit(EpicEvent::Note(format!(
-            "{} of {} runs the project's {} {} ({}): {}",
+            "{} of {}: the project's {} ({}, {}), {}",
             sp.phase,
             sp.key,
-            m.installed.kind_name(),
             m.installed.name,
+            m.installed.kind_name(),
             m.installed.rel,
             self.progress
                 .runs

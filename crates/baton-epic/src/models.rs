@@ -26,14 +26,6 @@ pub fn live_of<'a>(source: &ModelSource<'a>) -> Option<&'a dyn ChatModel> {
     }
 }
 
-/// The live model of a source, if it is one.
-pub fn live_of<'a>(source: &ModelSource<'a>) -> Option<&'a dyn ChatModel> {
-    match source {
-        ModelSource::Live(m) => Some(*m),
-        ModelSource::Replay(_) => None,
-    }
-}
-
 /// The trace file name of a phase run.
 pub fn trace_name(story_key: &str, phase: Phase, n: u32) -> String {
     format!("{story_key}.{phase}.{n}.trace.json")

@@ -17,7 +17,9 @@ pub fn outcome_name(o: &EpicOutcome) -> &'static str {
     }
 }
 
-/// `{epicId, outcome, storiesCompleted, phasesRun, …}`: what `baton epic … --json` prints.
+/// `{epicId, outcome, storiesCompleted, phasesRun, …}`: what `baton epic … --json` prints,
+/// with what the plan cannot show (`unrecognized`, `notRunnable`, `legacyMapped`,
+/// `retroItems`, `warnings`).
 pub fn to_json(r: &EpicReport) -> Value {
     let mut v = json!({
         "epicId": r.epic_id,
@@ -25,8 +27,16 @@ pub fn to_json(r: &EpicReport) -> Value {
         "storiesCompleted": r.stories_completed,
         "phasesRun": r.phases_run,
     });
+    if let (Value::Object(map), Ok(Value::Object(findings))) =
+        (&mut v, serde_json::to_value(&r.findings))
+    {
+        map.extend(findings);
+    }
     match &r.outcome {
-        EpicOutcome::Done { epic_done } => v["epicDone"] = json!(epic_done),
+        EpicOutcome::Done { epic_done } => {
+            v["epicDone"] = json!(epic_done);
+            v["runnableLeft"] = json!(r.runnable_left);
+        }
         EpicOutcome::Waiting { story, question } => {
             v["question"] = json!({
                 "storyKey": story, "id": question.id, "question": question.question,
@@ -37,13 +47,26 @@ pub fn to_json(r: &EpicReport) -> Value {
         EpicOutcome::Planned { plan } => {
             v["plan"] = plan
                 .iter()
-                .map(|p| json!({"storyKey": p.key, "status": p.status, "startsAt": p.phase.as_str()}))
+                .map(|p| {
+                    let mut j = json!({"storyKey": p.key, "status": p.status, "startsAt": p.phase.as_str()});
+                    if let Some(f) = &p.file {
+                        j["file"] = json!(f);
+                    }
+                    if let Some(n) = &p.note {
+                        j["note"] = json!(n);
+                    }
+                    j
+                })
                 .collect();
             v["phases"] = r
                 .phases
                 .iter()
-                .map(|(phase, package, workflow)| {
-                    json!({"phase": phase.as_str(), "package": package, "workflow": workflow})
+                .map(|l| {
+                    let mut p = json!({"phase": l.phase.as_str(), "package": l.package, "workflow": l.workflow});
+                    if let Some(how) = &l.how {
+                        p["rendered"] = json!(how);
+                    }
+                    p
                 })
                 .collect();
         }
