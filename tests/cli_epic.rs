@@ -5,6 +5,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod common;
+#[path = "../crates/baton-epic/tests/support/method_player.rs"]
+#[allow(dead_code)]
+mod method_player;
 #[path = "../crates/baton-epic/tests/support/player.rs"]
 mod player;
 
@@ -451,4 +454,242 @@ fn ctrl_c_stops_between_steps_with_130_and_resume_finishes() {
         .list_runs()
         .unwrap();
     assert_eq!(runs.len(), 10);
+}
+
+#[test]
+fn values_bmad_does_not_define_wait_for_a_person_and_keys_outside_the_grammar_are_named() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = sample(tmp.path());
+    let p = project.to_str().unwrap();
+    let sprint_path = project.join(IMPL).join("sprint-status.yaml");
+    let original = std::fs::read_to_string(&sprint_path)
+        .unwrap()
+        .replace("  epic-2: backlog", "  epic-2: blocked")
+        .replace(
+            "  epic-2-retrospective: optional",
+            "  epic-2-retrospective: optional\n  epic-3a: backlog\n  3a-1-perch: backlog",
+        );
+    std::fs::write(&sprint_path, &original).unwrap();
+    let line = |key: &str| {
+        original
+            .lines()
+            .position(|l| l.starts_with(&format!("  {key}:")))
+            .unwrap()
+            + 1
+    };
+    let player = Player::start(&project, Scenario::default());
+
+    // The plan names what it will not run, and why.
+    let dry = epic(
+        &baton,
+        &player,
+        &["epic", "run", "epic-2", "-p", p, "--dry-run"],
+    );
+    assert_eq!(dry.code, 0, "{}{}", dry.stdout, dry.stderr);
+    assert!(
+        dry.stdout
+            .contains(&format!("line {:>4}  epic-2: blocked — ", line("epic-2"))),
+        "{}",
+        dry.stdout
+    );
+    assert!(
+        dry.stdout
+            .contains(&format!("line {:>4}  epic-3a: backlog", line("epic-3a"))),
+        "{}",
+        dry.stdout
+    );
+
+    // --non-interactive: exit 10 with the reason; nothing written, no model asked.
+    let run = epic(
+        &baton,
+        &player,
+        &["epic", "run", "epic-2", "-p", p, "--non-interactive"],
+    );
+    assert_eq!(run.code, 10, "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("epic-2 is `blocked`"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("baton epic answer 2-1-create-board"),
+        "{}",
+        run.stdout
+    );
+    let json = epic(
+        &baton,
+        &player,
+        &["epic", "run", "epic-2", "-p", p, "--json"],
+    );
+    assert_eq!(json.code, 10, "{}{}", json.stdout, json.stderr);
+    let out = json.json();
+    assert!(
+        out["question"]["question"]
+            .as_str()
+            .unwrap()
+            .contains("`blocked`")
+    );
+    assert_eq!(out["notRunnable"][0]["key"], "epic-2");
+    assert_eq!(out["unrecognized"][0]["key"], "epic-3a");
+    assert_eq!(std::fs::read_to_string(&sprint_path).unwrap(), original);
+    assert!(player.served().is_empty());
+
+    // The board says why it waits, and lists every key with its line.
+    let board = epic(&baton, &player, &["epic", "status", "-p", p, "--json"]).json();
+    assert_eq!(board["standing"], "waiting");
+    assert_eq!(board["notRunnable"][0]["status"], "blocked");
+    assert!(board["notRunnable"][0]["reason"].is_string());
+    assert_eq!(board["unrecognized"][1]["key"], "3a-1-perch");
+    assert_eq!(board["unrecognized"][1]["status"], "backlog");
+    assert_eq!(board["unrecognized"][1]["line"], line("3a-1-perch"));
+    let text = epic(&baton, &player, &["epic", "status", "-p", p]);
+    assert!(
+        text.stdout.contains("? q1: epic-2 is `blocked`"),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout
+            .contains("outside BMAD's key grammar, never run"),
+        "{}",
+        text.stdout
+    );
+
+    // A key outside the grammar, named: refused with its line and the grammar.
+    let bad = epic(&baton, &player, &["epic", "run", "3a", "-p", p, "--json"]);
+    assert_eq!(bad.code, 2);
+    assert_eq!(bad.json()["error"]["code"], "EPIC_KEY_OUTSIDE_GRAMMAR");
+    let bad = epic(&baton, &player, &["epic", "story", "3a-1-perch", "-p", p]);
+    assert_eq!(bad.code, 2);
+    assert!(
+        bad.stderr.contains(&format!(
+            "3a-1-perch is in {IMPL}/sprint-status.yaml line {} but outside BMAD's key grammar",
+            line("3a-1-perch")
+        )),
+        "{}",
+        bad.stderr
+    );
+    assert!(
+        bad.stderr.contains("epic-N-retrospective"),
+        "{}",
+        bad.stderr
+    );
+
+    // `leave`: nothing changes, and no command that would do nothing is suggested.
+    let left = epic(
+        &baton,
+        &player,
+        &["epic", "answer", "2-1-create-board", "leave", "-p", p],
+    );
+    assert_eq!(left.code, 0, "{}{}", left.stdout, left.stderr);
+    assert!(
+        left.stdout.contains("stopped with epic-2 not done"),
+        "{}",
+        left.stdout
+    );
+    assert!(!left.stdout.contains("continue with"), "{}", left.stdout);
+    assert!(
+        left.stdout.contains("no story of epic-2 is left"),
+        "{}",
+        left.stdout
+    );
+    assert_eq!(std::fs::read_to_string(&sprint_path).unwrap(), original);
+    assert!(player.served().is_empty());
+}
+
+/// A copy of one of the BMAD-generation fixtures of baton-epic.
+fn generation(into: &Path, name: &str) -> PathBuf {
+    let project = into.join(name);
+    baton_testkit::copy_dir(
+        &repo().join("crates/baton-epic/tests/fixtures/generations").join(name),
+        &project,
+    );
+    project
+}
+
+#[test]
+fn epic_status_names_the_sprint_file_the_rule_and_each_story_file() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    // BMAD 6.0: the configured file, a leftover one, a story_location from another machine.
+    let project = generation(tmp.path(), "f2-bmad60");
+    let p = project.to_str().unwrap();
+    let run = baton.run(&["epic", "status", "-p", p, "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let board = run.json();
+    let art = "_bmad-output/implementation-artifacts";
+    assert_eq!(
+        board["sprintStatus"]["path"],
+        format!("{art}/sprint-status.yaml")
+    );
+    assert_eq!(
+        board["sprintStatus"]["rule"],
+        "_bmad/bmm/config.yaml implementation_artifacts"
+    );
+    assert_eq!(
+        board["sprintStatus"]["others"][0]["path"],
+        "docs/sprint-status.yaml"
+    );
+    let story = |key: &str| {
+        board["epics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|e| e["stories"].as_array().unwrap())
+            .find(|s| s["key"] == key)
+            .unwrap_or_else(|| panic!("{key}: {board}"))
+            .clone()
+    };
+    assert_eq!(
+        story("2-1-irrigation-map")["file"],
+        format!("{art}/stories/2-1-irrigation-map.md")
+    );
+    assert_eq!(story("2-2-pest-log")["file"], format!("{art}/story-2.2.md"));
+    assert_eq!(story("2-2-pest-log")["fileStatus"], "in-progress");
+    let notes = board["storyFiles"]["notes"].to_string();
+    assert!(notes.contains("/home/someone-else/orchard"), "{notes}");
+    let text = baton.run(&["epic", "status", "-p", p]);
+    assert_eq!(text.code, 0);
+    assert!(
+        text.stdout.contains(&format!(
+            "sprint status: {art}/sprint-status.yaml (rule: _bmad/bmm/config.yaml implementation_artifacts)"
+        )),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout
+            .contains("also found, not used: docs/sprint-status.yaml (search: docs)"),
+        "{}",
+        text.stdout
+    );
+    assert!(text.stdout.contains(&format!("{art}/story-2.2.md")), "{}", text.stdout);
+
+    // BMAD 6.12: the team layer's folder; the spec further along than sprint-status moves the
+    // plan's start to code-review, and the line says why.
+    let project = generation(tmp.path(), "f1-bmad612");
+    let p = project.to_str().unwrap();
+    let board = baton.run(&["epic", "status", "-p", p, "--json"]).json();
+    assert_eq!(
+        board["sprintStatus"]["rule"],
+        "_bmad/custom/config.toml [modules.bmm] implementation_artifacts"
+    );
+    let text = baton.run(&["epic", "status", "-p", p]);
+    assert!(
+        text.stdout
+            .contains("delivery/impl/spec-1-2-glass-chimney.md (file: in-review)"),
+        "{}",
+        text.stdout
+    );
+    let plan = baton.run(&["epic", "run", "epic-1", "-p", p, "--dry-run"]);
+    assert_eq!(plan.code, 0, "{}", plan.stderr);
+    let line = plan
+        .stdout
+        .lines()
+        .position(|l| l.contains("1-2-glass-chimney"))
+        .unwrap_or_else(|| panic!("{}", plan.stdout));
+    let lines: Vec<&str> = plan.stdout.lines().collect();
+    assert!(lines[line].ends_with("starts at code-review"), "{}", plan.stdout);
+    assert!(
+        lines[line + 1].contains("spec-1-2-glass-chimney.md says in-review"),
+        "{}",
+        plan.stdout
+    );
 }

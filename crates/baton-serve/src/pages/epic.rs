@@ -5,6 +5,7 @@
 use super::html::{esc, push_esc, url_part};
 use super::runs_list::phase_badge;
 use baton_epic::board::{Board, StoryRow};
+use baton_epic::findings::Findings;
 use baton_epic::keys::STORY_STATUSES;
 use std::fmt::Write as _;
 
@@ -94,8 +95,76 @@ pub fn render(board: &Board, project: &str) -> String {
         }
         out.push_str("</div></section>");
     }
+    findings(&mut out, &board.findings);
     out.push_str("</div>");
     out
+}
+
+/// What the columns cannot show, each key with its line: values BMAD does not define (with the
+/// reason), keys outside BMAD's grammar, legacy values and retrospective action items.
+fn findings(out: &mut String, f: &Findings) {
+    for w in &f.warnings {
+        out.push_str("<p class=\"error\" id=\"epic-warning\" role=\"alert\">");
+        push_esc(out, w);
+        out.push_str("</p>");
+    }
+    let mut list = |id: &str, title: &str, rows: Vec<(usize, &str, &str, String)>| {
+        if rows.is_empty() {
+            return;
+        }
+        let _ = write!(
+            out,
+            "<section class=\"card\" id=\"{id}\"><h2>{title}</h2><ul>"
+        );
+        for (line, key, status, note) in rows {
+            let _ = write!(out, "<li data-key=\"{}\">line {line}: <code>", esc(key));
+            push_esc(out, key);
+            out.push_str(": ");
+            push_esc(out, status);
+            out.push_str("</code>");
+            if !note.is_empty() {
+                out.push(' ');
+                push_esc(out, &note);
+            }
+            out.push_str("</li>");
+        }
+        out.push_str("</ul></section>");
+    };
+    list(
+        "epic-not-runnable",
+        "Not run: values BMAD does not define",
+        f.not_runnable
+            .iter()
+            .map(|n| (n.line, n.key.as_str(), n.status.as_str(), n.reason.clone()))
+            .collect(),
+    );
+    list(
+        "epic-unrecognized",
+        "Outside BMAD's key grammar, never run",
+        f.unrecognized
+            .iter()
+            .map(|u| (u.line, u.key.as_str(), u.status.as_str(), String::new()))
+            .collect(),
+    );
+    list(
+        "epic-legacy",
+        "Legacy values, read as their modern names",
+        f.legacy_mapped
+            .iter()
+            .map(|m| {
+                let note = format!("(read as {})", m.mapped_to);
+                (m.line, m.key.as_str(), m.status.as_str(), note)
+            })
+            .collect(),
+    );
+    list(
+        "epic-retro-items",
+        "Retrospective action items (bmad-loop), not run",
+        f.retro_items
+            .iter()
+            .map(|i| (i.line, i.key.as_str(), i.status.as_str(), String::new()))
+            .collect(),
+    );
 }
 
 fn fact(out: &mut String, label: &str, value: &str) {
@@ -244,6 +313,7 @@ mod tests {
             run_id: "0196aaaa-<1>".into(),
             review_cycle: 1,
             result: "completed".into(),
+            usage: None,
         }];
         current.questions = vec![PendingQuestion {
             id: "q1".into(),
@@ -261,6 +331,8 @@ mod tests {
             current_story: Some("1-2-<b>login</b>".into()),
             last_story_completed: None,
             last_failure: None,
+            sprint_status: Default::default(),
+            story_files: Default::default(),
             epics: vec![EpicRow {
                 key: "epic-1".into(),
                 status: "in-progress".into(),
@@ -270,8 +342,37 @@ mod tests {
                     odd,
                     StoryRow::new("1-4-y", "drafted"),
                 ],
+                usage: None,
             }],
+            findings: Findings {
+                unrecognized: vec![baton_epic::findings::Unrecognized {
+                    key: "epic-3a<i>".into(),
+                    status: "in-progress".into(),
+                    line: 12,
+                }],
+                not_runnable: vec![baton_epic::findings::NotRunnable {
+                    key: "1-3-x".into(),
+                    status: "blocked".into(),
+                    reason: "a mark that the work waits on something".into(),
+                    kind: "story",
+                    line: 7,
+                }],
+                ..Findings::default()
+            },
         }
+    }
+
+    #[test]
+    fn keys_the_columns_cannot_show_are_listed_with_their_lines() {
+        let html = render(&board(), "/p");
+        let odd = html.find("id=\"epic-not-runnable\"").unwrap();
+        assert!(html[odd..].contains(
+            "line 7: <code>1-3-x: blocked</code> a mark that the work waits on something"
+        ));
+        let outside = html.find("id=\"epic-unrecognized\"").unwrap();
+        assert!(html[outside..].contains("line 12: <code>epic-3a&lt;i&gt;: in-progress</code>"));
+        assert!(!html.contains("<i>"));
+        assert!(!html.contains("epic-legacy") && !html.contains("epic-warning"));
     }
 
     #[test]
