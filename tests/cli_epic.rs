@@ -598,7 +598,9 @@ fn values_bmad_does_not_define_wait_for_a_person_and_keys_outside_the_grammar_ar
 fn generation(into: &Path, name: &str) -> PathBuf {
     let project = into.join(name);
     baton_testkit::copy_dir(
-        &repo().join("crates/baton-epic/tests/fixtures/generations").join(name),
+        &repo()
+            .join("crates/baton-epic/tests/fixtures/generations")
+            .join(name),
         &project,
     );
     project
@@ -660,7 +662,11 @@ fn epic_status_names_the_sprint_file_the_rule_and_each_story_file() {
         "{}",
         text.stdout
     );
-    assert!(text.stdout.contains(&format!("{art}/story-2.2.md")), "{}", text.stdout);
+    assert!(
+        text.stdout.contains(&format!("{art}/story-2.2.md")),
+        "{}",
+        text.stdout
+    );
 
     // BMAD 6.12: the team layer's folder; the spec further along than sprint-status moves the
     // plan's start to code-review, and the line says why.
@@ -686,7 +692,11 @@ fn epic_status_names_the_sprint_file_the_rule_and_each_story_file() {
         .position(|l| l.contains("1-2-glass-chimney"))
         .unwrap_or_else(|| panic!("{}", plan.stdout));
     let lines: Vec<&str> = plan.stdout.lines().collect();
-    assert!(lines[line].ends_with("starts at code-review"), "{}", plan.stdout);
+    assert!(
+        lines[line].ends_with("starts at code-review"),
+        "{}",
+        plan.stdout
+    );
     assert!(
         lines[line + 1].contains("spec-1-2-glass-chimney.md says in-review"),
         "{}",
