@@ -402,6 +402,30 @@ struct Kills {
     in_m2: usize,
 }
 
+/// When the kills land: at random moments, or once, at the milestone advance (when the first
+/// post-milestone gate is next, or just after it moved the session to M2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Aim {
+    Random,
+    Advance,
+}
+
+/// The session stands at the advance: M1 done up to its post-milestone gate, or already in M2.
+fn at_advance(project: &Path) -> bool {
+    let Some(doc) = status_json(project) else {
+        return false;
+    };
+    if doc["milestone"] == "M2" {
+        return true;
+    }
+    doc["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["status"] != "completed" && s["status"] != "skipped")
+        .is_some_and(|s| s["decision"] == "post-milestone")
+}
+
 /// A small deterministic generator (xorshift), so a failing seed can be replayed.
 struct Rng(u64);
 
@@ -416,7 +440,7 @@ impl Rng {
 
 /// Drives the session to completed; kills the driving process at random moments, at most
 /// `kills` times, and checks the session files after each kill. Returns the kills landed.
-fn drive(world: &World, proxy: &Proxy, kills: usize, rng: &mut Rng) -> Kills {
+fn drive(world: &World, proxy: &Proxy, kills: usize, rng: &mut Rng, aim: Aim) -> Kills {
     let mut killed = Kills::default();
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
@@ -429,11 +453,23 @@ fn drive(world: &World, proxy: &Proxy, kills: usize, rng: &mut Rng) -> Kills {
         let (mut cmd, verb) = world.next_command(proxy);
         let mut child = cmd.spawn().unwrap();
         if killed.total < kills {
-            let wait = Duration::from_millis(3 + rng.below(150));
-            let until = Instant::now() + wait;
-            while Instant::now() < until && child.try_wait().unwrap().is_none() {
-                std::thread::sleep(Duration::from_millis(1));
+            let started = Instant::now();
+            match aim {
+                Aim::Random => {
+                    let until = started + Duration::from_millis(3 + rng.below(150));
+                    while Instant::now() < until && child.try_wait().unwrap().is_none() {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                Aim::Advance => {
+                    while !at_advance(&world.project) && child.try_wait().unwrap().is_none() {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    // Just before the advance's write, or just after it.
+                    std::thread::sleep(Duration::from_millis(rng.below(15)));
+                }
             }
+            let wait = started.elapsed();
             if child.try_wait().unwrap().is_none() {
                 let in_call = proxy.state.in_flight.load(Ordering::SeqCst) > 0;
                 child.kill().unwrap();
@@ -658,7 +694,10 @@ fn killed_at_random_moments_the_session_ends_as_if_never_killed() {
     let player = SessionPlayer::start(&reference.project);
     let proxy = Proxy::start(&reference, &player, true, Duration::ZERO);
     let started = Instant::now();
-    assert_eq!(drive(&reference, &proxy, 0, &mut Rng(seed)).total, 0);
+    assert_eq!(
+        drive(&reference, &proxy, 0, &mut Rng(seed), Aim::Random).total,
+        0
+    );
     eprintln!(
         "session kill test: unkilled session in {:.1} s, {} model calls",
         started.elapsed().as_secs_f64(),
@@ -717,14 +756,39 @@ fn killed_at_random_moments_the_session_ends_as_if_never_killed() {
     let (mut in_m1, mut in_m2) = (0, 0);
     let mut rounds = 0;
     let started = Instant::now();
-    while landed < kills {
+    // Random rounds until enough kills landed, then rounds with one kill aimed at the
+    // milestone advance.
+    let mut at_advance_rounds = 0;
+    let (mut advance_before, mut advance_after) = (0, 0);
+    while landed < kills || at_advance_rounds < ADVANCE_ROUNDS {
         rounds += 1;
+        let aim = if landed < kills {
+            Aim::Random
+        } else {
+            at_advance_rounds += 1;
+            Aim::Advance
+        };
         let world = World::new();
         let player = SessionPlayer::start(&world.project);
         // A model that takes a moment, so kills land inside model calls as well as between.
         let proxy = Proxy::start(&world, &player, false, Duration::from_millis(8));
-        let done = drive(&world, &proxy, kills - landed, &mut rng);
-        landed += done.total;
+        let budget = if aim == Aim::Advance {
+            1
+        } else {
+            kills - landed
+        };
+        let done = drive(&world, &proxy, budget, &mut rng, aim);
+        if aim == Aim::Advance {
+            assert_eq!(
+                done.total, 1,
+                "round {rounds}: the kill at the advance landed"
+            );
+            advance_before += done.in_m1;
+            advance_after += done.in_m2;
+        }
+        if aim == Aim::Random {
+            landed += done.total;
+        }
         in_model_call += done.in_model_call;
         in_start += done.in_start;
         in_m1 += done.in_m1;
@@ -769,13 +833,12 @@ fn killed_at_random_moments_the_session_ends_as_if_never_killed() {
         assert_eq!(asked, expected_asked, "round {rounds}: the requests differ");
     }
     eprintln!(
-        "session kill test: {landed} kills in {rounds} rounds ({in_model_call} during a model \
-         call, {in_start} during start; {in_m1} in M1, {in_m2} in M2), {:.1} s",
+        "session kill test: {landed} random kills and {ADVANCE_ROUNDS} at the advance ({advance_before} \
+         before its write, {advance_after} after) in {rounds} rounds ({in_model_call} during a \
+         model call, {in_start} during start; {in_m1} left the session in M1, {in_m2} in M2), {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    // The kills span the advance: some left the session in M1, some in M2.
-    assert!(
-        in_m1 > 0 && in_m2 > 0,
-        "kills in M1: {in_m1}, in M2: {in_m2}"
-    );
 }
+
+/// Rounds with one kill aimed at the milestone advance.
+const ADVANCE_ROUNDS: usize = 3;
