@@ -224,6 +224,7 @@ fn usage_errors_exit_two() {
 }
 
 /// A fixture project of the epic tests, copied.
+#[allow(clippy::unwrap_used)] // test code: a failed setup step fails the test
 fn bmad_project(generation: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let project = tmp.path().join("project");
