@@ -5,9 +5,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod common;
-#[path = "../crates/baton-epic/tests/support/method_player.rs"]
-#[allow(dead_code)]
-mod method_player;
 #[path = "../crates/baton-epic/tests/support/player.rs"]
 mod player;
 

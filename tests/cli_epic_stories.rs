@@ -6,9 +6,6 @@
 
 #[allow(unused_imports)]
 mod common;
-#[path = "../crates/baton-epic/tests/support/method_player.rs"]
-#[allow(dead_code)]
-mod method_player;
 #[path = "../crates/baton-epic/tests/support/player.rs"]
 mod player;
 
