@@ -125,6 +125,34 @@ impl CachingProvider {
     }
 }
 
+/// Posts `body` to `{base_url}/chat/completions` of a loopback server and returns its JSON
+/// answer (blocking, one connection per request): what a caching proxy in front of a played
+/// model calls. Only `http://127.0.0.1:<port>/…` addresses are accepted.
+pub fn forward(base_url: &str, body: &Value) -> std::io::Result<Value> {
+    use std::io::{Read, Write};
+    let bad = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, m.to_string());
+    let rest = base_url
+        .strip_prefix("http://127.0.0.1:")
+        .ok_or_else(|| bad("only http://127.0.0.1 is forwarded to"))?;
+    let (port, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let port: u16 = port.parse().map_err(|_| bad("no port"))?;
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    let payload = body.to_string();
+    write!(
+        stream,
+        "POST /{path}/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{payload}",
+        payload.len()
+    )?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw)?;
+    let start = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| i + 4)
+        .ok_or_else(|| bad("no HTTP answer"))?;
+    serde_json::from_slice(&raw[start..]).map_err(|e| bad(&e.to_string()))
+}
+
 /// The recorded assistant answers of `trace`, in order, as OpenAI chat completions (tool names
 /// as on the wire, `fs.read` → `fs_read`; arguments as recorded).
 pub fn trace_answers(trace: &Trace) -> Vec<Value> {
