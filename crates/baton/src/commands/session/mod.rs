@@ -188,6 +188,14 @@ pub(crate) const SIGNAL_HINTS: crate::signals::Hints = crate::signals::Hints {
     quit: "quit; `baton session continue` goes on (a step in flight is continued from its log)",
 };
 
+/// What the session files' reader passed over (a damaged session folder beside the one used),
+/// on stderr.
+fn print_warnings(ctx: &Context) {
+    for w in ctx.warnings.take() {
+        eprintln!("warning: {w}");
+    }
+}
+
 /// Where the session verbs work (`HOME` for global command files, as `baton ralph`).
 fn context(project: &Path) -> Context {
     Context::from_env(project, errors::RALPH_CLI)

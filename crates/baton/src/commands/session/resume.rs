@@ -149,6 +149,7 @@ fn drive(target: &Target, args: &LoopArgs, verb: &str, said: Said) -> anyhow::Re
         }
         drive::ticks(&setup, &id, answer, cancel.clone(), Spent::default()).await
     });
+    super::print_warnings(&setup.ctx);
     match result {
         Ok(e) => report::finish(&e, json),
         Err(f) => Ok(f.report(json)),

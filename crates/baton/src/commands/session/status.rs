@@ -52,6 +52,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
             );
         }
     }
+    super::print_warnings(&ctx);
     Ok(exit::OK)
 }
 
