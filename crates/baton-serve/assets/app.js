@@ -244,12 +244,16 @@
     setInterval(() => scheduleRefresh(0), every);
   }
 
-  const usage = { turns: 0, tools: 0, prompt: 0, completion: 0, total: 0 };
+  const usage = { turns: 0, tools: 0, prompt: 0, cached: 0, completion: 0, total: 0 };
+  // The cost is known only while every call was priced (`costUsd` on each usage).
+  const cost = { usd: 0, priced: true };
   function showUsage() {
     for (const k of Object.keys(usage)) {
       const el = document.getElementById('usage-' + k);
       if (el) el.textContent = usage[k].toLocaleString();
     }
+    const c = document.getElementById('usage-cost');
+    if (c) c.textContent = cost.priced && usage.turns > 0 ? '$' + cost.usd.toFixed(4) : '—';
   }
 
   // One audit line as a timeline row, the way `baton runs log` prints it.
@@ -286,12 +290,14 @@
   function onAuditLine(text) {
     let r;
     try { r = JSON.parse(text); } catch (_) { return; }
-    if (r.kind === 'engine.turn') {
+    if (r.kind === 'engine.turn' || r.kind === 'engine.summary') {
       usage.turns += 1;
       const u = r.usage || {};
       usage.prompt += u.promptTokens || 0;
+      usage.cached += u.cachedPromptTokens || 0;
       usage.completion += u.completionTokens || 0;
       usage.total += u.totalTokens || 0;
+      if (typeof u.costUsd === 'number') cost.usd += u.costUsd; else cost.priced = false;
     } else if (r.kind === 'tool.exec') {
       usage.tools += 1;
     }
@@ -336,6 +342,8 @@
       const list = document.getElementById('timeline');
       if (list) list.replaceChildren();
       for (const k of Object.keys(usage)) usage[k] = 0;
+      cost.usd = 0;
+      cost.priced = true;
       showUsage();
     });
     source.onopen = () => { open = true; showLiveness(); };

@@ -31,8 +31,9 @@ pub async fn board(
         ApiError::bad_request("QUERY_INVALID", e.body_text()).hint("GET /api/epic?project=<dir>")
     })?;
     blocking(state.blocking.clone(), move || {
-        let board = baton_epic::status(&params.project, params.epic.as_deref())
+        let mut board = baton_epic::status(&params.project, params.epic.as_deref())
             .map_err(|e| epic_error(&e))?;
+        baton_epic::budget::fill_usage(&mut board, &state.store, &params.project);
         let mut json = serde_json::to_value(&board)
             .map_err(|e| ApiError::internal("EPIC_BOARD_FAILED", e.to_string()))?;
         if let Some(outcome) = state.jobs.outcome_of(&key(&params.project)) {

@@ -76,6 +76,13 @@ pub fn render(board: &Board, project: &str) -> String {
         push_esc(&mut out, &epic.key);
         out.push_str("</h2>");
         phase_badge(&mut out, &epic.status);
+        if let Some(u) = &epic.usage {
+            let _ = write!(
+                out,
+                " <span class=\"muted\" data-testid=\"epic-usage\">{}</span>",
+                usage_text(u)
+            );
+        }
         let _ = write!(
             out,
             "</div><div class=\"board\" id=\"board-{e}\" data-testid=\"board-{e}\">"
@@ -230,6 +237,13 @@ fn column(out: &mut String, status: &str, stories: &[&StoryRow], board: &Board, 
         }
         out.push_str("</div>");
         story_runs(out, s);
+        if let Some(u) = &s.usage {
+            let _ = write!(
+                out,
+                "<p class=\"muted\" data-testid=\"story-usage\"><small>{}</small></p>",
+                usage_text(u)
+            );
+        }
         if let Some(p) = &s.problem {
             out.push_str("<p class=\"warning\">");
             push_esc(out, p);
@@ -264,6 +278,19 @@ fn column(out: &mut String, status: &str, stories: &[&StoryRow], board: &Board, 
         out.push_str("</article>");
     }
     out.push_str("</div>");
+}
+
+/// `12,345 tokens, 71% of the prompt cached, $0.0123` (the cost only where priced).
+fn usage_text(u: &baton_llm::Usage) -> String {
+    let mut t = format!(
+        "{} tokens, {:.0}% of the prompt cached",
+        u.total_tokens,
+        u.cached_share() * 100.0
+    );
+    if let Some(c) = u.cost_usd {
+        let _ = write!(t, ", ${c:.4}");
+    }
+    t
 }
 
 /// Links to the story's phase runs, oldest first: `create-story #1`, `dev #2 (cycle 2)`, ….
@@ -360,6 +387,27 @@ mod tests {
                 ..Findings::default()
             },
         }
+    }
+
+    #[test]
+    fn the_tokens_of_stories_and_epics_are_shown_with_the_cache_share_and_cost() {
+        let mut b = board();
+        let u = baton_llm::Usage {
+            prompt_tokens: 1_000,
+            cached_prompt_tokens: 750,
+            completion_tokens: 200,
+            total_tokens: 1_200,
+            cost_usd: Some(0.0021),
+            ..Default::default()
+        };
+        b.epics[0].usage = Some(u);
+        b.epics[0].stories[1].usage = Some(u);
+        let html = render(&b, "/p");
+        assert!(html.contains(
+            "<span class=\"muted\" data-testid=\"epic-usage\">1200 tokens, 75% of the prompt cached, $0.0021</span>"
+        ));
+        assert_eq!(html.matches("data-testid=\"story-usage\"").count(), 1);
+        assert!(!render(&board(), "/p").contains("usage"));
     }
 
     #[test]

@@ -362,16 +362,20 @@ pub async fn epic_board(State(state): State<AppState>, Query(q): Query<ProjectQu
         // None chosen: the newest known project that has a sprint.
         let (project, found) = match chosen {
             Some(p) => {
-                let board = baton_epic::status(Path::new(&p), None);
+                let board = baton_epic::status(Path::new(&p), None).map(|mut b| {
+                    baton_epic::budget::fill_usage(&mut b, store, Path::new(&p));
+                    b
+                });
                 (p, Some(board))
             }
             None => projects
                 .iter()
                 .take(projects::LOOKED_AT)
                 .find_map(|p| {
-                    baton_epic::status(Path::new(p), None)
-                        .ok()
-                        .map(|b| (p.clone(), Some(Ok(b))))
+                    baton_epic::status(Path::new(p), None).ok().map(|mut b| {
+                        baton_epic::budget::fill_usage(&mut b, store, Path::new(p));
+                        (p.clone(), Some(Ok(b)))
+                    })
                 })
                 .unwrap_or_default(),
         };
@@ -513,8 +517,15 @@ pub async fn session_page(
         let recent = decisions::read_last(&s.dir, DECISIONS).unwrap_or_default();
         let roots = Roots::new(Some(&ctx.project), Some(store.home()), ctx.home.as_deref());
         let step_runs = step_runs_of(store, &ctx.project, &s.id);
+        let mut summary = summary_json(&s);
+        if let Ok(p) = store.project(&ctx.project) {
+            let u = baton_lifecycle::session::budget::usage(&s, &p);
+            if !u.total.is_zero() {
+                summary["usage"] = serde_json::json!({"total": u.total, "gates": u.gates});
+            }
+        }
         let body = session::render(
-            &summary_json(&s),
+            &summary,
             &recent.records,
             recent.truncated,
             &roots,

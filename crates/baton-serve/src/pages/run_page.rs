@@ -110,8 +110,10 @@ pub fn render(view: &View) -> String {
          <div><dt>Model calls</dt><dd id=\"usage-turns\">0</dd></div>\
          <div><dt>Tool calls</dt><dd id=\"usage-tools\">0</dd></div>\
          <div><dt>Prompt tokens</dt><dd id=\"usage-prompt\">0</dd></div>\
+         <div><dt>Cached prompt tokens</dt><dd id=\"usage-cached\">0</dd></div>\
          <div><dt>Completion tokens</dt><dd id=\"usage-completion\">0</dd></div>\
-         <div><dt>Total tokens</dt><dd id=\"usage-total\">0</dd></div></dl>\
+         <div><dt>Total tokens</dt><dd id=\"usage-total\">0</dd></div>\
+         <div><dt>Cost</dt><dd id=\"usage-cost\">—</dd></div></dl>\
          <p class=\"muted\"><small>Summed from the run's audit log as it streams in.</small></p></section>",
     );
     artifacts_card(&mut out, view, &id);

@@ -145,6 +145,25 @@ pub fn render(
     out.push_str("</span></h1><div id=\"session-status\" data-testid=\"session-status\">");
     phase_badge(&mut out, s(summary, "status"));
     out.push_str("</div></div>");
+    // What its step runs, gates and decomposition used, when any model was asked.
+    if let Some(total) = summary.pointer("/usage/total") {
+        let num = |k: &str| total.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let (prompt, cached) = (num("promptTokens"), num("cachedPromptTokens"));
+        let _ = write!(
+            out,
+            "<p class=\"muted\" id=\"session-usage\" data-testid=\"session-usage\">{} tokens, {:.0}% of the prompt cached",
+            num("totalTokens"),
+            if prompt == 0 {
+                0.0
+            } else {
+                cached as f64 * 100.0 / prompt as f64
+            }
+        );
+        if let Some(c) = total.get("costUsd").and_then(Value::as_f64) {
+            let _ = write!(out, ", ${c:.4}");
+        }
+        out.push_str("</p>");
+    }
     out.push_str("<div class=\"run-grid\"><div>");
     out.push_str("<section class=\"card\" aria-labelledby=\"steps-title\"><h2 id=\"steps-title\">Steps</h2><ol class=\"steps\" id=\"steps\" data-testid=\"steps\">");
     let empty = Vec::new();
