@@ -210,6 +210,7 @@ fn make_netns() -> Option<OwnedFd> {
             return None;
         }
         let (r, w) = (fds[0], fds[1]);
+        let parent = libc::getpid();
         let pid = libc::fork();
         if pid < 0 {
             libc::close(r);
@@ -217,7 +218,16 @@ fn make_netns() -> Option<OwnedFd> {
             return None;
         }
         if pid == 0 {
+            // This child pauses until the parent kills it. If the parent dies first (a SIGKILL
+            // of baton right after the fork), it must not outlive it: it dies with the parent,
+            // and it keeps none of the parent's descriptors, so a lock the parent held (the
+            // epic's project lock) is released with the parent, not held by an orphan forever.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+            if libc::getppid() != parent {
+                libc::_exit(0);
+            }
             libc::close(r);
+            close_all_but(w);
             let ok = libc::unshare(libc::CLONE_NEWNET) == 0;
             if ok {
                 child::loopback_up();
@@ -241,6 +251,32 @@ fn make_netns() -> Option<OwnedFd> {
         libc::kill(pid, libc::SIGKILL);
         libc::waitpid(pid, std::ptr::null_mut(), 0);
         (fd >= 0).then(|| OwnedFd::from_raw_fd(fd))
+    }
+}
+
+/// Closes every descriptor above 2 but `keep` (async-signal-safe: `close_range`, Linux 5.11;
+/// on older kernels they stay open and the parent-death signal alone ends the holder).
+///
+/// # Safety
+/// Only system calls; meant for a forked child.
+unsafe fn close_all_but(keep: libc::c_int) {
+    let keep = keep as libc::c_uint;
+    // SAFETY: system calls on integers.
+    unsafe {
+        if keep > 3 {
+            libc::syscall(
+                libc::SYS_close_range,
+                3 as libc::c_uint,
+                keep - 1,
+                0 as libc::c_uint,
+            );
+        }
+        libc::syscall(
+            libc::SYS_close_range,
+            keep.saturating_add(1).max(3),
+            libc::c_uint::MAX,
+            0 as libc::c_uint,
+        );
     }
 }
 
