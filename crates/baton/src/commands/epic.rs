@@ -366,6 +366,18 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
     ));
     bar.finish();
     match result {
+        Ok(report) if args.json => {
+            // The JSON also says what the epic's runs used so far (tokens, cached, cost).
+            let mut v = report_json(&report);
+            if let Ok(mut board) = baton_epic::status(project, Some(&report.epic_id)) {
+                baton_epic::budget::fill_usage(&mut board, &store, project);
+                if let Some(u) = board.epics.first().and_then(|e| e.usage) {
+                    v["usage"] = serde_json::json!(u);
+                }
+            }
+            super::print_json(&v)?;
+            Ok(exit_code(&report.outcome))
+        }
         Ok(report) => {
             let next = |verb: &str| continue_command(verb, project, args.replay.as_deref());
             present(&report, args.json, &next)
