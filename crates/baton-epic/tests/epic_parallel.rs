@@ -94,8 +94,19 @@ const GIT: &str = "[autopilot.git]\ncommit = true\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_independent_stories_end_as_sequential_in_less_than_half_the_time() {
+    // What is compared is wall time: 0.45x the sequential run, measured here, on whatever
+    // machine runs the test. Wall time = the model's waits + baton's own work (git in its
+    // sandbox, worktrees, rebases, durable writes). Only the waits overlap in parallel; baton's
+    // work does not shrink (it grows: worktrees and merges), and on a loaded 2-core machine it
+    // stretches several times over (measured at load 13: ~2 s sequential, ~4 s parallel with
+    // no delay; up to ~20 s parallel at load 17). So the model's delay must dominate as a
+    // real model's does (seconds per call, minutes per phase): 75 requests at 1.5 s are
+    // 112 s of waiting sequentially and 37 s in parallel, which keeps the ratio under 0.45
+    // while baton's own work in the parallel run stays under ~17 s. A model answering in
+    // milliseconds would measure the machine's load, not the scheduler.
+    let delay = Duration::from_millis(1500);
     let slow = Scenario {
-        delay: Duration::from_millis(600),
+        delay,
         ..Scenario::default()
     };
     let seq = Fixture::new(slow.clone());
@@ -137,10 +148,23 @@ async fn three_independent_stories_end_as_sequential_in_less_than_half_the_time(
     assert_eq!(git(&par.project, &["branch", "--list", "baton/*"]), "");
     git(&par.project, &["fsck", "--no-progress"]);
     let ratio = parallel.as_secs_f64() / sequential.as_secs_f64();
-    eprintln!("sequential {sequential:?}, parallel {parallel:?}, ratio {ratio:.2}");
+    // Baton's own time in each run (wall time less the model's waits; in parallel the waits
+    // of the three stories overlap, a third of them), for the message.
+    let waits = delay * seq.player.requests() as u32;
+    let own = format!(
+        "{} requests each ({waits:?} of model time); baton's own time about {:?} sequential, {:?} parallel; load {}",
+        seq.player.requests(),
+        sequential.saturating_sub(waits),
+        parallel.saturating_sub(waits / 3),
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
+    eprintln!("sequential {sequential:?}, parallel {parallel:?}, ratio {ratio:.2}: {own}");
+    assert_eq!(seq.player.requests(), par.player.requests(), "{own}");
     assert!(
         ratio <= 0.45,
-        "parallel {parallel:?} vs sequential {sequential:?}"
+        "parallel {parallel:?} vs sequential {sequential:?} (ratio {ratio:.2}): {own}"
     );
 }
 

@@ -63,6 +63,8 @@ struct Shared {
     /// `(phase, whole request)` of every request of an installed method's phase run.
     method_requests: Mutex<Vec<(String, String)>>,
     next_id: AtomicU64,
+    /// Requests answered (every one, the delay included).
+    requests: AtomicU64,
 }
 
 /// The played model; its server stops when it is dropped.
@@ -87,10 +89,12 @@ impl Player {
             models: Mutex::new(Vec::new()),
             method_requests: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
+            requests: AtomicU64::new(0),
         });
         let s = shared.clone();
         let server = JsonServer::start_with_status(Arc::new(move |body: &Value| {
             std::thread::sleep(s.scenario.delay);
+            s.requests.fetch_add(1, Ordering::SeqCst);
             let model = body["model"].as_str().unwrap_or("").to_string();
             s.models.lock().unwrap().push(model);
             play(&s, body)
@@ -100,6 +104,11 @@ impl Player {
 
     pub fn base_url(&self) -> String {
         self.server.base_url()
+    }
+
+    /// How many requests were answered so far.
+    pub fn requests(&self) -> u64 {
+        self.shared.requests.load(Ordering::SeqCst)
     }
 
     /// Phases of the requests served so far (`""` before the state was read).
