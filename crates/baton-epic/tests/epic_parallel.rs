@@ -245,3 +245,50 @@ async fn a_dependency_keeps_a_story_waiting_until_the_other_is_merged() {
     );
     git(&f.project, &["fsck", "--no-progress"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stories_touching_the_same_lines_the_second_is_sent_back_with_the_conflict_and_merged()
+{
+    let both = [s("1-1-project-scaffold"), s("1-3-password-reset")];
+    let f = Fixture::new(Scenario {
+        same_lines: both.to_vec(),
+        ..Scenario::default()
+    });
+    repo(&f, GIT);
+    let report = run(&f, epic1(), Some(3)).await;
+    assert_eq!(
+        report.outcome,
+        EpicOutcome::Done { epic_done: true },
+        "{report:?}"
+    );
+    // Both wrote the first line of src/shared.txt from the same base: whichever was approved
+    // second conflicted on rebase, went back to dev with the conflict, resolved it, merged.
+    let resolved = f.player.resolved();
+    assert_eq!(resolved.len(), 1, "{resolved:?}");
+    let (second, told) = &resolved[0];
+    assert!(both.contains(second), "{second}");
+    assert!(told.contains("src/shared.txt"), "{told}");
+    let first = both.iter().find(|k| *k != second).unwrap();
+    assert_eq!(
+        f.read("src/shared.txt"),
+        format!("shared: {first}\nshared: {second}\n")
+    );
+    // One commit per story, the second after the first; nothing left mid-merge.
+    let log = git(&f.project, &["log", "--format=%s"]);
+    assert_eq!(log.lines().count(), 4, "{log}");
+    let at = |k: &str| log.lines().position(|l| l.contains(k)).unwrap();
+    assert!(at(second) < at(first), "{log}");
+    let sprint = f.sprint();
+    for k in [
+        "1-1-project-scaffold",
+        "1-2-user-authentication",
+        "1-3-password-reset",
+    ] {
+        assert!(sprint.contains(&format!("{k}: done")), "{sprint}");
+    }
+    assert_eq!(git(&f.project, &["status", "--porcelain", "--", "src"]), "");
+    let list = git(&f.project, &["worktree", "list", "--porcelain"]);
+    assert_eq!(list.matches("worktree ").count(), 1, "{list}");
+    assert_eq!(git(&f.project, &["branch", "--list", "baton/*"]), "");
+    git(&f.project, &["fsck", "--no-progress"]);
+}

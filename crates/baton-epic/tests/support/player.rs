@@ -48,6 +48,10 @@ pub struct Scenario {
     pub delay: std::time::Duration,
     /// Stories whose dev phase, run by an installed build skill, halts `blocked`.
     pub blocked: Vec<String>,
+    /// Stories whose dev phase also writes the same line of `src/shared.txt` (`shared: <story>`
+    /// as its first line), so that their branches conflict. A dev run told of a conflict (its
+    /// `verifyOutput`) resolves it: the epic branch's file (the main work tree's) then its line.
+    pub same_lines: Vec<String>,
 }
 
 struct Shared {
@@ -65,6 +69,8 @@ struct Shared {
     next_id: AtomicU64,
     /// Requests answered (every one, the delay included).
     requests: AtomicU64,
+    /// `(story, verifyOutput)` of each dev run of a `same_lines` story that resolved a conflict.
+    resolved: Mutex<Vec<(String, String)>>,
 }
 
 /// The played model; its server stops when it is dropped.
@@ -90,6 +96,7 @@ impl Player {
             method_requests: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
             requests: AtomicU64::new(0),
+            resolved: Mutex::new(Vec::new()),
         });
         let s = shared.clone();
         let server = JsonServer::start_with_status(Arc::new(move |body: &Value| {
@@ -104,6 +111,11 @@ impl Player {
 
     pub fn base_url(&self) -> String {
         self.server.base_url()
+    }
+
+    /// `(story, verifyOutput)` of each dev run that resolved a conflict of `same_lines`.
+    pub fn resolved(&self) -> Vec<(String, String)> {
+        self.shared.resolved.lock().unwrap().clone()
     }
 
     /// How many requests were answered so far.
@@ -563,10 +575,33 @@ fn work(shared: &Shared, state: &Value, heard: &[String]) -> Vec<(&'static str, 
             if !review.is_empty() {
                 code.push_str(&format!("fixed: {review}\n"));
             }
-            if !var(state, "verifyOutput").is_empty() {
+            let verify_output = var(state, "verifyOutput");
+            if !verify_output.is_empty() {
                 code.push_str("fixed a failed check\n");
             }
-            vec![
+            let mut shared_line = Vec::new();
+            if shared.scenario.same_lines.contains(&story) {
+                let line = format!("shared: {story}\n");
+                let text = if verify_output.contains("conflicted in") {
+                    shared
+                        .resolved
+                        .lock()
+                        .unwrap()
+                        .push((story.clone(), verify_output.clone()));
+                    let theirs = std::fs::read_to_string(shared.project.join("src/shared.txt"))
+                        .unwrap_or_default();
+                    if theirs.contains(&line) {
+                        theirs
+                    } else {
+                        format!("{theirs}{line}")
+                    }
+                } else {
+                    line
+                };
+                shared_line.push(write("src/shared.txt".into(), text));
+            }
+            let mut calls = shared_line;
+            calls.extend([
                 write(format!("src/{story}.txt"), code),
                 write(
                     story_file.clone(),
@@ -578,7 +613,8 @@ fn work(shared: &Shared, state: &Value, heard: &[String]) -> Vec<(&'static str, 
                         &format!("\n## Change Log\n\n- implemented in cycle {cycle}\n"),
                     ),
                 ),
-            ]
+            ]);
+            calls
         }
         "revision" => vec![write(
             format!("src/{story}.revision.txt"),
