@@ -11,14 +11,13 @@
 //! there. What the run wrote to `sprint-status.yaml` is read as evidence, then undone like any
 //! phase's write to the loop's files (the loop applies statuses with its own writer).
 
-use super::agent_state::AgentState;
 use super::error::{EpicError, Result};
 use super::events::EpicEvent;
 use super::method::files::Reader;
 use super::method::prompt::{self, Ask};
 use super::method::render::{self, Rendered};
 use super::phase::Phase;
-use super::phase_run::{OwnedFiles, failure_of, runner_error, same_run};
+use super::phase_run::{OwnedFiles, runner_error, same_run};
 use super::progress::{InFlight, StoryProgress};
 use super::specs::{MethodSpec, PhaseSpec};
 use super::sprint::{self, SprintStatus};
@@ -199,16 +198,7 @@ impl Ctx<'_> {
 
     /// `uv run _bmad/scripts/render_skill.py …` in the sandbox, like a verify command.
     fn render_with_script(&self, m: &MethodSpec) -> std::result::Result<Rendered, String> {
-        let sandbox = super::verify::Sandbox::new(
-            &self.layout.project,
-            &self.tools.system.terminal,
-            self.tools.system.allow_git_writes,
-            baton_tools::TerminalRuntime {
-                store_home: Some(self.store.home().to_path_buf()),
-                ..baton_tools::TerminalRuntime::default()
-            },
-        )
-        .map_err(|(_, message)| message)?;
+        let sandbox = self.project_sandbox().map_err(|(_, message)| message)?;
         let root = self.layout.project.display().to_string();
         let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
         let command = format!(
@@ -372,35 +362,10 @@ impl Ctx<'_> {
         inflight: &mut InFlight,
         id: &str,
     ) -> Result<std::result::Result<(ClaimedTask, TaskContinuation), PhaseEnd>> {
-        let run = self
-            .project
-            .get_run(id)
-            .map_err(|e| EpicError::failure(e.code(), e.to_string()))?;
-        let continuation = match run.phase {
-            RunPhase::Completed => return Ok(Err(PhaseEnd::Completed)),
-            RunPhase::Failed => {
-                let (code, message) = failure_of(run.waiting_for.as_ref());
-                return Ok(Err(PhaseEnd::Failed { code, message }));
-            }
-            RunPhase::WaitingUser => {
-                let question = run
-                    .waiting_for
-                    .as_ref()
-                    .and_then(|w| w.get("question"))
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                let q = self.record_question(sp, inflight, id, &question, "")?;
-                let answer = match q.answer.clone() {
-                    Some(a) => Some(a),
-                    None => self.answer_now(&sp.key, &q)?,
-                };
-                match answer {
-                    Some(a) => TaskContinuation::Answer(a),
-                    None => return Ok(Err(PhaseEnd::Waiting(q))),
-                }
-            }
-            RunPhase::Idle | RunPhase::Running => TaskContinuation::Resume,
+        let continuation = match self.existing_run(sp, inflight, id, false)? {
+            Ok(Some(answer)) => TaskContinuation::Answer(answer),
+            Ok(None) => TaskContinuation::Resume,
+            Err(end) => return Ok(Err(end)),
         };
         let task =
             task_run::claim_task(&self.project, id, continuation.clone()).map_err(runner_error)?;
@@ -465,30 +430,9 @@ impl Ctx<'_> {
                 }
                 TaskEnd::Waiting { question, .. } => {
                     let q = self.record_question(&sp, &mut inflight, &run_id, &question, "")?;
-                    let recorded = match &q.answer {
-                        Some(_) => None,
-                        None => self.replayed_answer(&run_id, &sp, inflight.n)?,
-                    };
-                    let answer = match (q.answer.clone(), recorded) {
-                        (Some(a), _) => Some(a),
-                        (None, Some(a)) => {
-                            let mut agent =
-                                AgentState::load(&self.layout.dir, &self.layout.rel, &sp.key)?
-                                    .unwrap_or_else(|| AgentState::new(&sp.key, sp.phase.as_str()));
-                            agent.answer(&q.id, &a);
-                            agent.save(&self.layout.dir)?;
-                            Some(a)
-                        }
-                        (None, None) => self.answer_now(&sp.key, &q)?,
-                    };
-                    let Some(answer) = answer else {
+                    let Some(answer) = self.answer_for(&run_id, &sp, inflight.n, &q)? else {
                         return Ok(PhaseEnd::Waiting(q));
                     };
-                    self.emit(EpicEvent::Answered {
-                        story: sp.key.clone(),
-                        question: q.question.clone(),
-                        answer: answer.clone(),
-                    });
                     continuation = TaskContinuation::Answer(answer);
                     task = task_run::claim_task(&self.project, &run_id, continuation.clone())
                         .map_err(runner_error)?;
@@ -530,27 +474,11 @@ impl Ctx<'_> {
         let caps = super::budget::caps_for(self, &sp.key, &run_id, live.and_then(|l| l.price()));
         let paths = self.project.run_paths(&run_id);
         let m = self.models.for_run(&run_id, &sp.key, sp.phase, n)?;
-        // A replay cursor is put where the run stands before an answer continues it; a resume
-        // does that itself.
-        if let (Some(r), TaskContinuation::Answer(_), false) =
-            (&m.replay, continuation, m.positioned)
-            && let Ok(restored) = baton_engine::conversation::restore(&paths.conversation_log)
-        {
-            r.fast_forward(restored.complete_turns, restored.answers);
-            r.skip_user_input();
-        }
-        let positioned = m.positioned;
-        m.positioned = true;
-        let model: &dyn baton_llm::ChatModel = match (&m.replay, live) {
-            (Some(r), _) => r,
-            (None, Some(l)) => l,
-            (None, None) => {
-                return Err(EpicError::failure(
-                    "EPIC_MODEL_MISSING",
-                    "no model to run the phase",
-                ));
-            }
-        };
+        let positioned = m.position(
+            matches!(continuation, TaskContinuation::Answer(_)),
+            &paths.conversation_log,
+        );
+        let model = m.model(live)?;
         let on_event = self.on_event;
         let forward = move |e: EngineEvent| {
             if let Some(f) = on_event {

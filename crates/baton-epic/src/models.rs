@@ -8,7 +8,7 @@ use super::phase::Phase;
 use baton_llm::{ChatModel, ReplayModel, Trace, TraceRecorder};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// Where phase runs get their answers.
@@ -157,6 +157,30 @@ impl<'a> Models<'a> {
 }
 
 impl RunModel {
+    /// Puts the replay cursor where the run stands before an answer continues it (a resume
+    /// does that itself), once in this process; whether it already stood there.
+    pub fn position(&mut self, answering: bool, conversation_log: &Path) -> bool {
+        if let (Some(r), true, false) = (&self.replay, answering, self.positioned)
+            && let Ok(restored) = baton_engine::conversation::restore(conversation_log)
+        {
+            r.fast_forward(restored.complete_turns, restored.answers);
+            r.skip_user_input();
+        }
+        std::mem::replace(&mut self.positioned, true)
+    }
+
+    /// The model an invocation talks to: the recorded one when replaying, else the live one.
+    pub fn model<'m>(&'m self, live: Option<&'m dyn ChatModel>) -> Result<&'m dyn ChatModel> {
+        match (&self.replay, live) {
+            (Some(r), _) => Ok(r),
+            (None, Some(l)) => Ok(l),
+            (None, None) => Err(EpicError::failure(
+                "EPIC_MODEL_MISSING",
+                "no model to run the phase",
+            )),
+        }
+    }
+
     /// Writes the run's trace: the earlier processes' dialogues, then this process's.
     pub fn save(&self) -> Result<()> {
         let (Some(path), Some(rec)) = (&self.record_to, &self.recorder) else {

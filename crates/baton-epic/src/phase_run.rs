@@ -220,15 +220,34 @@ impl Ctx<'_> {
         inflight: &mut InFlight,
         id: &str,
     ) -> Result<std::result::Result<(runner::Claimed, Continuation), PhaseEnd>> {
+        let continuation = match self.existing_run(sp, inflight, id, true)? {
+            Ok(Some(answer)) => Continuation::Answer(answer),
+            Ok(None) => Continuation::Resume,
+            Err(end) => return Ok(Err(end)),
+        };
+        let claimed = runner::claim(self.store, id, continuation.clone()).map_err(runner_error)?;
+        Ok(Ok((claimed, continuation)))
+    }
+
+    /// How an existing run (a phase run or a task run) goes on: `Ok(None)` resumes it,
+    /// `Ok(Some(answer))` answers the question it waits on (an agent-state question, at its
+    /// current node when `at_node`), `Err` is the end it is already at.
+    pub(super) fn existing_run(
+        &mut self,
+        sp: &StoryProgress,
+        inflight: &mut InFlight,
+        id: &str,
+        at_node: bool,
+    ) -> Result<std::result::Result<Option<String>, PhaseEnd>> {
         let run = self
             .project
             .get_run(id)
             .map_err(|e| EpicError::failure(e.code(), e.to_string()))?;
-        let continuation = match run.phase {
-            RunPhase::Completed => return Ok(Err(PhaseEnd::Completed)),
+        match run.phase {
+            RunPhase::Completed => Ok(Err(PhaseEnd::Completed)),
             RunPhase::Failed => {
                 let (code, message) = failure_of(run.waiting_for.as_ref());
-                return Ok(Err(PhaseEnd::Failed { code, message }));
+                Ok(Err(PhaseEnd::Failed { code, message }))
             }
             RunPhase::WaitingUser => {
                 let question = run
@@ -238,21 +257,23 @@ impl Ctx<'_> {
                     .and_then(Value::as_str)
                     .unwrap_or("")
                     .to_string();
-                let node = run.current_node_id.clone().unwrap_or_default();
+                let node = if at_node {
+                    run.current_node_id.clone().unwrap_or_default()
+                } else {
+                    String::new()
+                };
                 let q = self.record_question(sp, inflight, id, &question, &node)?;
                 let answer = match q.answer.clone() {
                     Some(a) => Some(a),
                     None => self.answer_now(&sp.key, &q)?,
                 };
                 match answer {
-                    Some(answer) => Continuation::Answer(answer),
-                    None => return Ok(Err(PhaseEnd::Waiting(q))),
+                    Some(answer) => Ok(Ok(Some(answer))),
+                    None => Ok(Err(PhaseEnd::Waiting(q))),
                 }
             }
-            RunPhase::Idle | RunPhase::Running => Continuation::Resume,
-        };
-        let claimed = runner::claim(self.store, id, continuation.clone()).map_err(runner_error)?;
-        Ok(Ok((claimed, continuation)))
+            RunPhase::Idle | RunPhase::Running => Ok(Ok(None)),
+        }
     }
 
     /// Turns a run's question into the agent-state question (once per run).
@@ -362,42 +383,50 @@ impl Ctx<'_> {
                 Outcome::Waiting { question } => {
                     let node = finished.run.current_node_id.clone().unwrap_or_default();
                     let q = self.record_question(&sp, &mut inflight, &run_id, &question, &node)?;
-                    // An answer already in the file, then a recorded input (replay), then a
-                    // person.
-                    let recorded = match &q.answer {
-                        Some(_) => None,
-                        None => self.replayed_answer(&run_id, &sp, inflight.n)?,
-                    };
-                    let answer = match (q.answer.clone(), recorded) {
-                        (Some(a), _) => Some(a),
-                        (None, recorded) => match recorded {
-                            Some(a) => {
-                                let mut agent =
-                                    AgentState::load(&self.layout.dir, &self.layout.rel, &sp.key)?
-                                        .unwrap_or_else(|| {
-                                            AgentState::new(&sp.key, sp.phase.as_str())
-                                        });
-                                agent.answer(&q.id, &a);
-                                agent.save(&self.layout.dir)?;
-                                Some(a)
-                            }
-                            None => self.answer_now(&sp.key, &q)?,
-                        },
-                    };
-                    let Some(answer) = answer else {
+                    let Some(answer) = self.answer_for(&run_id, &sp, inflight.n, &q)? else {
                         return Ok(PhaseEnd::Waiting(q));
                     };
-                    self.emit(EpicEvent::Answered {
-                        story: sp.key.clone(),
-                        question: q.question.clone(),
-                        answer: answer.clone(),
-                    });
                     continuation = Continuation::Answer(answer);
                     claimed = runner::claim(self.store, &run_id, continuation.clone())
                         .map_err(runner_error)?;
                 }
             }
         }
+    }
+
+    /// The answer to question `q` of a waiting run: the one already in the agent-state file,
+    /// else the recorded input that comes next (replay; then kept in the file), else a
+    /// person's. An answer found is said as an event.
+    pub(super) fn answer_for(
+        &mut self,
+        run_id: &str,
+        sp: &StoryProgress,
+        n: u32,
+        q: &Question,
+    ) -> Result<Option<String>> {
+        let recorded = match &q.answer {
+            Some(_) => None,
+            None => self.replayed_answer(run_id, sp, n)?,
+        };
+        let answer = match (q.answer.clone(), recorded) {
+            (Some(a), _) => Some(a),
+            (None, Some(a)) => {
+                let mut agent = AgentState::load(&self.layout.dir, &self.layout.rel, &sp.key)?
+                    .unwrap_or_else(|| AgentState::new(&sp.key, sp.phase.as_str()));
+                agent.answer(&q.id, &a);
+                agent.save(&self.layout.dir)?;
+                Some(a)
+            }
+            (None, None) => self.answer_now(&sp.key, q)?,
+        };
+        if let Some(answer) = &answer {
+            self.emit(EpicEvent::Answered {
+                story: sp.key.clone(),
+                question: q.question.clone(),
+                answer: answer.clone(),
+            });
+        }
+        Ok(answer)
     }
 
     /// The recorded user input that comes next in a replayed phase trace.
@@ -427,25 +456,11 @@ impl Ctx<'_> {
         let caps = super::budget::caps_for(self, &sp.key, &run_id, live.and_then(|l| l.price()));
         let paths = self.project.run_paths(&run_id);
         let m = self.models.for_run(&run_id, &sp.key, sp.phase, n)?;
-        // A replay cursor is put where the run stands before an answer continues it; a resume
-        // does that itself.
-        if let (Some(r), Continuation::Answer(_), false) = (&m.replay, continuation, m.positioned)
-            && let Ok(restored) = baton_engine::conversation::restore(&paths.conversation_log)
-        {
-            r.fast_forward(restored.complete_turns, restored.answers);
-            r.skip_user_input();
-        }
-        m.positioned = true;
-        let model: &dyn baton_llm::ChatModel = match (&m.replay, live) {
-            (Some(r), _) => r,
-            (None, Some(l)) => l,
-            (None, None) => {
-                return Err(EpicError::failure(
-                    "EPIC_MODEL_MISSING",
-                    "no model to run the phase",
-                ));
-            }
-        };
+        m.position(
+            matches!(continuation, Continuation::Answer(_)),
+            &paths.conversation_log,
+        );
+        let model = m.model(live)?;
         let on_event = self.on_event;
         let forward = move |e: EngineEvent| {
             if let Some(f) = on_event {

@@ -589,6 +589,20 @@ impl<'a> Ctx<'a> {
         Ok(Next::Continue)
     }
 
+    /// The sandbox of commands baton runs in the project (verify commands, BMAD's renderer):
+    /// confined like the model's own commands, under `baton.toml`'s terminal settings.
+    pub(super) fn project_sandbox(&self) -> std::result::Result<verify::Sandbox, (String, String)> {
+        verify::Sandbox::new(
+            &self.layout.project,
+            &self.tools.system.terminal,
+            self.tools.system.allow_git_writes,
+            baton_tools::TerminalRuntime {
+                store_home: Some(self.store.home().to_path_buf()),
+                ..baton_tools::TerminalRuntime::default()
+            },
+        )
+    }
+
     /// Runs the verify commands after dev or revision; a failure sends the story back to dev.
     pub(super) fn verify(&mut self, phase: Phase) -> Result<Option<Next>> {
         let commands = self.config.verify.commands.clone();
@@ -598,16 +612,7 @@ impl<'a> Ctx<'a> {
         let timeout = Duration::from_secs(self.config.verify.timeout_s);
         let on_event = self.on_event;
         // Confined like the model's own commands: they run what the model wrote.
-        let sandbox = verify::Sandbox::new(
-            &self.layout.project,
-            &self.tools.system.terminal,
-            self.tools.system.allow_git_writes,
-            baton_tools::TerminalRuntime {
-                store_home: Some(self.store.home().to_path_buf()),
-                ..baton_tools::TerminalRuntime::default()
-            },
-        )
-        .map_err(|(_, message)| {
+        let sandbox = self.project_sandbox().map_err(|(_, message)| {
             EpicError::failure("SANDBOX_SETUP_FAILED", message).hint("run `baton doctor`")
         })?;
         let failed = verify::run_all(&commands, &sandbox, timeout, &self.cancel, |r| {
