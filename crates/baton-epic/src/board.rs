@@ -69,7 +69,7 @@ pub struct PhaseRunLink {
 }
 
 impl PhaseRunLink {
-    fn of(r: &RunRecord) -> PhaseRunLink {
+    pub(crate) fn of(r: &RunRecord) -> PhaseRunLink {
         PhaseRunLink {
             phase: r.phase.as_str().to_string(),
             n: r.n,
@@ -329,40 +329,62 @@ fn story_row(
         row.run_id = sp.run.as_ref().and_then(|r| r.run_id.clone());
     }
     if present.contains(&format!("{key}{}", agent_state::SUFFIX)) {
-        match AgentState::load(&layout.dir, &layout.rel, key) {
-            Ok(Some(a)) => {
-                row.questions = a
-                    .questions
-                    .iter()
-                    .filter(|q| q.answer.is_none())
-                    .map(|q| PendingQuestion {
-                        id: q.id.clone(),
-                        question: q.question.clone(),
-                        context: q.context.clone(),
-                    })
-                    .collect();
-            }
-            Ok(None) => {}
-            Err(e) => row.problem = Some(format!("{}: {}", e.code, e.message)),
-        }
+        row.questions = pending_questions(layout, key, &mut row.problem);
     }
     if present.contains(&format!("{key}{}", review::SUFFIX)) {
-        match Review::load(&layout.dir, &layout.rel, key) {
-            Ok(Some(r)) => {
-                row.review = Some(
-                    if r.approved {
-                        "approved"
-                    } else {
-                        "changes-requested"
-                    }
-                    .into(),
-                );
-            }
-            Ok(None) => {}
-            Err(e) => row.problem = Some(format!("{}: {}", e.code, e.message)),
-        }
+        row.review = review_verdict(layout, key, &mut row.problem);
     }
     row
+}
+
+/// The unanswered questions of story `key`'s agent-state file (none without one); a damaged
+/// file is the story's `problem`.
+pub(crate) fn pending_questions(
+    layout: &layout::Layout,
+    key: &str,
+    problem: &mut Option<String>,
+) -> Vec<PendingQuestion> {
+    match AgentState::load(&layout.dir, &layout.rel, key) {
+        Ok(Some(a)) => a
+            .questions
+            .iter()
+            .filter(|q| q.answer.is_none())
+            .map(|q| PendingQuestion {
+                id: q.id.clone(),
+                question: q.question.clone(),
+                context: q.context.clone(),
+            })
+            .collect(),
+        Ok(None) => Vec::new(),
+        Err(e) => {
+            *problem = Some(format!("{}: {}", e.code, e.message));
+            Vec::new()
+        }
+    }
+}
+
+/// `approved` or `changes-requested`, from story `key`'s last review file (none without one);
+/// a damaged file is the story's `problem`.
+pub(crate) fn review_verdict(
+    layout: &layout::Layout,
+    key: &str,
+    problem: &mut Option<String>,
+) -> Option<String> {
+    match Review::load(&layout.dir, &layout.rel, key) {
+        Ok(Some(r)) => Some(
+            if r.approved {
+                "approved"
+            } else {
+                "changes-requested"
+            }
+            .into(),
+        ),
+        Ok(None) => None,
+        Err(e) => {
+            *problem = Some(format!("{}: {}", e.code, e.message));
+            None
+        }
+    }
 }
 
 /// The story's file on its row; a story found twice is its row's problem.

@@ -5,14 +5,12 @@
 //! unreadable is shown with its problem.
 
 use super::{SpecFolder, Standing};
-use crate::agent_state::AgentState;
 use crate::board::{PendingQuestion, PhaseRunLink, Standing as Where};
 use crate::config::AutopilotConfig;
 use crate::error::{EpicError, Result};
 use crate::layout;
 use crate::lock;
 use crate::progress::{FailureDetail, Progress};
-use crate::review::Review;
 use crate::run_state::{self, RunEpicState};
 use serde::Serialize;
 use std::path::Path;
@@ -146,47 +144,12 @@ pub fn status(project: &Path, folder: &str) -> Result<StoriesBoard> {
                 .runs
                 .iter()
                 .filter(|r| r.story_key == *id)
-                .map(|r| PhaseRunLink {
-                    phase: r.phase.as_str().to_string(),
-                    n: r.n,
-                    run_id: r.run_id.clone(),
-                    review_cycle: r.review_cycle,
-                    result: r.result.clone(),
-                    usage: None,
-                })
+                .map(PhaseRunLink::of)
                 .collect();
         }
         if ours.is_some() {
-            match AgentState::load(&layout.dir, &layout.rel, id) {
-                Ok(Some(a)) => {
-                    d.questions = a
-                        .questions
-                        .iter()
-                        .filter(|q| q.answer.is_none())
-                        .map(|q| PendingQuestion {
-                            id: q.id.clone(),
-                            question: q.question.clone(),
-                            context: q.context.clone(),
-                        })
-                        .collect();
-                }
-                Ok(None) => {}
-                Err(e) => d.problem = Some(format!("{}: {}", e.code, e.message)),
-            }
-            match Review::load(&layout.dir, &layout.rel, id) {
-                Ok(Some(r)) => {
-                    d.review = Some(
-                        if r.approved {
-                            "approved"
-                        } else {
-                            "changes-requested"
-                        }
-                        .into(),
-                    );
-                }
-                Ok(None) => {}
-                Err(e) => d.problem = Some(format!("{}: {}", e.code, e.message)),
-            }
+            d.questions = crate::board::pending_questions(&layout, id, &mut d.problem);
+            d.review = crate::board::review_verdict(&layout, id, &mut d.problem);
         }
         stories.push(d);
     }
