@@ -288,15 +288,21 @@ fn parse_yaml(shown: &str, text: &str) -> Result<serde_json::Map<String, Value>>
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(invalid(shown, None, "the file is not a YAML mapping")),
         Err(e) => {
-            let line = e
-                .location()
-                .and_then(|l| usize::try_from(l.line()).ok())
-                .filter(|l| *l > 0);
-            let message = e.to_string();
-            let first = message.lines().next().unwrap_or("").trim().to_string();
+            let (line, first) = yaml_error_at(&e);
             Err(invalid(shown, line, format!("not valid YAML: {first}")))
         }
     }
+}
+
+/// Where a YAML error is (its line, when known) and the first line of what it says.
+pub(crate) fn yaml_error_at(e: &serde_saphyr::Error) -> (Option<usize>, String) {
+    let line = e
+        .location()
+        .and_then(|l| usize::try_from(l.line()).ok())
+        .filter(|l| *l > 0);
+    let message = e.to_string();
+    let first = message.lines().next().unwrap_or("").trim().to_string();
+    (line, first)
 }
 
 /// Lines with their byte offset, without the line end.

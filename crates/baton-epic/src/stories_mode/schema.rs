@@ -393,12 +393,7 @@ fn check_ids(shown: &str, entries: &[StoryEntry]) -> Result<()> {
 }
 
 fn yaml_error(shown: &str, e: &serde_saphyr::Error) -> EpicError {
-    let line = e
-        .location()
-        .and_then(|l| usize::try_from(l.line()).ok())
-        .filter(|l| *l > 0);
-    let message = e.to_string();
-    let first = message.lines().next().unwrap_or("").trim().to_string();
+    let (line, first) = crate::sprint::yaml_error_at(e);
     invalid(shown, line, format!("not valid YAML: {first}"))
 }
 
