@@ -666,15 +666,11 @@ pub fn stories_board_text(b: &baton_epic::stories_mode::StoriesBoard) -> String 
             pad(&s.title, 30),
             pad(&s.status, 14)
         );
-        if let Some(p) = &s.phase {
-            line.push_str(&format!(" ← {p}"));
-            if let Some(c) = s.review_cycle.filter(|c| *c > 1) {
-                line.push_str(&format!(" (review cycle {c})"));
-            }
-        }
-        if let Some(r) = &s.review {
-            line.push_str(&format!(" review: {r}"));
-        }
+        line.push_str(&phase_text(
+            s.phase.as_deref(),
+            s.review_cycle,
+            s.review.as_deref(),
+        ));
         if let Some(f) = &s.file {
             line.push_str(&format!("  {f}"));
         }
@@ -707,6 +703,22 @@ pub fn stories_board_text(b: &baton_epic::stories_mode::StoriesBoard) -> String 
         ));
     }
     out
+}
+
+/// A story's phase in flight (with its review cycle past the first) and its last review
+/// verdict, as its board line shows them: ` ← dev (review cycle 2) review: approved`.
+fn phase_text(phase: Option<&str>, review_cycle: Option<u32>, review: Option<&str>) -> String {
+    let mut t = String::new();
+    if let Some(p) = phase {
+        t.push_str(&format!(" ← {p}"));
+        if let Some(c) = review_cycle.filter(|c| *c > 1) {
+            t.push_str(&format!(" (review cycle {c})"));
+        }
+    }
+    if let Some(r) = review {
+        t.push_str(&format!(" review: {r}"));
+    }
+    t
 }
 
 /// `12,345 tokens (71% of the prompt cached), $0.0123`.
@@ -747,15 +759,11 @@ pub fn board_text(b: &Board) -> String {
         out.push_str(&format!("\n{} [{}]\n", e.key, e.status));
         for s in &e.stories {
             let mut line = format!("  {} {}", pad(&s.key, 40), pad(&s.status, 14));
-            if let Some(p) = &s.phase {
-                line.push_str(&format!(" ← {p}"));
-                if let Some(c) = s.review_cycle.filter(|c| *c > 1) {
-                    line.push_str(&format!(" (review cycle {c})"));
-                }
-            }
-            if let Some(r) = &s.review {
-                line.push_str(&format!(" review: {r}"));
-            }
+            line.push_str(&phase_text(
+                s.phase.as_deref(),
+                s.review_cycle,
+                s.review.as_deref(),
+            ));
             if let Some(f) = &s.file {
                 line.push_str(&format!("  {f}"));
                 // The file's own status, when it says something else than sprint-status.
