@@ -548,3 +548,71 @@ async fn a_story_found_twice_stops_before_any_phase_runs() {
     assert!(baton_epic::board::phase_runs(&f.project).is_empty());
     assert_eq!(f.sprint(), before, "sprint-status.yaml was not touched");
 }
+
+/// `f()` on another thread, failing the test if it has not returned within 30 s (a FIFO read
+/// without O_NONBLOCK would block forever).
+fn within_30s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(30))
+        .expect("blocked on a file another tool or the model wrote")
+}
+
+fn mkfifo(path: &Path) {
+    std::fs::remove_file(path).unwrap();
+    let ok = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "mkfifo {}", path.display());
+}
+
+#[test]
+fn a_story_file_that_is_a_fifo_a_symlink_out_or_huge_is_found_but_never_read() {
+    let story = "_bmad-output/implementation-artifacts/stories/2-1-irrigation-map.md";
+
+    // A FIFO: the board comes back, the file is known, its status is not taken from it.
+    let (_tmp, p) = fixture("f2-bmad60");
+    mkfifo(&p.join(story));
+    let q = p.clone();
+    let board = within_30s(move || status(&q, None).unwrap());
+    assert_eq!(row(&board, "2-1-irrigation-map").file_status, None);
+    match find(&p, "2-1-irrigation-map") {
+        // Not a regular file: not a story file (or known with a problem), never a status.
+        Lookup::Found(f) => assert!(f.status.is_none() && f.problem.is_some(), "{f:?}"),
+        Lookup::Missing { .. } => {}
+        other => panic!("{other:?}"),
+    }
+
+    // A symlink out of the project whose target claims `done`: never followed.
+    let (tmp, p) = fixture("f2-bmad60");
+    let outside = tmp.path().join("outside.md");
+    std::fs::write(&outside, "Status: done\n").unwrap();
+    std::fs::remove_file(p.join(story)).unwrap();
+    std::os::unix::fs::symlink(&outside, p.join(story)).unwrap();
+    let board = status(&p, None).unwrap();
+    assert_ne!(
+        row(&board, "2-1-irrigation-map").file_status.as_deref(),
+        Some("done")
+    );
+
+    // A huge file (past the read limit): its status is not read, nothing fails.
+    let (_tmp, p) = fixture("f2-bmad60");
+    let mut big = b"Status: done\n".to_vec();
+    big.resize(64 * 1024 * 1024, b'x');
+    std::fs::write(p.join(story), &big).unwrap();
+    let board = status(&p, None).unwrap();
+    assert_eq!(row(&board, "2-1-irrigation-map").file_status, None);
+}
+
+#[test]
+fn a_bmad_config_layer_that_is_a_fifo_does_not_hang_the_search() {
+    let (_tmp, p) = fixture("f1-bmad612");
+    mkfifo(&p.join("_bmad/custom/config.toml"));
+    let q = p.clone();
+    // Refused with a located error or passed over: either way it returns.
+    let _ = within_30s(move || layout::resolve(&q, None).map(|l| l.rel_file("sprint-status.yaml")));
+}
