@@ -266,3 +266,42 @@ fn a_completed_session_says_done_not_where_it_started() {
         status.stdout
     );
 }
+
+/// `baton … | head`: the reader goes away before baton writes. Every command that prints
+/// ends quietly with exit 0 — no panic, no backtrace, no `Broken pipe` error.
+#[test]
+fn a_reader_that_went_away_ends_the_command_quietly() {
+    let baton = Baton::new();
+    let work = tempfile::tempdir().unwrap();
+    let project = one_run(&baton, work.path());
+    let listed = baton.run(&["runs", "list", "--json"]).json();
+    let id = listed[0]["runId"].as_str().unwrap().to_string();
+    let package = example("create-story-micro");
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["doctor"],
+        vec!["package", "list"],
+        vec!["validate", package.to_str().unwrap()],
+        vec!["graph", package.to_str().unwrap()],
+        vec!["runs", "list"],
+        vec!["runs", "list", "--json"],
+        vec!["runs", "show", &id],
+        vec!["runs", "log", &id],
+        vec!["--help"],
+    ];
+    for args in commands {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(&args)
+            .current_dir(&project)
+            .env("BATON_HOME", baton.home.path())
+            .env_remove("RUST_BACKTRACE")
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "baton {args:?}: {stderr}");
+        assert!(stderr.is_empty(), "baton {args:?} said: {stderr}");
+    }
+}

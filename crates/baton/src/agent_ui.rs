@@ -53,7 +53,7 @@ pub fn candidates_text(reason: Option<&str>, candidates: &[Candidate]) -> String
 
 /// Reads one line at `prompt`; `None` at the end of the input.
 pub fn read_line(prompt: &str) -> Option<String> {
-    print!("{prompt}");
+    out!("{prompt}");
     let _ = std::io::stdout().flush();
     let _at_prompt = signals::AtPrompt::enter();
     let mut line = String::new();

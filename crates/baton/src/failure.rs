@@ -35,7 +35,7 @@ impl Failure {
         if as_json {
             let body =
                 json!({"error": {"code": self.code, "message": self.message, "hint": self.hint}});
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(&body).unwrap_or_else(|_| body.to_string())
             );

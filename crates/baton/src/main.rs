@@ -1,6 +1,19 @@
 //! The `baton` command line. Parsing and presentation only; the work happens in the library
 //! crates.
 
+/// `print!` for the command's output on stdout. A reader that went away (`baton … | head`)
+/// ends the process quietly with exit 0, as a pipe's writer would, instead of the panic of
+/// `print!`; any other write error is said once on stderr.
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::ui::stdout::write(format_args!($($arg)*), false) };
+}
+
+/// `println!` for the command's output on stdout (see [`out!`]).
+macro_rules! outln {
+    () => { $crate::ui::stdout::write(format_args!(""), true) };
+    ($($arg:tt)*) => { $crate::ui::stdout::write(format_args!($($arg)*), true) };
+}
+
 mod agent_ui;
 mod cli;
 mod commands;

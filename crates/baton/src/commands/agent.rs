@@ -275,7 +275,7 @@ impl Session<'_> {
             "command": command,
             "error": {"code": f.code, "message": f.message, "hint": f.hint},
         });
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&body).unwrap_or_else(|_| body.to_string())
         );
@@ -292,14 +292,14 @@ impl Session<'_> {
     /// The session: greeting and menu once, then one input after another until the agent is
     /// dismissed or the input ends.
     fn converse(&mut self) -> u8 {
-        print!("{}", agent_ui::greeting(self.agent));
-        println!();
-        print!("{}", agent_ui::menu_text(&self.menu));
-        println!("{}", agent_ui::SESSION_HELP);
+        out!("{}", agent_ui::greeting(self.agent));
+        outln!();
+        out!("{}", agent_ui::menu_text(&self.menu));
+        outln!("{}", agent_ui::SESSION_HELP);
         let prompt = format!("\n{}> ", self.agent.id);
         loop {
             let Some(line) = agent_ui::read_line(&prompt) else {
-                println!();
+                outln!();
                 return exit::OK;
             };
             let shown = match resolve(self.package, self.agent, &self.menu, &line) {
@@ -318,7 +318,7 @@ impl Session<'_> {
                 eprintln!("error[STORE_IO_FAILED]: cannot record the trace: {e}");
             }
             if self.dismissed {
-                println!("{} is dismissed.", self.agent.metadata.name);
+                outln!("{} is dismissed.", self.agent.metadata.name);
                 return exit::OK;
             }
         }
@@ -363,20 +363,20 @@ impl Session<'_> {
         let first_question = std::sync::atomic::AtomicBool::new(true);
         let mut ask = |question: &str| -> Option<String> {
             bar.suspend(|| {
-                println!("\n{question}\n");
+                outln!("\n{question}\n");
                 if first_question.swap(false, std::sync::atomic::Ordering::Relaxed) {
-                    println!("(/menu, /pause, /stop or /dismiss work here too)");
+                    outln!("(/menu, /pause, /stop or /dismiss work here too)");
                 }
                 loop {
                     let line = agent_ui::read_line("> ")?;
                     match agent_ui::run_command(&line) {
                         Some(RunCommand::Menu) => {
-                            print!("{menu_text}");
-                            println!("{}", agent_ui::RUN_HELP);
-                            println!("\n{question}\n");
+                            out!("{menu_text}");
+                            outln!("{}", agent_ui::RUN_HELP);
+                            outln!("\n{question}\n");
                         }
                         Some(RunCommand::Resume) => {
-                            println!("the run is going: answer its question, or /pause");
+                            outln!("the run is going: answer its question, or /pause");
                         }
                         Some(other) => {
                             if let Ok(mut s) = said.lock() {
@@ -517,13 +517,13 @@ impl Session<'_> {
 
     /// The question a waiting run asked, at a prompt; `None` if the person passes.
     fn ask_again(&mut self, question: &str) -> Option<String> {
-        println!("\n{question}\n");
+        outln!("\n{question}\n");
         loop {
             let line = agent_ui::read_line("> ")?;
             match agent_ui::run_command(&line) {
                 Some(RunCommand::Menu) => {
-                    print!("{}", agent_ui::menu_text(&self.menu));
-                    println!("\n{question}\n");
+                    out!("{}", agent_ui::menu_text(&self.menu));
+                    outln!("\n{question}\n");
                 }
                 Some(RunCommand::Resume) => {}
                 Some(RunCommand::Dismiss) => {
@@ -603,14 +603,14 @@ impl Session<'_> {
         match event {
             Event::ShowMenu => {
                 if let Some(reason) = command.reason.as_deref().filter(|r| r.contains("running")) {
-                    println!("{reason}.");
+                    outln!("{reason}.");
                 }
-                print!("{}", agent_ui::greeting(self.agent));
-                print!("{}", agent_ui::menu_text(&self.menu));
+                out!("{}", agent_ui::greeting(self.agent));
+                out!("{}", agent_ui::menu_text(&self.menu));
                 exit::OK
             }
             Event::Clarify => {
-                print!(
+                out!(
                     "{}",
                     agent_ui::candidates_text(command.reason.as_deref(), &command.candidates)
                 );
@@ -618,11 +618,11 @@ impl Session<'_> {
             }
             Event::Dismissed => exit::OK,
             Event::Note(note) => {
-                println!("{note}");
+                outln!("{note}");
                 exit::OK
             }
             Event::Chat { assistant, .. } => {
-                println!("{assistant}");
+                outln!("{assistant}");
                 exit::OK
             }
             Event::Run { result, said, .. } => self.show_run(*result, said),
@@ -643,30 +643,30 @@ impl Session<'_> {
         let code = run_exit(&finished);
         match (&finished.report.outcome, said) {
             (Outcome::Completed { message }, _) => {
-                println!("{message}\n");
-                println!("completed: run {id}");
+                outln!("{message}\n");
+                outln!("completed: run {id}");
                 if let Some(a) = finished.state.get("artifacts").and_then(Value::as_array) {
                     for path in a.iter().filter_map(Value::as_str) {
-                        println!("  {path}");
+                        outln!("  {path}");
                     }
                 }
             }
             (Outcome::Waiting { .. }, Some(RunCommand::Pause)) => {
-                println!("paused: run {short} waits for your answer; /resume continues it");
+                outln!("paused: run {short} waits for your answer; /resume continues it");
             }
             (Outcome::Waiting { .. }, Some(RunCommand::Stop)) => {
-                println!(
+                outln!(
                     "stopped: run {short} waits for an answer; `baton answer {short} \"<your answer>\"` continues it"
                 );
             }
             (Outcome::Waiting { question }, _) => {
-                println!("{question}\n");
-                println!(
+                outln!("{question}\n");
+                outln!(
                     "run {short} waits for your answer: /resume answers it here, or `baton answer {short} \"<your answer>\"`"
                 );
             }
             (Outcome::Failed { code, .. }, _) if code == ABORTED => {
-                println!("stopped: run {short} is idle; /resume continues it");
+                outln!("stopped: run {short} is idle; /resume continues it");
             }
             (Outcome::Failed { code, message }, _) => {
                 eprintln!("error[{code}]: {message}");

@@ -182,14 +182,14 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
     if args.json {
         super::print_json(&finished.to_json())?;
     } else if let Outcome::Completed { message } = &finished.report.outcome {
-        println!("\n{message}\n");
-        println!("Artifacts written under {}:", dir.display());
+        outln!("\n{message}\n");
+        outln!("Artifacts written under {}:", dir.display());
         if let Some(a) = finished.state.get("artifacts").and_then(|a| a.as_array()) {
             for p in a.iter().filter_map(|p| p.as_str()) {
-                println!("  {}", dir.join(p).display());
+                outln!("  {}", dir.join(p).display());
             }
         }
-        println!(
+        outln!(
             "\nInspect the run: baton runs show {}",
             short_id(&finished.run.run_id)
         );

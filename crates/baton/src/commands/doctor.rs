@@ -87,27 +87,27 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
         super::print_json(&report)?;
         return Ok(exit::OK);
     }
-    println!(
+    outln!(
         "sandbox of terminal.run on this system ({}{}):",
         caps.os,
         if caps.root { ", running as root" } else { "" }
     );
     for l in caps.layers() {
-        println!(
+        outln!(
             "  {:<16} {:<4} {}",
             l.layer.as_str(),
             if l.available { "yes" } else { "no" },
             l.how
         );
     }
-    println!(
+    outln!(
         "  {:<16} {:<4} non-dumpable: MCP servers cannot read its memory or /proc/<pid>/environ (the key) without CAP_SYS_PTRACE",
         "baton itself",
         if dumpable == Some(false) { "yes" } else { "no" },
     );
-    println!();
+    outln!();
     let state = if t.enabled { "enabled" } else { "disabled" };
-    println!(
+    outln!(
         "terminal: {state} (network {}, sandbox {}, shell.exec {})",
         if t.network { "on" } else { "off" },
         if t.require_sandbox {
@@ -118,23 +118,23 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
         if t.allow_shell_exec { "on" } else { "off" }
     );
     match &verdict {
-        Ok(applied) => println!(
+        Ok(applied) => outln!(
             "  a command in {} would run with: {}",
             args.project.display(),
             applied.join(", ")
         ),
         Err(e) => {
-            println!("  a command would be refused: [{}] {e}", e.code());
-            println!("  help: {}", e.hint());
+            outln!("  a command would be refused: [{}] {e}", e.code());
+            outln!("  help: {}", e.hint());
         }
     }
     if !t.enabled {
-        println!(
+        outln!(
             "  turn it on with [tools.terminal] enabled = true in baton.toml (agents must ask for it too)"
         );
     }
     let servers: Vec<&String> = config.mcp.servers.keys().collect();
-    println!(
+    outln!(
         "mcp: {} ({} server{} configured{}); `baton mcp list` starts them and lists their tools",
         if config.system.mcp_enabled {
             "enabled"
@@ -157,9 +157,9 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
         }
     );
     if sources.is_empty() {
-        println!("config: no baton.toml found (defaults)");
+        outln!("config: no baton.toml found (defaults)");
     } else {
-        println!("config: {}", sources.join(", "));
+        outln!("config: {}", sources.join(", "));
     }
     Ok(exit::OK)
 }

@@ -423,19 +423,21 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
     let stories = if n == 1 { "story" } else { "stories" };
     match &r.outcome {
         EpicOutcome::Done { epic_done: true } => {
-            println!(
+            outln!(
                 "{} is done: {n} {stories} finished in this run ({} phase runs).",
-                r.epic_id, r.phases_run
+                r.epic_id,
+                r.phases_run
             );
         }
         EpicOutcome::Done { epic_done: false } => {
-            println!(
+            outln!(
                 "stopped with {} not done: {n} {stories} finished in this run ({} phase runs).",
-                r.epic_id, r.phases_run
+                r.epic_id,
+                r.phases_run
             );
             // Only a command that does something is suggested.
             if r.runnable_left > 0 {
-                println!(
+                outln!(
                     "continue with `{}`",
                     next(&match baton_epic::stories_mode::folder_of(&r.epic_id) {
                         Some(folder) => format!("run --stories {}", signals::shell_word(folder)),
@@ -443,19 +445,20 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
                     })
                 );
             } else {
-                println!(
+                outln!(
                     "no story of {} is left that the loop runs without you: change the values below in sprint-status.yaml (or answer the loop's question) to run them",
                     r.epic_id
                 );
             }
-            print!("{}", findings_text(&r.findings));
+            out!("{}", findings_text(&r.findings));
         }
         EpicOutcome::Waiting { story, question } => {
-            println!(
+            outln!(
                 "{story} waits for an answer ({}):\n\n{}\n",
-                question.id, question.question
+                question.id,
+                question.question
             );
-            println!(
+            outln!(
                 "answer with `{} \"<your answer>\"`",
                 next(&format!("answer {}", signals::shell_word(story)))
             );
@@ -498,14 +501,14 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
             );
         }
         EpicOutcome::Planned { plan } => {
-            println!(
+            outln!(
                 "{}: {} {} to run",
                 r.epic_id,
                 plan.len(),
                 if plan.len() == 1 { "story" } else { "stories" }
             );
             for p in plan {
-                println!(
+                outln!(
                     "  {} {} starts at {}",
                     pad(&p.key, 40),
                     pad(&p.status, 14),
@@ -513,22 +516,22 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
                 );
                 // Why it starts there when sprint-status alone says otherwise.
                 if let Some(note) = &p.note {
-                    println!("      {note}");
+                    outln!("      {note}");
                 }
             }
-            println!("phases:");
+            outln!("phases:");
             for l in &r.phases {
-                println!(
+                outln!(
                     "  {:<13} {} from {}",
                     l.phase.as_str(),
                     l.workflow,
                     l.package
                 );
                 if let Some(how) = &l.how {
-                    println!("  {:<13} {how}", "");
+                    outln!("  {:<13} {how}", "");
                 }
             }
-            print!("{}", findings_text(&r.findings));
+            out!("{}", findings_text(&r.findings));
         }
     }
     Ok(code)
@@ -600,7 +603,7 @@ fn status(args: &StatusArgs) -> anyhow::Result<u8> {
         if args.json {
             super::print_json(&board)?;
         } else {
-            print!("{}", stories_board_text(&board));
+            out!("{}", stories_board_text(&board));
         }
         return Ok(exit::OK);
     }
@@ -614,7 +617,7 @@ fn status(args: &StatusArgs) -> anyhow::Result<u8> {
     if args.json {
         super::print_json(&board)?;
     } else {
-        print!("{}", board_text(&board));
+        out!("{}", board_text(&board));
     }
     Ok(exit::OK)
 }
@@ -803,7 +806,7 @@ fn stop(args: &StopArgs) -> anyhow::Result<u8> {
             if args.json {
                 super::print_json(&json!({"stopRequested": true}))?;
             } else {
-                println!("asked the running loop to pause at the next phase boundary");
+                outln!("asked the running loop to pause at the next phase boundary");
             }
             Ok(exit::OK)
         }

@@ -134,15 +134,15 @@ pub fn run(command: DemoCommand) -> anyhow::Result<u8> {
         return Ok(code);
     }
     if let Ok(board) = baton_epic::status(&args.dir, Some("epic-2")) {
-        print!("\n{}", board_text(&board));
+        out!("\n{}", board_text(&board));
     }
-    println!(
+    outln!(
         "\nThe files: {} (sprint-status.yaml, story files, .run-epic-state.json, review verdicts)",
         args.dir
             .join("_bmad-output/implementation-artifacts")
             .display()
     );
-    println!(
+    outln!(
         "The board again: baton epic status --project {}",
         args.dir.display()
     );

@@ -32,6 +32,6 @@ pub fn run(args: GraphArgs) -> anyhow::Result<u8> {
         Format::Dot => GraphFormat::Dot,
         Format::Json => GraphFormat::Json,
     };
-    print!("{}", render(&workflow.graph, format));
+    out!("{}", render(&workflow.graph, format));
     Ok(exit::OK)
 }

@@ -83,13 +83,11 @@ fn list(args: McpListArgs) -> anyhow::Result<u8> {
         return Ok(code);
     }
     if servers.is_empty() {
-        println!(
-            "no MCP server configured; add [mcp.servers.<id>] command = \"...\" to baton.toml"
-        );
+        outln!("no MCP server configured; add [mcp.servers.<id>] command = \"...\" to baton.toml");
         return Ok(code);
     }
     if !config.system.mcp_enabled {
-        println!("MCP is disabled: set [mcp] enabled = true (agents must allow the server too)\n");
+        outln!("MCP is disabled: set [mcp] enabled = true (agents must allow the server too)\n");
     }
     for s in &servers {
         let id = s["id"].as_str().unwrap_or_default();
@@ -101,13 +99,13 @@ fn list(args: McpListArgs) -> anyhow::Result<u8> {
         match s["status"].as_str() {
             Some("up") => {
                 let tools = s["tools"].as_array().cloned().unwrap_or_default();
-                println!(
+                outln!(
                     "{id}: up, {} tool{}{note}",
                     tools.len(),
                     if tools.len() == 1 { "" } else { "s" }
                 );
                 for t in tools {
-                    println!(
+                    outln!(
                         "  {} {}",
                         crate::ui::table::pad(t["name"].as_str().unwrap_or_default(), 40),
                         t["description"]
@@ -119,7 +117,7 @@ fn list(args: McpListArgs) -> anyhow::Result<u8> {
                     );
                 }
             }
-            _ => println!(
+            _ => outln!(
                 "{id}: error [{}] {}{note}",
                 s["error"]["code"].as_str().unwrap_or_default(),
                 s["error"]["message"].as_str().unwrap_or_default()

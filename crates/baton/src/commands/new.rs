@@ -47,18 +47,18 @@ pub fn run(args: NewArgs) -> anyhow::Result<u8> {
         return Ok(exit::OK);
     }
     let shown = dir.display();
-    println!("created package {name} in {shown}: one agent, a two-step workflow, a scripted model");
+    outln!("created package {name} in {shown}: one agent, a two-step workflow, a scripted model");
     for f in &files {
-        println!("  {}", f.path);
+        outln!("  {}", f.path);
     }
-    println!("\nnext:");
-    println!("  baton validate {shown}");
-    println!("  mkdir -p {name}-project");
-    println!(
+    outln!("\nnext:");
+    outln!("  baton validate {shown}");
+    outln!("  mkdir -p {name}-project");
+    outln!(
         "  baton run {shown} --project {name}-project --replay {}",
         trace.display()
     );
-    println!(
+    outln!(
         "\nThe replay answers as a model would, offline. Once you edit the steps, run with a real\nmodel: baton run {shown} --project <DIR> --model <MODEL> (see docs/packages.md)."
     );
     Ok(exit::OK)

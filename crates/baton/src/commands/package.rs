@@ -63,7 +63,7 @@ fn pack(dir: &Path, output: Option<PathBuf>, as_json: bool) -> anyhow::Result<u8
             "bytes": packed.bytes.len(),
         }))?;
     } else {
-        println!(
+        outln!(
             "packed {} {} ({} files, {} bytes) -> {}\nintegrity.sha256: {}",
             package.name(),
             package.version(),
@@ -96,13 +96,13 @@ fn install(path: &Path, as_json: bool) -> anyhow::Result<u8> {
         if outcome.repaired {
             eprintln!("the installed copy was damaged or incomplete; replacing it");
         }
-        println!(
+        outln!(
             "installed {} -> {}",
             outcome.package.id,
             outcome.package.path.display()
         );
     } else {
-        println!(
+        outln!(
             "already installed: {} ({})",
             outcome.package.id,
             outcome.package.path.display()
@@ -127,7 +127,7 @@ fn list(as_json: bool) -> anyhow::Result<u8> {
         return Ok(exit::OK);
     }
     if packages.is_empty() {
-        println!(
+        outln!(
             "no packages installed in {}",
             home.join("packages").display()
         );
@@ -145,6 +145,6 @@ fn list(as_json: bool) -> anyhow::Result<u8> {
             Cell::painted(p.installed_at.as_str(), Paint::Dim),
         ]);
     }
-    print!("{}", table.render(color::enabled(Stream::Out)));
+    out!("{}", table.render(color::enabled(Stream::Out)));
     Ok(exit::OK)
 }

@@ -669,7 +669,7 @@ fn report(ctx: &Context, verb: &str, json: bool, e: &RalphError) -> u8 {
         if let RalphError::Corrupt { issues, .. } = e {
             body["issues"] = json!(issues);
         }
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&body).unwrap_or_else(|_| body.to_string())
         );

@@ -200,17 +200,17 @@ pub(crate) fn present(
     let short = &id[..id.len().min(13)];
     match &finished.report.outcome {
         Outcome::Completed { message } => {
-            println!("{message}\n");
-            println!("completed: run {id}");
+            outln!("{message}\n");
+            outln!("completed: run {id}");
             if let Some(a) = finished.state.get("artifacts").and_then(|a| a.as_array()) {
                 for path in a.iter().filter_map(|p| p.as_str()) {
-                    println!("  {path}");
+                    outln!("  {path}");
                 }
             }
         }
         Outcome::Waiting { question } => {
-            println!("{question}\n");
-            println!("waiting for you: baton answer {short} \"<your answer>\"");
+            outln!("{question}\n");
+            outln!("waiting for you: baton answer {short} \"<your answer>\"");
         }
         Outcome::Failed { code, .. } if code == ABORTED => {
             eprintln!(

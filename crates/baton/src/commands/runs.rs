@@ -40,7 +40,14 @@ pub fn run(cmd: RunsCommand) -> anyhow::Result<u8> {
         RunsCommand::Show { run, json } => show(&store, &run, json),
         RunsCommand::Log { run, json, follow } => log(&store, &run, json, follow),
     };
-    Ok(result.unwrap_or_else(|e| Failure::from_anyhow(&e).report(as_json)))
+    Ok(result.unwrap_or_else(|e| {
+        // The reader went away (`baton runs show ID | head`): nothing left to say.
+        if crate::failure::is_broken_pipe(&e) {
+            exit::OK
+        } else {
+            Failure::from_anyhow(&e).report(as_json)
+        }
+    }))
 }
 
 /// Runs the table shows unless told otherwise.
@@ -161,7 +168,7 @@ fn reindex(store: &Store, project: Option<&Path>, as_json: bool) -> anyhow::Resu
             Ok((report, warnings)) => {
                 warn(&warnings);
                 if !as_json {
-                    println!(
+                    outln!(
                         "{}: {} run{} ({} from run.json, {} from the old index, {} from state files)",
                         p.root().display(),
                         report.runs,
@@ -171,7 +178,7 @@ fn reindex(store: &Store, project: Option<&Path>, as_json: bool) -> anyhow::Resu
                         report.from_state
                     );
                     for skipped in &report.skipped {
-                        println!("  skipped {skipped}");
+                        outln!("  skipped {skipped}");
                     }
                 }
                 reports.push(json!({

@@ -265,18 +265,18 @@ pub fn run(args: DemoSessionArgs) -> anyhow::Result<u8> {
         return Ok(code);
     }
     if let Some(s) = session(&ctx) {
-        println!("\nSession {}: {}", s.id, s.status());
-        println!("  status.json: {}", s.status_path().display());
-        println!(
+        outln!("\nSession {}: {}", s.id, s.status());
+        outln!("  status.json: {}", s.status_path().display());
+        outln!(
             "  decisions:   {}",
             s.dir.join("decisions.ndjson").display()
         );
     }
-    println!(
+    outln!(
         "The phase's files: {}",
         dir.join(".workflow/scratch/P1").display()
     );
-    println!(
+    outln!(
         "The board again: baton session status --project {}",
         dir.display()
     );

@@ -13,8 +13,8 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<u8> {
                     v["ok"] = serde_json::json!(true);
                     super::print_json(&v)?;
                 } else {
-                    print!("{}", d.text());
-                    println!("ok: baton runs it as an epic phase");
+                    out!("{}", d.text());
+                    outln!("ok: baton runs it as an epic phase");
                 }
                 Ok(exit::OK)
             }
@@ -36,7 +36,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<u8> {
         let shown = args.package.display().to_string();
         if result.ok() {
             let colour = crate::ui::color::enabled(crate::ui::color::Stream::Out);
-            print!("{}", report::to_text_coloured(&result, &shown, colour));
+            out!("{}", report::to_text_coloured(&result, &shown, colour));
         } else {
             report::eprint(&result, &shown);
         }

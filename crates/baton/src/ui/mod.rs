@@ -2,6 +2,7 @@
 //! whose columns hold with long values.
 
 pub mod color;
+pub mod stdout;
 pub mod table;
 
 pub use color::Paint;

@@ -34,7 +34,7 @@ pub fn run(args: &AdoptArgs) -> anyhow::Result<u8> {
             if args.json {
                 super::super::print_json(&to_json(&a))?;
             } else {
-                print!("{}", text(&a, "baton session continue"));
+                out!("{}", text(&a, "baton session continue"));
             }
             Ok(exit::OK)
         }

@@ -205,11 +205,11 @@ pub fn print_text(e: &Ended) {
     let flag = session_flag(e);
     match &e.outcome {
         Outcome::Questions { questions, rerun } => {
-            println!("the session needs answers before its chain can be built:\n");
+            outln!("the session needs answers before its chain can be built:\n");
             for q in questions {
-                println!("  {}: {}", q.id, text::line(&q.text, 300));
+                outln!("  {}: {}", q.id, text::line(&q.text, 300));
                 for c in &q.options {
-                    println!(
+                    outln!(
                         "      {} — {}",
                         text::line(&c.value, 100),
                         text::line(&c.label, 200)
@@ -217,29 +217,31 @@ pub fn print_text(e: &Ended) {
                 }
             }
             let example = questions.first().map_or("ID", |q| q.id.as_str());
-            println!("\nanswer on the command line: {rerun} --answer {example}=<answer> …");
+            outln!("\nanswer on the command line: {rerun} --answer {example}=<answer> …");
         }
         Outcome::Confirm { chain, rerun } => {
-            println!("the session would run this chain:\n");
+            outln!("the session would run this chain:\n");
             for line in chain {
-                println!("  {}", text::line(&line.line(), 200));
+                outln!("  {}", text::line(&line.line(), 200));
             }
-            println!(
+            outln!(
                 "\nnothing was created; to create and run it without being asked, add -y: \
                  {rerun} -y"
             );
         }
-        Outcome::Cancelled(_) => println!("cancelled: nothing was created"),
+        Outcome::Cancelled(_) => outln!("cancelled: nothing was created"),
         Outcome::Completed => {
             let id = e.session.as_ref().map_or("", |s| s.id.as_str());
-            println!(
+            outln!(
                 "completed: session {id} ({} ticks, {} model calls, {} tokens)",
-                e.ticks, e.spent.model_calls, e.spent.usage.total_tokens
+                e.ticks,
+                e.spent.model_calls,
+                e.spent.usage.total_tokens
             );
         }
         Outcome::Waiting(Waiting::Step { index, question }) => {
-            println!("step {index} asks:\n\n{}\n", text::block(question, 8000));
-            println!("answer with: baton session answer{flag} \"<your answer>\"");
+            outln!("step {index} asks:\n\n{}\n", text::block(question, 8000));
+            outln!("answer with: baton session answer{flag} \"<your answer>\"");
         }
         Outcome::Waiting(Waiting::Paused(p)) | Outcome::Paused(p) => {
             let what = match p {

@@ -39,9 +39,9 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
         }
         super::super::print_json(&v)?;
     } else {
-        print!("{}", text(&s, &recent, &live));
+        out!("{}", text(&s, &recent, &live));
         if let Some(u) = usage.filter(|u| !u.total.is_zero()) {
-            println!(
+            outln!(
                 "\nUsage: {} tokens ({:.0}% of the prompt cached){}",
                 crate::commands::runs::thousands(u.total.total_tokens),
                 u.total.cached_share() * 100.0,
