@@ -9,7 +9,7 @@ mod common;
 
 use baton_llm::Trace;
 use baton_llm::testing::{Reply, ScriptedServer};
-use common::{Baton, Run, example, repo, walk};
+use common::{Baton, Run, example, repo, trace_until_question, walk};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -187,6 +187,52 @@ fn a_replayed_run_is_answered_from_its_own_trace() {
     let answered = baton.run(&["answer", &id, "1-2-user-authentication", "--json"]);
     assert_eq!(answered.code, 0, "{}{}", answered.stdout, answered.stderr);
     assert_eq!(answered.json()["phase"], "completed");
+}
+
+/// The trace a replayed run remembers was removed: `answer` says which trace it was and how
+/// to go on, and the run still waits, so the hint works.
+#[test]
+fn a_remembered_trace_that_is_gone_is_named_with_a_way_on() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("gone.trace.json");
+    std::fs::write(
+        &path,
+        std::fs::read(trace_until_question(tmp.path())).unwrap(),
+    )
+    .unwrap();
+    let project = baton_testkit::sample_project(&tmp.path().join("p"));
+    let pkg = example("create-story-micro");
+    let run = baton.run(&[
+        "run",
+        pkg.to_str().unwrap(),
+        "--project",
+        project.to_str().unwrap(),
+        "--replay",
+        path.to_str().unwrap(),
+        "--non-interactive",
+        "--json",
+    ]);
+    assert_eq!(run.code, 10, "{}{}", run.stdout, run.stderr);
+    let id = run.json()["runId"].as_str().unwrap().to_string();
+    std::fs::remove_file(&path).unwrap();
+
+    let answered = baton.run(&["answer", &id, "1-2-user-authentication", "--json"]);
+    assert_eq!(answered.code, 2, "{}{}", answered.stdout, answered.stderr);
+    let error = &answered.json()["error"];
+    assert_eq!(error["code"], "TRACE_INVALID", "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("was started with the recorded trace"),
+        "{message}"
+    );
+    assert!(message.contains("gone.trace.json"), "{message}");
+    assert!(
+        error["hint"].as_str().unwrap().contains("--replay"),
+        "{error}"
+    );
+    let shown = baton.run(&["runs", "show", &id, "--json"]).json();
+    assert_eq!(shown["run"]["phase"], "waiting-user", "{shown}");
 }
 
 fn closed_port() -> u16 {

@@ -106,7 +106,23 @@ pub fn for_orchestration(
         // A phase or step run replays one trace of the directory the orchestrator was given.
         ModelChoice::Replay(trace) => match trace.parent() {
             Some(dir) if dir.is_dir() => return Ok(Orchestrated::Traces(dir.to_path_buf())),
-            _ => ModelChoice::Live(requested.overrides()),
+            // Only a remembered trace gets here (`--replay` returned above), and no model is
+            // configured: going on live would only fail on the missing model.
+            _ => {
+                return Err(ModelError {
+                    code: "TRACE_INVALID",
+                    message: format!(
+                        "its runs were started with the recorded traces of {}, which is gone",
+                        trace.parent().unwrap_or(trace.as_path()).display()
+                    ),
+                    configuration: false,
+                    hint: Some(
+                        "continue with --replay DIR (a copy of those traces), or live with \
+                         --model NAME (and OPENAI_API_KEY / OPENAI_BASE_URL)"
+                            .into(),
+                    ),
+                });
+            }
         },
         // Traces inside baton belong to the demos, which continue on their own.
         ModelChoice::Bundled(_) => ModelChoice::Live(requested.overrides()),
@@ -156,7 +172,23 @@ pub fn for_run(
     });
     let remembered_trace = matches!(choice, ModelChoice::Bundled(_))
         || (requested.replay.is_none() && matches!(choice, ModelChoice::Replay(_)));
-    let model = load_model(&choice, home, Some(project), env)?;
+    let model = load_model(&choice, home, Some(project), env).map_err(|e| match &choice {
+        // The person did not name this trace: say where it came from and how to go on.
+        ModelChoice::Replay(path) if remembered_trace => ModelError {
+            message: format!(
+                "the run was started with the recorded trace {}, which cannot be read any more: {}",
+                path.display(),
+                e.message
+            ),
+            hint: Some(
+                "continue with --replay TRACE (a copy of that trace), or live with --model NAME \
+                 (and OPENAI_API_KEY / OPENAI_BASE_URL)"
+                    .into(),
+            ),
+            ..e
+        },
+        _ => e,
+    })?;
     if remembered_trace && let LoadedModel::Replay(replay) = &model {
         claimed.position_replay(replay);
     }
@@ -277,6 +309,35 @@ fn bundled_trace(name: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_orchestrator_whose_remembered_traces_are_gone_says_so() {
+        let home = tempfile::tempdir().unwrap();
+        let record = ModelRecord {
+            name: "replay".into(),
+            replay: true,
+            trace: Some(
+                home.path()
+                    .join("gone/dev.trace.json")
+                    .display()
+                    .to_string(),
+            ),
+            ..ModelRecord::default()
+        };
+        let result = for_orchestration(
+            &Requested::default(),
+            Some(&record),
+            home.path(),
+            home.path(),
+            &|_| None,
+        );
+        let Err(e) = result else {
+            panic!("a gone trace directory was not refused")
+        };
+        assert_eq!(e.code, "TRACE_INVALID");
+        assert!(e.message.contains("gone"), "{}", e.message);
+        assert!(e.hint.is_some_and(|h| h.contains("--replay DIR")));
+    }
 
     fn live(name: &str, url: &str) -> ModelRecord {
         ModelRecord {
