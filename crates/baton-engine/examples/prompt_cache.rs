@@ -82,6 +82,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "usage": r.usage,
         "cacheablePrefixShare": r.cacheable_prefix_share(),
         "prefixExtensions": r.prefix_extensions(),
+        "runPrefixExtensions": r.run_extensions(),
         "promptBytes": r.prefix_bytes,
     });
     println!("{}", serde_json::to_string_pretty(&out)?);

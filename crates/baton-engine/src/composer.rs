@@ -1,6 +1,7 @@
 //! The prompt protocol: system layers, `RUN_DIRECTIVE`, `NODE_BRIEF`, `USER_INPUT` and the
 //! instructions the runtime adds on its own.
 
+use crate::context::groups::AGENT_PERSONA;
 use baton_llm::{Message, ToolDef};
 use baton_package::model::{Agent, NodeType};
 use baton_package::{Package, Workflow};
@@ -82,6 +83,27 @@ impl<'p> Composer<'p> {
             layers.push(Message::system(persona(agent)));
         }
         layers
+    }
+
+    /// The persona of `agent_id` as a message of baton's, for the carrying context policy:
+    /// the system layers stay those of `anchor` (the run's agent) so that every request still
+    /// begins with the previous one, and the agent that takes over is introduced in the
+    /// history. Its tool policy comes too when it is not the anchor's.
+    pub fn agent_message(&self, agent_id: &str, anchor: &str) -> String {
+        let mut s = format!("{AGENT_PERSONA}\n- effectiveAgentId: {agent_id}\n");
+        s.push_str(
+            "From here on you act as this agent: what follows replaces the persona of the system messages.\n",
+        );
+        let policy = self.policy(agent_id).prompt_text();
+        if policy != self.policy(anchor).prompt_text() {
+            s.push('\n');
+            s.push_str(&policy);
+        }
+        if let Some(agent) = self.package.agent(agent_id) {
+            s.push('\n');
+            s.push_str(&persona(agent));
+        }
+        s
     }
 
     fn graph_path(&self) -> String {

@@ -74,6 +74,7 @@ impl RunView {
             "usage": self.spending.run_usage(),
             "cacheablePrefixShare": self.spending.cacheable_prefix_share(),
             "prefixExtensions": self.spending.prefix_extensions(),
+            "runPrefixExtensions": self.spending.run_extensions(),
         })
     }
 }

@@ -3,7 +3,9 @@
 //! every transition is unit-testable and a recorded run replays exactly.
 
 use crate::composer::{COMPLETION_REQUEST, Composer, Intent, user_input};
+use crate::context::groups::{AGENT_PERSONA, Kind, kind};
 use crate::context::plan::Mode;
+use crate::context::window::restart_note;
 use crate::context::{
     Budget, CONTEXT_STILL_TOO_LARGE, ContextEvent, Prepared, TokenCounter, Window,
 };
@@ -19,7 +21,11 @@ pub enum ContextPolicy {
     /// The history restarts whenever the current node changes; state and artifacts carry the
     /// memory between nodes.
     Node,
-    /// Everything since the start of this engine invocation.
+    /// The history is carried across nodes, so every request begins with the whole previous
+    /// one: the system layers stay those of the run's agent, and an agent that takes over at
+    /// a node is introduced by an `AGENT_PERSONA` message. When a request would pass
+    /// [`Budget::carry_limit`] the history of the earlier nodes is left out in one step (a
+    /// `CONTEXT_RESTART` note stands for it) and the requests extend each other again.
     Full,
 }
 
@@ -226,10 +232,16 @@ impl<'p> Machine<'p> {
         self.push_shells(intent);
     }
 
-    /// Directive, and brief while a node is active.
+    /// Directive, and brief while a node is active; under the carrying policy first the
+    /// persona of an agent that takes over.
     fn push_shells(&mut self, intent: Intent) {
         let agent = self.effective_agent();
         let node = self.active_node();
+        if self.policy == ContextPolicy::Full && agent != self.persona_in_force() {
+            self.history.push(Message::user(
+                self.composer.agent_message(&agent, &self.active_agent),
+            ));
+        }
         self.history.push(Message::user(self.composer.run_directive(
             intent,
             node.as_deref(),
@@ -252,16 +264,58 @@ impl<'p> Machine<'p> {
             };
         }
         let (system, tools) = self.fixed_parts();
+        if self.policy == ContextPolicy::Full {
+            self.carry(&system, &tools);
+        }
         let prepared = self.window.prepare(&self.history, &system, &tools);
         action(prepared, tools)
     }
 
-    /// The system layers and tools of the effective agent: the fixed part of a request.
+    /// The carrying policy's compaction (see [`Window::carry`]): the history of the nodes
+    /// before the current one left out once a request passes the carry limit.
+    fn carry(&mut self, system: &[Message], tools: &[ToolDef]) {
+        let segment = node_segment(&self.history, &self.node);
+        if segment <= self.window.compaction().1 {
+            return;
+        }
+        let mut head = vec![restart_note()];
+        let persona = self.persona_in_force();
+        let introduced = self.history[segment..]
+            .iter()
+            .any(|m| kind(m) == Kind::Shell(AGENT_PERSONA));
+        if persona != self.active_agent && !introduced {
+            head.push(Message::user(
+                self.composer.agent_message(&persona, &self.active_agent),
+            ));
+        }
+        self.window
+            .carry(&self.history, system, tools, segment, head);
+    }
+
+    /// The agent whose persona the carried window gives: that of its last `AGENT_PERSONA`
+    /// message, else the run's agent (the system layers').
+    fn persona_in_force(&self) -> String {
+        let (view, covered) = self.window.compaction();
+        view.iter()
+            .chain(self.history.iter().skip(covered))
+            .rev()
+            .find_map(|m| first_field(m, AGENT_PERSONA, "- effectiveAgentId: "))
+            .unwrap_or(&self.active_agent)
+            .to_string()
+    }
+
+    /// The system layers and tools: the fixed part of a request. The tools are the effective
+    /// agent's; the system layers too, except under the carrying policy, where they stay the
+    /// run's agent's.
     fn fixed_parts(&self) -> (Vec<Message>, Vec<ToolDef>) {
         let agent = self.effective_agent();
         let policy = self.composer.policy(&agent);
+        let layers = match self.policy {
+            ContextPolicy::Node => &agent,
+            ContextPolicy::Full => &self.active_agent,
+        };
         (
-            self.composer.system_layers(&agent),
+            self.composer.system_layers(layers),
             self.composer.tools(&policy),
         )
     }
@@ -409,6 +463,46 @@ impl<'p> Machine<'p> {
     }
 }
 
+/// The first line after the header of one of baton's messages (`NODE_BRIEF`,
+/// `AGENT_PERSONA`), without `field`: the node or agent it is about.
+fn first_field<'m>(m: &'m Message, shell: &str, field: &str) -> Option<&'m str> {
+    if m.role != Role::User {
+        return None;
+    }
+    let rest = m.text().strip_prefix(shell)?.strip_prefix('\n')?;
+    rest.lines().next()?.strip_prefix(field).map(str::trim)
+}
+
+/// Where the window of the current node opened in a carried history: the persona and the
+/// directive before the first `NODE_BRIEF` of `node` since the last brief of another node.
+/// 0 when the history began there (nothing older to leave out).
+fn node_segment(history: &[Message], node: &str) -> usize {
+    fn brief(m: &Message) -> Option<&str> {
+        first_field(m, "NODE_BRIEF", "- currentNodeId: ")
+    }
+    let from = history
+        .iter()
+        .rposition(|m| brief(m).is_some_and(|n| n != node))
+        .map_or(0, |i| i + 1);
+    let Some(at) = history[from..]
+        .iter()
+        .position(|m| brief(m) == Some(node))
+        .map(|i| from + i)
+    else {
+        return 0;
+    };
+    let mut start = at;
+    while start > from
+        && matches!(
+            kind(&history[start - 1]),
+            Kind::Shell("RUN_DIRECTIVE") | Kind::Shell(AGENT_PERSONA)
+        )
+    {
+        start -= 1;
+    }
+    start
+}
+
 fn action(prepared: Prepared, tools: Vec<ToolDef>) -> Action {
     match prepared {
         Prepared::Send(messages) => Action::CallModel(ChatRequest {
@@ -491,6 +585,122 @@ mod tests {
             },
             question: None,
         }
+    }
+
+    fn request(a: Action) -> ChatRequest {
+        match a {
+            Action::CallModel(r) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn moved_to(node: &str) -> Input {
+        Input::ToolsExecuted {
+            results: vec![ToolResult {
+                call: ToolCall {
+                    id: "x".into(),
+                    name: "fs.read".into(),
+                    arguments: "{}".into(),
+                },
+                content: "{\"ok\":true}".into(),
+                ok: true,
+            }],
+            state: StateSnapshot {
+                node_id: node.into(),
+                complete: false,
+            },
+            question: None,
+        }
+    }
+
+    #[test]
+    fn the_carrying_policy_keeps_the_system_layers_when_the_agent_changes() {
+        let p = package();
+        let composer = Composer {
+            package: &p,
+            workflow: &p.workflows()[0],
+            system: SystemToolSettings::default(),
+            autopilot: true,
+        };
+        let mut m = Machine::new(composer, "sm", ContextPolicy::Full, 50);
+        let first = request(begin(&mut m));
+        let system: Vec<&Message> = first
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::System)
+            .collect();
+        assert!(system.last().unwrap().text().starts_with("You are Bob"));
+        let mut previous = first.messages;
+        for node in [
+            "step-02-discover-inputs",
+            "end-99",
+            "step-02-discover-inputs",
+        ] {
+            m.step(answer_with_call("{}"));
+            let next = request(m.step(moved_to(node)));
+            assert_eq!(
+                next.messages[..previous.len()],
+                previous[..],
+                "at {node}: the request begins with the whole previous one"
+            );
+            let added: Vec<&str> = next.messages[previous.len()..]
+                .iter()
+                .map(|m| m.text())
+                .collect();
+            let persona = added.iter().find(|t| t.starts_with(AGENT_PERSONA));
+            match node {
+                "end-99" => {
+                    let persona = persona.expect("the summarizer is introduced");
+                    assert!(persona.contains("- effectiveAgentId: summarizer"));
+                    assert!(persona.contains("You are Sam (Summarizer)"));
+                }
+                // Back to the run's agent: said again, since the history says otherwise.
+                _ if previous.iter().any(|m| m.text().starts_with(AGENT_PERSONA)) => {
+                    assert!(persona.unwrap().contains("- effectiveAgentId: sm"));
+                }
+                _ => assert!(persona.is_none(), "{added:?}"),
+            }
+            assert!(added.iter().any(|t| t.starts_with("NODE_BRIEF")));
+            previous = next.messages;
+        }
+        // The node policy puts the summarizer in the system layers and restarts the history.
+        let mut node = machine(&p, 50);
+        begin(&mut node);
+        node.step(answer_with_call("{}"));
+        let at_end = request(node.step(moved_to("end-99")));
+        assert!(
+            at_end
+                .messages
+                .iter()
+                .any(|m| m.role == Role::System && m.text().starts_with("You are Sam"))
+        );
+    }
+
+    #[test]
+    fn a_node_segment_begins_at_the_shells_that_opened_the_node() {
+        let brief = |n: &str| Message::user(format!("NODE_BRIEF\n- currentNodeId: {n}\n"));
+        let history = vec![
+            Message::user("RUN_DIRECTIVE\n- intent: start"),
+            brief("a"),
+            Message::assistant("x"),
+            Message::user("RUN_DIRECTIVE\n- intent: continue"),
+            Message::user("USER_INPUT\n- forNodeId: a\nyes"),
+            Message::user(format!("{AGENT_PERSONA}\n- effectiveAgentId: b\n")),
+            Message::user("RUN_DIRECTIVE\n- intent: continue"),
+            brief("b"),
+            Message::assistant("y"),
+        ];
+        assert_eq!(node_segment(&history, "b"), 5);
+        assert_eq!(node_segment(&history, "a"), 0);
+        assert_eq!(
+            node_segment(&history, "c"),
+            0,
+            "no brief: nothing to leave out"
+        );
+        let mut back = history.clone();
+        back.push(Message::user("RUN_DIRECTIVE\n- intent: continue"));
+        back.push(brief("a"));
+        assert_eq!(node_segment(&back, "a"), 9, "a node seen again starts anew");
     }
 
     #[test]

@@ -616,6 +616,16 @@ async fn drive(claimed: &Claimed, mut settings: Settings<'_>) -> Result<Finished
     // Ids are made unique before the answer is recorded, so a trace pairs calls and results.
     let unique = UniqueCallIds::new(settings.model, call_ids);
     let model = recorded(&unique, settings.record.clone(), settings.checkpoint);
+    let meter = crate::spend::Meter::open(
+        &run.run_id,
+        &paths.execution_log,
+        settings.model,
+        std::mem::take(&mut settings.caps),
+    );
+    let meter = match settings.context {
+        ContextPolicy::Node => meter,
+        ContextPolicy::Full => meter.key_per_run(),
+    };
     let mut driver = Driver {
         machine,
         workflow,
@@ -630,12 +640,7 @@ async fn drive(claimed: &Claimed, mut settings: Settings<'_>) -> Result<Finished
         cancel: settings.cancel.clone(),
         conversation: Some(log),
         audit: baton_store::jsonl::JsonlWriter::open(&paths.execution_log).ok(),
-        meter: crate::spend::Meter::open(
-            &run.run_id,
-            &paths.execution_log,
-            settings.model,
-            std::mem::take(&mut settings.caps),
-        ),
+        meter,
     };
     let report = driver.drive(intent, input).await?;
     let run = project.get_run(&run.run_id)?;

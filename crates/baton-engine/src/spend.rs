@@ -245,6 +245,9 @@ pub struct Recorded {
     /// the whole previous request.
     pub same_node_requests: u64,
     pub extensions: u64,
+    /// Requests (after the first of an invocation) that begin with the whole previous request,
+    /// whatever its node: under the carrying context policy, all but those after a compaction.
+    pub extending: u64,
 }
 
 impl Recorded {
@@ -258,6 +261,12 @@ impl Recorded {
     pub fn prefix_extensions(&self) -> Option<f64> {
         (self.same_node_requests > 0)
             .then(|| self.extensions as f64 / self.same_node_requests as f64)
+    }
+
+    /// The share of requests after the first (of each invocation) that begin with the whole
+    /// previous request, across node changes too.
+    pub fn run_extensions(&self) -> Option<f64> {
+        (self.prefix_requests > 0).then(|| self.extending as f64 / self.prefix_requests as f64)
     }
 
     /// The run's usage as `run.json` keeps it.
@@ -299,6 +308,9 @@ impl Recorded {
                 self.prefix_requests += 1;
                 self.prefix_bytes += bytes;
                 self.prefix_shared += shared;
+                if p.get("extends").and_then(Value::as_bool) == Some(true) {
+                    self.extending += 1;
+                }
             }
             if p.get("sameNode").and_then(Value::as_bool) == Some(true) {
                 self.same_node_requests += 1;
@@ -391,6 +403,9 @@ pub struct Meter {
     previous: Option<(Vec<u8>, Option<String>)>,
     /// The run id, for `prompt_cache_key`.
     key: String,
+    /// One `prompt_cache_key` per node (the `node` context policy, whose history restarts at
+    /// each node), or one for the whole run (the carrying policy).
+    key_per_node: bool,
     /// The stop of the last refused call.
     stopped: Option<BudgetStop>,
     /// The MCP tools of each agent, as first listed in this invocation.
@@ -415,9 +430,17 @@ impl Meter {
             run: recorded(execution_log, price),
             previous: None,
             key: run_id.to_string(),
+            key_per_node: true,
             stopped: None,
             mcp: Default::default(),
         }
+    }
+
+    /// One `prompt_cache_key` for all the run's requests: under the carrying context policy
+    /// each request extends the previous one across nodes, so they belong to one cache.
+    pub fn key_per_run(mut self) -> Meter {
+        self.key_per_node = false;
+        self
     }
 
     /// A meter with no budget and no past (tests, callers that keep no records).
@@ -431,6 +454,7 @@ impl Meter {
             run: Recorded::default(),
             previous: None,
             key: String::new(),
+            key_per_node: true,
             stopped: None,
             mcp: Default::default(),
         }
@@ -491,7 +515,8 @@ impl Meter {
         if let Some(node) = node
             && !self.key.is_empty()
         {
-            request.options.cache_key = Some(cache_key(&self.key, node));
+            let scope = if self.key_per_node { node } else { RUN_KEY };
+            request.options.cache_key = Some(cache_key(&self.key, scope));
         }
         let estimate = Estimate {
             prompt_tokens: prompt,
@@ -568,6 +593,9 @@ impl Meter {
             self.run.prefix_requests += 1;
             self.run.prefix_bytes += bytes.len() as u64;
             self.run.prefix_shared += shared;
+            if figures.get("extends").and_then(Value::as_bool) == Some(true) {
+                self.run.extending += 1;
+            }
         }
         if figures.get("sameNode").and_then(Value::as_bool) == Some(true) {
             self.run.same_node_requests += 1;
@@ -609,6 +637,9 @@ fn stop(cap: &Cap, kind: &str, limit: f64, spent: f64, estimate: f64) -> BudgetS
         },
     }
 }
+
+/// The scope of the one `prompt_cache_key` of a run under the carrying context policy.
+pub const RUN_KEY: &str = "*";
 
 /// `prompt_cache_key` of a run's node: requests of one node share their prefix, so they go to
 /// the same cache. A stable hash keeps the key short whatever the node id.

@@ -9,6 +9,11 @@ use std::fmt::Write as _;
 
 pub const TOOL_SUMMARY: &str = "TOOL_CALL_HISTORY_SUMMARY";
 pub const CONVERSATION_SUMMARY: &str = "CONVERSATION_SUMMARY";
+/// The persona of an agent that takes over while the system layers stay those of the run's
+/// agent (the carrying context policy).
+pub const AGENT_PERSONA: &str = "AGENT_PERSONA";
+/// Stands for the history of earlier nodes, left out in one step (the carrying policy).
+pub const CONTEXT_RESTART: &str = "CONTEXT_RESTART";
 
 /// A half-open range of message indexes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +77,8 @@ pub fn kind(m: &Message) -> Kind {
             for shell in [
                 "RUN_DIRECTIVE",
                 "NODE_BRIEF",
+                AGENT_PERSONA,
+                CONTEXT_RESTART,
                 "Reminder:",
                 "Finalize end node",
                 "The workflow is complete.",

@@ -19,6 +19,10 @@ pub use window::{Prepared, Window};
 /// says otherwise.
 pub const DEFAULT_CONTEXT_TOKENS: usize = 32_768;
 
+/// The most history the carrying context policy (`full`) keeps before it leaves out the
+/// earlier nodes: every carried token is paid again on each request, cached or not.
+pub const CARRY_MAX_TOKENS: usize = 32_768;
+
 /// The code of a request that cannot be made small enough.
 pub const CONTEXT_STILL_TOO_LARGE: &str = "CONTEXT_STILL_TOO_LARGE";
 
@@ -56,6 +60,12 @@ impl Budget {
         self.context_tokens / 2
     }
 
+    /// Under the carrying policy, a request past this leaves out the history of the nodes
+    /// before the current one, in one step: half the window, at most [`CARRY_MAX_TOKENS`].
+    pub fn carry_limit(&self) -> usize {
+        self.target().min(CARRY_MAX_TOKENS)
+    }
+
     /// A request above this is refused (`CONTEXT_STILL_TOO_LARGE`), never sent.
     pub fn limit(&self) -> usize {
         self.context_tokens
@@ -88,6 +98,8 @@ mod tests {
         assert_eq!(b.trigger(), 13_107);
         assert_eq!(b.target(), 8_192);
         assert_eq!(b.limit(), 16_384);
+        assert_eq!(b.carry_limit(), 8_192);
+        assert_eq!(Budget::new(1_000_000).carry_limit(), CARRY_MAX_TOKENS);
         assert_eq!(b.summary_tokens, 2_000);
         assert_eq!(Budget::new(4_000).summary_tokens, 500);
         assert_eq!(Budget::default().context_tokens, 32_768);

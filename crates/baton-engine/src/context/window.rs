@@ -5,7 +5,9 @@
 //!
 //! Used by the run machine and by agent chats; pure like them.
 
-use super::plan::{self, Mode, Pending, Plan};
+use super::elide;
+use super::groups::CONTEXT_RESTART;
+use super::plan::{self, Mode, Pending, Plan, Report};
 use super::{Budget, CONTEXT_STILL_TOO_LARGE, Compaction, ContextEvent, TokenCounter};
 use baton_llm::{ChatRequest, Message, ToolDef};
 
@@ -27,6 +29,14 @@ impl Prepared {
             "the next request needs about {tokens} tokens and the model's context is {limit}, even after compression; give a shorter input, or set context_tokens in baton.toml if the model has a larger window"
         )
     }
+}
+
+/// The message that stands for the history of earlier nodes once [`Window::carry`] left it
+/// out.
+pub fn restart_note() -> Message {
+    Message::user(format!(
+        "{CONTEXT_RESTART}\nThe conversation of the earlier nodes was left out of the requests to keep them small (the run's log keeps it). @state/workflow.md and the artifacts hold what those nodes did: read them when you need it."
+    ))
 }
 
 /// The code of [`Prepared::TooLarge`].
@@ -131,6 +141,59 @@ impl Window {
             }
         }
         self.finish(history, system, tools)
+    }
+
+    /// The carrying policy's compaction, one step when a request would pass
+    /// [`Budget::carry_limit`]: the history before `segment` (where the current node's window
+    /// opened) is left out, `head` (a [`restart_note`], and the persona in force when
+    /// it was given before `segment`) stands for it, and the bulky arguments of the node's
+    /// executed calls are elided at the same time, so no later turn rewrites them. Nothing
+    /// happens when the part before `segment` is already compressed or nothing would be saved;
+    /// the requests after it extend each other again. True when it was done.
+    pub fn carry(
+        &mut self,
+        history: &[Message],
+        system: &[Message],
+        tools: &[ToolDef],
+        segment: usize,
+        head: Vec<Message>,
+    ) -> bool {
+        let Some(budget) = self.budget else {
+            return false;
+        };
+        if segment <= self.covered || segment > history.len() {
+            return false;
+        }
+        let fixed = self.counter.messages(system) + self.counter.tools(tools);
+        let before = fixed + self.counter.messages(&self.messages(history));
+        if before <= budget.carry_limit() {
+            return false;
+        }
+        let mut kept = head;
+        kept.extend(history[segment..].iter().cloned());
+        let (elided, _) = elide::elide_oldest(&mut kept, usize::MAX, &mut self.counter);
+        let after = fixed + self.counter.messages(&kept);
+        if after >= before || plan::check(&kept).is_err() {
+            return false;
+        }
+        self.view = kept;
+        self.covered = history.len();
+        self.pending = None;
+        self.compactions += 1;
+        self.events.push(ContextEvent::Compressed(Report {
+            status: "attempted_effective",
+            tokens_before: before,
+            tokens_after: after,
+            budget: budget.limit(),
+            target: budget.carry_limit(),
+            summarized_tool_groups: 0,
+            dropped_instructions: 0,
+            elided_arguments: elided,
+            summary: None,
+            window: "restart",
+            target_exceeded: after > budget.carry_limit(),
+        }));
+        true
     }
 
     /// Completes a compression with the summary model's answer (`Err(code)` if it failed).
