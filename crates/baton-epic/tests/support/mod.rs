@@ -152,3 +152,45 @@ pub fn without_last_updated(text: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// `git -C dir args…`, checked: its standard output.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+impl Fixture {
+    /// Makes the project a git repository on `main` with everything in one commit.
+    pub fn git_init(&self) {
+        git(&self.project, &["init", "-q", "-b", "main"]);
+        self.commit_all("init");
+    }
+
+    /// Commits everything in the project as a test author.
+    pub fn commit_all(&self, message: &str) {
+        git(&self.project, &["add", "-A"]);
+        git(
+            &self.project,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-q",
+                "-m",
+                message,
+            ],
+        );
+    }
+}
