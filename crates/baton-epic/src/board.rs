@@ -14,6 +14,7 @@ use super::progress::{FailureDetail, Progress, RunRecord};
 use super::review::{self, Review};
 use super::run_state::{self, RunEpicState};
 use super::sprint::{self, SprintStatus};
+use baton_store::Store;
 use serde::Serialize;
 use std::collections::HashSet;
 use std::path::Path;
@@ -172,6 +173,10 @@ pub struct Board {
     pub sprint_status: layout::SprintStatusInfo,
     /// Where story files were looked for.
     pub story_files: super::story_files::SearchInfo,
+    /// A parallel epic: the stories in flight with their phase, worktree branch and folder, and
+    /// why the others wait (see [`super::parallel_board`]). Set by [`status_board`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parallel: Option<super::parallel_board::ParallelBoard>,
 }
 
 /// The board of `epic` (`epic-N` or `N`), else of the state file's epic, else of every epic.
@@ -262,7 +267,19 @@ pub fn status(project: &Path, epic: Option<&str>) -> Result<Board> {
         findings,
         sprint_status: layout.sprint_status_info(),
         story_files: files.info(),
+        parallel: None,
     })
+}
+
+/// The board as `baton epic status` and the web board show it: [`status`], with the schedule
+/// of a parallel epic (its stories in flight, why the others wait: see
+/// [`super::parallel_board::fill`]) and the tokens of the phase runs
+/// ([`super::budget::fill_usage`]).
+pub fn status_board(store: &Store, project: &Path, epic: Option<&str>) -> Result<Board> {
+    let mut board = status(project, epic)?;
+    super::parallel_board::fill(&mut board, store.home(), project);
+    super::budget::fill_usage(&mut board, store, project);
+    Ok(board)
 }
 
 /// The phase runs baton's progress record names for `project` (story, phase, run id), oldest

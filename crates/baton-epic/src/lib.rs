@@ -27,6 +27,7 @@ mod method_verdict;
 pub mod models;
 pub mod orchestrator;
 pub mod parallel;
+pub mod parallel_board;
 pub mod phase;
 pub mod phase_run;
 pub mod progress;
@@ -43,7 +44,7 @@ pub mod verify;
 pub mod worktree;
 
 pub use agent_state::{AgentState, Question};
-pub use board::{Board, status};
+pub use board::{Board, status, status_board};
 pub use error::{EpicError, ErrorKind};
 pub use events::EpicEvent;
 pub use models::ModelSource;

@@ -91,8 +91,12 @@ pub enum EpicOutcome {
         message: String,
         budget: serde_json::Value,
     },
-    /// `--dry-run`: what would run.
-    Planned { plan: Vec<PlannedStory> },
+    /// `--dry-run`: what would run; with `--parallel N` (or `[autopilot] parallel`), which
+    /// stories would run together and why the others wait.
+    Planned {
+        plan: Vec<PlannedStory>,
+        parallel: Option<super::parallel_board::ParallelBoard>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -290,9 +294,25 @@ pub async fn execute_parallel<'a>(
             ),
             (None, None) => (Vec::new(), (Findings::default(), 0)),
         };
+        // `baton epic run --parallel N`: the same schedule the loop would follow.
+        let parallel = match (&sprint, &command) {
+            (Some(sprint), Command::Run { .. }) => {
+                super::parallel_board::view(&super::parallel_board::Inputs {
+                    store_home: store.home(),
+                    layout: &layout,
+                    config: &config,
+                    sprint,
+                    epic,
+                    slots: parallel,
+                    progress: Some(&progress),
+                    asker: super::parallel_board::Asker::DryRun,
+                })?
+            }
+            _ => None,
+        };
         return Ok(EpicReport {
             epic_id,
-            outcome: EpicOutcome::Planned { plan },
+            outcome: EpicOutcome::Planned { plan, parallel },
             stories_completed: Vec::new(),
             phases_run: 0,
             phases,

@@ -26,7 +26,7 @@ use super::orchestrator::{EpicOutcome, now};
 use super::phase::Phase;
 use super::progress::{FailureDetail, Instruction, Progress, StoryProgress, Target};
 use super::run_state::{self, Failure, RunEpicState};
-use super::schedule::{self, Activity, Candidate, PlanInput};
+use super::schedule::{self, Activity, PlanInput};
 use super::sprint::{self, SprintStatus};
 use super::story::Ctx;
 use super::worktree::Worktrees;
@@ -101,24 +101,33 @@ pub fn resumed_slots(dir: &Artifacts, epic_id: &str) -> Option<u32> {
 }
 
 /// Where the worktrees of a project live: `[autopilot] worktrees`, else a folder beside the
-/// store (`<store>-worktrees/<project id>`), never inside it: a worktree is a project of its
-/// own for its phase runs, and the store is out of every project's reach.
+/// store (`<store>-worktrees/<project id>`), never inside it: the store is out of every
+/// project's reach.
 pub(super) fn worktree_root(ctx: &Ctx<'_>) -> PathBuf {
-    let home = ctx.store.home();
-    let id = ctx
-        .project
-        .dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "project".into());
-    match &ctx.config.worktrees {
-        Some(c) => ctx.layout.project.join(c),
+    worktree_root_for(
+        ctx.store.home(),
+        &ctx.layout.project,
+        ctx.config.worktrees.as_deref(),
+    )
+}
+
+/// [`worktree_root`] from the store's folder, the project's root (its real path, as the store
+/// registers it) and `[autopilot] worktrees`; registers nothing.
+pub(crate) fn worktree_root_for(
+    store_home: &Path,
+    project_root: &Path,
+    configured: Option<&str>,
+) -> PathBuf {
+    match configured {
+        Some(c) => project_root.join(c),
         None => {
-            let name = home
+            let name = store_home
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "baton".into());
-            home.with_file_name(format!("{name}-worktrees")).join(id)
+            store_home
+                .with_file_name(format!("{name}-worktrees"))
+                .join(baton_store::projects::project_id(project_root))
         }
     }
 }
@@ -326,12 +335,7 @@ pub(super) async fn run(ctx: &mut Ctx<'_>, slots: u32, started: SystemTime) -> R
         // 3. Start: stories already started first (resume), then what the schedule allows.
         if !stopping && !cancelled && stuck.is_none() {
             let sprint = ctx.sprint()?;
-            let statuses: BTreeMap<String, String> = sprint
-                .entries()
-                .iter()
-                .filter(|e| keys::parse_epic_id(&e.key).is_none())
-                .map(|e| (e.key.clone(), e.normalized().to_string()))
-                .collect();
+            let statuses = super::parallel_board::statuses(&sprint);
             let flying: BTreeSet<String> = running.iter().map(|(k, _)| k.clone()).collect();
             let mut to_start: Vec<String> = st
                 .started
@@ -339,41 +343,21 @@ pub(super) async fn run(ctx: &mut Ctx<'_>, slots: u32, started: SystemTime) -> R
                 .filter(|k| !flying.contains(*k) && !st.queue.contains(k) && !held.contains_key(*k))
                 .cloned()
                 .collect();
-            let entries: Vec<&sprint::Entry> = sprint.stories_of(ctx.epic).collect();
-            let known: Vec<&str> = entries.iter().map(|e| e.key.as_str()).collect();
-            let candidates: Vec<Candidate> = entries
-                .iter()
-                .map(|e| {
-                    let busy = flying.contains(&e.key)
-                        || to_start.contains(&e.key)
-                        || st.queue.contains(&e.key);
-                    let activity = match held.get(&e.key) {
-                        Some(Held::Question(..)) => Activity::Question,
-                        Some(Held::Failed(_)) => Activity::Failed,
-                        None if busy => Activity::Running,
-                        None if pending_question(&ctx.layout, &e.key) => Activity::Question,
-                        None => Activity::Idle,
-                    };
-                    let depends_on = ctx
-                        .story_text(&e.key)
-                        .map(|t| schedule::dependencies_in(&e.key, &t, &known))
-                        .unwrap_or_default();
-                    Candidate {
-                        key: e.key.clone(),
-                        status: e.normalized().to_string(),
-                        activity,
-                        depends_on,
-                    }
-                })
-                .collect();
-            let may_start = match ctx.progress.target {
-                Target::Epic {
-                    max_stories: Some(max),
-                } => Some(
-                    (max as usize).saturating_sub(ctx.progress.completed.len() + st.started.len()),
-                ),
-                _ => None,
+            let activity = |e: &sprint::Entry| {
+                let busy = flying.contains(&e.key)
+                    || to_start.contains(&e.key)
+                    || st.queue.contains(&e.key);
+                match held.get(&e.key) {
+                    Some(Held::Question(..)) => Activity::Question,
+                    Some(Held::Failed(_)) => Activity::Failed,
+                    None if busy => Activity::Running,
+                    None if pending_question(&ctx.layout, &e.key) => Activity::Question,
+                    None => Activity::Idle,
+                }
             };
+            let candidates =
+                super::parallel_board::candidates(&ctx.layout, &sprint, ctx.epic, &activity);
+            let may_start = super::parallel_board::may_start(Some(&ctx.progress), st.started.len());
             let plan = schedule::plan(&PlanInput {
                 stories: &candidates,
                 statuses: &statuses,

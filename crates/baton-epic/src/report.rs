@@ -17,8 +17,9 @@ pub fn outcome_name(o: &EpicOutcome) -> &'static str {
     }
 }
 
-/// `{epicId, outcome, storiesCompleted, phasesRun, …}`: what `baton epic … --json` prints,
-/// with what the plan cannot show (`unrecognized`, `notRunnable`, `legacyMapped`,
+/// `{epicId, outcome, storiesCompleted, phasesRun, …}`: what `baton epic … --json` prints (a
+/// dry run's `plan`, and `parallel`: the schedule of a parallel epic), with what the plan cannot
+/// show (`unrecognized`, `notRunnable`, `legacyMapped`,
 /// `retroItems`, `warnings`).
 pub fn to_json(r: &EpicReport) -> Value {
     let mut v = json!({
@@ -44,7 +45,10 @@ pub fn to_json(r: &EpicReport) -> Value {
             });
         }
         EpicOutcome::Paused { failure } => v["failure"] = json!(failure),
-        EpicOutcome::Planned { plan } => {
+        EpicOutcome::Planned { plan, parallel } => {
+            if let Some(p) = parallel {
+                v["parallel"] = json!(p);
+            }
             v["plan"] = plan
                 .iter()
                 .map(|p| {

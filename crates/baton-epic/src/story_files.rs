@@ -251,6 +251,16 @@ impl StoryFiles {
         StoryFiles::scan(layout, sprint).lookup(layout, key)
     }
 
+    /// The text of `key`'s file (bounded), when it is found once.
+    pub fn text(&self, layout: &Layout, key: &str) -> Option<String> {
+        let path = self.lookup(layout, key).found()?.path.clone();
+        let bytes = layout
+            .dir
+            .read_project_file(&path, limit::PROMPT_FILE)
+            .ok()??;
+        Some(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
     /// Where a new file of `key` goes (project-relative).
     pub fn new_file(&self, key: &str) -> String {
         join(&self.new_dir, &format!("{key}.md"))

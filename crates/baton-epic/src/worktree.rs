@@ -658,22 +658,7 @@ impl Worktrees {
 
     /// Every record under the root (epic folder by epic folder, in name order).
     pub fn records(&self) -> Result<Vec<WorktreeRecord>> {
-        let mut out = Vec::new();
-        for epic in sorted_names(&self.root)? {
-            let dir = self.root.join(&epic);
-            if !dir.is_dir() || check_name("epic", &epic).is_err() {
-                continue;
-            }
-            for name in sorted_names(&dir)? {
-                if name.strip_suffix(RECORD_SUFFIX).is_none() {
-                    continue;
-                }
-                if let Some(r) = read_record_at(&dir.join(&name))? {
-                    out.push(r);
-                }
-            }
-        }
-        Ok(out)
+        records_in(&self.root, None)
     }
 
     /// Every worktree under the root: the recorded ones with what git says of them, and those
@@ -762,6 +747,30 @@ fn read_small(path: &Path, limit: u64) -> Option<String> {
         .read_to_string(&mut text)
         .ok()?;
     Some(text)
+}
+
+/// The records under `root` (of `epic` only, when given), epic folder by epic folder, in name
+/// order; none when `root` does not exist. Reads only: what `baton epic status` shows.
+pub fn records_in(root: &Path, epic: Option<&str>) -> Result<Vec<WorktreeRecord>> {
+    let mut out = Vec::new();
+    for name in sorted_names(root)? {
+        if epic.is_some_and(|e| e != name) {
+            continue;
+        }
+        let dir = root.join(&name);
+        if !dir.is_dir() || check_name("epic", &name).is_err() {
+            continue;
+        }
+        for file in sorted_names(&dir)? {
+            if file.strip_suffix(RECORD_SUFFIX).is_none() {
+                continue;
+            }
+            if let Some(r) = read_record_at(&dir.join(&file))? {
+                out.push(r);
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn read_record_at(path: &Path) -> Result<Option<WorktreeRecord>> {

@@ -86,7 +86,7 @@ async fn dry_run(project: &Path, epic: &str) -> Vec<PlannedStory> {
     .await
     .unwrap();
     match report.outcome {
-        EpicOutcome::Planned { plan } => plan,
+        EpicOutcome::Planned { plan, .. } => plan,
         other => panic!("expected a plan, got {other:?}"),
     }
 }

@@ -273,7 +273,7 @@ async fn a_dry_run_shows_the_plan_and_writes_nothing() {
     )
     .await
     .unwrap();
-    let EpicOutcome::Planned { plan } = &report.outcome else {
+    let EpicOutcome::Planned { plan, .. } = &report.outcome else {
         panic!("{:?}", report.outcome);
     };
     let plan: Vec<(&str, &str)> = plan

@@ -341,7 +341,7 @@ async fn the_dry_run_plans_in_list_order_and_writes_nothing() {
     let w = World::new();
     let before = snapshot(&w.project);
     let report = w.run(w.stories(), true).await.unwrap();
-    let EpicOutcome::Planned { plan } = &report.outcome else {
+    let EpicOutcome::Planned { plan, .. } = &report.outcome else {
         panic!("{:?}", report.outcome);
     };
     let rows: Vec<(&str, &str, &str)> = plan

@@ -21,7 +21,8 @@ pub struct BoardParams {
     pub epic: Option<String>,
 }
 
-/// `GET /api/epic?project=…[&epic=…]` → the board of `baton epic status --json`, plus
+/// `GET /api/epic?project=…[&epic=…]` → the board of `baton epic status --json` (with
+/// `parallel`, the stories in flight and why the others wait, for a parallel epic), plus
 /// `invocation`: how the last answer this server drove ended (absent when none).
 pub async fn board(
     State(state): State<AppState>,
@@ -31,9 +32,8 @@ pub async fn board(
         ApiError::bad_request("QUERY_INVALID", e.body_text()).hint("GET /api/epic?project=<dir>")
     })?;
     blocking(state.blocking.clone(), move || {
-        let mut board = baton_epic::status(&params.project, params.epic.as_deref())
+        let board = baton_epic::status_board(&state.store, &params.project, params.epic.as_deref())
             .map_err(|e| epic_error(&e))?;
-        baton_epic::budget::fill_usage(&mut board, &state.store, &params.project);
         let mut json = serde_json::to_value(&board)
             .map_err(|e| ApiError::internal("EPIC_BOARD_FAILED", e.to_string()))?;
         if let Some(outcome) = state.jobs.outcome_of(&key(&params.project)) {

@@ -1,12 +1,15 @@
 //! The epic board: `baton epic status` ([`Board`]) as columns of the sprint-status values, the
 //! phase in flight and review cycle per story, and each pending question with a form that
-//! answers it in place (`POST /api/epic/answer`).
+//! answers it in place (`POST /api/epic/answer`). A parallel epic's stories in flight are shown
+//! side by side above the columns, with their phase and worktree branch, and why the others
+//! wait.
 
 use super::html::{esc, push_esc, url_part};
 use super::runs_list::phase_badge;
 use baton_epic::board::{Board, StoryRow};
 use baton_epic::findings::Findings;
 use baton_epic::keys::STORY_STATUSES;
+use baton_epic::parallel_board::ParallelBoard;
 use std::fmt::Write as _;
 
 /// The project picker shown above a board (or alone, when no project is chosen yet).
@@ -65,6 +68,9 @@ pub fn render(board: &Board, project: &str) -> String {
         out.push_str("</p>");
     }
     out.push_str("</section>");
+    if let Some(p) = &board.parallel {
+        parallel(&mut out, p);
+    }
     if board.epics.is_empty() {
         out.push_str("<p class=\"empty\" id=\"epic-empty\">The sprint status lists no epic.</p>");
     }
@@ -105,6 +111,99 @@ pub fn render(board: &Board, project: &str) -> String {
     findings(&mut out, &board.findings);
     out.push_str("</div>");
     out
+}
+
+/// A parallel epic: the stories in flight side by side (phase, state, worktree branch and
+/// folder), the stories that start next, and why each other story waits.
+fn parallel(out: &mut String, p: &ParallelBoard) {
+    out.push_str(
+        "<section class=\"card\" id=\"epic-parallel\" aria-labelledby=\"epic-parallel-title\"><div class=\"heading\"><h2 id=\"epic-parallel-title\">Stories in flight</h2>",
+    );
+    let _ = write!(
+        out,
+        " <span class=\"muted\" data-testid=\"parallel-slots\">up to {} at once",
+        p.slots
+    );
+    if let Some(b) = &p.branch {
+        out.push_str(", merged onto <code>");
+        push_esc(out, b);
+        out.push_str("</code>");
+    }
+    out.push_str(", worktrees in <code>");
+    push_esc(out, &p.worktrees);
+    out.push_str("</code></span></div>");
+    if p.in_flight.is_empty() {
+        out.push_str("<p class=\"empty\" id=\"epic-no-flight\">No story in flight.</p>");
+    } else {
+        out.push_str(
+            "<div class=\"board flights\" id=\"epic-flights\" data-testid=\"epic-flights\">",
+        );
+        for f in &p.in_flight {
+            out.push_str("<article class=\"story flight\" data-flight=\"");
+            push_esc(out, &f.key);
+            let _ = write!(
+                out,
+                "\" data-state=\"{}\"><div class=\"key\">",
+                f.state.as_str()
+            );
+            push_esc(out, &f.key);
+            out.push_str("</div><div class=\"meta\">");
+            if let Some(ph) = &f.phase {
+                phase_badge(out, ph);
+            }
+            phase_badge(out, f.state.as_str());
+            if let Some(c) = f.review_cycle.filter(|c| *c > 1) {
+                let _ = write!(out, "<span class=\"tag\">review cycle {c}</span>");
+            }
+            if let Some(id) = &f.run_id {
+                out.push_str("<a class=\"mono\" href=\"/runs/");
+                out.push_str(&esc(&url_part(id)));
+                out.push_str("\">run ");
+                push_esc(out, id.get(..13).unwrap_or(id));
+                out.push_str("</a>");
+            }
+            out.push_str(
+                "</div><dl class=\"facts\"><dt>Branch</dt><dd><code data-testid=\"flight-branch\">",
+            );
+            push_esc(out, &f.branch);
+            out.push_str("</code></dd><dt>Worktree</dt><dd><code>");
+            push_esc(out, &f.worktree);
+            out.push_str("</code></dd></dl>");
+            if let Some(n) = &f.note {
+                out.push_str("<p class=\"muted\"><small>");
+                push_esc(out, n);
+                out.push_str("</small></p>");
+            }
+            out.push_str("</article>");
+        }
+        out.push_str("</div>");
+    }
+    if !p.start.is_empty() {
+        out.push_str("<p id=\"epic-start-next\">Start next: ");
+        for (i, k) in p.start.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push_str("<code>");
+            push_esc(out, k);
+            out.push_str("</code>");
+        }
+        out.push_str("</p>");
+    }
+    if !p.waiting.is_empty() {
+        out.push_str("<h3>Waiting</h3><ul id=\"epic-waiting\">");
+        for w in &p.waiting {
+            out.push_str("<li data-key=\"");
+            push_esc(out, &w.key);
+            let _ = write!(out, "\" data-why=\"{}\"><code>", w.why);
+            push_esc(out, &w.key);
+            out.push_str("</code> ");
+            push_esc(out, &w.reason);
+            out.push_str("</li>");
+        }
+        out.push_str("</ul>");
+    }
+    out.push_str("</section>");
 }
 
 /// What the columns cannot show, each key with its line: values BMAD does not define (with the
@@ -360,6 +459,7 @@ mod tests {
             last_failure: None,
             sprint_status: Default::default(),
             story_files: Default::default(),
+            parallel: None,
             epics: vec![EpicRow {
                 key: "epic-1".into(),
                 status: "in-progress".into(),

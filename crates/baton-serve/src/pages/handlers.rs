@@ -362,20 +362,16 @@ pub async fn epic_board(State(state): State<AppState>, Query(q): Query<ProjectQu
         // None chosen: the newest known project that has a sprint.
         let (project, found) = match chosen {
             Some(p) => {
-                let board = baton_epic::status(Path::new(&p), None).map(|mut b| {
-                    baton_epic::budget::fill_usage(&mut b, store, Path::new(&p));
-                    b
-                });
+                let board = baton_epic::status_board(store, Path::new(&p), None);
                 (p, Some(board))
             }
             None => projects
                 .iter()
                 .take(projects::LOOKED_AT)
                 .find_map(|p| {
-                    baton_epic::status(Path::new(p), None).ok().map(|mut b| {
-                        baton_epic::budget::fill_usage(&mut b, store, Path::new(p));
-                        (p.clone(), Some(Ok(b)))
-                    })
+                    baton_epic::status_board(store, Path::new(p), None)
+                        .ok()
+                        .map(|b| (p.clone(), Some(Ok(b))))
                 })
                 .unwrap_or_default(),
         };
@@ -391,7 +387,16 @@ pub async fn epic_board(State(state): State<AppState>, Query(q): Query<ProjectQu
             return PageOut::ok("Epic board", Nav::Epic, body);
         };
         match found {
-            Ok(board) => body.push_str(&epic::render(&board, &project)),
+            Ok(mut board) => {
+                // The worktrees' folder as a page shows a host path.
+                if let Some(p) = board.parallel.as_mut() {
+                    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+                    let roots =
+                        Roots::new(Some(Path::new(&project)), Some(store.home()), home.as_deref());
+                    p.worktrees = roots.shown(&p.worktrees);
+                }
+                body.push_str(&epic::render(&board, &project));
+            }
             Err(e) => {
                 body.push_str("<p class=\"error\" id=\"epic-error\" role=\"alert\"><code>");
                 super::html::push_esc(&mut body, e.code);

@@ -500,7 +500,7 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
                 next("resume")
             );
         }
-        EpicOutcome::Planned { plan } => {
+        EpicOutcome::Planned { plan, parallel } => {
             outln!(
                 "{}: {} {} to run",
                 r.epic_id,
@@ -518,6 +518,9 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
                 if let Some(note) = &p.note {
                     outln!("      {note}");
                 }
+            }
+            if let Some(p) = parallel {
+                out!("{}", parallel_text(p, true));
             }
             outln!("phases:");
             for l in &r.phases {
@@ -607,13 +610,14 @@ fn status(args: &StatusArgs) -> anyhow::Result<u8> {
         }
         return Ok(exit::OK);
     }
-    let mut board = match baton_epic::status(&args.project.project, args.epic.as_deref()) {
+    let board = match Store::open_default() {
+        Ok(store) => baton_epic::status_board(&store, project, args.epic.as_deref()),
+        Err(_) => baton_epic::status(project, args.epic.as_deref()),
+    };
+    let board = match board {
         Ok(b) => b,
         Err(e) => return Ok(failure(&e).report(args.json)),
     };
-    if let Ok(store) = Store::open_default() {
-        baton_epic::budget::fill_usage(&mut board, &store, &args.project.project);
-    }
     if args.json {
         super::print_json(&board)?;
     } else {
@@ -790,12 +794,72 @@ pub fn board_text(b: &Board) -> String {
             out.push_str(&format!("  usage: {}\n", usage_text(u)));
         }
     }
+    if let Some(p) = &b.parallel {
+        out.push('\n');
+        out.push_str(&parallel_text(p, false));
+    }
     out.push_str(&findings_text(&b.findings));
     if let Some(f) = &b.last_failure {
         out.push_str(&format!(
             "\npaused on a failure: {} of {}: {}: {}\n",
             f.phase, f.story_key, f.code, f.message
         ));
+    }
+    out
+}
+
+/// The schedule of a parallel epic (`--dry-run` and `epic status`): the stories in flight side
+/// by side with their phase, branch and worktree, those that start now, and why each other
+/// story waits.
+pub fn parallel_text(p: &baton_epic::parallel_board::ParallelBoard, dry_run: bool) -> String {
+    let mut out = format!(
+        "parallel: up to {} {} in flight",
+        p.slots,
+        if p.slots == 1 { "story" } else { "stories" }
+    );
+    if let Some(b) = &p.branch {
+        out.push_str(&format!(", merged onto {b}"));
+    }
+    out.push_str(&format!(
+        "\n  worktrees: {} = {}\n",
+        baton_epic::parallel_board::WORKTREES,
+        p.worktrees
+    ));
+    if !p.in_flight.is_empty() {
+        out.push_str("  in flight:\n");
+        for f in &p.in_flight {
+            let mut line = format!("    {} {}", pad(&f.key, 40), pad(f.state.as_str(), 9));
+            line.push_str(&phase_text(f.phase.as_deref(), f.review_cycle, None));
+            out.push_str(line.trim_end());
+            out.push('\n');
+            out.push_str(&format!(
+                "      branch {}  worktree {}\n",
+                f.branch, f.worktree
+            ));
+            if let Some(n) = &f.note {
+                out.push_str(&format!("      {n}\n"));
+            }
+        }
+    }
+    if !p.start.is_empty() {
+        let label = if dry_run {
+            "start together"
+        } else {
+            "start next"
+        };
+        out.push_str(&format!("  {label}: {}\n", p.start.join(", ")));
+    }
+    if !p.waiting.is_empty() {
+        out.push_str("  waiting:\n");
+        for w in &p.waiting {
+            out.push_str(&format!("    {}: {}\n", w.key, w.reason));
+        }
+    }
+    if p.waves.len() > 1 {
+        out.push_str("  then, wave after wave:\n");
+        for (i, w) in p.waves.iter().enumerate().skip(1) {
+            out.push_str(&format!("    {}. {}\n", i + 1, w.join(", ")));
+        }
     }
     out
 }
