@@ -85,7 +85,9 @@ pub struct ModelArgs {
     /// Record this invocation's conversation as a trace.
     #[arg(long, value_name = "TRACE")]
     pub record: Option<PathBuf>,
-    /// History sent to the model: restart at every node (default), or keep everything.
+    /// History sent to the model: restart at every node (default, cheaper), or carry it across
+    /// nodes, each request extending the previous one (past half the context window, at most
+    /// 32,768 tokens, the earlier nodes are left out once).
     #[arg(long, value_enum, default_value = "node")]
     pub context: ContextArg,
     /// The model's context window in tokens (overrides baton.toml and the table of known
