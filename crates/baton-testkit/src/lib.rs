@@ -1,7 +1,7 @@
 //! Helpers shared by baton's tests: where the repository and its examples are, copying a
 //! directory, the reference conversation beside the repository, a headless-browser driver
-//! ([`cdp`]) with a server of fixed pages for it ([`html_server`]), and a loopback JSON server
-//! for played models ([`json_server`]).
+//! ([`cdp`]) with a server of fixed pages for it ([`html_server`]), a loopback JSON server
+//! for played models ([`json_server`]), and a throwaway PostgreSQL cluster ([`pg`]).
 
 // Test-only code: a helper that cannot do its job fails the test loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -9,6 +9,7 @@
 pub mod cdp;
 pub mod html_server;
 pub mod json_server;
+pub mod pg;
 pub mod trim_trace;
 
 use std::fs;

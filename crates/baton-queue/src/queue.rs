@@ -1,0 +1,898 @@
+//! The queue's operations on one connection.
+//!
+//! The guarantees, all decided by the database (its clock, its row locks), never by a worker:
+//! - a claim takes the oldest queued unit of a queue with `FOR UPDATE SKIP LOCKED`, so
+//!   concurrent claimers never get the same unit, and bumps the unit's `epoch` (the fencing
+//!   token);
+//! - a lease is valid while the unit is `leased` with the holder's epoch and owner and
+//!   `lease_expires_at` is in the future; a heartbeat extends only a valid lease;
+//! - every write of a leased unit runs in a transaction that first locks the unit's row under
+//!   that same condition: when the lease is no longer valid nothing is written and the caller
+//!   gets `LEASE_LOST`; while the transaction runs, neither the sweep nor a cancel can change
+//!   the unit;
+//! - expired leases go back to the queue (or fail, past `max_attempts`) only by the separate
+//!   sweep, which keeps the claim query cheap.
+
+use crate::connect::DbConfig;
+use crate::error::{QueueError, db_error};
+use crate::schema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::time::Duration;
+use tokio_postgres::Statement;
+
+/// The queue a unit goes to unless told otherwise.
+pub const DEFAULT_QUEUE: &str = "default";
+/// The largest payload, question or outcome accepted (serialized JSON).
+pub const MAX_JSON_BYTES: usize = 1 << 20;
+
+/// What a unit of work is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnitKind {
+    /// A workflow run.
+    Run,
+    /// One story's phases.
+    Story,
+}
+
+impl UnitKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnitKind::Run => "run",
+            UnitKind::Story => "story",
+        }
+    }
+
+    fn parse(text: &str) -> UnitKind {
+        if text == "story" {
+            UnitKind::Story
+        } else {
+            UnitKind::Run
+        }
+    }
+}
+
+/// Where a unit stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnitState {
+    Queued,
+    Leased,
+    /// Waiting for a person's answer; no worker holds it.
+    Waiting,
+    Done,
+    Failed,
+    Cancelled,
+}
+
+impl UnitState {
+    pub const ALL: [UnitState; 6] = [
+        UnitState::Queued,
+        UnitState::Leased,
+        UnitState::Waiting,
+        UnitState::Done,
+        UnitState::Failed,
+        UnitState::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnitState::Queued => "queued",
+            UnitState::Leased => "leased",
+            UnitState::Waiting => "waiting",
+            UnitState::Done => "done",
+            UnitState::Failed => "failed",
+            UnitState::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<UnitState> {
+        UnitState::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// Done, failed or cancelled: nothing changes it any more.
+    pub fn is_finished(self) -> bool {
+        matches!(
+            self,
+            UnitState::Done | UnitState::Failed | UnitState::Cancelled
+        )
+    }
+}
+
+/// A unit to submit.
+#[derive(Debug, Clone)]
+pub struct NewUnit {
+    pub kind: UnitKind,
+    pub queue: String,
+    /// What the worker needs to start it (workflow, inputs, story key, …).
+    pub payload: Value,
+    /// The package, pinned by content ([`Queue::put_package`]).
+    pub package_sha256: Option<String>,
+    /// The project: a git remote URL and the commit to start from.
+    pub project_remote: String,
+    pub base_commit: String,
+    /// After this many claims whose lease expired, the sweep fails the unit (None: never).
+    pub max_attempts: Option<i32>,
+}
+
+/// A unit as the database holds it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Unit {
+    pub id: i64,
+    pub kind: UnitKind,
+    pub queue: String,
+    pub state: UnitState,
+    pub payload: Value,
+    pub package_sha256: Option<String>,
+    pub project_remote: String,
+    pub base_commit: String,
+    /// The lease holder while leased; afterwards the last holder.
+    pub owner: Option<String>,
+    pub epoch: i64,
+    pub attempts: i32,
+    pub max_attempts: Option<i32>,
+    pub question: Option<Value>,
+    pub outcome: Option<Value>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub lease_expires_at: Option<String>,
+    pub finished_at: Option<String>,
+}
+
+/// A held lease: the unit and the fencing token every write must carry.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lease {
+    pub id: i64,
+    pub epoch: i64,
+    pub owner: String,
+    pub kind: UnitKind,
+    pub queue: String,
+    pub payload: Value,
+    pub package_sha256: Option<String>,
+    pub project_remote: String,
+    pub base_commit: String,
+    /// Claims so far, this one included.
+    pub attempts: i32,
+    /// How long the lease lasts from the claim (or the last heartbeat).
+    #[serde(skip)]
+    pub duration: Duration,
+}
+
+/// A write of a leased unit.
+#[derive(Debug, Clone)]
+pub struct NewWrite {
+    /// What it is: `state`, `conversation`, `audit`, `outcome`, … (free text for the caller).
+    pub kind: String,
+    pub body: Value,
+}
+
+/// A stored write.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteRecord {
+    pub seq: i64,
+    pub epoch: i64,
+    pub kind: String,
+    pub body: Value,
+    pub written_at: String,
+}
+
+/// A unit the sweep took back from an expired lease.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Expired {
+    pub id: i64,
+    /// The epoch of the lease that expired.
+    pub epoch: i64,
+    pub owner: Option<String>,
+    /// `queued` again, or `failed` past its `max_attempts`.
+    pub state: UnitState,
+}
+
+/// A stored package.
+#[derive(Debug, Clone)]
+pub struct Package {
+    pub sha256: String,
+    pub name: String,
+    pub version: String,
+    pub bytes: Vec<u8>,
+}
+
+/// SQL text of a timestamp column as RFC 3339 UTC with milliseconds.
+macro_rules! ts {
+    ($col:literal) => {
+        concat!(
+            "to_char(",
+            $col,
+            " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+        )
+    };
+}
+
+const UNIT_COLUMNS: &str = concat!(
+    "id, kind, queue, state, payload, package_sha256, project_remote, base_commit, owner, epoch, \
+     attempts, max_attempts, question, outcome, ",
+    ts!("created_at"),
+    ", ",
+    ts!("updated_at"),
+    ", ",
+    ts!("lease_expires_at"),
+    ", ",
+    ts!("finished_at")
+);
+
+const CLAIM: &str = "
+WITH next AS (
+    SELECT id FROM baton.work_units
+    WHERE state = 'queued' AND queue = $2
+    ORDER BY id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE baton.work_units w
+SET state = 'leased', owner = $1, epoch = w.epoch + 1, attempts = w.attempts + 1,
+    leased_at = now(), heartbeat_at = now(),
+    lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
+FROM next
+WHERE w.id = next.id
+RETURNING w.id, w.epoch, w.kind, w.queue, w.payload, w.package_sha256, w.project_remote,
+          w.base_commit, w.attempts";
+
+/// The condition of a valid lease, on `baton.work_units` with $1 id, $2 epoch, $3 owner.
+const VALID_LEASE: &str = "id = $1 AND epoch = $2 AND owner = $3 AND state = 'leased' \
+                           AND lease_expires_at > now()";
+
+/// One connection to the queue.
+pub struct Queue {
+    client: tokio_postgres::Client,
+    database: String,
+    claim: Statement,
+    heartbeat: Statement,
+    fence: Statement,
+    append: Statement,
+}
+
+impl Queue {
+    /// Connects and checks that the queue's schema is there at this baton's version.
+    pub async fn open(config: &DbConfig) -> Result<Queue, QueueError> {
+        let client = config.connect().await?;
+        let database = config.redacted();
+        schema::check(&client, &database).await?;
+        Queue::prepare(client, database).await
+    }
+
+    async fn prepare(
+        client: tokio_postgres::Client,
+        database: String,
+    ) -> Result<Queue, QueueError> {
+        let err = |e| db_error(e, &database);
+        let claim = client.prepare(CLAIM).await.map_err(err)?;
+        let heartbeat = client
+            .prepare(&format!(
+                "UPDATE baton.work_units SET lease_expires_at = now() + make_interval(secs => $4), \
+                 heartbeat_at = now() WHERE {VALID_LEASE}"
+            ))
+            .await
+            .map_err(err)?;
+        let fence = client
+            .prepare(&format!(
+                "SELECT 1 FROM baton.work_units WHERE {VALID_LEASE} FOR NO KEY UPDATE"
+            ))
+            .await
+            .map_err(err)?;
+        let append = client
+            .prepare(
+                "INSERT INTO baton.unit_writes (unit_id, epoch, kind, body) \
+                 VALUES ($1, $2, $3, $4) RETURNING seq",
+            )
+            .await
+            .map_err(err)?;
+        Ok(Queue {
+            client,
+            database,
+            claim,
+            heartbeat,
+            fence,
+            append,
+        })
+    }
+
+    /// The database, without its password.
+    pub fn database(&self) -> &str {
+        &self.database
+    }
+
+    fn err(&self) -> impl Fn(tokio_postgres::Error) -> QueueError + '_ {
+        |e| db_error(e, &self.database)
+    }
+
+    /// Stores a package by content and returns its sha256 (storing the same bytes again is a
+    /// no-op).
+    pub async fn put_package(
+        &self,
+        name: &str,
+        version: &str,
+        bytes: &[u8],
+    ) -> Result<String, QueueError> {
+        let sha256 = hex(&Sha256::digest(bytes));
+        self.client
+            .execute(
+                "INSERT INTO baton.packages (sha256, name, version, bytes) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (sha256) DO NOTHING",
+                &[&sha256, &name, &version, &bytes],
+            )
+            .await
+            .map_err(self.err())?;
+        Ok(sha256)
+    }
+
+    /// A stored package, checked against its hash.
+    pub async fn package(&self, sha256: &str) -> Result<Option<Package>, QueueError> {
+        let row = self
+            .client
+            .query_opt(
+                "SELECT name, version, bytes FROM baton.packages WHERE sha256 = $1",
+                &[&sha256],
+            )
+            .await
+            .map_err(self.err())?;
+        let Some(row) = row else { return Ok(None) };
+        let bytes: Vec<u8> = row.get(2);
+        if hex(&Sha256::digest(&bytes)) != sha256 {
+            return Err(QueueError::Db {
+                message: format!("package {sha256} does not match its hash"),
+                sqlstate: None,
+            });
+        }
+        Ok(Some(Package {
+            sha256: sha256.to_string(),
+            name: row.get(0),
+            version: row.get(1),
+            bytes,
+        }))
+    }
+
+    /// Puts a unit in the queue and returns its id.
+    pub async fn submit(&self, unit: &NewUnit) -> Result<i64, QueueError> {
+        check_queue_name(&unit.queue)?;
+        if unit.project_remote.trim().is_empty() {
+            return Err(QueueError::InvalidInput(
+                "a unit needs its project's git remote".into(),
+            ));
+        }
+        if !(unit.base_commit.len() == 40 || unit.base_commit.len() == 64)
+            || !unit.base_commit.bytes().all(|b| b.is_ascii_hexdigit())
+        {
+            return Err(QueueError::InvalidInput(format!(
+                "base commit {:?} is not a full git commit id (40 or 64 hex digits)",
+                unit.base_commit
+            )));
+        }
+        check_json_size("payload", &unit.payload)?;
+        let row = self
+            .client
+            .query_one(
+                "INSERT INTO baton.work_units \
+                 (kind, queue, payload, package_sha256, project_remote, base_commit, max_attempts) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+                &[
+                    &unit.kind.as_str(),
+                    &unit.queue,
+                    &unit.payload,
+                    &unit.package_sha256,
+                    &unit.project_remote,
+                    &unit.base_commit.to_ascii_lowercase(),
+                    &unit.max_attempts,
+                ],
+            )
+            .await
+            .map_err(|e| match e.as_db_error().map(|d| d.code().code()) {
+                Some("23503") => QueueError::InvalidInput(format!(
+                    "package {} is not in the queue's packages (put it first)",
+                    unit.package_sha256.as_deref().unwrap_or("")
+                )),
+                _ => db_error(e, &self.database),
+            })?;
+        Ok(row.get(0))
+    }
+
+    /// Claims the oldest queued unit of `queue` for `worker`, leased for `lease`; `None` when
+    /// the queue has nothing to give.
+    pub async fn claim(
+        &self,
+        worker: &str,
+        queue: &str,
+        lease: Duration,
+    ) -> Result<Option<Lease>, QueueError> {
+        check_lease(lease)?;
+        if worker.trim().is_empty() {
+            return Err(QueueError::InvalidInput(
+                "a worker id cannot be empty".into(),
+            ));
+        }
+        let row = self
+            .client
+            .query_opt(&self.claim, &[&worker, &queue, &lease.as_secs_f64()])
+            .await
+            .map_err(self.err())?;
+        Ok(row.map(|row| Lease {
+            id: row.get(0),
+            epoch: row.get(1),
+            owner: worker.to_string(),
+            kind: UnitKind::parse(row.get(2)),
+            queue: row.get(3),
+            payload: row.get(4),
+            package_sha256: row.get(5),
+            project_remote: row.get(6),
+            base_commit: row.get(7),
+            attempts: row.get(8),
+            duration: lease,
+        }))
+    }
+
+    /// Claims from the first of `queues` that has work.
+    pub async fn claim_any(
+        &self,
+        worker: &str,
+        queues: &[&str],
+        lease: Duration,
+    ) -> Result<Option<Lease>, QueueError> {
+        for queue in queues {
+            if let Some(l) = self.claim(worker, queue, lease).await? {
+                return Ok(Some(l));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Extends a valid lease to `extend` from now; `LEASE_LOST` when it is no longer valid
+    /// (taken over, expired, cancelled, finished).
+    pub async fn heartbeat(&self, lease: &mut Lease, extend: Duration) -> Result<(), QueueError> {
+        check_lease(extend)?;
+        let n = self
+            .client
+            .execute(
+                &self.heartbeat,
+                &[&lease.id, &lease.epoch, &lease.owner, &extend.as_secs_f64()],
+            )
+            .await
+            .map_err(self.err())?;
+        if n == 1 {
+            lease.duration = extend;
+            Ok(())
+        } else {
+            Err(lease_lost(&self.client, lease, &self.database).await)
+        }
+    }
+
+    /// Sends expired leases back to the queue (or fails units past `max_attempts`), at most
+    /// `limit` at a time. Rows a fenced write holds right now are left for the next sweep.
+    pub async fn sweep_expired(&self, limit: i64) -> Result<Vec<Expired>, QueueError> {
+        let rows = self
+            .client
+            .query(
+                "WITH expired AS (
+                     SELECT id FROM baton.work_units
+                     WHERE state = 'leased' AND lease_expires_at <= now()
+                     ORDER BY lease_expires_at
+                     LIMIT $1
+                     FOR UPDATE SKIP LOCKED
+                 ), judged AS (
+                     SELECT w.id, w.max_attempts IS NOT NULL AND w.attempts >= w.max_attempts AS spent
+                     FROM baton.work_units w JOIN expired USING (id)
+                 )
+                 UPDATE baton.work_units w
+                 SET state = CASE WHEN judged.spent THEN 'failed' ELSE 'queued' END,
+                     outcome = CASE WHEN judged.spent
+                         THEN jsonb_build_object('error', 'LEASE_EXPIRED', 'message',
+                              'the lease expired on attempt ' || w.attempts || ' of ' || w.max_attempts)
+                         ELSE w.outcome END,
+                     finished_at = CASE WHEN judged.spent THEN now() ELSE NULL END,
+                     lease_expires_at = NULL, updated_at = now()
+                 FROM judged
+                 WHERE w.id = judged.id
+                 RETURNING w.id, w.epoch, w.owner, w.state",
+                &[&limit.max(1)],
+            )
+            .await
+            .map_err(self.err())?;
+        Ok(rows
+            .iter()
+            .map(|r| Expired {
+                id: r.get(0),
+                epoch: r.get(1),
+                owner: r.get(2),
+                state: UnitState::parse(r.get(3)).unwrap_or(UnitState::Queued),
+            })
+            .collect())
+    }
+
+    /// Opens a fenced transaction: the lease is checked and the unit's row locked until the
+    /// transaction ends. `LEASE_LOST` (nothing written) when the lease is no longer valid.
+    pub async fn fenced<'a>(&'a mut self, lease: &Lease) -> Result<Fenced<'a>, QueueError> {
+        let Queue {
+            client,
+            database,
+            fence,
+            append,
+            ..
+        } = self;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(|e| db_error(e, database))?;
+        let rows = tx
+            .query(&*fence, &[&lease.id, &lease.epoch, &lease.owner])
+            .await
+            .map_err(|e| db_error(e, database))?;
+        if rows.is_empty() {
+            let e = lease_lost(&tx, lease, database).await;
+            // Dropping the transaction rolls it back.
+            return Err(e);
+        }
+        Ok(Fenced {
+            tx,
+            database,
+            append,
+            id: lease.id,
+            epoch: lease.epoch,
+        })
+    }
+
+    /// Appends writes of a leased unit, all or none, under its lease.
+    pub async fn write(&mut self, lease: &Lease, writes: &[NewWrite]) -> Result<(), QueueError> {
+        let tx = self.fenced(lease).await?;
+        for w in writes {
+            tx.append(&w.kind, &w.body).await?;
+        }
+        tx.commit().await
+    }
+
+    /// Marks a leased unit done with its outcome.
+    pub async fn complete(&mut self, lease: &Lease, outcome: &Value) -> Result<(), QueueError> {
+        self.fenced(lease).await?.complete(outcome).await
+    }
+
+    /// Marks a leased unit failed with its outcome.
+    pub async fn fail(&mut self, lease: &Lease, outcome: &Value) -> Result<(), QueueError> {
+        self.fenced(lease).await?.fail(outcome).await
+    }
+
+    /// Parks a leased unit until a person answers `question`; the lease ends.
+    pub async fn wait_for_person(
+        &mut self,
+        lease: &Lease,
+        question: &Value,
+    ) -> Result<(), QueueError> {
+        self.fenced(lease).await?.wait_for_person(question).await
+    }
+
+    /// Answers a waiting unit: the answer is stored as a write (`answer`) and the unit goes back
+    /// to the queue.
+    pub async fn answer(&self, id: i64, answer: &Value) -> Result<(), QueueError> {
+        check_json_size("answer", answer)?;
+        let row = self
+            .client
+            .query_opt(
+                "WITH u AS (
+                     UPDATE baton.work_units SET state = 'queued', question = NULL, updated_at = now()
+                     WHERE id = $1 AND state = 'waiting'
+                     RETURNING id, epoch
+                 )
+                 INSERT INTO baton.unit_writes (unit_id, epoch, kind, body)
+                 SELECT id, epoch, 'answer', $2 FROM u RETURNING seq",
+                &[&id, answer],
+            )
+            .await
+            .map_err(self.err())?;
+        if row.is_some() {
+            return Ok(());
+        }
+        let state = self.state_of(id).await?;
+        Err(QueueError::UnitState {
+            id,
+            state: state.as_str().into(),
+            expected: "waiting".into(),
+        })
+    }
+
+    /// Cancels a unit that is not finished and returns the state it was in. A worker holding
+    /// it gets `LEASE_LOST` on its next write.
+    pub async fn cancel(&self, id: i64) -> Result<UnitState, QueueError> {
+        let row = self
+            .client
+            .query_opt(
+                "WITH old AS (
+                     SELECT id, state FROM baton.work_units WHERE id = $1 FOR UPDATE
+                 )
+                 UPDATE baton.work_units w
+                 SET state = 'cancelled', lease_expires_at = NULL, finished_at = now(),
+                     updated_at = now()
+                 FROM old
+                 WHERE w.id = old.id AND old.state IN ('queued', 'leased', 'waiting')
+                 RETURNING old.state",
+                &[&id],
+            )
+            .await
+            .map_err(self.err())?;
+        if let Some(row) = row {
+            return Ok(UnitState::parse(row.get(0)).unwrap_or(UnitState::Queued));
+        }
+        let state = self.state_of(id).await?;
+        Err(QueueError::UnitFinished {
+            id,
+            state: state.as_str().into(),
+        })
+    }
+
+    async fn state_of(&self, id: i64) -> Result<UnitState, QueueError> {
+        let row = self
+            .client
+            .query_opt("SELECT state FROM baton.work_units WHERE id = $1", &[&id])
+            .await
+            .map_err(self.err())?
+            .ok_or(QueueError::UnitNotFound { id })?;
+        Ok(UnitState::parse(row.get(0)).unwrap_or(UnitState::Queued))
+    }
+
+    /// One unit.
+    pub async fn unit(&self, id: i64) -> Result<Unit, QueueError> {
+        let row = self
+            .client
+            .query_opt(
+                &format!("SELECT {UNIT_COLUMNS} FROM baton.work_units WHERE id = $1"),
+                &[&id],
+            )
+            .await
+            .map_err(self.err())?
+            .ok_or(QueueError::UnitNotFound { id })?;
+        Ok(Unit {
+            id: row.get(0),
+            kind: UnitKind::parse(row.get(1)),
+            queue: row.get(2),
+            state: UnitState::parse(row.get(3)).unwrap_or(UnitState::Queued),
+            payload: row.get(4),
+            package_sha256: row.get(5),
+            project_remote: row.get(6),
+            base_commit: row.get(7),
+            owner: row.get(8),
+            epoch: row.get(9),
+            attempts: row.get(10),
+            max_attempts: row.get(11),
+            question: row.get(12),
+            outcome: row.get(13),
+            created_at: row.get(14),
+            updated_at: row.get(15),
+            lease_expires_at: row.get(16),
+            finished_at: row.get(17),
+        })
+    }
+
+    /// A unit's writes, oldest first.
+    pub async fn writes(&self, id: i64) -> Result<Vec<WriteRecord>, QueueError> {
+        let rows = self
+            .client
+            .query(
+                concat!(
+                    "SELECT seq, epoch, kind, body, ",
+                    ts!("written_at"),
+                    " FROM baton.unit_writes WHERE unit_id = $1 ORDER BY seq"
+                ),
+                &[&id],
+            )
+            .await
+            .map_err(self.err())?;
+        Ok(rows
+            .iter()
+            .map(|r| WriteRecord {
+                seq: r.get(0),
+                epoch: r.get(1),
+                kind: r.get(2),
+                body: r.get(3),
+                written_at: r.get(4),
+            })
+            .collect())
+    }
+
+    /// Records a worker (or says it started again).
+    pub async fn register_worker(&self, id: &str, host: &str) -> Result<(), QueueError> {
+        self.client
+            .execute(
+                "INSERT INTO baton.workers (id, host) VALUES ($1, $2) \
+                 ON CONFLICT (id) DO UPDATE SET host = $2, started_at = now(), \
+                 last_heartbeat_at = now()",
+                &[&id, &host],
+            )
+            .await
+            .map_err(self.err())?;
+        Ok(())
+    }
+
+    /// A worker's own heartbeat (independent of its leases).
+    pub async fn worker_heartbeat(&self, id: &str) -> Result<(), QueueError> {
+        self.client
+            .execute(
+                "UPDATE baton.workers SET last_heartbeat_at = now() WHERE id = $1",
+                &[&id],
+            )
+            .await
+            .map_err(self.err())?;
+        Ok(())
+    }
+
+    /// Removes a worker that stopped.
+    pub async fn remove_worker(&self, id: &str) -> Result<(), QueueError> {
+        self.client
+            .execute("DELETE FROM baton.workers WHERE id = $1", &[&id])
+            .await
+            .map_err(self.err())?;
+        Ok(())
+    }
+
+    pub(crate) fn client(&self) -> &tokio_postgres::Client {
+        &self.client
+    }
+}
+
+/// A transaction of a leased unit: its row is locked, its lease was valid when it began. Drop
+/// it without [`Fenced::commit`] to write nothing.
+pub struct Fenced<'a> {
+    tx: tokio_postgres::Transaction<'a>,
+    database: &'a str,
+    append: &'a Statement,
+    id: i64,
+    epoch: i64,
+}
+
+impl Fenced<'_> {
+    /// Appends one write; returns its sequence number.
+    pub async fn append(&self, kind: &str, body: &Value) -> Result<i64, QueueError> {
+        check_json_size("write", body)?;
+        let row = self
+            .tx
+            .query_one(self.append, &[&self.id, &self.epoch, &kind, body])
+            .await
+            .map_err(|e| db_error(e, self.database))?;
+        Ok(row.get(0))
+    }
+
+    /// Commits the writes.
+    pub async fn commit(self) -> Result<(), QueueError> {
+        self.tx
+            .commit()
+            .await
+            .map_err(|e| db_error(e, self.database))
+    }
+
+    /// Ends the lease with the unit done, and commits.
+    pub async fn complete(self, outcome: &Value) -> Result<(), QueueError> {
+        self.finish(UnitState::Done, outcome).await
+    }
+
+    /// Ends the lease with the unit failed, and commits.
+    pub async fn fail(self, outcome: &Value) -> Result<(), QueueError> {
+        self.finish(UnitState::Failed, outcome).await
+    }
+
+    async fn finish(self, state: UnitState, outcome: &Value) -> Result<(), QueueError> {
+        check_json_size("outcome", outcome)?;
+        self.tx
+            .execute(
+                "UPDATE baton.work_units SET state = $2, outcome = $3, lease_expires_at = NULL, \
+                 finished_at = now(), updated_at = now() WHERE id = $1",
+                &[&self.id, &state.as_str(), outcome],
+            )
+            .await
+            .map_err(|e| db_error(e, self.database))?;
+        self.commit().await
+    }
+
+    /// Ends the lease with the unit waiting for a person's answer to `question` (also stored
+    /// as a `question` write), and commits.
+    pub async fn wait_for_person(self, question: &Value) -> Result<(), QueueError> {
+        check_json_size("question", question)?;
+        self.append("question", question).await?;
+        self.tx
+            .execute(
+                "UPDATE baton.work_units SET state = 'waiting', question = $2, \
+                 lease_expires_at = NULL, updated_at = now() WHERE id = $1",
+                &[&self.id, question],
+            )
+            .await
+            .map_err(|e| db_error(e, self.database))?;
+        self.commit().await
+    }
+}
+
+/// Why a lease is no longer valid, as a `LEASE_LOST` error.
+async fn lease_lost(
+    client: &impl tokio_postgres::GenericClient,
+    lease: &Lease,
+    database: &str,
+) -> QueueError {
+    let row = client
+        .query_opt(
+            "SELECT state, epoch, owner, lease_expires_at <= now() FROM baton.work_units \
+             WHERE id = $1",
+            &[&lease.id],
+        )
+        .await;
+    let reason = match row {
+        Err(e) => format!("and its state could not be read: {}", db_error(e, database)),
+        Ok(None) => "the unit no longer exists".to_string(),
+        Ok(Some(row)) => {
+            let state: &str = row.get(0);
+            let epoch: i64 = row.get(1);
+            let owner: Option<String> = row.get(2);
+            let expired: Option<bool> = row.get(3);
+            if epoch > lease.epoch {
+                format!(
+                    "claimed again (epoch {epoch}, {} {})",
+                    if state == "leased" {
+                        "held by"
+                    } else {
+                        "last held by"
+                    },
+                    owner.as_deref().unwrap_or("?")
+                )
+            } else {
+                match state {
+                    "leased" if expired == Some(true) => {
+                        "the lease expired before it was renewed".to_string()
+                    }
+                    "queued" => "the lease expired and the unit went back to the queue".into(),
+                    "cancelled" => "the unit was cancelled".into(),
+                    "waiting" => "the unit is waiting for a person".into(),
+                    other => format!("the unit is {other}"),
+                }
+            }
+        }
+    };
+    QueueError::LeaseLost {
+        id: lease.id,
+        epoch: lease.epoch,
+        owner: lease.owner.clone(),
+        reason,
+    }
+}
+
+fn check_queue_name(queue: &str) -> Result<(), QueueError> {
+    if queue.is_empty()
+        || queue.len() > 100
+        || !queue
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    {
+        return Err(QueueError::InvalidInput(format!(
+            "queue name {queue:?}: use 1 to 100 letters, digits, '.', '_' or '-'"
+        )));
+    }
+    Ok(())
+}
+
+fn check_lease(lease: Duration) -> Result<(), QueueError> {
+    if lease < Duration::from_millis(100) || lease > Duration::from_secs(24 * 3600) {
+        return Err(QueueError::InvalidInput(format!(
+            "a lease of {lease:?}: use 0.1 s to 24 h"
+        )));
+    }
+    Ok(())
+}
+
+fn check_json_size(what: &str, value: &Value) -> Result<(), QueueError> {
+    let size = serde_json::to_vec(value).map(|v| v.len()).unwrap_or(0);
+    if size > MAX_JSON_BYTES {
+        return Err(QueueError::InvalidInput(format!(
+            "the {what} is {size} bytes of JSON; at most {MAX_JSON_BYTES} are accepted"
+        )));
+    }
+    Ok(())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
