@@ -5,7 +5,9 @@
 
 mod support;
 
-use baton_epic::{Command, EpicOutcome, EpicReport, EpicSettings, ModelSource, execute_parallel};
+use baton_epic::{
+    Command, EpicEvent, EpicOutcome, EpicReport, EpicSettings, ModelSource, execute_parallel,
+};
 use std::path::Path;
 use std::process::Command as Process;
 use std::time::{Duration, Instant};
@@ -291,4 +293,102 @@ async fn two_stories_touching_the_same_lines_the_second_is_sent_back_with_the_co
     assert_eq!(list.matches("worktree ").count(), 1, "{list}");
     assert_eq!(git(&f.project, &["branch", "--list", "baton/*"]), "");
     git(&f.project, &["fsck", "--no-progress"]);
+}
+
+/// What the loop said, in order: `start <story> <phase>` for each fresh phase run, `done
+/// <story>` once the story is merged (its `done` written to sprint-status.yaml).
+async fn run_logged(f: &Fixture, parallel: u32) -> (EpicReport, Vec<String>) {
+    let log = std::sync::Mutex::new(Vec::new());
+    let on_event = |e: EpicEvent| {
+        let line = match e {
+            EpicEvent::Phase {
+                story,
+                phase,
+                resumed: false,
+                ..
+            } => format!("start {story} {phase}"),
+            EpicEvent::Status { key, status } if status == "done" => format!("done {key}"),
+            _ => return,
+        };
+        log.lock().unwrap().push(line);
+    };
+    let report = execute_parallel(
+        &f.store,
+        &f.project,
+        epic1(),
+        EpicSettings {
+            source: ModelSource::Live(&f.model),
+            record: None,
+            ask: None,
+            on_event: Some(&on_event),
+            cancel: CancellationToken::new(),
+            dry_run: false,
+            budget: Default::default(),
+        },
+        Some(parallel),
+    )
+    .await
+    .unwrap();
+    let lines = log.lock().unwrap().clone();
+    (report, lines)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_story_waits_while_the_story_it_depends_on_is_in_flight_even_with_a_slot_free() {
+    // A, B after A, C; two slots. A's first review asks for changes, so A takes two more phase
+    // runs than C: C is merged while A is still in flight, and its slot stays free until A is
+    // merged. The played model answers after a delay, so the two stories' requests alternate.
+    let (a, b, c) = (
+        "1-1-project-scaffold",
+        "1-2-user-authentication",
+        "1-3-password-reset",
+    );
+    let f = Fixture::new(Scenario {
+        changes: vec![(s(a), 1)],
+        delay: Duration::from_millis(30),
+        ..Scenario::default()
+    });
+    repo(
+        &f,
+        &format!("{GIT}[autopilot.parallel]\nafter = {{ \"{b}\" = [\"{a}\"] }}\n"),
+    );
+    let (report, log) = run_logged(&f, 2).await;
+    assert_eq!(
+        report.outcome,
+        EpicOutcome::Done { epic_done: true },
+        "{report:?}"
+    );
+    let at = |line: &str| {
+        log.iter()
+            .position(|l| l == line)
+            .unwrap_or_else(|| panic!("no {line:?} in {log:#?}"))
+    };
+    let first = |story: &str| {
+        log.iter()
+            .position(|l| l.starts_with(&format!("start {story} ")))
+            .unwrap_or_else(|| panic!("{story} never started: {log:#?}"))
+    };
+    // A and C started together: their create-story runs are the first two phase runs.
+    assert_eq!(
+        &log[..2],
+        [
+            format!("start {a} create-story"),
+            format!("start {c} create-story")
+        ],
+        "{log:#?}"
+    );
+    // C was merged while A was still in flight (A ran phases after it): a slot was free...
+    let last_of_a = log
+        .iter()
+        .rposition(|l| l.starts_with(&format!("start {a} ")))
+        .unwrap();
+    assert!(at(&format!("done {c}")) < last_of_a, "{log:#?}");
+    // ...and B took it only once A was merged: none of B's phase runs before.
+    assert!(first(b) > at(&format!("done {a}")), "{log:#?}");
+    assert!(at(&format!("done {b}")) > first(b));
+    // The epic ends as a sequential one would: one commit per story, B's after A's.
+    let log_git = git(&f.project, &["log", "--format=%s"]);
+    let pos = |k: &str| log_git.lines().position(|l| l.contains(k)).unwrap();
+    assert!(pos(b) < pos(a), "{log_git}");
+    assert_eq!(log_git.lines().count(), 4, "{log_git}");
 }
