@@ -92,3 +92,69 @@ async fn the_demo_run_is_served_from_the_providers_cache() {
     assert!(cached_share >= 0.72, "cached share {cached_share}");
     assert_eq!(r.usage.cached_prompt_tokens, cached);
 }
+
+/// Writes into the demo trace the usage a caching provider reports for each of its calls when
+/// the demo is served over HTTP (as above), so `baton demo` shows the tokens of its recording:
+/// `BATON_RECORD_DEMO_USAGE=1 cargo test -p baton-engine --test prompt_cache`. The answers
+/// stay as authored; only each call's `usage` and the note change.
+#[tokio::test]
+async fn record_the_demo_usage_again() {
+    if std::env::var("BATON_RECORD_DEMO_USAGE").as_deref() != Ok("1") {
+        eprintln!("skipped: set BATON_RECORD_DEMO_USAGE=1 to record the demo trace's usage again");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    copy_dir(&repo().join("examples/projects/taskboard"), &project);
+    let trace = Trace::load(&demo_trace()).unwrap();
+    let provider = Arc::new(CachingProvider::new());
+    let answers = Arc::new(Mutex::new(VecDeque::from(trace_answers(&trace))));
+    let (p, a) = (provider.clone(), answers.clone());
+    let server = JsonServer::start(Arc::new(move |body: &Value| {
+        match a.lock().unwrap().pop_front() {
+            Some(answer) => p.answer(body, answer),
+            None => json!({"error": {"message": "no answer left"}}),
+        }
+    }));
+    let model = HttpChatModel::new(LlmConfig {
+        base_url: server.base_url(),
+        model: Some("played-cache".into()),
+        stream: false,
+        ..LlmConfig::default()
+    })
+    .unwrap();
+    let store = Store::new(tmp.path().join("home"));
+    let mut settings = Settings::new(&model);
+    settings.inputs = trace.user_inputs().map(str::to_owned).collect();
+    let pkg = repo().join("examples/packages/create-story-micro");
+    let finished = runner::start(&store, StartRun::new(&pkg, &project), settings)
+        .await
+        .unwrap();
+    assert_eq!(finished.run.phase, Phase::Completed);
+    let mut served = provider.served().into_iter();
+    let path = demo_trace();
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    for d in doc["dialogues"].as_array_mut().unwrap() {
+        if d.get("response").is_none() {
+            continue;
+        }
+        let s = served.next().expect("a request for every recorded call");
+        d["response"]["usage"] = json!({
+            "promptTokens": s.prompt_tokens,
+            "cachedPromptTokens": s.cached_tokens,
+            "completionTokens": s.completion_tokens,
+            "reasoningTokens": 0,
+            "totalTokens": s.prompt_tokens + s.completion_tokens,
+        });
+    }
+    assert!(
+        served.next().is_none(),
+        "as many requests as recorded calls"
+    );
+    doc["note"] = json!(
+        "Authored for baton's demo: the answers a model gives for create-story-micro on the Taskboard sample. Requests are composed by baton when replaying. Each call's usage is what a played provider cache reported when the demo was served over HTTP (prompt tokens at 4 bytes a token, cached tokens the longest prefix seen before, from 1,024 in blocks of 128)."
+    );
+    let mut text = serde_json::to_string_pretty(&doc).unwrap();
+    text.push('\n');
+    std::fs::write(&path, text).unwrap();
+}

@@ -1,13 +1,21 @@
 //! The recorded epic of `baton demo epic` (`examples/traces/epic-demo/`, one trace per phase
 //! run): it replays offline to the same files, and it can be recorded again against the played
-//! model with `BATON_RECORD_EPIC_DEMO=1 cargo test -p baton-epic --test epic_traces`.
+//! model with `BATON_RECORD_EPIC_DEMO=1 cargo test -p baton-epic --test epic_traces`. The
+//! played model is recorded behind a played provider cache, so each call's usage is what a
+//! caching provider reports for its request (prompt tokens at 4 bytes a token, the cached
+//! prefix in blocks of 128 from 1,024) and a replay shows those tokens.
 
 mod support;
 
 use baton_epic::{Command, EpicOutcome, EpicSettings, ModelSource, Question, execute};
+use baton_llm::testing::caching::{CachingProvider, forward};
+use baton_llm::{HttpChatModel, LlmConfig};
+use baton_testkit::json_server::JsonServer;
 use baton_testkit::trim_trace::trim_trace;
 use serde_json::{Value, json};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 use support::player::Scenario;
 use support::{Fixture, IMPL};
 use tokio_util::sync::CancellationToken;
@@ -36,6 +44,23 @@ async fn record_the_demo_epic_again() {
         return;
     }
     let f = Fixture::new(scenario());
+    let provider = Arc::new(CachingProvider::new());
+    let upstream = f.player.base_url();
+    let proxy = JsonServer::start(Arc::new(move |body: &Value| {
+        match forward(&upstream, body) {
+            Ok(answer) => provider.answer(body, answer),
+            Err(e) => json!({"error": {"message": e.to_string()}}),
+        }
+    }));
+    let model = HttpChatModel::new(LlmConfig {
+        base_url: proxy.base_url(),
+        model: Some("played".into()),
+        stream: false,
+        max_retries: 0,
+        retry_base_delay: Duration::from_millis(1),
+        ..LlmConfig::default()
+    })
+    .unwrap();
     let out = f.tmp.path().join("traces");
     std::fs::create_dir_all(&out).unwrap();
     let mut ask = |_story: &str, q: &Question| {
@@ -50,7 +75,7 @@ async fn record_the_demo_epic_again() {
             max_stories: None,
         },
         EpicSettings {
-            source: ModelSource::Live(&f.model),
+            source: ModelSource::Live(&model),
             record: Some(out.clone()),
             ask: Some(&mut ask),
             on_event: None,
@@ -70,7 +95,7 @@ async fn record_the_demo_epic_again() {
         std::fs::copy(e.path(), &target).unwrap();
         trim_trace(
             &target,
-            "Recorded by baton's epic autopilot against a played model (crates/baton-epic/tests/support/player.rs); requests trimmed.",
+            "Recorded by baton's epic autopilot against a played model (crates/baton-epic/tests/support/player.rs) behind a played provider cache (usage: prompt tokens at 4 bytes a token, cached tokens the longest prefix seen before, from 1,024 in blocks of 128); requests trimmed.",
             Some(120),
         );
     }

@@ -2,7 +2,10 @@
 //! committed traces replay offline to exactly what the played model does live (same files,
 //! same steps, same decisions), so they cannot drift from the player, the bundled skills or the
 //! session code. Record them again with
-//! `BATON_RECORD_SESSION_DEMO=1 cargo test -p baton-lifecycle --test session_demo`.
+//! `BATON_RECORD_SESSION_DEMO=1 cargo test -p baton-lifecycle --test session_demo`. The player
+//! is played behind a played provider cache, so each call's usage is what a caching provider
+//! reports for its request (prompt tokens at 4 bytes a token, the cached prefix in blocks of
+//! 128 from 1,024) and a replay shows those tokens.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 #[path = "support/session_player.rs"]
@@ -12,8 +15,10 @@ use baton_lifecycle::ralph::Context;
 use baton_lifecycle::session::run::{RunSettings, SessionEnd, run};
 use baton_lifecycle::session::start::{self, StartOptions, StartOutcome};
 use baton_lifecycle::session::step_run::ModelSource;
+use baton_llm::testing::caching::{CachingProvider, forward};
 use baton_llm::{HttpChatModel, LlmConfig, RecordingModel, ReplayModel, Trace, TraceRecorder};
 use baton_store::Store;
+use baton_testkit::json_server::JsonServer;
 use baton_testkit::trim_trace::trim_trace;
 use serde_json::{Value, json};
 use session_player::SessionPlayer;
@@ -87,11 +92,20 @@ async fn create(c: &Copy, model: &dyn baton_llm::ChatModel) {
     assert!(matches!(out, StartOutcome::Created(_)), "{out:?}");
 }
 
-/// Plays the session live against the player, recording every trace into `record`.
+/// Plays the session live against the player (behind a played provider cache), recording
+/// every trace into `record`.
 async fn play_live(c: &Copy, record: Option<&Path>) {
     let player = SessionPlayer::start(&c.project);
+    let provider = Arc::new(CachingProvider::new());
+    let upstream = player.base_url();
+    let proxy = JsonServer::start(Arc::new(move |body: &Value| {
+        match forward(&upstream, body) {
+            Ok(answer) => provider.answer(body, answer),
+            Err(e) => json!({"error": {"message": e.to_string()}}),
+        }
+    }));
     let model = HttpChatModel::new(LlmConfig {
-        base_url: player.base_url(),
+        base_url: proxy.base_url(),
         model: Some("played".into()),
         stream: false,
         max_retries: 0,
@@ -225,7 +239,7 @@ async fn record_the_demo_session_again() {
         std::fs::copy(e.path(), &target).unwrap();
         trim_trace(
             &target,
-            "Recorded by baton's session loop against a played model (crates/baton-lifecycle/tests/support/session_player.rs); requests trimmed.",
+            "Recorded by baton's session loop against a played model (crates/baton-lifecycle/tests/support/session_player.rs) behind a played provider cache (usage: prompt tokens at 4 bytes a token, cached tokens the longest prefix seen before, from 1,024 in blocks of 128); requests trimmed.",
             None,
         );
     }
