@@ -59,6 +59,9 @@ pub enum Command {
     Mcp(crate::commands::mcp::McpCommand),
     /// A local web page and JSON API to watch, start and answer runs, epics and sessions.
     Serve(crate::commands::serve::ServeArgs),
+    /// The PostgreSQL work queue for runs and stories on many machines: init, status, cancel.
+    #[command(subcommand)]
+    Queue(crate::commands::queue::QueueCommand),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -7,6 +7,7 @@ mod graph;
 pub mod mcp;
 mod new;
 mod package;
+pub mod queue;
 pub mod ralph;
 mod run;
 mod runs;
@@ -40,6 +41,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Mcp(cmd) => mcp::run(cmd),
         Command::Serve(args) => serve::run(args),
         Command::Session(args) => session::run(args),
+        Command::Queue(cmd) => queue::run(cmd),
     }
 }
 

@@ -1,0 +1,327 @@
+//! `baton queue init|status|cancel`: the PostgreSQL work queue (baton-queue). Parsing and
+//! presentation only. The database URL never appears with its password: every message and
+//! every JSON document shows it redacted.
+
+use crate::exit;
+use crate::failure::Failure;
+use crate::ui::color::{self, Stream};
+use crate::ui::table::{Cell, Column, Table};
+use crate::ui::{Paint, color::err};
+use baton_queue::{DbConfig, Queue, QueueError, UnitState, UrlSource};
+use baton_store::time::short_age;
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+#[derive(Debug, Subcommand)]
+pub enum QueueCommand {
+    /// Create the queue's tables (schema `baton`) in a PostgreSQL database, or bring them up to
+    /// this baton's version. Safe to run again.
+    Init(InitArgs),
+    /// What the queue holds: units per state and queue, leases with their worker, epoch and
+    /// age, units waiting for a person, workers and their last heartbeat.
+    Status(StatusArgs),
+    /// Cancel a unit that is queued, leased or waiting. A worker holding it gets LEASE_LOST
+    /// on its next write and stops.
+    Cancel(CancelArgs),
+}
+
+/// Which database: the URL itself, or the environment variable holding it.
+#[derive(Debug, Args)]
+pub struct DbArgs {
+    /// The queue's database, e.g. postgresql://USER@HOST:5432/DBNAME (a socket directory as
+    /// ?host=/path). Leave the password out: it comes from PGPASSWORD or ~/.pgpass.
+    #[arg(long, value_name = "URL", required_unless_present = "db_env")]
+    pub db: Option<String>,
+    /// The name of an environment variable holding the URL (which may then carry the
+    /// password without showing it on the command line).
+    #[arg(long, value_name = "NAME", conflicts_with = "db")]
+    pub db_env: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Print what was done as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// List at most N leased units, waiting units and workers (the counts are always complete).
+    #[arg(long, short = 'n', value_name = "N", default_value = "50")]
+    pub limit: u32,
+    /// Print the status as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// The unit's id (`baton queue status` lists them).
+    pub id: i64,
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(cmd: QueueCommand) -> anyhow::Result<u8> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (json, result) = match cmd {
+        QueueCommand::Init(args) => (args.json, runtime.block_on(init(&args))),
+        QueueCommand::Status(args) => (args.json, runtime.block_on(status(&args))),
+        QueueCommand::Cancel(args) => (args.json, runtime.block_on(cancel(&args))),
+    };
+    match result {
+        Ok(()) => Ok(exit::OK),
+        Err(e) => Ok(failure(&e).report(json)),
+    }
+}
+
+fn failure(e: &QueueError) -> Failure {
+    let code = match e {
+        QueueError::UrlInvalid { .. }
+        | QueueError::EnvMissing { .. }
+        | QueueError::InvalidInput(_) => exit::INVALID,
+        _ => exit::FAILURE,
+    };
+    Failure::new(e.code(), e.to_string(), code).hint(e.hint())
+}
+
+fn config(db: &DbArgs) -> Result<DbConfig, QueueError> {
+    let config = match (&db.db, &db.db_env) {
+        (_, Some(name)) => DbConfig::from_env(name)?,
+        (Some(url), None) => DbConfig::from_url(url, UrlSource::Flag)?,
+        (None, None) => {
+            return Err(QueueError::InvalidInput(
+                "give the database with --db URL or --db-env NAME".into(),
+            ));
+        }
+    };
+    for w in config.warnings() {
+        eprintln!("{} {w}", err(Paint::Warn, "warning:"));
+    }
+    Ok(config)
+}
+
+async fn init(args: &InitArgs) -> Result<(), QueueError> {
+    let config = config(&args.db)?;
+    let report = baton_queue::init(&config).await?;
+    if args.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
+        return Ok(());
+    }
+    if report.applied.is_empty() {
+        outln!(
+            "queue in {} is up to date (schema version {})",
+            report.database,
+            report.version
+        );
+    } else {
+        outln!(
+            "queue ready in {} (schema version {}, was {})",
+            report.database,
+            report.version,
+            report.from_version
+        );
+        for m in &report.applied {
+            outln!("  applied {}: {}", m.version, m.name);
+        }
+    }
+    Ok(())
+}
+
+async fn status(args: &StatusArgs) -> Result<(), QueueError> {
+    let config = config(&args.db)?;
+    let queue = Queue::open(&config).await?;
+    let s = queue.status(i64::from(args.limit)).await?;
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
+        return Ok(());
+    }
+    let colour = color::enabled(Stream::Out);
+    let paint = |p: Paint, text: &str| p.when(colour, text);
+    outln!(
+        "{} {} (schema version {})",
+        paint(Paint::Strong, "queue"),
+        s.database,
+        s.schema_version
+    );
+    let c = &s.counts;
+    outln!(
+        "units: {} queued, {} leased, {} waiting, {} done, {} failed, {} cancelled",
+        c.queued,
+        c.leased,
+        c.waiting,
+        c.done,
+        c.failed,
+        c.cancelled
+    );
+    if s.queues.len() > 1 {
+        let mut t = Table::new(&[
+            Column::left("QUEUE", 30),
+            Column::right("QUEUED", 9),
+            Column::right("LEASED", 9),
+            Column::right("WAITING", 9),
+            Column::right("DONE", 9),
+            Column::right("FAILED", 9),
+            Column::right("CANCELLED", 9),
+        ]);
+        for q in &s.queues {
+            let mut row: Vec<Cell> = vec![q.queue.as_str().into()];
+            row.extend(
+                UnitState::ALL
+                    .iter()
+                    .map(|st| Cell::from(q.counts.get(*st).to_string())),
+            );
+            t.row(row);
+        }
+        outln!();
+        out!("{}", t.render(colour));
+    }
+    if s.expired_unswept > 0 {
+        outln!(
+            "{}",
+            paint(
+                Paint::Warn,
+                &format!(
+                    "{} lease(s) expired and not yet taken back (a worker's sweep does that)",
+                    s.expired_unswept
+                )
+            )
+        );
+    }
+    if !s.leased.is_empty() {
+        outln!();
+        outln!("{}", paint(Paint::Strong, "leased"));
+        let mut t = Table::new(&[
+            Column::right("ID", 12),
+            Column::left("KIND", 6),
+            Column::left("QUEUE", 20),
+            Column::left("OWNER", 40),
+            Column::right("EPOCH", 6),
+            Column::right("HELD", 6),
+            Column::right("HEARTBEAT", 9),
+            Column::left("EXPIRES IN", 12),
+        ]);
+        for l in &s.leased {
+            let expires = if l.expires_in_s <= 0.0 {
+                Cell::painted("expired", Paint::Warn)
+            } else {
+                Cell::from(format!("{:.0}s", l.expires_in_s.ceil()))
+            };
+            t.row(vec![
+                l.id.to_string().into(),
+                l.kind.as_str().into(),
+                l.queue.as_str().into(),
+                l.owner.as_str().into(),
+                l.epoch.to_string().into(),
+                age(l.lease_age_s).into(),
+                format!("{} ago", age(l.heartbeat_age_s)).into(),
+                expires,
+            ]);
+        }
+        out!("{}", t.render(colour));
+        if c.leased > s.leased.len() as i64 {
+            outln!("(the {} longest-held; --limit shows more)", s.leased.len());
+        }
+    }
+    if !s.waiting.is_empty() {
+        outln!();
+        outln!("{}", paint(Paint::Strong, "waiting for a person"));
+        let mut t = Table::new(&[
+            Column::right("ID", 12),
+            Column::left("KIND", 6),
+            Column::left("QUEUE", 20),
+            Column::right("SINCE", 6),
+            Column::left("QUESTION", 80),
+        ]);
+        for w in &s.waiting {
+            let question = w
+                .question
+                .as_ref()
+                .map(|q| match q.get("message").and_then(|m| m.as_str()) {
+                    Some(m) => m.to_string(),
+                    None => q.to_string(),
+                })
+                .unwrap_or_default()
+                .replace('\n', " ");
+            t.row(vec![
+                w.id.to_string().into(),
+                w.kind.as_str().into(),
+                w.queue.as_str().into(),
+                age(w.waiting_s).into(),
+                question.into(),
+            ]);
+        }
+        out!("{}", t.render(colour));
+    }
+    outln!();
+    if s.workers.is_empty() {
+        outln!("no workers have registered");
+    } else {
+        outln!("{}", paint(Paint::Strong, "workers"));
+        let mut t = Table::new(&[
+            Column::left("WORKER", 40),
+            Column::left("HOST", 30),
+            Column::right("LEASES", 6),
+            Column::left("LAST HEARTBEAT", 20),
+        ]);
+        for w in &s.workers {
+            t.row(vec![
+                w.id.as_str().into(),
+                w.host.as_str().into(),
+                w.leases.to_string().into(),
+                format!("{} ago", age(w.last_heartbeat_age_s)).into(),
+            ]);
+        }
+        out!("{}", t.render(colour));
+    }
+    Ok(())
+}
+
+async fn cancel(args: &CancelArgs) -> Result<(), QueueError> {
+    let config = config(&args.db)?;
+    let queue = Queue::open(&config).await?;
+    let was = queue.cancel(args.id).await?;
+    let unit = queue.unit(args.id).await?;
+    if args.json {
+        let body = json!({
+            "id": args.id,
+            "state": "cancelled",
+            "previousState": was,
+            "owner": if was == UnitState::Leased { unit.owner.clone() } else { None },
+            "epoch": unit.epoch,
+        });
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&body).unwrap_or_default()
+        );
+        return Ok(());
+    }
+    match (was, unit.owner.as_deref()) {
+        (UnitState::Leased, Some(owner)) => outln!(
+            "cancelled unit {} (it was leased by {owner} at epoch {}: that worker gets LEASE_LOST \
+             on its next write)",
+            args.id,
+            unit.epoch
+        ),
+        _ => outln!("cancelled unit {} (it was {})", args.id, was.as_str()),
+    }
+    Ok(())
+}
+
+/// Seconds as `12s`, `5m`, `3h`, `2d`.
+fn age(seconds: f64) -> String {
+    short_age(seconds.max(0.0) as u64)
+}
