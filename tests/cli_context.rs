@@ -5,12 +5,18 @@
 //! about the next turn; `baton resume` then finishes the run. Another model writes 400 files
 //! in one turn under the default 32,768-token window. Every request the server receives is
 //! under the window and well-formed; the conversation log keeps the whole answer.
+//!
+//! The context policy is remembered with the run: a run started with `--context full` and
+//! answered without `--context` goes on carrying its history (every request begins with the
+//! whole previous one, across the node changes after the answer); `--context node` on the
+//! answer wins and is remembered in its place.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod common;
 
 use baton_llm::Trace;
 use baton_llm::testing::{Reply, ScriptedServer};
+use baton_llm::wire::prompt_bytes;
 use common::{Baton, example, repo};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -252,4 +258,134 @@ async fn a_turn_of_400_writes_completes_under_the_default_window() {
     }
     // The latest write is still shown whole to the model right after its turn.
     assert!(bodies[1].to_string().contains("w399"));
+}
+
+/// How many of `bodies` begin with the whole previous request, and how many node changes
+/// (`NODE_BRIEF` messages added) those requests crossed.
+fn extensions(bodies: &[Value]) -> (Vec<bool>, usize) {
+    let mut extends = Vec::new();
+    let mut node_changes = 0;
+    for i in 1..bodies.len() {
+        let (prev, next) = (prompt_bytes(&bodies[i - 1]), prompt_bytes(&bodies[i]));
+        let ok = next.starts_with(&prev);
+        if ok {
+            let n = bodies[i - 1]["messages"].as_array().unwrap().len();
+            node_changes += bodies[i]["messages"].as_array().unwrap()[n..]
+                .iter()
+                .filter(|m| {
+                    m["content"]
+                        .as_str()
+                        .is_some_and(|c| c.starts_with("NODE_BRIEF"))
+                })
+                .count();
+        }
+        extends.push(ok);
+    }
+    (extends, node_changes)
+}
+
+/// The run's `run.json`.
+fn run_json(baton: &Baton, run_id: &str) -> Value {
+    let found = common::walk(baton.home.path())
+        .into_iter()
+        .find(|p| p.ends_with(format!("{run_id}/run.json")))
+        .unwrap();
+    serde_json::from_slice(&std::fs::read(found).unwrap()).unwrap()
+}
+
+/// `baton run --context full` on the demo conversation, stopped at its question: the server,
+/// the run id and the number of requests before the answer.
+async fn started_full(baton: &Baton, project: &Path) -> (ScriptedServer, String, usize) {
+    let server = ScriptedServer::start(demo_replies()).await.unwrap();
+    let pkg = example("create-story-micro");
+    let (code, out, text) = output(&mut baton_with_model(
+        baton,
+        &server.base_url(),
+        &[
+            "run",
+            pkg.to_str().unwrap(),
+            "--project",
+            project.to_str().unwrap(),
+            "--context",
+            "full",
+            "--non-interactive",
+            "--json",
+        ],
+    ));
+    assert_eq!(code, 10, "waits for the story's name: {text}");
+    let id = out["runId"].as_str().unwrap().to_string();
+    assert_eq!(run_json(baton, &id)["context"], "full");
+    let before = server.received().len();
+    (server, id, before)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_goes_on_with_the_remembered_context_policy_unless_told_otherwise() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+
+    // Answered without --context: the run keeps carrying its history.
+    let project = baton_testkit::sample_project(&tmp.path().join("a"));
+    let (server, id, before) = started_full(&baton, &project).await;
+    let shown = baton.run(&["runs", "show", &id]);
+    assert!(shown.stdout.contains("context   full"), "{}", shown.stdout);
+    let (code, out, text) = output(&mut baton_with_model(
+        &baton,
+        &server.base_url(),
+        &["answer", &id, "1-2-user-authentication", "--json"],
+    ));
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(out["phase"], "completed", "{out}");
+    let bodies = check_requests(&server);
+    assert_eq!(bodies.len(), 10);
+    let (extends, _) = extensions(&bodies);
+    assert!(
+        extends.iter().all(|e| *e),
+        "every request begins with the whole previous one, the answer's too: {extends:?}"
+    );
+    let (_, after_answer) = extensions(&bodies[before..]);
+    assert!(
+        after_answer >= 1,
+        "the requests after the answer cross a node change"
+    );
+    let shown = baton.run(&["runs", "show", &id, "--json"]).json();
+    assert_eq!(shown["context"], "full", "{shown}");
+    assert_eq!(shown["runPrefixExtensions"], 1.0, "{shown}");
+    assert_eq!(run_json(&baton, &id)["context"], "full");
+
+    // --context node on the answer wins, and is remembered.
+    let project = baton_testkit::sample_project(&tmp.path().join("b"));
+    let (server, id, before) = started_full(&baton, &project).await;
+    let (code, out, text) = output(&mut baton_with_model(
+        &baton,
+        &server.base_url(),
+        &[
+            "answer",
+            &id,
+            "1-2-user-authentication",
+            "--context",
+            "node",
+            "--json",
+        ],
+    ));
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(out["phase"], "completed", "{out}");
+    let bodies = check_requests(&server);
+    assert_eq!(bodies.len(), 10);
+    let (extends, _) = extensions(&bodies[before..]);
+    assert!(
+        extends.iter().any(|e| !e),
+        "the history restarts at a node after the answer: {extends:?}"
+    );
+    let shown = baton.run(&["runs", "show", &id, "--json"]).json();
+    assert_eq!(shown["context"], "node", "{shown}");
+    assert!(
+        shown["runPrefixExtensions"].as_f64().unwrap() < 1.0,
+        "{shown}"
+    );
+    let meta = run_json(&baton, &id);
+    assert!(
+        meta.get("context").is_none(),
+        "the default is not written: {meta}"
+    );
 }

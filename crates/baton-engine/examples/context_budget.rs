@@ -59,7 +59,7 @@ async fn replay_bodies(
     })?;
     let store = Store::new(work.join("home"));
     let mut settings = Settings::new(&model);
-    settings.context = policy;
+    settings.context = Some(policy);
     for input in trace.user_inputs() {
         settings.inputs.push_back(input.to_string());
     }

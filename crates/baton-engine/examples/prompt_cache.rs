@@ -65,7 +65,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut settings = Settings::new(&model);
     settings.inputs = trace.user_inputs().map(str::to_owned).collect();
     if std::env::var("PROMPT_CACHE_CONTEXT").as_deref() == Ok("full") {
-        settings.context = baton_engine::ContextPolicy::Full;
+        settings.context = Some(baton_engine::ContextPolicy::Full);
     }
     let finished = runner::start(&store, StartRun::new(&package, &project), settings).await?;
     let paths = store.project(&project)?.run_paths(&finished.run.run_id);

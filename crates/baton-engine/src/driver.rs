@@ -289,6 +289,7 @@ impl<'a> Driver<'a> {
             &self.run_id,
             Some(&state.node_id),
             self.model,
+            Some(self.machine.policy()),
             // After a power cut nobody drives the run, which the phase before says as well.
             baton_store::Durability::Kill,
         )?;

@@ -71,6 +71,9 @@ impl RunView {
             "progress": self.progress,
             "complete": self.complete,
             "note": self.note,
+            // What `answer`, `resume` and `chat` go on with unless told otherwise (a task run
+            // has no nodes: none).
+            "context": (self.run.kind != RunKind::Task).then(|| self.run.context.as_str()),
             "usage": self.spending.run_usage(),
             "cacheablePrefixShare": self.spending.cacheable_prefix_share(),
             "prefixExtensions": self.spending.prefix_extensions(),

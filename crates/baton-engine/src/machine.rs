@@ -15,19 +15,9 @@ pub const DEFAULT_MAX_TURNS: usize = 50;
 /// The same failing call this many times in a row stops the run for the user.
 pub const LOOP_LIMIT: usize = 3;
 
-/// How much history a request carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ContextPolicy {
-    /// The history restarts whenever the current node changes; state and artifacts carry the
-    /// memory between nodes.
-    Node,
-    /// The history is carried across nodes, so every request begins with the whole previous
-    /// one: the system layers stay those of the run's agent, and an agent that takes over at
-    /// a node is introduced by an `AGENT_PERSONA` message. When a request would pass
-    /// [`Budget::carry_limit`] the history of the earlier nodes is left out in one step (a
-    /// `CONTEXT_RESTART` note stands for it) and the requests extend each other again.
-    Full,
-}
+/// How much history a request carries (`Full`: see [`Budget::carry_limit`] for where the
+/// earlier nodes are left out). Remembered with the run, in its metadata.
+pub use baton_store::ContextPolicy;
 
 /// What the state says after a tool batch (or at the start).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -201,6 +191,11 @@ impl<'p> Machine<'p> {
 
     pub fn turns(&self) -> usize {
         self.turns
+    }
+
+    /// How much history the requests carry.
+    pub fn policy(&self) -> ContextPolicy {
+        self.policy
     }
 
     pub fn node(&self) -> &str {

@@ -10,7 +10,9 @@ use baton_llm::{CallOptions, ChatModel, ChatRequest, ChatResponse, LlmError, Str
 use baton_llm::{ToolCall, ToolDef, TraceRecorder, Usage};
 use baton_store::Project;
 use baton_store::jsonl::JsonlWriter;
-use baton_store::{BUDGET_EXCEEDED, Durability, MODEL_UNREACHABLE, ModelRecord, Phase, RunUsage};
+use baton_store::{
+    BUDGET_EXCEEDED, ContextPolicy, Durability, MODEL_UNREACHABLE, ModelRecord, Phase, RunUsage,
+};
 use baton_tools::{CallContext, ToolHost};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -94,13 +96,15 @@ pub(crate) fn set_phase_with(
     Ok(())
 }
 
-/// The start of an invocation: `running`, and the model that drives it remembered in the
-/// same write (never a key), so the next `answer`, `resume` or `chat` goes on with it.
+/// The start of an invocation: `running`, and the model that drives it (never a key) and the
+/// context policy remembered in the same write, so the next `answer`, `resume` or `chat` goes
+/// on with them.
 pub(crate) fn set_running(
     project: &Project,
     run_id: &str,
     node: Option<&str>,
     model: &dyn ChatModel,
+    context: Option<ContextPolicy>,
     durability: Durability<'_>,
 ) -> Result<(), EngineError> {
     let node = node.map(str::to_owned);
@@ -111,6 +115,9 @@ pub(crate) fn set_running(
         r.current_node_id = node;
         r.stop_reason = None;
         r.model = Some(record);
+        if let Some(context) = context {
+            r.context = context;
+        }
     })?;
     Ok(())
 }

@@ -94,7 +94,9 @@ pub struct Settings<'a> {
     /// Asks a person (interactive terminals); `None` stops the run at the first question.
     pub ask: Option<AskFn<'a>>,
     pub record: Option<Arc<Mutex<TraceRecorder>>>,
-    pub context: ContextPolicy,
+    /// The context policy; `None`: the one the run remembers (`node` for a new run). A policy
+    /// given here wins and is remembered for the run's next invocations.
+    pub context: Option<ContextPolicy>,
     pub autopilot: bool,
     pub max_turns: usize,
     pub on_event: Option<&'a (dyn Fn(EngineEvent) + Send + Sync)>,
@@ -118,7 +120,7 @@ impl<'a> Settings<'a> {
             inputs: VecDeque::new(),
             ask: None,
             record: None,
-            context: ContextPolicy::Node,
+            context: None,
             autopilot: true,
             max_turns: DEFAULT_MAX_TURNS,
             on_event: None,
@@ -574,16 +576,13 @@ async fn drive(claimed: &Claimed, mut settings: Settings<'_>) -> Result<Finished
         system: settings.tools.system.clone(),
         autopilot: settings.autopilot,
     };
-    let mut machine = Machine::new(
-        composer,
-        &run.active_agent_id,
-        settings.context,
-        settings.max_turns,
-    )
-    .with_budget(
-        settings.budget,
-        crate::context::TokenCounter::for_model(settings.model.model_name()),
-    );
+    // What the invocation asked for, else what the run remembers; recorded when it starts.
+    let policy = settings.context.unwrap_or(run.context);
+    let mut machine = Machine::new(composer, &run.active_agent_id, policy, settings.max_turns)
+        .with_budget(
+            settings.budget,
+            crate::context::TokenCounter::for_model(settings.model.model_name()),
+        );
     // Starting fresh needs no past, and a completed run talks in a fresh post-run window;
     // answering or resuming an open run puts its current window back. Either way the ids the
     // run already used stay taken.
@@ -622,7 +621,7 @@ async fn drive(claimed: &Claimed, mut settings: Settings<'_>) -> Result<Finished
         settings.model,
         std::mem::take(&mut settings.caps),
     );
-    let meter = match settings.context {
+    let meter = match policy {
         ContextPolicy::Node => meter,
         ContextPolicy::Full => meter.key_per_run(),
     };

@@ -102,6 +102,8 @@ impl TaskDriver<'_> {
             &self.run_id,
             None,
             self.model,
+            // A task run has one prompt and no nodes: no context policy to remember.
+            None,
             Durability::Kill,
         )
     }

@@ -55,7 +55,7 @@ impl World {
     fn settings(&self, caps: Vec<Cap>) -> Settings<'_> {
         let mut settings = Settings::new(&self.model);
         settings.inputs.push_back("1-2-user-authentication".into());
-        settings.context = ContextPolicy::Node;
+        settings.context = Some(ContextPolicy::Node);
         settings.caps = caps;
         settings
     }

@@ -85,7 +85,7 @@ async fn cached_run(policy: ContextPolicy) -> Served {
     let store = Store::new(tmp.path().join("home"));
     let mut settings = Settings::new(&model);
     settings.inputs = trace.user_inputs().map(str::to_owned).collect();
-    settings.context = policy;
+    settings.context = Some(policy);
     let pkg = repo().join("examples/packages/create-story-micro");
     let finished = runner::start(&store, StartRun::new(&pkg, &project), settings)
         .await
@@ -213,7 +213,7 @@ async fn strict_carried_run(budget: Budget) -> (Vec<Value>, Vec<Value>, String) 
     let store = Store::new(tmp.path().join("home"));
     let mut settings = Settings::new(&model);
     settings.inputs.push_back("1-2-user-authentication".into());
-    settings.context = ContextPolicy::Full;
+    settings.context = Some(ContextPolicy::Full);
     settings.budget = Some(budget);
     let pkg = repo().join("examples/packages/create-story-micro");
     let finished = runner::start(&store, StartRun::new(&pkg, &project), settings)

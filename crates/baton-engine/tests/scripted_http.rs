@@ -54,7 +54,7 @@ async fn run_replies(
     let store = Store::new(tmp.path().join("home"));
     let mut settings = Settings::new(&model);
     settings.inputs.push_back("1-2-user-authentication".into());
-    settings.context = context;
+    settings.context = Some(context);
     let pkg = repo().join("examples/packages/create-story-micro");
     let finished = runner::start(&store, StartRun::new(&pkg, &project), settings)
         .await

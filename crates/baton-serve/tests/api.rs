@@ -635,6 +635,81 @@ fn a_live_run_is_answered_with_the_model_it_was_started_with() {
     assert!(models.iter().all(|m| m == "model-x"), "{models:?}");
 }
 
+/// A run started with `--context full` (the carrying policy) is answered from the page with
+/// that policy: every request after the answer begins with the whole previous one, across the
+/// node changes, as they did before; the run still remembers `full`.
+#[test]
+fn a_carried_run_is_answered_with_the_context_policy_it_was_started_with() {
+    use baton_llm::testing::{Reply as Scripted, ScriptedServer};
+    use baton_llm::wire::prompt_bytes;
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let project = sample_project(dir.path());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let trace = baton_llm::Trace::load(&baton_testkit::demo_trace()).unwrap();
+    let scripted = runtime
+        .block_on(ScriptedServer::start(Scripted::from_trace(&trace)))
+        .unwrap();
+    let model = baton_llm::HttpChatModel::new(baton_llm::LlmConfig {
+        base_url: scripted.base_url(),
+        model: Some("model-x".into()),
+        ..baton_llm::LlmConfig::default()
+    })
+    .unwrap();
+    let pkg = examples().join("packages/create-story-micro");
+    let mut settings = baton_engine::runner::Settings::new(&model);
+    settings.context = Some(baton_engine::ContextPolicy::Full);
+    let started = runtime
+        .block_on(baton_engine::runner::start(
+            &server.store(),
+            baton_engine::runner::StartRun::new(&pkg, &project),
+            settings,
+        ))
+        .unwrap();
+    let id = started.run.run_id.clone();
+    assert_eq!(started.run.context, baton_engine::ContextPolicy::Full);
+    wait_for_phase(&server, &id, "waiting-user");
+    let asked = scripted.received().len();
+
+    let answered = server.post(
+        &format!("/api/runs/{id}/answer"),
+        &json!({"text": "1-2-user-authentication"}),
+    );
+    assert_eq!(answered.status, 202, "{}", answered.text());
+    let done = wait_for_phase(&server, &id, "completed");
+    assert_eq!(done["complete"], true, "{done:#}");
+    assert_eq!(done["context"], "full", "{done:#}");
+    let bodies: Vec<Value> = scripted.received().into_iter().map(|r| r.body).collect();
+    assert!(
+        bodies.len() > asked + 1,
+        "the answer went on: {}",
+        bodies.len()
+    );
+    let mut node_changes = 0;
+    for i in asked..bodies.len() {
+        let (prev, next) = (prompt_bytes(&bodies[i - 1]), prompt_bytes(&bodies[i]));
+        assert!(
+            next.starts_with(&prev),
+            "request {i} does not begin with the whole previous one"
+        );
+        let n = bodies[i - 1]["messages"].as_array().unwrap().len();
+        node_changes += bodies[i]["messages"].as_array().unwrap()[n..]
+            .iter()
+            .filter(|m| {
+                m["content"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("NODE_BRIEF"))
+            })
+            .count();
+    }
+    assert!(
+        node_changes >= 1,
+        "the requests after the answer cross a node change"
+    );
+    let (_, run) = server.store().find_run(&id).unwrap();
+    assert_eq!(run.context, baton_engine::ContextPolicy::Full);
+}
+
 #[test]
 fn a_run_the_server_drives_is_held_with_the_driver_lock() {
     let server = Server::start();

@@ -28,7 +28,7 @@ pub use packages::{InstallOutcome, InstalledPackage, PackageStore};
 pub use projects::{Project, ProjectRecord, ProjectScan, Store, StoreListing};
 pub use reindex::ReindexReport;
 pub use run_gc::GarbageReport;
-pub use run_meta::{BUDGET_EXCEEDED, MODEL_UNREACHABLE, ModelRecord, RunUsage};
+pub use run_meta::{BUDGET_EXCEEDED, ContextPolicy, MODEL_UNREACHABLE, ModelRecord, RunUsage};
 pub use runs::{Durability, NewRun, Phase, RunError, RunKind, RunListing, RunMetadata, RunPaths};
 pub use runs_index::StoreWarning;
 pub use state::{NodeProgress, NodeStatus, StateCode, StateDoc, StateError, UpdateSummary};

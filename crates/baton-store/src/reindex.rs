@@ -188,6 +188,7 @@ impl Scanner<'_> {
             current_node_id: facts.current_node_id,
             waiting_for: None,
             model: None,
+            context: crate::ContextPolicy::Node,
             stop_reason: None,
             usage: None,
         })

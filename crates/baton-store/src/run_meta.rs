@@ -63,6 +63,39 @@ impl RunKind {
     }
 }
 
+/// How much history a run's requests carry. Remembered with the run (`context` in
+/// `run.json`, absent for the default `node`), so `answer`, `resume` and `chat` go on with the
+/// policy the run was last driven with unless told otherwise.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ContextPolicy {
+    /// The history restarts whenever the current node changes; state and artifacts carry the
+    /// memory between nodes.
+    #[default]
+    Node,
+    /// The history is carried across nodes, so every request begins with the whole previous
+    /// one: the system layers stay those of the run's agent, and an agent that takes over at
+    /// a node is introduced by an `AGENT_PERSONA` message. When a request would pass the
+    /// carry limit (half the context window, at most 32,768 tokens) the history of the
+    /// earlier nodes is left out in one step (a `CONTEXT_RESTART` note stands for it) and the
+    /// requests extend each other again.
+    Full,
+}
+
+impl ContextPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContextPolicy::Node => "node",
+            ContextPolicy::Full => "full",
+        }
+    }
+
+    /// For `skip_serializing_if`: the default is never written.
+    pub fn is_node(&self) -> bool {
+        *self == ContextPolicy::Node
+    }
+}
+
 /// One entry of `runsIndex.json`, and the content of a run's `run.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -86,6 +119,10 @@ pub struct RunMetadata {
     /// go on with it unless told otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelRecord>,
+    /// The context policy the run was last driven with (absent: `node`, also for runs written
+    /// before it was recorded).
+    #[serde(default, skip_serializing_if = "ContextPolicy::is_node")]
+    pub context: ContextPolicy,
     /// Why a failed run stopped, when it says more than the error: [`MODEL_UNREACHABLE`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
@@ -331,6 +368,7 @@ mod tests {
             current_node_id: None,
             waiting_for: None,
             model: None,
+            context: ContextPolicy::Node,
             stop_reason: None,
             usage: None,
         }
@@ -361,6 +399,21 @@ mod tests {
         assert_eq!(v["kind"], "task");
         let back: RunMetadata = serde_json::from_value(v).unwrap();
         assert_eq!(back, task);
+    }
+
+    #[test]
+    fn the_default_context_policy_is_not_written_and_old_runs_read_as_node() {
+        let v = serde_json::to_value(workflow_run()).unwrap();
+        assert!(v.get("context").is_none(), "{v}");
+        let back: RunMetadata = serde_json::from_value(v).unwrap();
+        assert_eq!(back.context, ContextPolicy::Node);
+        let full = RunMetadata {
+            context: ContextPolicy::Full,
+            ..workflow_run()
+        };
+        let v = serde_json::to_value(&full).unwrap();
+        assert_eq!(v["context"], "full");
+        assert_eq!(serde_json::from_value::<RunMetadata>(v).unwrap(), full);
     }
 
     #[test]

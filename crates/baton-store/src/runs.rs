@@ -494,6 +494,7 @@ impl Project {
             current_node_id: Some(workflow.graph.entry_node_id().to_string()),
             waiting_for: None,
             model: None,
+            context: crate::ContextPolicy::Node,
             stop_reason: None,
             usage: None,
         };

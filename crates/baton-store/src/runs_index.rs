@@ -416,6 +416,7 @@ mod tests {
             current_node_id: Some("n".into()),
             waiting_for: None,
             model: None,
+            context: crate::ContextPolicy::Node,
             stop_reason: None,
             usage: None,
         }

@@ -62,6 +62,7 @@ impl Project {
             current_node_id: None,
             waiting_for: None,
             model: None,
+            context: crate::ContextPolicy::Node,
             stop_reason: None,
             usage: None,
         };

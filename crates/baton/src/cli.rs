@@ -70,6 +70,16 @@ pub enum ContextArg {
     Full,
 }
 
+impl ContextArg {
+    /// The policy a flag asks for; `None` (no flag): the one the run remembers.
+    pub fn policy(arg: Option<ContextArg>) -> Option<baton_engine::ContextPolicy> {
+        arg.map(|a| match a {
+            ContextArg::Node => baton_engine::ContextPolicy::Node,
+            ContextArg::Full => baton_engine::ContextPolicy::Full,
+        })
+    }
+}
+
 /// Which model answers, shared by run, resume, answer and chat.
 #[derive(Debug, Args)]
 pub struct ModelArgs {
@@ -88,11 +98,12 @@ pub struct ModelArgs {
     /// Record this invocation's conversation as a trace.
     #[arg(long, value_name = "TRACE")]
     pub record: Option<PathBuf>,
-    /// History sent to the model: restart at every node (default, cheaper), or carry it across
-    /// nodes, each request extending the previous one (past half the context window, at most
-    /// 32,768 tokens, the earlier nodes are left out once).
-    #[arg(long, value_enum, default_value = "node")]
-    pub context: ContextArg,
+    /// History sent to the model: restart at every node (default for a new run, cheaper), or
+    /// carry it across nodes, each request extending the previous one (past half the context
+    /// window, at most 32,768 tokens, the earlier nodes are left out once). The run remembers
+    /// it: `answer`, `resume` and `chat` go on with it unless given.
+    #[arg(long, value_enum)]
+    pub context: Option<ContextArg>,
     /// The model's context window in tokens (overrides baton.toml and the table of known
     /// models); requests are compressed past 80 % of it.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1024..=100_000_000))]

@@ -19,7 +19,7 @@ use baton_engine::router::{Kind, Menu, ResolvedCommand, RouteError, Surface, res
 use baton_engine::runner::{
     self, Claimed, Continuation, Finished, RunnerError, Settings, StartRun,
 };
-use baton_engine::{ContextPolicy, EngineEvent, Outcome, TokenCounter};
+use baton_engine::{EngineEvent, Outcome, TokenCounter};
 use baton_llm::{TraceRecorder, Usage};
 use baton_package::model::Agent;
 use baton_package::{Package, ValidateOptions, validate_path};
@@ -394,10 +394,7 @@ impl Session<'_> {
         settings.replay = model.replay();
         settings.record = self.recorder.clone();
         settings.budget = Some(model.budget(&self.args.model));
-        settings.context = match self.args.model.context {
-            ContextArg::Node => ContextPolicy::Node,
-            ContextArg::Full => ContextPolicy::Full,
-        };
+        settings.context = ContextArg::policy(self.args.model.context);
         if !self.json() {
             settings.on_event = Some(&on_event);
         }

@@ -13,7 +13,7 @@ use baton_engine::runner::{
     self, AskFn, Claimed, Continuation, Finished, RunnerError, Settings, StartRun,
 };
 use baton_engine::spend;
-use baton_engine::{Budget, ContextPolicy, EngineEvent, Outcome};
+use baton_engine::{Budget, EngineEvent, Outcome};
 use baton_llm::{ChatModel, ReplayModel, TraceRecorder};
 use baton_store::Store;
 use std::io::{BufRead, IsTerminal, Write};
@@ -155,10 +155,7 @@ fn settings<'a>(
     s.record = recorder;
     s.autopilot = inv.autopilot;
     s.budget = Some(model.budget(inv.args));
-    s.context = match inv.args.context {
-        ContextArg::Node => ContextPolicy::Node,
-        ContextArg::Full => ContextPolicy::Full,
-    };
+    s.context = ContextArg::policy(inv.args.context);
     if !inv.args.json {
         s.on_event = Some(progress);
     }

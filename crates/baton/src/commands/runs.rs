@@ -304,6 +304,9 @@ fn show(store: &Store, query: &str, as_json: bool) -> anyhow::Result<u8> {
         };
         writeln!(out, "model     {}{source}", m.name)?;
     }
+    if run.kind != RunKind::Task {
+        writeln!(out, "context   {}", run.context.as_str())?;
+    }
     if let Some(w) = &run.waiting_for {
         writeln!(
             out,
