@@ -244,4 +244,34 @@ fn dry_run_and_status_show_which_stories_run_together_and_why_the_others_wait() 
         "{:#}",
         row(A)
     );
+
+    // The stories' phase runs are the project's in the store (one project, not one per
+    // worktree): `baton runs list` has them, each with its worktree; the board counts their
+    // tokens.
+    let list = epic(&baton, &player, &["runs", "list", "--json"]);
+    assert_eq!(list.code, 0, "{}{}", list.stdout, list.stderr);
+    let rows = list.json();
+    let rows = rows.as_array().unwrap();
+    let projects: std::collections::BTreeSet<&str> = rows
+        .iter()
+        .map(|r| r["projectId"].as_str().unwrap())
+        .collect();
+    assert_eq!(projects.len(), 1, "{rows:#?}");
+    for key in [A, C] {
+        let here = rows
+            .iter()
+            .filter(|r| {
+                r["workTree"]
+                    .as_str()
+                    .is_some_and(|w| w.ends_with(&format!("epic-1/{key}")))
+            })
+            .count();
+        // create-story, validate, dev (waiting on its question)
+        assert_eq!(here, 3, "{key}: {rows:#?}");
+    }
+    assert_eq!(rows.len(), 6, "{rows:#?}");
+    assert!(
+        board["epics"][0]["usage"]["totalTokens"].as_u64().unwrap() > 0,
+        "{board:#}"
+    );
 }

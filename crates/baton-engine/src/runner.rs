@@ -251,12 +251,35 @@ pub fn create(
     variables: &serde_json::Map<String, Value>,
 ) -> Result<Claimed, RunnerError> {
     let package = validated_package(&start)?;
+    let project = store.project(start.project)?;
+    create_validated(store, project, package, start, variables)
+}
+
+/// [`create`] in `project` as it is opened: a project seen from one of its git worktrees
+/// ([`Store::project_in_work_tree`]) gets the run, which mounts the worktree as `@project`.
+/// `start.project` is not looked at.
+pub fn create_in(
+    store: &Store,
+    project: Project,
+    start: StartRun<'_>,
+    variables: &serde_json::Map<String, Value>,
+) -> Result<Claimed, RunnerError> {
+    let package = validated_package(&start)?;
+    create_validated(store, project, package, start, variables)
+}
+
+fn create_validated(
+    store: &Store,
+    project: Project,
+    package: Package,
+    start: StartRun<'_>,
+    variables: &serde_json::Map<String, Value>,
+) -> Result<Claimed, RunnerError> {
     let installed = store
         .packages()
         .install(&package, &start.package.display().to_string())
         .map_err(RunError::from)?
         .package;
-    let project = store.project(start.project)?;
     let workflow = selected_workflow(&package, start.workflow)?;
     let agent = match start.agent {
         Some(a) => a.to_string(),
@@ -556,8 +579,9 @@ async fn drive(claimed: &Claimed, mut settings: Settings<'_>) -> Result<Finished
     })?;
     check_budgets(&settings)?;
     let paths = project.run_paths(&run.run_id);
+    // `@project`: the project's root, or the git worktree the run was created in.
     let mut host = ToolHost::open(
-        project.root(),
+        project.mount_of(run),
         package_root,
         &paths.state_dir,
         &paths.execution_log,
@@ -569,7 +593,7 @@ async fn drive(claimed: &Claimed, mut settings: Settings<'_>) -> Result<Finished
         },
     )
     .map_err(|e| RunnerError::Io(e.to_string()))?;
-    host.set_runtime(tool_runtime(&settings, project.root()));
+    host.set_runtime(tool_runtime(&settings, project.mount_of(run)));
     let composer = Composer {
         package,
         workflow,

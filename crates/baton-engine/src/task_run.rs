@@ -192,14 +192,17 @@ pub async fn drive_task(
     let pkg = paths.dir.join(EMPTY_PKG);
     std::fs::create_dir_all(&pkg).map_err(io)?;
     let mut host = ToolHost::open_task(
-        project.root(),
+        project.mount_of(&run),
         &pkg,
         &paths.state_dir,
         &paths.execution_log,
         run.run_id.clone(),
     )
     .map_err(io)?;
-    host.set_runtime(crate::runner::tool_runtime(&settings, project.root()));
+    host.set_runtime(crate::runner::tool_runtime(
+        &settings,
+        project.mount_of(&run),
+    ));
     let mut system = def.system;
     system.push(Message::system(policy.prompt_text()));
     let spec = TaskSpec {

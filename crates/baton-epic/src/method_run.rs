@@ -348,6 +348,7 @@ impl Ctx<'_> {
             .filter(|r| {
                 r.kind == RunKind::Task
                     && r.workflow_ref == name
+                    && r.work_tree == self.project.work_tree
                     && r.phase == RunPhase::Idle
                     && same_run(&r.run_id, &r.created_at, inflight)
             })

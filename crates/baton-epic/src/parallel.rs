@@ -102,7 +102,8 @@ pub fn resumed_slots(dir: &Artifacts, epic_id: &str) -> Option<u32> {
 
 /// Where the worktrees of a project live: `[autopilot] worktrees`, else a folder beside the
 /// store (`<store>-worktrees/<project id>`), never inside it: the store is out of every
-/// project's reach.
+/// project's reach. A story's phase runs belong to the project in the store and mount its
+/// worktree (see [`baton_store::Store::project_in_work_tree`]).
 pub(super) fn worktree_root(ctx: &Ctx<'_>) -> PathBuf {
     worktree_root_for(
         ctx.store.home(),
@@ -452,6 +453,9 @@ pub(super) async fn run(ctx: &mut Ctx<'_>, slots: u32, started: SystemTime) -> R
         if let Ok(mut flights) = main.flights.lock() {
             flights.retain(|(k, _)| k != &key);
         }
+        // The story's phase runs go to the main progress record now: its worktree's record
+        // is left out of the story's commit (and cleaned away) when it is merged.
+        sync_runs(ctx, &wts, &epic_id, &key)?;
         match result {
             Ok(EpicOutcome::Done { .. }) => {
                 if approved(&wts, &epic_id, &key, &ctx.layout.rel)? {
@@ -574,9 +578,11 @@ fn story_ctx<'a: 'b, 'b>(
     progress.failure = None;
     let state = RunEpicState::load(&layout.dir, &layout.rel_file(run_state::FILE_NAME))?
         .unwrap_or_else(|| RunEpicState::new(epic_id, &now()));
+    // The epic's project, seen from the worktree: the story's phase runs are the project's
+    // (one project in the store), each mounting the worktree as `@project`.
     let project = ctx
         .store
-        .project(wt)
+        .project_in_work_tree(&ctx.layout.project, wt)
         .map_err(|e| EpicError::failure(e.code(), e.to_string()))?;
     let mut config = ctx.config.clone();
     // The story's commit is made when it is merged.
@@ -811,16 +817,42 @@ fn back_to_dev(
     st.save(&ctx.layout.dir)
 }
 
-/// The story is on the epic's branch: the main progress counts it, its runs are listed there.
-fn story_finished(ctx: &mut Ctx<'_>, wts: &Worktrees, epic_id: &str, key: &str) -> Result<()> {
-    if let Some(wt) = wts.get(epic_id, key)?
-        && let Ok(l) = layout::resolve(wt.path(), ctx.config.implementation_artifacts.as_deref())
-        && let Ok(Some(p)) = Progress::load(&l.dir, &l.rel)
-    {
-        for r in p.runs {
-            ctx.progress.record_run(r);
+/// The phase runs a story's worktree records (with their results) into the main progress
+/// record, saved: where `baton epic status`, the web board and a resume's model choice find
+/// them once the story is merged and its worktree gone.
+fn sync_runs(ctx: &mut Ctx<'_>, wts: &Worktrees, epic_id: &str, key: &str) -> Result<()> {
+    let Some(wt) = wts.get(epic_id, key)? else {
+        return Ok(());
+    };
+    let Ok(l) = layout::resolve(wt.path(), ctx.config.implementation_artifacts.as_deref()) else {
+        return Ok(());
+    };
+    let Ok(Some(p)) = Progress::load(&l.dir, &l.rel) else {
+        return Ok(());
+    };
+    let mut changed = false;
+    for r in p.runs.into_iter().filter(|r| r.story_key == key) {
+        match ctx.progress.runs.iter_mut().find(|m| m.run_id == r.run_id) {
+            Some(m) if *m == r => {}
+            Some(m) => {
+                *m = r;
+                changed = true;
+            }
+            None => {
+                ctx.progress.runs.push(r);
+                changed = true;
+            }
         }
     }
+    if changed {
+        ctx.progress.save(&ctx.layout.dir)?;
+    }
+    Ok(())
+}
+
+/// The story is on the epic's branch: the main progress counts it, its runs are listed there.
+fn story_finished(ctx: &mut Ctx<'_>, wts: &Worktrees, epic_id: &str, key: &str) -> Result<()> {
+    sync_runs(ctx, wts, epic_id, key)?;
     if !ctx.progress.completed.iter().any(|k| k == key) {
         ctx.progress.completed.push(key.to_string());
     }

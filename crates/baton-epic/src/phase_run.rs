@@ -90,7 +90,9 @@ impl Ctx<'_> {
             // run is driven): an older run with the same variables (a previous epic on the
             // same project) is not ours.
             let too_old = !same_run(&id, &run.created_at, inflight);
-            if run.run_id != id || too_old || run.phase != RunPhase::Idle {
+            // Made through another mount (the main work tree, another worktree): not ours.
+            let elsewhere = run.work_tree != self.project.work_tree;
+            if run.run_id != id || too_old || elsewhere || run.phase != RunPhase::Idle {
                 continue;
             }
             let Ok(read) = self.project.state_file(&id).read() else {
@@ -177,7 +179,10 @@ impl Ctx<'_> {
                         workflow: Some(&spec.workflow),
                         agent: spec.agent.as_deref(),
                     };
-                    let claimed = match runner::create(self.store, start, &vars) {
+                    // The project as this loop opened it: a story of a parallel epic
+                    // makes its runs in the project's store, mounting its worktree.
+                    let made = runner::create_in(self.store, self.project.clone(), start, &vars);
+                    let claimed = match made {
                         Ok(c) => c,
                         Err(e) => return Err(runner_error(e)),
                     };

@@ -392,3 +392,56 @@ async fn a_story_waits_while_the_story_it_depends_on_is_in_flight_even_with_a_sl
     assert!(pos(b) < pos(a), "{log_git}");
     assert_eq!(log_git.lines().count(), 4, "{log_git}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_phase_runs_of_every_worktree_are_the_projects_in_the_store() {
+    let f = Fixture::new(Scenario::default());
+    repo(&f, GIT);
+    let report = run(&f, epic1(), Some(2)).await;
+    assert_eq!(report.outcome, EpicOutcome::Done { epic_done: true });
+    // One project in the store: the epic's, not one per worktree.
+    let scan = f.store.projects().unwrap();
+    let roots: Vec<&Path> = scan.projects.iter().map(|p| p.root()).collect();
+    let main = f.project.canonicalize().unwrap();
+    assert_eq!(roots, [main.as_path()], "{roots:?}");
+    let project = &scan.projects[0];
+    let runs = project.list_runs().unwrap();
+    // Its runs are the phase runs of every story (as the progress record names them), each
+    // made in its story's worktree, which it mounted as @project.
+    let progress = f.json(".baton-epic-progress.json");
+    let recorded = progress["runs"].as_array().unwrap();
+    let mut stories: Vec<&str> = recorded
+        .iter()
+        .map(|r| r["storyKey"].as_str().unwrap())
+        .collect();
+    stories.sort();
+    stories.dedup();
+    assert_eq!(
+        stories,
+        [
+            "1-1-project-scaffold",
+            "1-2-user-authentication",
+            "1-3-password-reset"
+        ]
+    );
+    assert_eq!(runs.len(), recorded.len(), "{runs:#?}");
+    let mut mounts = std::collections::BTreeSet::new();
+    for r in recorded {
+        let id = r["runId"].as_str().unwrap();
+        let story = r["storyKey"].as_str().unwrap();
+        let run = runs
+            .iter()
+            .find(|m| m.run_id == id)
+            .unwrap_or_else(|| panic!("run {id} of {story} is not the project's"));
+        let wt = run.work_tree.as_deref().expect("made in a worktree");
+        assert!(wt.ends_with(format!("epic-1/{story}")), "{}", wt.display());
+        assert!(!wt.starts_with(&main), "{}", wt.display());
+        assert_eq!(project.mount_of(run), wt);
+        mounts.insert(wt.to_path_buf());
+    }
+    assert_eq!(mounts.len(), 3, "{mounts:?}");
+    // The worktrees are gone with their stories merged; the runs stay the project's.
+    assert!(mounts.iter().all(|m| !m.exists()), "{mounts:?}");
+    let (found, _) = f.store.find_run(&runs[0].run_id).unwrap();
+    assert_eq!(found.root(), main);
+}

@@ -41,6 +41,9 @@ pub struct ProjectRecord {
 pub struct Project {
     pub record: ProjectRecord,
     pub dir: PathBuf,
+    /// Opened in one of its git worktrees ([`Store::project_in_work_tree`]): the runs created
+    /// through this handle mount it as `@project`.
+    pub work_tree: Option<PathBuf>,
 }
 
 /// `projectId` = first 16 hex digits of sha256(real path of the project root).
@@ -99,7 +102,11 @@ impl Store {
         let dir = self.projects_dir().join(&id);
         let record_path = dir.join("project.json");
         if let Some(record) = read_record(&dir)? {
-            return Ok(Project { record, dir });
+            return Ok(Project {
+                record,
+                dir,
+                work_tree: None,
+            });
         }
         fs::create_dir_all(dir.join("runs")).map_err(StoreError::io("create", &dir))?;
         let record = ProjectRecord {
@@ -111,10 +118,38 @@ impl Store {
             id: record.project_id.clone(),
             reason: e.to_string(),
         })?;
-        let project = Project { record, dir };
+        let project = Project {
+            record,
+            dir,
+            work_tree: None,
+        };
         // Before project.json: a registered project always has an index to append to.
         project.init_index()?;
         atomic_write(&record_path, &json)?;
+        Ok(project)
+    }
+
+    /// The project at `root` (registered, idempotent) as seen from `work_tree`, one of its git
+    /// worktrees (a story of a parallel epic): the runs created through the returned handle
+    /// belong to the project (listed, found and kept with its own runs, one project in the
+    /// store) and mount `work_tree` as `@project` (their `run.json` says so: `workTree`). The
+    /// work tree must be a directory apart from the store, like every project.
+    pub fn project_in_work_tree(&self, root: &Path, work_tree: &Path) -> Result<Project, RunError> {
+        let mut project = self.project(root)?;
+        let real = fs::canonicalize(work_tree).map_err(|e| RunError::ProjectRootInvalid {
+            path: work_tree.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        if !real.is_dir() {
+            return Err(RunError::ProjectRootInvalid {
+                path: work_tree.to_path_buf(),
+                reason: "not a directory".into(),
+            });
+        }
+        self.check_apart(&real)?;
+        if real != project.record.root {
+            project.work_tree = Some(real);
+        }
         Ok(project)
     }
 
@@ -134,6 +169,7 @@ impl Store {
                 Ok(Some(record)) => scan.projects.push(Project {
                     record,
                     dir: entry.path(),
+                    work_tree: None,
                 }),
                 Ok(None) => {}
                 Err(e) => scan.warnings.push(StoreWarning {

@@ -191,6 +191,7 @@ impl Scanner<'_> {
             context: crate::ContextPolicy::Node,
             stop_reason: None,
             usage: None,
+            work_tree: None,
         })
     }
 }

@@ -130,6 +130,11 @@ pub struct RunMetadata {
     /// last invocation. The audit log's `engine.turn` lines are the record it sums.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<RunUsage>,
+    /// The folder mounted as `@project` when it is not the project's root: a git worktree of
+    /// the project (a story of a parallel epic, see [`crate::Store::project_in_work_tree`]).
+    /// Set when the run is created; absent for every other run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_tree: Option<std::path::PathBuf>,
 }
 
 /// The stop reason of a run stopped before a model call that would have crossed a budget.
@@ -371,6 +376,7 @@ mod tests {
             context: ContextPolicy::Node,
             stop_reason: None,
             usage: None,
+            work_tree: None,
         }
     }
 

@@ -253,6 +253,18 @@ impl Project {
         &self.record.root
     }
 
+    /// The folder runs created through this handle mount as `@project`: the work tree it was
+    /// opened in ([`crate::Store::project_in_work_tree`]), else the project's root.
+    pub fn mount(&self) -> &Path {
+        self.work_tree.as_deref().unwrap_or(&self.record.root)
+    }
+
+    /// The folder `run` mounts as `@project`: its work tree (a git worktree of the project),
+    /// else the project's root.
+    pub fn mount_of<'a>(&'a self, run: &'a RunMetadata) -> &'a Path {
+        run.work_tree.as_deref().unwrap_or(&self.record.root)
+    }
+
     pub(crate) fn index(&self) -> RunsIndex {
         RunsIndex::new(&self.dir)
     }
@@ -497,9 +509,10 @@ impl Project {
             context: crate::ContextPolicy::Node,
             stop_reason: None,
             usage: None,
+            work_tree: self.work_tree.clone(),
         };
 
-        let artifacts = self.root().join("artifacts");
+        let artifacts = self.mount().join("artifacts");
         fs::create_dir_all(&artifacts).map_err(StoreError::io("create", &artifacts))?;
         self.place_new_run(&meta, Some(&state_text), None)?;
         Ok(meta)

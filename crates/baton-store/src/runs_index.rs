@@ -419,6 +419,7 @@ mod tests {
             context: crate::ContextPolicy::Node,
             stop_reason: None,
             usage: None,
+            work_tree: None,
         }
     }
 

@@ -65,6 +65,7 @@ impl Project {
             context: crate::ContextPolicy::Node,
             stop_reason: None,
             usage: None,
+            work_tree: self.work_tree.clone(),
         };
         self.place_new_run(&meta, None, first_log)?;
         Ok(meta)

@@ -55,7 +55,12 @@ fn read(state: &AppState, id: &str, raw: &str) -> Result<Vec<u8>, ApiError> {
             .map_err(|e| ApiError::from(&e))?;
         installed.path
     };
-    let mounts = Mounts::open(project.root(), &pkg, &paths.state_dir).map_err(|e| {
+    // A run made in a git worktree of the project reads there; once the worktree is removed
+    // (its story merged), its files are the project's.
+    let mount = Some(project.mount_of(&run))
+        .filter(|m| m.is_dir())
+        .unwrap_or(project.root());
+    let mounts = Mounts::open(mount, &pkg, &paths.state_dir).map_err(|e| {
         ApiError::internal(
             "MOUNT_UNAVAILABLE",
             format!("the run's directories cannot be opened: {}", e.kind()),

@@ -264,6 +264,10 @@ fn show(store: &Store, query: &str, as_json: bool) -> anyhow::Result<u8> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "run       {}", run.run_id)?;
     writeln!(out, "project   {}", project.root().display())?;
+    if let Some(wt) = &run.work_tree {
+        // A story of a parallel epic: `@project` is its git worktree.
+        writeln!(out, "worktree  {}", wt.display())?;
+    }
     writeln!(out, "kind      {}", run.kind.as_str())?;
     if run.kind == RunKind::Task {
         writeln!(
