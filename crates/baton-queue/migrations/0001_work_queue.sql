@@ -29,6 +29,9 @@ CREATE TABLE baton.work_units (
     leased_at         timestamptz,
     lease_expires_at  timestamptz,
     heartbeat_at      timestamptz,
+    -- Claims take the oldest ready unit first; a unit taken back from an expired lease or
+    -- answered by a person keeps its place.
+    ready_at          timestamptz NOT NULL DEFAULT now(),
     attempts          integer NOT NULL DEFAULT 0,
     max_attempts      integer CHECK (max_attempts IS NULL OR max_attempts > 0),
     -- What a person is asked while waiting; the outcome once done or failed.
@@ -40,8 +43,10 @@ CREATE TABLE baton.work_units (
     CHECK (state <> 'leased' OR (owner IS NOT NULL AND lease_expires_at IS NOT NULL))
 );
 
--- Claims read only queued units, oldest first, per queue.
-CREATE INDEX work_units_queued ON baton.work_units (queue, id) WHERE state = 'queued';
+-- Claims read only queued units, oldest ready first, per queue. The order (ready_at, id) is
+-- one the primary key cannot give, so the planner never walks the primary key past every
+-- claimed unit (which made claims slower with each claim on fresh statistics).
+CREATE INDEX work_units_ready ON baton.work_units (queue, ready_at, id) WHERE state = 'queued';
 -- The expiry sweep reads only leased units.
 CREATE INDEX work_units_leased ON baton.work_units (lease_expires_at) WHERE state = 'leased';
 

@@ -20,8 +20,8 @@ mod status;
 pub use connect::{DEFAULT_CONNECT_TIMEOUT, DbConfig, Environment, ProcessEnv, pgpass_lookup};
 pub use error::{PasswordSource, QueueError, UrlSource};
 pub use queue::{
-    DEFAULT_QUEUE, Expired, Fenced, Lease, MAX_JSON_BYTES, NewUnit, NewWrite, Package, Queue, Unit,
-    UnitKind, UnitState, WriteRecord,
+    CLAIM_SQL, DEFAULT_QUEUE, Expired, FENCE_SQL, Fenced, HEARTBEAT_SQL, Lease, MAX_JSON_BYTES,
+    NewUnit, NewWrite, Package, Queue, Unit, UnitKind, UnitState, WriteRecord,
 };
 pub use schema::{AppliedMigration, InitReport, MIGRATIONS, SCHEMA_VERSION};
 pub use status::{Counts, LeasedUnit, QueueCounts, Status, WaitingUnit, WorkerInfo};

@@ -1,7 +1,7 @@
 //! The queue's operations on one connection.
 //!
 //! The guarantees, all decided by the database (its clock, its row locks), never by a worker:
-//! - a claim takes the oldest queued unit of a queue with `FOR UPDATE SKIP LOCKED`, so
+//! - a claim takes the oldest ready unit of a queue with `FOR UPDATE SKIP LOCKED`, so
 //!   concurrent claimers never get the same unit, and bumps the unit's `epoch` (the fencing
 //!   token);
 //! - a lease is valid while the unit is `leased` with the holder's epoch and owner and
@@ -225,11 +225,15 @@ const UNIT_COLUMNS: &str = concat!(
     ts!("finished_at")
 );
 
+/// The claim statement ($1 worker, $2 queue, $3 lease seconds); public for plan tests.
+#[doc(hidden)]
+pub const CLAIM_SQL: &str = CLAIM;
+
 const CLAIM: &str = "
 WITH next AS (
     SELECT id FROM baton.work_units
-    WHERE state = 'queued' AND queue = $2
-    ORDER BY id
+    WHERE state = 'queued' AND queue = $2 AND ready_at <= now()
+    ORDER BY ready_at, id
     LIMIT 1
     FOR UPDATE SKIP LOCKED
 )
@@ -242,9 +246,28 @@ WHERE w.id = next.id
 RETURNING w.id, w.epoch, w.kind, w.queue, w.payload, w.package_sha256, w.project_remote,
           w.base_commit, w.attempts";
 
-/// The condition of a valid lease, on `baton.work_units` with $1 id, $2 epoch, $3 owner.
-const VALID_LEASE: &str = "id = $1 AND epoch = $2 AND owner = $3 AND state = 'leased' \
-                           AND lease_expires_at > now()";
+/// Reads and locks a unit's lease by its primary key ($1 id). Whether the lease is still the
+/// caller's is decided from these columns, not in the WHERE clause: a condition on `state` and
+/// `lease_expires_at` there lets the planner walk the index of every leased unit instead of the
+/// primary key (measured: 2,750 buffers per write with 4,000 leases and stale statistics).
+#[doc(hidden)]
+pub const FENCE_SQL: &str = "SELECT state, epoch, owner, lease_expires_at <= now() \
+                             FROM baton.work_units WHERE id = $1 FOR NO KEY UPDATE";
+
+/// Extends a lease ($1 id, $2 epoch, $3 owner, $4 seconds) when it is still valid; the check
+/// runs on the row found by primary key (see [`FENCE_SQL`]).
+#[doc(hidden)]
+pub const HEARTBEAT_SQL: &str = "
+WITH cur AS MATERIALIZED (
+    SELECT id, epoch = $2 AND owner = $3 AND state = 'leased' AND lease_expires_at > now() AS valid
+    FROM baton.work_units
+    WHERE id = $1
+    FOR NO KEY UPDATE
+)
+UPDATE baton.work_units w
+SET lease_expires_at = now() + make_interval(secs => $4), heartbeat_at = now()
+FROM cur
+WHERE w.id = cur.id AND cur.valid";
 
 /// One connection to the queue.
 pub struct Queue {
@@ -271,19 +294,8 @@ impl Queue {
     ) -> Result<Queue, QueueError> {
         let err = |e| db_error(e, &database);
         let claim = client.prepare(CLAIM).await.map_err(err)?;
-        let heartbeat = client
-            .prepare(&format!(
-                "UPDATE baton.work_units SET lease_expires_at = now() + make_interval(secs => $4), \
-                 heartbeat_at = now() WHERE {VALID_LEASE}"
-            ))
-            .await
-            .map_err(err)?;
-        let fence = client
-            .prepare(&format!(
-                "SELECT 1 FROM baton.work_units WHERE {VALID_LEASE} FOR NO KEY UPDATE"
-            ))
-            .await
-            .map_err(err)?;
+        let heartbeat = client.prepare(HEARTBEAT_SQL).await.map_err(err)?;
+        let fence = client.prepare(FENCE_SQL).await.map_err(err)?;
         let append = client
             .prepare(
                 "INSERT INTO baton.unit_writes (unit_id, epoch, kind, body) \
@@ -400,7 +412,7 @@ impl Queue {
         Ok(row.get(0))
     }
 
-    /// Claims the oldest queued unit of `queue` for `worker`, leased for `lease`; `None` when
+    /// Claims the oldest ready unit of `queue` for `worker`, leased for `lease`; `None` when
     /// the queue has nothing to give.
     pub async fn claim(
         &self,
@@ -525,14 +537,19 @@ impl Queue {
             .transaction()
             .await
             .map_err(|e| db_error(e, database))?;
-        let rows = tx
-            .query(&*fence, &[&lease.id, &lease.epoch, &lease.owner])
+        let row = tx
+            .query_opt(&*fence, &[&lease.id])
             .await
-            .map_err(|e| db_error(e, database))?;
-        if rows.is_empty() {
-            let e = lease_lost(&tx, lease, database).await;
+            .map_err(|e| db_error(e, database))?
+            .map(|r| LeaseRow {
+                state: r.get(0),
+                epoch: r.get(1),
+                owner: r.get(2),
+                expired: r.get(3),
+            });
+        if !row.as_ref().is_some_and(|r| r.holds(lease)) {
             // Dropping the transaction rolls it back.
-            return Err(e);
+            return Err(lost(lease, row));
         }
         Ok(Fenced {
             tx,
@@ -808,49 +825,86 @@ impl Fenced<'_> {
     }
 }
 
-/// Why a lease is no longer valid, as a `LEASE_LOST` error.
+/// A unit's lease as the database holds it.
+struct LeaseRow {
+    state: String,
+    epoch: i64,
+    owner: Option<String>,
+    /// `lease_expires_at <= now()`; None when there is no lease.
+    expired: Option<bool>,
+}
+
+impl LeaseRow {
+    /// Whether `lease` is still valid: leased, same epoch and owner, not expired.
+    fn holds(&self, lease: &Lease) -> bool {
+        self.state == "leased"
+            && self.epoch == lease.epoch
+            && self.owner.as_deref() == Some(lease.owner.as_str())
+            && self.expired == Some(false)
+    }
+}
+
+/// Reads why a lease is no longer valid, as a `LEASE_LOST` error.
 async fn lease_lost(
     client: &impl tokio_postgres::GenericClient,
     lease: &Lease,
     database: &str,
 ) -> QueueError {
-    let row = client
+    match client
         .query_opt(
             "SELECT state, epoch, owner, lease_expires_at <= now() FROM baton.work_units \
              WHERE id = $1",
             &[&lease.id],
         )
-        .await;
+        .await
+    {
+        Ok(row) => lost(
+            lease,
+            row.map(|r| LeaseRow {
+                state: r.get(0),
+                epoch: r.get(1),
+                owner: r.get(2),
+                expired: r.get(3),
+            }),
+        ),
+        Err(e) => QueueError::LeaseLost {
+            id: lease.id,
+            epoch: lease.epoch,
+            owner: lease.owner.clone(),
+            reason: format!("and its state could not be read: {}", db_error(e, database)),
+        },
+    }
+}
+
+/// `LEASE_LOST`, saying why from the unit's row.
+fn lost(lease: &Lease, row: Option<LeaseRow>) -> QueueError {
     let reason = match row {
-        Err(e) => format!("and its state could not be read: {}", db_error(e, database)),
-        Ok(None) => "the unit no longer exists".to_string(),
-        Ok(Some(row)) => {
-            let state: &str = row.get(0);
-            let epoch: i64 = row.get(1);
-            let owner: Option<String> = row.get(2);
-            let expired: Option<bool> = row.get(3);
-            if epoch > lease.epoch {
-                format!(
-                    "claimed again (epoch {epoch}, {} {})",
-                    if state == "leased" {
-                        "held by"
-                    } else {
-                        "last held by"
-                    },
-                    owner.as_deref().unwrap_or("?")
-                )
+        None => "the unit no longer exists".to_string(),
+        Some(row) if row.epoch > lease.epoch => format!(
+            "claimed again (epoch {}, {} {})",
+            row.epoch,
+            if row.state == "leased" {
+                "held by"
             } else {
-                match state {
-                    "leased" if expired == Some(true) => {
-                        "the lease expired before it was renewed".to_string()
-                    }
-                    "queued" => "the lease expired and the unit went back to the queue".into(),
-                    "cancelled" => "the unit was cancelled".into(),
-                    "waiting" => "the unit is waiting for a person".into(),
-                    other => format!("the unit is {other}"),
-                }
-            }
+                "last held by"
+            },
+            row.owner.as_deref().unwrap_or("?")
+        ),
+        Some(row) if row.epoch < lease.epoch => {
+            format!("this lease (epoch {}) was never granted", lease.epoch)
         }
+        Some(row) if row.owner.as_deref() != Some(lease.owner.as_str()) => format!(
+            "epoch {} belongs to {}",
+            row.epoch,
+            row.owner.as_deref().unwrap_or("nobody")
+        ),
+        Some(row) => match row.state.as_str() {
+            "leased" => "the lease expired before it was renewed".to_string(),
+            "queued" => "the lease expired and the unit went back to the queue".into(),
+            "cancelled" => "the unit was cancelled".into(),
+            "waiting" => "the unit is waiting for a person".into(),
+            other => format!("the unit is {other}"),
+        },
     };
     QueueError::LeaseLost {
         id: lease.id,
