@@ -689,17 +689,23 @@ impl Queue {
         })
     }
 
-    /// A unit's writes, oldest first.
-    pub async fn writes(&self, id: i64) -> Result<Vec<WriteRecord>, QueueError> {
+    /// A unit's writes after sequence number `after` (0: from the first), oldest first, at most
+    /// `limit` of them; page on with the last one's `seq`.
+    pub async fn writes(
+        &self,
+        id: i64,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<WriteRecord>, QueueError> {
         let rows = self
             .client
             .query(
                 concat!(
                     "SELECT seq, epoch, kind, body, ",
                     ts!("written_at"),
-                    " FROM baton.unit_writes WHERE unit_id = $1 ORDER BY seq"
+                    " FROM baton.unit_writes WHERE unit_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
                 ),
-                &[&id],
+                &[&id, &after, &limit.max(0)],
             )
             .await
             .map_err(self.err())?;

@@ -369,7 +369,12 @@ async fn an_expired_lease_is_claimed_again_and_the_old_owner_writes_nothing() {
     .await
     .unwrap();
     b.complete(&new, &json!({"by": "b"})).await.unwrap();
-    let writes = b.writes(id).await.unwrap();
+    let writes = b.writes(id, 0, 100).await.unwrap();
+    // Paged: one at a time, on from the last seq.
+    let first = b.writes(id, 0, 1).await.unwrap();
+    let rest = b.writes(id, first[0].seq, 10).await.unwrap();
+    assert_eq!((first.len(), rest.len()), (1, 1));
+    assert_eq!(rest[0].seq, writes[1].seq);
     let seen: Vec<(i64, serde_json::Value)> =
         writes.iter().map(|w| (w.epoch, w.body.clone())).collect();
     assert_eq!(
@@ -419,7 +424,7 @@ async fn an_expired_lease_is_claimed_again_and_the_old_owner_writes_nothing() {
             .await
             .unwrap_err(),
     );
-    assert!(a.writes(id2).await.unwrap().is_empty());
+    assert!(a.writes(id2, 0, 100).await.unwrap().is_empty());
     a.complete(&fresh_lease, &json!("fresh")).await.unwrap();
     assert_eq!(a.unit(id2).await.unwrap().outcome, Some(json!("fresh")));
 }
@@ -538,7 +543,7 @@ async fn a_fenced_transaction_holds_off_cancel_until_it_commits() {
     tx.commit().await.unwrap();
     assert_eq!(cancel.await.unwrap().unwrap(), UnitState::Leased);
     // The write made under the lease is kept; the holder is fenced off from now on.
-    assert_eq!(a.writes(id).await.unwrap().len(), 1);
+    assert_eq!(a.writes(id, 0, 100).await.unwrap().len(), 1);
     let msg = lost(
         a.write(
             &lease,
@@ -551,7 +556,7 @@ async fn a_fenced_transaction_holds_off_cancel_until_it_commits() {
         .unwrap_err(),
     );
     assert!(msg.contains("cancelled"), "{msg}");
-    assert_eq!(a.writes(id).await.unwrap().len(), 1);
+    assert_eq!(a.writes(id, 0, 100).await.unwrap().len(), 1);
 
     // A transaction dropped without commit writes nothing.
     let id2 = a.submit(&unit("default", 2)).await.unwrap();
@@ -565,7 +570,7 @@ async fn a_fenced_transaction_holds_off_cancel_until_it_commits() {
         let tx = a.fenced(&l2).await.unwrap();
         tx.append("state", &json!("lost")).await.unwrap();
     }
-    assert!(a.writes(id2).await.unwrap().is_empty());
+    assert!(a.writes(id2, 0, 100).await.unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -673,7 +678,7 @@ async fn a_unit_waits_for_a_person_and_an_answer_queues_it_again() {
         .unwrap();
     assert_eq!((second.id, second.epoch), (id, 2));
     let kinds: Vec<(String, i64)> = q
-        .writes(id)
+        .writes(id, 0, 100)
         .await
         .unwrap()
         .into_iter()
