@@ -72,21 +72,24 @@ impl PgServer {
              package or set BATON_PG_BIN"
                 .to_string()
         })?;
-        let run_as = if is_root() {
+        let dir = tempfile::Builder::new()
+            .prefix("baton-pg-")
+            .tempdir()
+            .map_err(|e| format!("temporary directory: {e}"))?;
+        // A directory we just made belongs to our effective user.
+        let root = fs::metadata(dir.path())
+            .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+            .unwrap_or(false);
+        let run_as = if root {
             Some(nobody().ok_or_else(|| {
                 "running as root and no `nobody` user to run the cluster as".to_string()
             })?)
         } else {
             None
         };
-        if run_as.is_some() && !Path::new("/usr/bin/setpriv").exists() && which("setpriv").is_none()
-        {
+        if run_as.is_some() && which("setpriv").is_none() {
             return Err("running as root and `setpriv` (util-linux) is missing".into());
         }
-        let dir = tempfile::Builder::new()
-            .prefix("baton-pg-")
-            .tempdir()
-            .map_err(|e| format!("temporary directory: {e}"))?;
         let password = format!("pw-{:016x}", random_u64());
         let pwfile = dir.path().join("pwfile");
         fs::write(&pwfile, format!("{password}\n")).map_err(|e| format!("pwfile: {e}"))?;
@@ -473,13 +476,6 @@ fn which(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|d| d.join(name))
         .find(|p| p.is_file())
-}
-
-fn is_root() -> bool {
-    // /proc/self belongs to the process's effective user.
-    fs::metadata("/proc/self")
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
-        .unwrap_or(false)
 }
 
 /// `nobody`'s uid and gid from /etc/passwd.
