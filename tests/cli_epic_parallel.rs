@@ -274,4 +274,32 @@ fn dry_run_and_status_show_which_stories_run_together_and_why_the_others_wait() 
         board["epics"][0]["usage"]["totalTokens"].as_u64().unwrap() > 0,
         "{board:#}"
     );
+
+    // A run whose worktree is gone (removed by hand here; a merged story's is removed by the
+    // loop) is refused with what happened and a way on, before any model is looked at.
+    let done = rows
+        .iter()
+        .find(|r| {
+            r["phase"] == "completed"
+                && r["workTree"]
+                    .as_str()
+                    .is_some_and(|w| w.ends_with(&format!("epic-1/{A}")))
+        })
+        .unwrap();
+    let tree = PathBuf::from(done["workTree"].as_str().unwrap());
+    assert!(tree.is_absolute() && tree.is_dir(), "{done:#}");
+    std::fs::remove_dir_all(&tree).unwrap();
+    let id = done["runId"].as_str().unwrap();
+    let chat = epic(
+        &baton,
+        &player,
+        &["chat", id, "what did you change?", "--json"],
+    );
+    assert_eq!(chat.code, 2, "{}{}", chat.stdout, chat.stderr);
+    let error = &chat.json()["error"];
+    assert_eq!(error["code"], "RUN_WORK_TREE_GONE", "{error:#}");
+    assert!(
+        error["hint"].as_str().unwrap().contains("baton runs log"),
+        "{error:#}"
+    );
 }

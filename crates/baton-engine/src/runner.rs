@@ -409,6 +409,7 @@ pub fn claim(
         ));
     }
     check_phase(&run, &continuation)?;
+    check_work_tree(&run)?;
     let (package, installed) = project.pinned_package(store, &run)?;
     let workflow = package.workflow(&run.workflow_ref).ok_or_else(|| {
         refused(
@@ -465,6 +466,27 @@ fn check_phase(run: &RunMetadata, continuation: &Continuation) -> Result<(), Run
             "RUN_NOT_COMPLETE",
             format!("run {id} is not complete (phase: {phase}); chat is for completed runs"),
             &format!("continue it with `baton resume {id}`"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A run made in a git worktree of the project (a story of a parallel epic) works there; once
+/// the story is merged its worktree is removed, and nothing is left to mount as `@project`.
+fn check_work_tree(run: &RunMetadata) -> Result<(), RunnerError> {
+    match &run.work_tree {
+        Some(tree) if !tree.is_dir() => Err(refused(
+            "RUN_WORK_TREE_GONE",
+            format!(
+                "run {} worked in a git worktree of the project that was removed (its story \
+                 was merged, or the worktree deleted); nothing is left to work in",
+                short(&run.run_id)
+            ),
+            &format!(
+                "its changes are on the project's branch; read the run with `baton runs log {}`, \
+                 or start a new run in the project",
+                short(&run.run_id)
+            ),
         )),
         _ => Ok(()),
     }
