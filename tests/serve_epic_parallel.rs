@@ -10,7 +10,6 @@
 mod player;
 
 use baton_epic::{Command, EpicOutcome, EpicSettings, ModelSource};
-use baton_llm::{HttpChatModel, LlmConfig};
 use baton_serve::ServeOptions;
 use baton_store::Store;
 use player::{Player, Scenario};
@@ -192,15 +191,7 @@ fn the_board_shows_the_stories_in_flight_side_by_side_and_why_the_others_wait() 
             ..Scenario::default()
         },
     );
-    let model = HttpChatModel::new(LlmConfig {
-        base_url: player.base_url(),
-        model: Some("played".into()),
-        stream: false,
-        max_retries: 0,
-        retry_base_delay: Duration::from_millis(1),
-        ..LlmConfig::default()
-    })
-    .unwrap();
+    let model = baton_llm::testing::played_model(player.base_url()).unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

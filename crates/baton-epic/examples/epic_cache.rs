@@ -11,12 +11,10 @@
 mod support;
 
 use baton_epic::{Command, EpicSettings, ModelSource, Question, execute};
-use baton_llm::testing::caching::{CachingProvider, forward};
-use baton_llm::{HttpChatModel, LlmConfig};
+use baton_llm::testing::caching::CachingProvider;
 use baton_testkit::json_server::JsonServer;
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::time::Duration;
 use support::player::{Player, Scenario};
 use tokio_util::sync::CancellationToken;
 
@@ -43,21 +41,8 @@ async fn main() {
     );
     let provider = Arc::new(CachingProvider::new());
     let (p, upstream) = (provider.clone(), player.base_url());
-    let proxy = JsonServer::start(Arc::new(move |body: &Value| {
-        match forward(&upstream, body) {
-            Ok(answer) => p.answer(body, answer),
-            Err(e) => json!({"error": {"message": e.to_string()}}),
-        }
-    }));
-    let model = HttpChatModel::new(LlmConfig {
-        base_url: proxy.base_url(),
-        model: Some("played".into()),
-        stream: false,
-        max_retries: 0,
-        retry_base_delay: Duration::from_millis(1),
-        ..LlmConfig::default()
-    })
-    .unwrap();
+    let proxy = JsonServer::start(Arc::new(move |body: &Value| p.proxy(&upstream, body)));
+    let model = baton_llm::testing::played_model(proxy.base_url()).unwrap();
     let mut ask = |_story: &str, _q: &Question| Some(ANSWER.to_string());
     let report = execute(
         &store,

@@ -9,11 +9,10 @@
 mod support;
 
 use baton_epic::{Command, EpicEvent, EpicOutcome, EpicSettings, ModelSource, execute};
-use baton_llm::{HttpChatModel, LlmConfig};
+use baton_llm::HttpChatModel;
 use baton_store::{RunKind, Store};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::Duration;
 use support::player::{Player, Scenario};
 use tokio_util::sync::CancellationToken;
 
@@ -47,15 +46,7 @@ impl World {
         .unwrap();
         let store = Store::new(tmp.path().join("home"));
         let player = Player::start(&project, scenario);
-        let model = HttpChatModel::new(LlmConfig {
-            base_url: player.base_url(),
-            model: Some("played".into()),
-            stream: false,
-            max_retries: 0,
-            retry_base_delay: Duration::from_millis(1),
-            ..LlmConfig::default()
-        })
-        .unwrap();
+        let model = baton_llm::testing::played_model(player.base_url()).unwrap();
         World {
             _tmp: tmp,
             project,

@@ -9,12 +9,11 @@
 mod support;
 
 use baton_epic::{Command, EpicEvent, EpicOutcome, EpicReport, EpicSettings, ModelSource, execute};
-use baton_llm::{HttpChatModel, LlmConfig};
+use baton_llm::HttpChatModel;
 use baton_store::Store;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::Duration;
 use support::player::{Player, Scenario};
 use tokio_util::sync::CancellationToken;
 
@@ -41,15 +40,7 @@ impl World {
         baton_testkit::copy_dir(&fixture(), &project);
         let store = Store::new(tmp.path().join("home"));
         let player = Player::start(&project, Scenario::default());
-        let model = HttpChatModel::new(LlmConfig {
-            base_url: player.base_url(),
-            model: Some("played".into()),
-            stream: false,
-            max_retries: 0,
-            retry_base_delay: Duration::from_millis(1),
-            ..LlmConfig::default()
-        })
-        .unwrap();
+        let model = baton_llm::testing::played_model(player.base_url()).unwrap();
         World {
             _tmp: tmp,
             project,

@@ -8,14 +8,12 @@
 mod support;
 
 use baton_epic::{Command, EpicOutcome, EpicSettings, ModelSource, Question, execute};
-use baton_llm::testing::caching::{CachingProvider, forward};
-use baton_llm::{HttpChatModel, LlmConfig};
+use baton_llm::testing::caching::CachingProvider;
 use baton_testkit::json_server::JsonServer;
 use baton_testkit::trim_trace::trim_trace;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 use support::player::Scenario;
 use support::{Fixture, IMPL};
 use tokio_util::sync::CancellationToken;
@@ -47,20 +45,9 @@ async fn record_the_demo_epic_again() {
     let provider = Arc::new(CachingProvider::new());
     let upstream = f.player.base_url();
     let proxy = JsonServer::start(Arc::new(move |body: &Value| {
-        match forward(&upstream, body) {
-            Ok(answer) => provider.answer(body, answer),
-            Err(e) => json!({"error": {"message": e.to_string()}}),
-        }
+        provider.proxy(&upstream, body)
     }));
-    let model = HttpChatModel::new(LlmConfig {
-        base_url: proxy.base_url(),
-        model: Some("played".into()),
-        stream: false,
-        max_retries: 0,
-        retry_base_delay: Duration::from_millis(1),
-        ..LlmConfig::default()
-    })
-    .unwrap();
+    let model = baton_llm::testing::played_model(proxy.base_url()).unwrap();
     let out = f.tmp.path().join("traces");
     std::fs::create_dir_all(&out).unwrap();
     let mut ask = |_story: &str, q: &Question| {

@@ -14,8 +14,7 @@ use baton_lifecycle::ralph::discovery::{self, Pick};
 use baton_lifecycle::session::run::{RunSettings, SessionEnd, run};
 use baton_lifecycle::session::start::{self, StartOptions, StartOutcome};
 use baton_lifecycle::session::step_run::ModelSource;
-use baton_llm::testing::caching::{CachingProvider, forward};
-use baton_llm::{HttpChatModel, LlmConfig};
+use baton_llm::testing::caching::CachingProvider;
 use baton_store::Store;
 use baton_testkit::json_server::JsonServer;
 use serde_json::{Value, json};
@@ -52,21 +51,8 @@ async fn main() {
     let player = SessionPlayer::start(&project);
     let provider = Arc::new(CachingProvider::new());
     let (p, upstream) = (provider.clone(), player.base_url());
-    let proxy = JsonServer::start(Arc::new(move |body: &Value| {
-        match forward(&upstream, body) {
-            Ok(answer) => p.answer(body, answer),
-            Err(e) => json!({"error": {"message": e.to_string()}}),
-        }
-    }));
-    let model = HttpChatModel::new(LlmConfig {
-        base_url: proxy.base_url(),
-        model: Some("played".into()),
-        stream: false,
-        max_retries: 0,
-        retry_base_delay: Duration::from_millis(1),
-        ..LlmConfig::default()
-    })
-    .unwrap();
+    let proxy = JsonServer::start(Arc::new(move |body: &Value| p.proxy(&upstream, body)));
+    let model = baton_llm::testing::played_model(proxy.base_url()).unwrap();
     let options = StartOptions {
         intent: INTENT.into(),
         quality: Some(baton_lifecycle::session::infer::QualityMode::Quick),

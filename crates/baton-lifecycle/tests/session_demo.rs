@@ -15,8 +15,8 @@ use baton_lifecycle::ralph::Context;
 use baton_lifecycle::session::run::{RunSettings, SessionEnd, run};
 use baton_lifecycle::session::start::{self, StartOptions, StartOutcome};
 use baton_lifecycle::session::step_run::ModelSource;
-use baton_llm::testing::caching::{CachingProvider, forward};
-use baton_llm::{HttpChatModel, LlmConfig, RecordingModel, ReplayModel, Trace, TraceRecorder};
+use baton_llm::testing::caching::CachingProvider;
+use baton_llm::{RecordingModel, ReplayModel, Trace, TraceRecorder};
 use baton_store::Store;
 use baton_testkit::json_server::JsonServer;
 use baton_testkit::trim_trace::trim_trace;
@@ -99,20 +99,9 @@ async fn play_live(c: &Copy, record: Option<&Path>) {
     let provider = Arc::new(CachingProvider::new());
     let upstream = player.base_url();
     let proxy = JsonServer::start(Arc::new(move |body: &Value| {
-        match forward(&upstream, body) {
-            Ok(answer) => provider.answer(body, answer),
-            Err(e) => json!({"error": {"message": e.to_string()}}),
-        }
+        provider.proxy(&upstream, body)
     }));
-    let model = HttpChatModel::new(LlmConfig {
-        base_url: proxy.base_url(),
-        model: Some("played".into()),
-        stream: false,
-        max_retries: 0,
-        retry_base_delay: Duration::from_millis(1),
-        ..LlmConfig::default()
-    })
-    .unwrap();
+    let model = baton_llm::testing::played_model(proxy.base_url()).unwrap();
     let recorder = Arc::new(Mutex::new(TraceRecorder::default()));
     let recording = RecordingModel::new(&model, recorder.clone());
     create(c, &recording).await;

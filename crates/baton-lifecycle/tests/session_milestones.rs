@@ -21,7 +21,6 @@ use baton_lifecycle::session::milestone;
 use baton_lifecycle::session::run::{RunSettings, SessionEnd, run};
 use baton_lifecycle::session::start::{self, StartOptions, StartOutcome};
 use baton_lifecycle::session::step_run::ModelSource;
-use baton_llm::{HttpChatModel, LlmConfig};
 use baton_store::Store;
 use serde_json::{Value, json};
 use session_player::SessionPlayer;
@@ -97,15 +96,7 @@ fn decisions(project: &Path) -> Vec<Value> {
 async fn a_session_completes_m1_advances_and_completes_m2() {
     let c = copy();
     let player = SessionPlayer::start(&c.project);
-    let model = HttpChatModel::new(LlmConfig {
-        base_url: player.base_url(),
-        model: Some("played".into()),
-        stream: false,
-        max_retries: 0,
-        retry_base_delay: Duration::from_millis(1),
-        ..LlmConfig::default()
-    })
-    .unwrap();
+    let model = baton_llm::testing::played_model(player.base_url()).unwrap();
     let options = StartOptions {
         intent: INTENT.into(),
         quality: Some(baton_lifecycle::session::infer::QualityMode::Quick),

@@ -6,11 +6,10 @@
 pub mod player;
 
 use baton_epic::{Command, EpicError, EpicReport, EpicSettings, ModelSource, execute};
-use baton_llm::{HttpChatModel, LlmConfig};
+use baton_llm::HttpChatModel;
 use baton_store::Store;
 use player::{Player, Scenario};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub const IMPL: &str = "_bmad-output/implementation-artifacts";
@@ -38,15 +37,7 @@ impl Fixture {
         let project = sample_project(tmp.path());
         let store = Store::new(tmp.path().join("home"));
         let player = Player::start(&project, scenario);
-        let model = HttpChatModel::new(LlmConfig {
-            base_url: player.base_url(),
-            model: Some("played".into()),
-            stream: false,
-            max_retries: 0,
-            retry_base_delay: Duration::from_millis(1),
-            ..LlmConfig::default()
-        })
-        .unwrap();
+        let model = baton_llm::testing::played_model(player.base_url()).unwrap();
         Fixture {
             tmp,
             project,

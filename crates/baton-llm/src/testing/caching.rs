@@ -112,6 +112,16 @@ impl CachingProvider {
         answer
     }
 
+    /// What a caching proxy in front of the played model at `upstream` answers to `body`: the
+    /// upstream's answer with this provider's usage, or an error answer when it cannot be
+    /// reached.
+    pub fn proxy(&self, upstream: &str, body: &Value) -> Value {
+        match forward(upstream, body) {
+            Ok(answer) => self.answer(body, answer),
+            Err(e) => json!({"error": {"message": e.to_string()}}),
+        }
+    }
+
     /// Every request answered so far.
     pub fn served(&self) -> Vec<Served> {
         self.served.lock().map(|s| s.clone()).unwrap_or_default()

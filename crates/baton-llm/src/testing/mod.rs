@@ -14,6 +14,19 @@ mod tool_protocol;
 pub use reply::Reply;
 pub use tool_protocol::violation;
 
+/// The client of a played model at `base_url` (a loopback test server), as the tests and
+/// measurements drive it: model `played`, no streaming, no retries.
+pub fn played_model(base_url: String) -> Result<crate::HttpChatModel, crate::LlmError> {
+    crate::HttpChatModel::new(crate::LlmConfig {
+        base_url,
+        model: Some("played".into()),
+        stream: false,
+        max_retries: 0,
+        retry_base_delay: Duration::from_millis(1),
+        ..crate::LlmConfig::default()
+    })
+}
+
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
