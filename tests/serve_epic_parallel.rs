@@ -222,6 +222,29 @@ fn the_board_shows_the_stories_in_flight_side_by_side_and_why_the_others_wait() 
         "{report:?}"
     );
 
+    // A story in flight keeps its phase runs in its worktree's progress record until its
+    // loop ends; the runs page finds them there (so they sit under their story while it runs).
+    let runs = store.project(&project).unwrap().list_runs().unwrap();
+    let in_a: Vec<_> = runs
+        .iter()
+        .filter(|r| {
+            r.work_tree
+                .as_ref()
+                .is_some_and(|t| t.ends_with(format!("epic-1/{A}")))
+        })
+        .collect();
+    assert_eq!(in_a.len(), 3, "{runs:#?}");
+    let tree = in_a[0].work_tree.clone().unwrap();
+    let recorded = baton_epic::board::phase_runs_in_work_tree(&project, &tree);
+    for run in &in_a {
+        let r = recorded
+            .iter()
+            .find(|r| r.run_id == run.run_id)
+            .unwrap_or_else(|| panic!("{} not in {recorded:#?}", run.run_id));
+        assert_eq!(r.story_key, A);
+    }
+    assert!(recorded.iter().all(|r| r.story_key == A), "{recorded:#?}");
+
     let server = Server::start(store);
     let p = url(&project.display().to_string());
     // The API: the board of `baton epic status --json`, with the schedule.

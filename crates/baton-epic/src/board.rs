@@ -298,6 +298,26 @@ pub fn phase_runs(project: &Path) -> Vec<RunRecord> {
         .unwrap_or_default()
 }
 
+/// The phase runs the progress record of `tree` names: a git worktree in which a story of a
+/// parallel epic of `project` is in flight (its runs reach the project's record when the
+/// story's loop ends). Empty when there is none or it cannot be read. Read-only.
+pub fn phase_runs_in_work_tree(project: &Path, tree: &Path) -> Vec<RunRecord> {
+    let Ok(config) = AutopilotConfig::load(project) else {
+        return Vec::new();
+    };
+    let Ok(main) = layout::resolve(project, config.implementation_artifacts.as_deref()) else {
+        return Vec::new();
+    };
+    let Ok(layout) = layout::resolve(tree, Some(&main.rel)) else {
+        return Vec::new();
+    };
+    Progress::load(&layout.dir, &layout.rel)
+        .ok()
+        .flatten()
+        .map(|p| p.runs)
+        .unwrap_or_default()
+}
+
 fn standing(
     state: Option<&RunEpicState>,
     live: bool,

@@ -72,6 +72,7 @@ pub fn keeps(kind: &str, group: &str, part: Option<&Part>) -> bool {
 /// Looks runs up, reading each project's epic progress record once.
 #[derive(Default)]
 pub struct Parts {
+    /// By the folder whose progress record was read: a project, or a worktree of one.
     phase_runs: HashMap<PathBuf, HashMap<String, Part>>,
 }
 
@@ -86,21 +87,35 @@ impl Parts {
             });
         }
         let root = project.root().to_path_buf();
-        let runs = self.phase_runs.entry(root).or_insert_with_key(|root| {
-            baton_epic::board::phase_runs(root)
-                .into_iter()
-                .map(|r| {
-                    let part = Part::Story {
-                        story: r.story_key,
-                        phase: r.phase.as_str().to_string(),
-                        n: r.n,
-                    };
-                    (r.run_id, part)
-                })
-                .collect()
-        });
-        runs.get(&run.run_id).cloned()
+        let runs = self
+            .phase_runs
+            .entry(root.clone())
+            .or_insert_with_key(|root| by_run(baton_epic::board::phase_runs(root)));
+        if let Some(part) = runs.get(&run.run_id) {
+            return Some(part.clone());
+        }
+        // A story of a parallel epic still in flight: its worktree's record names its runs.
+        let tree = run.work_tree.as_ref()?;
+        self.phase_runs
+            .entry(tree.clone())
+            .or_insert_with(|| by_run(baton_epic::board::phase_runs_in_work_tree(&root, tree)))
+            .get(&run.run_id)
+            .cloned()
     }
+}
+
+fn by_run(records: Vec<baton_epic::progress::RunRecord>) -> HashMap<String, Part> {
+    records
+        .into_iter()
+        .map(|r| {
+            let part = Part::Story {
+                story: r.story_key,
+                phase: r.phase.as_str().to_string(),
+                n: r.n,
+            };
+            (r.run_id, part)
+        })
+        .collect()
 }
 
 #[cfg(test)]
