@@ -166,6 +166,14 @@ pub struct RunArgs {
     pub budget: BudgetArgs,
     #[command(flatten)]
     pub model: ModelArgs,
+    /// Put the run in this PostgreSQL work queue instead of running it (`baton worker` runs
+    /// it). The project must be a git repository with a remote; its commit travels, not its
+    /// files. Leave the password out: PGPASSWORD or ~/.pgpass.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["replay", "record"])]
+    pub queue: Option<String>,
+    /// Like --queue, with the URL in this environment variable.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["queue", "replay", "record"])]
+    pub db_env: Option<String>,
 }
 
 /// `KEY=VALUE`, split at the first `=`; the value may be empty, the key may not.

@@ -8,6 +8,7 @@ pub mod mcp;
 mod new;
 mod package;
 pub mod queue;
+pub mod submit;
 pub mod ralph;
 mod run;
 mod runs;

@@ -268,6 +268,9 @@ pub(crate) fn check_record(args: &ModelArgs) -> Result<(), Failure> {
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+    if args.queue.is_some() || args.db_env.is_some() {
+        return super::submit::run(&args);
+    }
     let json = args.model.json;
     if let Err(f) = check_record(&args.model) {
         return Ok(f.report(json));

@@ -1,0 +1,264 @@
+//! `baton run <PKG> --queue URL`: the run is submitted, not run. The project must be a git
+//! repository with a remote (QUEUE_PROJECT_NOT_GIT, QUEUE_NO_REMOTE, said before any database
+//! is reached); the package is pinned by content; the model travels by name and endpoint,
+//! never its key. The database tests use a real throwaway PostgreSQL and skip without one
+//! unless BATON_REQUIRE_POSTGRES is set (CI sets it).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
+
+use baton_testkit::pg::postgres_or_skip;
+use baton_testkit::{example, sample_project};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Out {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", self.stdout, self.stderr))
+    }
+
+    fn all(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+}
+
+fn baton(args: &[&str], home: &Path) -> Out {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_baton"));
+    cmd.args(args)
+        .env("BATON_HOME", home.join("baton-home"))
+        .env("HOME", home)
+        .env("NO_COLOR", "1")
+        .env("OPENAI_API_KEY", "sk-never-travels-4242")
+        .env_remove("PGPASSWORD")
+        .env_remove("PGPASSFILE")
+        .env_remove("BATON_MODEL")
+        .env_remove("OPENAI_BASE_URL");
+    let out = cmd.output().expect("baton runs");
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The sample project as a git repository with one commit.
+fn committed_project(root: &Path) -> std::path::PathBuf {
+    let project = sample_project(root);
+    git(&project, &["init", "-q", "-b", "main"]);
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "start"]);
+    project
+}
+
+const URL: &str = "postgresql://baton@127.0.0.1:1/none";
+
+#[test]
+fn a_project_that_cannot_travel_is_refused_before_the_database() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pkg = example("create-story-micro");
+    let pkg = pkg.to_str().unwrap();
+
+    // Not a git repository.
+    let project = sample_project(tmp.path());
+    let out = baton(
+        &[
+            "run",
+            pkg,
+            "--project",
+            project.to_str().unwrap(),
+            "--queue",
+            URL,
+        ],
+        tmp.path(),
+    );
+    assert_eq!(out.code, 2, "{}", out.all());
+    assert!(
+        out.stderr.contains("error[QUEUE_PROJECT_NOT_GIT]"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("git remote add origin"),
+        "{}",
+        out.stderr
+    );
+
+    // A repository without a commit.
+    git(&project, &["init", "-q", "-b", "main"]);
+    let out = baton(
+        &[
+            "run",
+            pkg,
+            "--project",
+            project.to_str().unwrap(),
+            "--queue",
+            URL,
+            "--json",
+        ],
+        tmp.path(),
+    );
+    assert_eq!(out.code, 2, "{}", out.all());
+    assert_eq!(out.json()["error"]["code"], "QUEUE_PROJECT_NOT_GIT");
+
+    // Committed, without a remote.
+    let other = tempfile::tempdir().unwrap();
+    let project = committed_project(other.path());
+    let out = baton(
+        &[
+            "run",
+            pkg,
+            "--project",
+            project.to_str().unwrap(),
+            "--queue",
+            URL,
+        ],
+        tmp.path(),
+    );
+    assert_eq!(out.code, 2, "{}", out.all());
+    assert!(
+        out.stderr.contains("error[QUEUE_NO_REMOTE]"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("bare repository"), "{}", out.stderr);
+    // Nothing was run: no run in the store.
+    assert!(!tmp.path().join("baton-home/runs").exists());
+}
+
+#[test]
+fn a_run_is_submitted_with_its_package_pinned_and_its_project_as_remote_and_commit() {
+    let Some(pg) = postgres_or_skip("a_run_is_submitted_with_its_package_pinned") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let url = pg.socket_url("postgres");
+    let out = baton(&["queue", "init", "--db", &url], tmp.path());
+    assert_eq!(out.code, 0, "{}", out.all());
+
+    let project = committed_project(tmp.path());
+    let bare = tmp.path().join("remote.git");
+    git(
+        tmp.path(),
+        &["init", "-q", "--bare", bare.to_str().unwrap()],
+    );
+    // A relative path remote is recorded absolute.
+    git(&project, &["remote", "add", "origin", "../remote.git"]);
+    git(&project, &["push", "-q", "origin", "main"]);
+    let head = git(&project, &["rev-parse", "HEAD"]);
+
+    let pkg = example("create-story-micro");
+    let submit = |json: bool| {
+        let mut args = vec![
+            "run",
+            pkg.to_str().unwrap(),
+            "--project",
+            project.to_str().unwrap(),
+            "--queue",
+            &url,
+            "--model",
+            "scripted-model",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--input",
+            "first answer",
+            "--var",
+            "storyKey=1-2-login",
+        ];
+        if json {
+            args.push("--json");
+        }
+        baton(&args, tmp.path())
+    };
+    let out = submit(true);
+    assert_eq!(out.code, 0, "{}", out.all());
+    assert!(!out.all().contains("sk-never-travels"), "{}", out.all());
+    let j = out.json();
+    let unit = j["unit"].as_i64().unwrap();
+    assert_eq!(j["project"]["baseCommit"], head.as_str());
+    let canonical_bare = std::fs::canonicalize(&bare).unwrap();
+    assert_eq!(
+        j["project"]["remote"],
+        canonical_bare.to_str().unwrap(),
+        "{j}"
+    );
+    let sha = j["package"]["sha256"].as_str().unwrap().to_string();
+    assert_eq!(sha.len(), 64);
+
+    // The database holds the unit, queued, with the package's bytes by content and the options.
+    let row = pg
+        .psql(
+            "postgres",
+            &format!(
+                "SELECT state || '|' || project_remote || '|' || base_commit || '|' || package_sha256 \
+                 || '|' || payload::text FROM baton.work_units WHERE id = {unit}"
+            ),
+        )
+        .unwrap();
+    let parts: Vec<&str> = row.trim().splitn(5, '|').collect();
+    assert_eq!(parts[0], "queued", "{row}");
+    assert_eq!(parts[1], canonical_bare.to_str().unwrap());
+    assert_eq!(parts[2], head);
+    assert_eq!(parts[3], sha);
+    let payload: Value = serde_json::from_str(parts[4]).unwrap();
+    assert_eq!(payload["model"]["name"], "scripted-model");
+    assert_eq!(payload["model"]["baseUrl"], "http://127.0.0.1:9/v1");
+    assert_eq!(payload["inputs"], serde_json::json!(["first answer"]));
+    assert_eq!(payload["vars"]["storyKey"], "1-2-login");
+    assert!(!parts[4].contains("sk-never-travels"), "{row}");
+    assert!(
+        !parts[4].contains(tmp.path().to_str().unwrap()),
+        "no host path of the project in the payload: {row}"
+    );
+    let stored = pg
+        .psql(
+            "postgres",
+            &format!(
+                "SELECT encode(sha256(bytes), 'hex') FROM baton.packages WHERE sha256 = '{sha}'"
+            ),
+        )
+        .unwrap();
+    assert_eq!(stored.trim(), sha);
+
+    // Submitting again pins the same package once and queues a second unit; text output.
+    let out = submit(false);
+    assert_eq!(out.code, 0, "{}", out.all());
+    assert!(
+        out.stdout.contains(&format!("queued unit {}", unit + 1)),
+        "{}",
+        out.stdout
+    );
+    let counts = pg
+        .psql(
+            "postgres",
+            "SELECT (SELECT count(*) FROM baton.packages) || '/' || (SELECT count(*) FROM baton.work_units WHERE state = 'queued')",
+        )
+        .unwrap();
+    assert_eq!(counts.trim(), "1/2");
+    // Nothing ran here.
+    assert!(!tmp.path().join("baton-home/runs").exists());
+}
