@@ -8,13 +8,13 @@ pub mod mcp;
 mod new;
 mod package;
 pub mod queue;
-pub mod submit;
 pub mod ralph;
 mod run;
 mod runs;
 pub mod serve;
 pub mod session;
 mod session_demo;
+pub mod submit;
 mod validate;
 
 use crate::cli::{Cli, Command};
