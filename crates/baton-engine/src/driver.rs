@@ -76,6 +76,40 @@ pub enum EngineError {
     Run(#[from] RunError),
     #[error("cannot read the run state: {0}")]
     State(String),
+    /// The [`OnDurable`] hook stopped the invocation; nothing more was written or sent.
+    #[error(transparent)]
+    Stopped(DurableStop),
+}
+
+/// Where an invocation just made its writes durable (see [`OnDurable`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DurablePoint {
+    /// A model turn's writes (tool files, state, `run.json`, conversation and audit lines),
+    /// flushed before the next model call.
+    Turn,
+    /// The end of the invocation (completed, failed, stopped, waiting for a person).
+    Phase(Phase),
+}
+
+/// A hook's future (boxed, so the hook can be a trait object).
+pub type DurableFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), DurableStop>> + Send + 'a>>;
+
+/// Told at every durable point of an invocation, after the driver's flush and before anything
+/// else is written or sent: a worker of the work queue copies the run's durable files (and
+/// the project's changes) to its database there, under its lease. An error stops the drive at
+/// once with [`EngineError::Stopped`]: the driver writes nothing more, and the next model call
+/// is not made.
+pub trait OnDurable: Send + Sync {
+    fn durable<'a>(&'a self, run_id: &'a str, at: DurablePoint) -> DurableFuture<'a>;
+}
+
+/// Why an [`OnDurable`] hook stopped the invocation (e.g. `LEASE_LOST`).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct DurableStop {
+    pub code: &'static str,
+    pub message: String,
 }
 
 /// Gives the answer to a question, if it has one.
@@ -103,6 +137,21 @@ pub struct Driver<'a> {
     pub audit: Option<baton_store::jsonl::JsonlWriter>,
     /// Budgets and what the run spent (see [`crate::spend`]).
     pub meter: Meter,
+    /// Told at every durable point (see [`OnDurable`]).
+    pub on_durable: Option<&'a dyn OnDurable>,
+}
+
+/// Tells the [`OnDurable`] hook, if any; its error stops the drive. (A free function: the
+/// future must not hold the whole driver, which is not `Sync`.)
+async fn durable(
+    hook: Option<&dyn OnDurable>,
+    run_id: &str,
+    at: DurablePoint,
+) -> Result<(), EngineError> {
+    match hook {
+        Some(hook) => hook.durable(run_id, at).await.map_err(EngineError::Stopped),
+        None => Ok(()),
+    }
 }
 
 pub fn is_confirmation(text: &str) -> bool {
@@ -184,6 +233,17 @@ impl<'a> Driver<'a> {
         Ok(())
     }
 
+    /// [`Self::set_phase_files`], then the [`OnDurable`] hook.
+    async fn set_phase(
+        &mut self,
+        phase: Phase,
+        waiting_for: Option<Value>,
+        node: &str,
+    ) -> Result<(), EngineError> {
+        self.set_phase_files(phase, waiting_for, node)?;
+        durable(self.on_durable, &self.run_id, DurablePoint::Phase(phase)).await
+    }
+
     fn emit(&self, e: EngineEvent) {
         run_io::emit(self.on_event, e);
     }
@@ -191,7 +251,7 @@ impl<'a> Driver<'a> {
     /// An end of the invocation (completed, failed, stopped, waiting for a person), durable
     /// with everything the turn wrote and both logs: one flush for all with `run.json`'s temp
     /// file, so a reader who sees the phase finds the records.
-    fn set_phase(
+    fn set_phase_files(
         &mut self,
         phase: Phase,
         waiting_for: Option<Value>,
@@ -233,7 +293,7 @@ impl<'a> Driver<'a> {
 
     /// Makes the question durable: the audit line and the index say the run waits for it,
     /// with the widget request when `ui.ask_user` asked it.
-    fn record_waiting(
+    async fn record_waiting(
         &mut self,
         question: &str,
         reason: &str,
@@ -250,6 +310,7 @@ impl<'a> Driver<'a> {
         );
         let node = self.machine.node().to_string();
         self.set_phase(Phase::WaitingUser, Some(waiting), &node)
+            .await
     }
 
     fn record(&self, f: impl FnOnce(&mut TraceRecorder)) {
@@ -314,6 +375,7 @@ impl<'a> Driver<'a> {
                 Action::CallModel(request) => {
                     if std::mem::take(&mut turn_writes) {
                         self.flush_turn()?;
+                        durable(self.on_durable, &self.run_id, DurablePoint::Turn).await?;
                     }
                     let agent = self.machine.effective_agent();
                     let policy = self.machine_policy(&agent);
@@ -444,7 +506,7 @@ impl<'a> Driver<'a> {
                             answer: a.clone(),
                         });
                     } else {
-                        self.record_waiting(&question, reason_text, widget)?;
+                        self.record_waiting(&question, reason_text, widget).await?;
                         if let Some(ask) = self.ask.as_mut() {
                             answer = ask(&question);
                             if answer.is_some() {
@@ -486,7 +548,7 @@ impl<'a> Driver<'a> {
                         json!({"turns": report.model_calls, "toolCalls": report.tool_calls}),
                     );
                     let node = self.machine.node().to_string();
-                    self.set_phase(Phase::Completed, None, &node)?;
+                    self.set_phase(Phase::Completed, None, &node).await?;
                     report.outcome = Outcome::Completed { message };
                     return Ok(report);
                 }
@@ -503,7 +565,7 @@ impl<'a> Driver<'a> {
                     let phase = run_io::phase_after_failure(code);
                     self.audit("engine.failed", json!({"code": code, "message": message}));
                     let node = self.machine.node().to_string();
-                    self.set_phase(phase, Some(waiting), &node)?;
+                    self.set_phase(phase, Some(waiting), &node).await?;
                     report.outcome = Outcome::Failed {
                         code: code.to_string(),
                         message,

@@ -24,5 +24,8 @@ pub mod widget_answer;
 
 pub use composer::{Composer, Intent};
 pub use context::{Budget, ContextEvent, TokenCounter};
-pub use driver::{Driver, EngineError, EngineEvent, Outcome, RunReport};
+pub use driver::{
+    Driver, DurableFuture, DurablePoint, DurableStop, EngineError, EngineEvent, OnDurable, Outcome,
+    RunReport,
+};
 pub use machine::{Action, ContextPolicy, DEFAULT_MAX_TURNS, Input, Machine, StateSnapshot};

@@ -45,6 +45,7 @@ impl RunnerError {
         match self {
             RunnerError::InvalidPackage(_) => "PACKAGE_INVALID",
             RunnerError::Run(e) => e.code(),
+            RunnerError::Engine(EngineError::Stopped(stop)) => stop.code,
             RunnerError::Engine(_) => "ENGINE_STATE_UNREADABLE",
             RunnerError::Busy(e) => e.code(),
             RunnerError::Refused { code, .. } => code,
@@ -110,6 +111,10 @@ pub struct Settings<'a> {
     pub checkpoint: Option<Checkpoint<'a>>,
     /// Hard budgets (tokens, USD): no model call is made that could cross one.
     pub caps: Vec<crate::spend::Cap>,
+    /// Told at every durable point of the run, after the driver's flush (a queue worker's
+    /// checkpoint, see [`crate::OnDurable`]); its error stops the invocation with
+    /// [`RunnerError::Engine`] holding [`EngineError::Stopped`].
+    pub on_durable: Option<&'a dyn crate::OnDurable>,
 }
 
 impl<'a> Settings<'a> {
@@ -129,6 +134,7 @@ impl<'a> Settings<'a> {
             budget: Some(crate::context::Budget::default()),
             checkpoint: None,
             caps: Vec::new(),
+            on_durable: None,
         }
     }
 }
@@ -686,6 +692,7 @@ async fn drive(claimed: &Claimed, mut settings: Settings<'_>) -> Result<Finished
         conversation: Some(log),
         audit: baton_store::jsonl::JsonlWriter::open(&paths.execution_log).ok(),
         meter,
+        on_durable: settings.on_durable,
     };
     let report = driver.drive(intent, input).await?;
     let run = project.get_run(&run.run_id)?;

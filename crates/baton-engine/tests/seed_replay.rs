@@ -89,6 +89,7 @@ async fn the_reference_conversation_replays_end_to_end() {
         conversation: None,
         audit: None,
         meter: baton_engine::spend::Meter::unbounded(&replay),
+        on_durable: None,
     };
     let report = driver.drive(Intent::Start, None).await.unwrap();
     assert!(
