@@ -62,6 +62,9 @@ pub enum Command {
     /// The PostgreSQL work queue for runs and stories on many machines: init, status, cancel.
     #[command(subcommand)]
     Queue(crate::commands::queue::QueueCommand),
+    /// Claim queued runs from the PostgreSQL work queue and run them: each in a worktree of
+    /// its project's remote, checkpointed into the database under a fenced lease.
+    Worker(crate::commands::worker::WorkerArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -16,6 +16,7 @@ pub mod session;
 mod session_demo;
 pub mod submit;
 mod validate;
+pub mod worker;
 
 use crate::cli::{Cli, Command};
 
@@ -43,6 +44,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Serve(args) => serve::run(args),
         Command::Session(args) => session::run(args),
         Command::Queue(cmd) => queue::run(cmd),
+        Command::Worker(args) => worker::run(args),
     }
 }
 

@@ -1,0 +1,201 @@
+//! `baton worker`: queued runs (submitted with `baton run --queue`) claimed and run by worker
+//! processes, against a real throwaway PostgreSQL, scripted models on 127.0.0.1 and a bare git
+//! repository as the project's remote. Skips without PostgreSQL unless BATON_REQUIRE_POSTGRES
+//! is set (CI sets it).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
+
+use baton_llm::Trace;
+use baton_llm::testing::{Reply, ScriptedServer};
+use baton_testkit::pg::postgres_or_skip;
+use baton_testkit::{demo_trace, example, sample_project};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const KEY: &str = "sk-worker-test-0123456789";
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn baton(home: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_baton"));
+    cmd.env("BATON_HOME", home)
+        .env("HOME", home)
+        .env("NO_COLOR", "1")
+        .env("OPENAI_API_KEY", KEY)
+        .env_remove("PGPASSWORD")
+        .env_remove("PGPASSFILE")
+        .env_remove("BATON_MODEL")
+        .env_remove("OPENAI_BASE_URL");
+    cmd
+}
+
+/// The sample project committed and pushed to a bare repository; returns (project, bare).
+fn project_with_remote(root: &Path) -> (PathBuf, PathBuf) {
+    let project = sample_project(root);
+    git(&project, &["init", "-q", "-b", "main"]);
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "start"]);
+    let bare = root.join("remote.git");
+    git(root, &["init", "-q", "--bare", bare.to_str().unwrap()]);
+    git(
+        &project,
+        &["remote", "add", "origin", bare.to_str().unwrap()],
+    );
+    git(&project, &["push", "-q", "origin", "main"]);
+    (project, bare)
+}
+
+fn psql(pg: &baton_testkit::pg::PgServer, sql: &str) -> String {
+    pg.psql("postgres", sql).unwrap().trim().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_complete_five_queued_runs_each_exactly_once_and_push_their_results() {
+    let Some(pg) = postgres_or_skip("two_workers_complete_five_queued_runs") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let url = pg.socket_url("postgres");
+    let submitter = tmp.path().join("submitter-home");
+    let out = baton(&submitter)
+        .args(["queue", "init", "--db", &url])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let (project, bare) = project_with_remote(tmp.path());
+    let base = git(&project, &["rev-parse", "HEAD"]);
+
+    // One scripted model per run: each plays the demo conversation once.
+    let replies = Reply::from_trace(&Trace::load(&demo_trace()).unwrap());
+    let mut servers = Vec::new();
+    for _ in 0..5 {
+        servers.push(ScriptedServer::start(replies.clone()).await.unwrap());
+    }
+    let pkg = example("create-story-micro");
+    for server in &servers {
+        let out = baton(&submitter)
+            .args([
+                "run",
+                pkg.to_str().unwrap(),
+                "--project",
+                project.to_str().unwrap(),
+                "--queue",
+                &url,
+                "--model",
+                "scripted",
+                "--base-url",
+                &server.base_url(),
+                "--input",
+                "1-2-user-authentication",
+                "--context",
+                "node",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    assert_eq!(
+        psql(
+            &pg,
+            "SELECT count(*) FROM baton.work_units WHERE state = 'queued'"
+        ),
+        "5"
+    );
+
+    let workers: Vec<_> = (0..2)
+        .map(|i| {
+            baton(&tmp.path().join(format!("worker-{i}")))
+                .args([
+                    "worker",
+                    "--db",
+                    &url,
+                    "--exit-when-idle",
+                    "--lease-s",
+                    "30",
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<_> = tokio::task::spawn_blocking(move || {
+        workers
+            .into_iter()
+            .map(|w| w.wait_with_output().unwrap())
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    for out in &outs {
+        assert!(
+            out.status.success(),
+            "worker failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    // Every unit done, claimed once (epoch 1), with checkpoints written under that epoch.
+    assert_eq!(
+        psql(
+            &pg,
+            "SELECT string_agg(state || ':' || epoch, ',' ORDER BY id) FROM baton.work_units"
+        ),
+        "done:1,done:1,done:1,done:1,done:1"
+    );
+    let checkpoints: Vec<i64> = psql(
+        &pg,
+        "SELECT string_agg(n::text, ',' ORDER BY unit_id) FROM (SELECT unit_id, count(*) AS n \
+         FROM baton.unit_writes WHERE kind = 'checkpoint' AND epoch = 1 GROUP BY unit_id) c",
+    )
+    .split(',')
+    .map(|n| n.parse().unwrap())
+    .collect();
+    assert_eq!(checkpoints.len(), 5, "{checkpoints:?}");
+    assert!(checkpoints.iter().all(|&n| n >= 5), "{checkpoints:?}");
+    // Each model was asked its ten turns, once.
+    for server in &servers {
+        assert_eq!(server.received().len(), 10);
+        assert_eq!(server.remaining(), 0);
+    }
+    // Each result is on a branch that carries its epoch, on top of the base commit, with the
+    // story the run wrote.
+    let ids = psql(
+        &pg,
+        "SELECT string_agg(id::text, ',' ORDER BY id) FROM baton.work_units",
+    );
+    for id in ids.split(',') {
+        let branch = format!("refs/heads/baton/unit-{id}/epoch-1");
+        let commit = git(&bare, &["rev-parse", &branch]);
+        assert_ne!(commit, base);
+        git(&bare, &["merge-base", "--is-ancestor", &base, &commit]);
+        let files = git(&bare, &["ls-tree", "-r", "--name-only", &commit]);
+        assert!(
+            files.lines().any(|f| f.starts_with("artifacts/")),
+            "unit {id}: {files}"
+        );
+        let outcome = psql(
+            &pg,
+            &format!("SELECT outcome->>'branch' FROM baton.work_units WHERE id = {id}"),
+        );
+        assert_eq!(outcome, format!("baton/unit-{id}/epoch-1"));
+        // The last checkpoint's ref carries the epoch too.
+        git(&bare, &["rev-parse", &format!("refs/baton/runs/{id}/1")]);
+    }
+}
