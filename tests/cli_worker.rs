@@ -199,3 +199,126 @@ async fn two_workers_complete_five_queued_runs_each_exactly_once_and_push_their_
         git(&bare, &["rev-parse", &format!("refs/baton/runs/{id}/1")]);
     }
 }
+
+/// Polls `sql` until it prints `want` (an event in the database, not a fixed wait).
+fn wait_for(pg: &baton_testkit::pg::PgServer, sql: &str, want: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if psql(pg, sql) == want {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {sql} = {want}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_worker_past_its_lease_writes_nothing_more_and_exits_with_lease_lost() {
+    let Some(pg) = postgres_or_skip("a_stopped_worker_past_its_lease") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let url = pg.socket_url("postgres");
+    let submitter = tmp.path().join("submitter-home");
+    let out = baton(&submitter)
+        .args(["queue", "init", "--db", &url])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let (project, _bare) = project_with_remote(tmp.path());
+
+    // The fourth answer comes a little late, so the worker is stopped waiting for it (not
+    // inside a transaction).
+    let mut replies = Reply::from_trace(&Trace::load(&demo_trace()).unwrap());
+    if let Reply::Full { delay, .. } = &mut replies[3] {
+        *delay = std::time::Duration::from_millis(500);
+    }
+    let server = ScriptedServer::start(replies).await.unwrap();
+    let pkg = example("create-story-micro");
+    let out = baton(&submitter)
+        .args([
+            "run",
+            pkg.to_str().unwrap(),
+            "--project",
+            project.to_str().unwrap(),
+            "--queue",
+            &url,
+            "--model",
+            "scripted",
+            "--base-url",
+            &server.base_url(),
+            "--input",
+            "1-2-user-authentication",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+
+    let zombie = baton(&tmp.path().join("worker-a"))
+        .args(["worker", "--db", &url, "--lease-s", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = zombie.id();
+    // Stopped once its fourth request reached the model.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while server.received().len() < 4 {
+        assert!(std::time::Instant::now() < deadline, "no fourth request");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    signal(pid, "-STOP");
+    let written = psql(
+        &pg,
+        "SELECT count(*) FROM baton.unit_writes WHERE epoch = 1",
+    );
+    assert_ne!(written, "0", "the zombie checkpointed before it stopped");
+    // Its lease runs out (the database's clock says so).
+    wait_for(
+        &pg,
+        "SELECT lease_expires_at < now() FROM baton.work_units WHERE id = 1",
+        "t",
+    );
+    // Another worker sweeps it back and claims it at epoch 2.
+    let out = baton(&tmp.path().join("worker-b"))
+        .args(["worker", "--db", &url, "--lease-s", "2", "--exit-when-idle"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        psql(&pg, "SELECT epoch FROM baton.work_units WHERE id = 1"),
+        "2"
+    );
+
+    signal(pid, "-CONT");
+    let out = tokio::task::spawn_blocking(move || zombie.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("LEASE_LOST"), "{stderr}");
+    // Nothing more under epoch 1, and the unit is as the second worker left it.
+    assert_eq!(
+        psql(
+            &pg,
+            "SELECT count(*) FROM baton.unit_writes WHERE epoch = 1"
+        ),
+        written
+    );
+    assert_eq!(
+        psql(&pg, "SELECT epoch FROM baton.work_units WHERE id = 1"),
+        "2"
+    );
+}
