@@ -200,6 +200,13 @@ async fn two_workers_complete_five_queued_runs_each_exactly_once_and_push_their_
     }
 }
 
+/// The demo conversation, with a request that is never answered in place of the fourth.
+async fn hanging_at_fourth() -> ScriptedServer {
+    let mut replies = Reply::from_trace(&Trace::load(&demo_trace()).unwrap());
+    replies.insert(3, Reply::Hang);
+    ScriptedServer::start(replies).await.unwrap()
+}
+
 /// Polls `sql` until it prints `want` (an event in the database, not a fixed wait).
 fn wait_for(pg: &baton_testkit::pg::PgServer, sql: &str, want: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -239,13 +246,9 @@ async fn a_stopped_worker_past_its_lease_writes_nothing_more_and_exits_with_leas
     assert!(out.status.success(), "{out:?}");
     let (project, _bare) = project_with_remote(tmp.path());
 
-    // The fourth answer comes a little late, so the worker is stopped waiting for it (not
-    // inside a transaction).
-    let mut replies = Reply::from_trace(&Trace::load(&demo_trace()).unwrap());
-    if let Reply::Full { delay, .. } = &mut replies[3] {
-        *delay = std::time::Duration::from_millis(500);
-    }
-    let server = ScriptedServer::start(replies).await.unwrap();
+    // The fourth request is never answered: the worker is stopped waiting for it (not inside
+    // a transaction); the next worker's fourth request gets the fourth answer.
+    let server = hanging_at_fourth().await;
     let pkg = example("create-story-micro");
     let out = baton(&submitter)
         .args([
@@ -291,15 +294,18 @@ async fn a_stopped_worker_past_its_lease_writes_nothing_more_and_exits_with_leas
         "SELECT lease_expires_at < now() FROM baton.work_units WHERE id = 1",
         "t",
     );
-    // Another worker sweeps it back and claims it at epoch 2.
+    // Another worker sweeps it back, claims it at epoch 2 and completes it.
     let out = baton(&tmp.path().join("worker-b"))
         .args(["worker", "--db", &url, "--lease-s", "2", "--exit-when-idle"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
-        psql(&pg, "SELECT epoch FROM baton.work_units WHERE id = 1"),
-        "2"
+        psql(
+            &pg,
+            "SELECT state || ':' || epoch FROM baton.work_units WHERE id = 1"
+        ),
+        "done:2"
     );
 
     signal(pid, "-CONT");
@@ -318,7 +324,124 @@ async fn a_stopped_worker_past_its_lease_writes_nothing_more_and_exits_with_leas
         written
     );
     assert_eq!(
-        psql(&pg, "SELECT epoch FROM baton.work_units WHERE id = 1"),
-        "2"
+        psql(
+            &pg,
+            "SELECT state || ':' || epoch FROM baton.work_units WHERE id = 1"
+        ),
+        "done:2"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_workers_run_is_resumed_from_its_checkpoint_by_another_and_completes() {
+    let Some(pg) = postgres_or_skip("a_killed_workers_run_is_resumed") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let url = pg.socket_url("postgres");
+    let submitter = tmp.path().join("submitter-home");
+    let out = baton(&submitter)
+        .args(["queue", "init", "--db", &url])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let (project, bare) = project_with_remote(tmp.path());
+    let base = git(&project, &["rev-parse", "HEAD"]);
+    let server = hanging_at_fourth().await;
+    let pkg = example("create-story-micro");
+    let out = baton(&submitter)
+        .args([
+            "run",
+            pkg.to_str().unwrap(),
+            "--project",
+            project.to_str().unwrap(),
+            "--queue",
+            &url,
+            "--model",
+            "scripted",
+            "--base-url",
+            &server.base_url(),
+            "--input",
+            "1-2-user-authentication",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+
+    let mut first = baton(&tmp.path().join("worker-a"))
+        .args(["worker", "--db", &url, "--lease-s", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while server.received().len() < 4 {
+        assert!(std::time::Instant::now() < deadline, "no fourth request");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let checkpoint = psql(
+        &pg,
+        "SELECT body->>'commit' FROM baton.unit_writes WHERE unit_id = 1 AND kind = 'checkpoint' \
+         ORDER BY seq DESC LIMIT 1",
+    );
+    assert_eq!(checkpoint.len(), 40, "a checkpoint before the kill");
+    wait_for(
+        &pg,
+        "SELECT lease_expires_at < now() FROM baton.work_units WHERE id = 1",
+        "t",
+    );
+    let out = baton(&tmp.path().join("worker-b"))
+        .args(["worker", "--db", &url, "--lease-s", "2", "--exit-when-idle"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("resuming run"), "{stderr}");
+    assert_eq!(
+        psql(
+            &pg,
+            "SELECT state || ':' || epoch FROM baton.work_units WHERE id = 1"
+        ),
+        "done:2"
+    );
+    // Ten turns answered, and only the one in flight asked twice: the resumed request is the
+    // hung one with the resume directive after it, as `baton resume` sends it.
+    let received = server.received();
+    assert_eq!(received.len(), 11);
+    assert_eq!(server.remaining(), 0);
+    let messages = |i: usize| received[i].body["messages"].as_array().unwrap().clone();
+    let (hung, resumed) = (messages(3), messages(4));
+    assert!(resumed.len() > hung.len());
+    assert_eq!(resumed[..hung.len()], hung[..]);
+    assert!(
+        resumed[hung.len()]["content"]
+            .as_str()
+            .unwrap()
+            .contains("intent: resume")
+    );
+    for i in 0..received.len() {
+        for j in i + 1..received.len() {
+            if (i, j) != (3, 4) {
+                assert_ne!(
+                    messages(i),
+                    messages(j),
+                    "requests {i} and {j} are the same turn"
+                );
+            }
+        }
+    }
+    // The result, on the epoch-2 branch, grew from the first worker's checkpoint.
+    let commit = git(&bare, &["rev-parse", "refs/heads/baton/unit-1/epoch-2"]);
+    git(
+        &bare,
+        &["merge-base", "--is-ancestor", &checkpoint, &commit],
+    );
+    git(&bare, &["merge-base", "--is-ancestor", &base, &commit]);
+    let files = git(&bare, &["ls-tree", "-r", "--name-only", &commit]);
+    assert!(
+        files.lines().any(|f| f.starts_with("artifacts/")),
+        "{files}"
     );
 }

@@ -8,8 +8,9 @@
 //! then the run's durable files in ONE fenced transaction. A lease found lost stops the run at
 //! once; the worker prints `LEASE_LOST` and exits non-zero.
 //!
-//! Not yet: resuming a unit from an earlier worker's checkpoints (such a unit is failed with
-//! `QUEUE_TAKEOVER_UNSUPPORTED` rather than run twice), answers from the database.
+//! A unit claimed again after its worker died goes on from its last checkpoint: the run's files
+//! folded from the database, the worktree at the checkpoint's commit, then resumed as
+//! `baton resume` does (no completed turn done twice). Not yet: answers from the database.
 
 use crate::exit;
 use crate::failure::Failure;
@@ -29,9 +30,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::Mutex;
-
-/// A unit that an earlier worker checkpointed: taking it over is not built yet.
-pub const QUEUE_TAKEOVER_UNSUPPORTED: &str = "QUEUE_TAKEOVER_UNSUPPORTED";
 
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
@@ -217,7 +215,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// The unit's worktree at its base commit, from a mirror of its remote cached under the home.
-fn checkout(ctx: &Ctx, lease: &Lease, work: &Path) -> Result<PathBuf, WorkerError> {
+fn checkout(ctx: &Ctx, lease: &Lease, commit: &str, work: &Path) -> Result<PathBuf, WorkerError> {
     let _one = ctx.git_lock.lock();
     let key = hex(&Sha256::digest(lease.project_remote.as_bytes()));
     let mirror = ctx.home.join("worker/repos").join(&key[..16]);
@@ -243,14 +241,7 @@ fn checkout(ctx: &Ctx, lease: &Lease, work: &Path) -> Result<PathBuf, WorkerErro
     let tree_s = tree.display().to_string();
     git(
         &mirror,
-        &[
-            "worktree",
-            "add",
-            "--quiet",
-            "--detach",
-            &tree_s,
-            &lease.base_commit,
-        ],
+        &["worktree", "add", "--quiet", "--detach", &tree_s, commit],
     )?;
     Ok(tree)
 }
@@ -407,29 +398,136 @@ impl OnDurable for Checkpoints<'_> {
     }
 }
 
+/// Where earlier workers' checkpoints left a run: its files and the worktree's commit.
+struct Restored {
+    run_id: String,
+    commit: String,
+    files: BTreeMap<String, Vec<u8>>,
+}
+
+/// Folds every checkpoint of the unit, oldest first (fencing orders them: an older epoch
+/// cannot write after a newer one claimed): whole files replace, log lines append at the
+/// length they were taken from. `None` when nothing was checkpointed.
+async fn restore_point(queue: &Queue, unit: i64) -> Result<Option<Restored>, WorkerError> {
+    let corrupt = |m: String| WorkerError::other("QUEUE_CHECKPOINT_INVALID", m);
+    let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut last: Option<(String, String)> = None;
+    let mut after = 0;
+    loop {
+        let page = queue.writes(unit, after, 200).await?;
+        let Some(end) = page.last().map(|w| w.seq) else {
+            break;
+        };
+        after = end;
+        for w in page.iter().filter(|w| w.kind == "checkpoint") {
+            let body = &w.body;
+            if let Some(whole) = body.get("files").and_then(Value::as_object) {
+                for (rel, text) in whole {
+                    let text = text
+                        .as_str()
+                        .ok_or_else(|| corrupt(format!("{rel} is not text")))?;
+                    files.insert(rel.clone(), text.as_bytes().to_vec());
+                }
+            }
+            if let Some(appends) = body.get("appends").and_then(Value::as_object) {
+                for (rel, a) in appends {
+                    let from = a.get("from").and_then(Value::as_u64).unwrap_or(0) as usize;
+                    let text = a.get("text").and_then(Value::as_str).unwrap_or("");
+                    let entry = files.entry(rel.clone()).or_default();
+                    if entry.len() < from {
+                        return Err(corrupt(format!(
+                            "checkpoint {} appends to {rel} at {from}, past its {} bytes",
+                            w.seq,
+                            entry.len()
+                        )));
+                    }
+                    entry.truncate(from);
+                    entry.extend_from_slice(text.as_bytes());
+                }
+            }
+            let run_id = body.get("runId").and_then(Value::as_str);
+            let commit = body.get("commit").and_then(Value::as_str);
+            match (run_id, commit) {
+                (Some(r), Some(c)) => last = Some((r.to_string(), c.to_string())),
+                _ => {
+                    return Err(corrupt(format!(
+                        "checkpoint {} has no run or commit",
+                        w.seq
+                    )));
+                }
+            }
+        }
+    }
+    Ok(last.map(|(run_id, commit)| Restored {
+        run_id,
+        commit,
+        files,
+    }))
+}
+
+/// Puts a checkpointed run into this worker's scratch store: the package installed, the run's
+/// files written back (its project id made this store's).
+fn restore_run(
+    store: &Store,
+    package_path: &Path,
+    project_root: &Path,
+    restored: &Restored,
+) -> Result<(), runner::RunnerError> {
+    let io = |e: String| runner::RunnerError::Io(e);
+    let package = baton_package::Package::load(package_path)
+        .map_err(|e| io(format!("the pinned package: {e}")))?;
+    store
+        .packages()
+        .install(&package, &package_path.display().to_string())
+        .map_err(|e| io(e.to_string()))?;
+    let project = store.project(project_root)?;
+    let dir = project.run_paths(&restored.run_id).dir;
+    for (rel, bytes) in &restored.files {
+        if rel.split('/').any(|part| part == ".." || part.is_empty()) {
+            return Err(io(format!("a checkpointed file has an unsafe path: {rel}")));
+        }
+        let mut bytes = bytes.clone();
+        if rel == "run.json" {
+            let mut meta: Value =
+                serde_json::from_slice(&bytes).map_err(|e| io(format!("run.json: {e}")))?;
+            meta["projectId"] = json!(project.record.project_id);
+            bytes = serde_json::to_vec_pretty(&meta).map_err(|e| io(e.to_string()))?;
+        }
+        let path = dir.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| io(e.to_string()))?;
+        }
+        baton_store::durable::atomic_write(&path, &bytes).map_err(|e| io(e.to_string()))?;
+    }
+    Ok(())
+}
+
 fn payload_str<'a>(payload: &'a Value, key: &str) -> Option<&'a str> {
     payload.get(key).and_then(Value::as_str)
 }
 
 async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError> {
     let mut queue = Queue::open(&ctx.config).await?;
-    // A unit an earlier worker checkpointed is not run again from the start.
-    let earlier = queue.writes(lease.id, 0, 1).await?;
-    if !earlier.is_empty() {
-        queue
-            .fail(
-                &lease,
-                &json!({"code": QUEUE_TAKEOVER_UNSUPPORTED, "message": "an earlier worker checkpointed this run; resuming it on another worker is not built yet"}),
-            )
-            .await?;
-        return Ok(());
-    }
+    // A unit an earlier worker checkpointed goes on from its last checkpoint.
+    let restored = match restore_point(&queue, lease.id).await {
+        Ok(r) => r,
+        Err(e) => {
+            queue
+                .fail(&lease, &json!({"code": e.code(), "message": e.to_string()}))
+                .await?;
+            eprintln!("unit {} failed: {e}", lease.id);
+            return Ok(());
+        }
+    };
     let work = ctx
         .home
         .join("worker/units")
         .join(format!("{}-{}", lease.id, lease.epoch));
     std::fs::create_dir_all(&work).map_err(|e| WorkerError::other("WORKER_IO", e.to_string()))?;
-    let tree = checkout(ctx, &lease, &work)?;
+    let start_commit = restored
+        .as_ref()
+        .map_or(lease.base_commit.as_str(), |r| r.commit.as_str());
+    let tree = checkout(ctx, &lease, start_commit, &work)?;
     let subdir = payload_str(&lease.payload, "projectSubdir").unwrap_or("");
     let project = if subdir.is_empty() {
         tree.clone()
@@ -517,7 +615,19 @@ async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError> {
             project: &project,
             tree: &tree,
             lost: &lost,
-            seen: std::sync::Mutex::new(BTreeMap::new()),
+            seen: std::sync::Mutex::new(
+                restored
+                    .as_ref()
+                    .map(|r| {
+                        r.files
+                            .iter()
+                            .map(|(rel, bytes)| {
+                                (rel.clone(), (bytes.len(), hex(&Sha256::digest(bytes))))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            ),
         };
         let mut settings = Settings::new(model.as_dyn());
         settings.inputs = payload
@@ -555,8 +665,19 @@ async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError> {
             workflow: payload_str(payload, "workflow"),
             agent: payload_str(payload, "agent"),
         };
-        let claimed = runner::create(&store, start, &variables)
-            .map_err(|e| WorkerError::other(e.code(), e.to_string()))?;
+        let claimed = match &restored {
+            None => runner::create(&store, start, &variables),
+            Some(r) => restore_run(&store, &package_path, &project, r).and_then(|()| {
+                eprintln!(
+                    "unit {}: resuming run {} from its checkpoint at {}",
+                    lease.id,
+                    r.run_id,
+                    &r.commit[..r.commit.len().min(12)]
+                );
+                runner::claim(&store, &r.run_id, runner::Continuation::Resume)
+            }),
+        }
+        .map_err(|e| WorkerError::other(e.code(), e.to_string()))?;
         let finished = runner::continue_claimed(claimed, settings)
             .await
             .map_err(|e| WorkerError::other(e.code(), e.to_string()))?;
