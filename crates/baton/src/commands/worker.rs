@@ -502,12 +502,49 @@ fn restore_run(
     Ok(())
 }
 
+/// Stops the heartbeat when the unit is left, whichever way.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 fn payload_str<'a>(payload: &'a Value, key: &str) -> Option<&'a str> {
     payload.get(key).and_then(Value::as_str)
 }
 
 async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError> {
     let mut queue = Queue::open(&ctx.config).await?;
+    // Heartbeats every third of the lease, on a connection of their own, from the claim on
+    // (a slow clone must not lose it).
+    let lost = Arc::new(AtomicBool::new(false));
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let _beat = AbortOnDrop({
+        let config = ctx.config.clone();
+        let mut held = lease.clone();
+        let lost = lost.clone();
+        let cancel = cancel.clone();
+        let every = ctx.lease / 3;
+        tokio::spawn(async move {
+            let Ok(q) = Queue::open(&config).await else {
+                return;
+            };
+            loop {
+                tokio::time::sleep(every).await;
+                let extend = held.duration;
+                if let Err(e) = q.heartbeat(&mut held, extend).await
+                    && e.code() == "LEASE_LOST"
+                {
+                    lost.store(true, Ordering::SeqCst);
+                    cancel.cancel();
+                    return;
+                }
+            }
+        })
+    });
+
     // A unit an earlier worker checkpointed goes on from its last checkpoint.
     let restored = match restore_point(&queue, lease.id).await {
         Ok(r) => r,
@@ -550,33 +587,6 @@ async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError> {
     std::fs::write(&package_path, &package.bytes)
         .map_err(|e| WorkerError::other("WORKER_IO", e.to_string()))?;
     let store = Store::new(work.join("home"));
-
-    // Heartbeats every third of the lease, on a connection of their own.
-    let lost = Arc::new(AtomicBool::new(false));
-    let cancel = tokio_util::sync::CancellationToken::new();
-    let beat = {
-        let config = ctx.config.clone();
-        let mut held = lease.clone();
-        let lost = lost.clone();
-        let cancel = cancel.clone();
-        let every = ctx.lease / 3;
-        tokio::spawn(async move {
-            let Ok(q) = Queue::open(&config).await else {
-                return;
-            };
-            loop {
-                tokio::time::sleep(every).await;
-                let extend = held.duration;
-                if let Err(e) = q.heartbeat(&mut held, extend).await
-                    && e.code() == "LEASE_LOST"
-                {
-                    lost.store(true, Ordering::SeqCst);
-                    cancel.cancel();
-                    return;
-                }
-            }
-        })
-    };
 
     let payload = &lease.payload;
     let model_p = payload.get("model").cloned().unwrap_or(Value::Null);
@@ -684,7 +694,6 @@ async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError> {
         Ok::<_, WorkerError>((finished, hook))
     }
     .await;
-    beat.abort();
     if lost.load(Ordering::SeqCst) {
         return Err(WorkerError::other(
             "LEASE_LOST",
