@@ -118,8 +118,11 @@ async fn two_workers_complete_five_queued_runs_each_exactly_once_and_push_their_
         "5"
     );
 
-    let workers: Vec<_> = (0..2)
-        .map(|i| {
+    // One worker runs two units at once, the other one.
+    let workers: Vec<_> = ["2", "1"]
+        .iter()
+        .enumerate()
+        .map(|(i, concurrency)| {
             baton(&tmp.path().join(format!("worker-{i}")))
                 .args([
                     "worker",
@@ -128,6 +131,8 @@ async fn two_workers_complete_five_queued_runs_each_exactly_once_and_push_their_
                     "--exit-when-idle",
                     "--lease-s",
                     "30",
+                    "--concurrency",
+                    concurrency,
                 ])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
