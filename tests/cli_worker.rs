@@ -449,4 +449,29 @@ async fn a_killed_workers_run_is_resumed_from_its_checkpoint_by_another_and_comp
         files.lines().any(|f| f.starts_with("artifacts/")),
         "{files}"
     );
+
+    // As if that worker had died after the run's last checkpoint, before completing the unit:
+    // the next worker completes it from the checkpoint, asking the model nothing.
+    psql(
+        &pg,
+        "UPDATE baton.work_units SET state = 'queued', outcome = NULL, finished_at = NULL \
+         WHERE id = 1",
+    );
+    let out = baton(&tmp.path().join("worker-c"))
+        .args(["worker", "--db", &url, "--lease-s", "2", "--exit-when-idle"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        psql(
+            &pg,
+            "SELECT state || ':' || epoch FROM baton.work_units WHERE id = 1"
+        ),
+        "done:3"
+    );
+    assert_eq!(server.received().len(), 11);
+    assert_eq!(
+        git(&bare, &["rev-parse", "refs/heads/baton/unit-1/epoch-3"]),
+        commit
+    );
 }

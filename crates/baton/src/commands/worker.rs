@@ -502,6 +502,39 @@ fn restore_run(
     Ok(())
 }
 
+/// The phase `run.json` of a restored run records.
+fn restored_phase(restored: &Restored) -> Option<String> {
+    let meta: Value = serde_json::from_slice(restored.files.get("run.json")?).ok()?;
+    meta.get("phase").and_then(Value::as_str).map(str::to_owned)
+}
+
+/// Pushes a completed run's result to the branch that carries the epoch, then completes the
+/// unit (fenced).
+async fn complete(
+    queue: &mut Queue,
+    lease: &Lease,
+    tree: &Path,
+    run_id: &str,
+    commit: &str,
+    message: &str,
+) -> Result<(), WorkerError> {
+    let branch = format!("baton/unit-{}/epoch-{}", lease.id, lease.epoch);
+    let refspec = format!("+{commit}:refs/heads/{branch}");
+    git(tree, &["push", "--quiet", &lease.project_remote, &refspec])?;
+    queue
+        .complete(
+            lease,
+            &json!({"runId": run_id, "commit": commit, "branch": branch, "message": message}),
+        )
+        .await?;
+    eprintln!(
+        "unit {} completed: {branch} at {}",
+        lease.id,
+        &commit[..commit.len().min(12)]
+    );
+    Ok(())
+}
+
 /// Stops the heartbeat when the unit is left, whichever way.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -565,6 +598,16 @@ async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError> {
         .as_ref()
         .map_or(lease.base_commit.as_str(), |r| r.commit.as_str());
     let tree = checkout(ctx, &lease, start_commit, &work)?;
+    // Its worker died after the run's last checkpoint, before the unit was completed: the
+    // checkpoint holds the result, and nothing is left to run.
+    if let Some(r) = restored
+        .as_ref()
+        .filter(|r| restored_phase(r).as_deref() == Some("completed"))
+    {
+        let commit = git(&tree, &["rev-parse", "HEAD"])?;
+        let message = "completed by an earlier worker before it stopped";
+        return complete(&mut queue, &lease, &tree, &r.run_id, &commit, message).await;
+    }
     let subdir = payload_str(&lease.payload, "projectSubdir").unwrap_or("");
     let project = if subdir.is_empty() {
         tree.clone()
@@ -719,16 +762,7 @@ async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError> {
         Outcome::Completed { message } => {
             // The result: the last checkpoint's commit on a branch that carries the epoch.
             let commit = hook.commit_and_push(&format!("baton: unit {} completed", lease.id))?;
-            let branch = format!("baton/unit-{}/epoch-{}", lease.id, lease.epoch);
-            let refspec = format!("+{commit}:refs/heads/{branch}");
-            git(&tree, &["push", "--quiet", &lease.project_remote, &refspec])?;
-            queue
-                .complete(
-                    &lease,
-                    &json!({"runId": run_id, "commit": commit, "branch": branch, "message": message}),
-                )
-                .await?;
-            eprintln!("unit {} completed: {branch} at {}", lease.id, &commit[..12]);
+            complete(&mut queue, &lease, &tree, &run_id, &commit, message).await?;
         }
         Outcome::Waiting { question } => {
             queue
