@@ -64,6 +64,18 @@ fn trace_without_ids(dir: &std::path::Path) -> PathBuf {
     path
 }
 
+/// Whether a run's metadata is in the store under `home` yet.
+fn run_exists(home: &std::path::Path) -> bool {
+    let Ok(projects) = std::fs::read_dir(home.join("projects")) else {
+        return false;
+    };
+    projects.flatten().any(|p| {
+        std::fs::read_dir(p.path().join("runs")).is_ok_and(|mut runs| {
+            runs.any(|r| r.is_ok_and(|r| r.path().join("run.json").is_file()))
+        })
+    })
+}
+
 fn kills() -> usize {
     std::env::var("BATON_KILLS")
         .ok()
@@ -137,7 +149,23 @@ fn kill_and_resume(trace_path: &std::path::Path, kills: usize) {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(5 + rng.next() % 150));
+        // Three kills in four are timed from the moment the run exists (a loaded machine can
+        // take longer than any fixed delay just to start baton, and kills that all land before
+        // the run would test nothing); the others land blind in the first 5-155 ms, start-up
+        // included.
+        let delay = Duration::from_millis(rng.next() % 150);
+        if rng.next().is_multiple_of(4) {
+            std::thread::sleep(Duration::from_millis(5) + delay);
+        } else {
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while !run_exists(baton.home.path()) && std::time::Instant::now() < deadline {
+                if child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            std::thread::sleep(delay);
+        }
         let _ = child.kill();
         let _ = child.wait();
         let runs = baton.run(&["runs", "list", "--json"]).json();
