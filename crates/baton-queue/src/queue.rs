@@ -548,7 +548,10 @@ impl Queue {
                 expired: r.get(3),
             });
         if !row.as_ref().is_some_and(|r| r.holds(lease)) {
-            // Dropping the transaction rolls it back.
+            // Rolled back before returning, not on drop: a dropped transaction's ROLLBACK is
+            // only queued, and until the server runs it the unit's row stays locked, so a
+            // claim (`SKIP LOCKED`) made right after would pass the unit over.
+            let _ = tx.rollback().await;
             return Err(lost(lease, row));
         }
         Ok(Fenced {
