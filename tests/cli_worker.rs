@@ -475,3 +475,61 @@ async fn a_killed_workers_run_is_resumed_from_its_checkpoint_by_another_and_comp
         commit
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unit_whose_remote_is_gone_fails_with_the_reason_and_the_worker_goes_on() {
+    let Some(pg) = postgres_or_skip("a_unit_whose_remote_is_gone_fails") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let url = pg.socket_url("postgres");
+    let submitter = tmp.path().join("submitter-home");
+    let out = baton(&submitter)
+        .args(["queue", "init", "--db", &url])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let (project, bare) = project_with_remote(tmp.path());
+    let pkg = example("create-story-micro");
+    for _ in 0..2 {
+        let out = baton(&submitter)
+            .args([
+                "run",
+                pkg.to_str().unwrap(),
+                "--project",
+                project.to_str().unwrap(),
+                "--queue",
+                &url,
+                "--model",
+                "scripted",
+                "--base-url",
+                "http://127.0.0.1:9/v1",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    let gone = bare.with_file_name("gone.git");
+    psql(
+        &pg,
+        &format!(
+            "UPDATE baton.work_units SET project_remote = '{}'",
+            gone.display()
+        ),
+    );
+    let out = baton(&tmp.path().join("worker"))
+        .args(["worker", "--db", &url, "--exit-when-idle"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // Both units failed with the reason, each claimed once; the worker went on to the second.
+    assert_eq!(
+        psql(
+            &pg,
+            "SELECT string_agg(state || ':' || epoch || ':' || (outcome->>'code'), ',' ORDER BY id) \
+             FROM baton.work_units"
+        ),
+        "failed:1:WORKER_GIT_FAILED,failed:1:WORKER_GIT_FAILED"
+    );
+}

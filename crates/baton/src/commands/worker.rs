@@ -160,7 +160,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<u8> {
 
 /// One slot: claims and runs units one after the other.
 async fn slot(ctx: Arc<Ctx>) -> Result<(), WorkerError> {
-    let queue = Queue::open(&ctx.config).await?;
+    let mut queue = Queue::open(&ctx.config).await?;
     let queues: Vec<&str> = ctx.queues.iter().map(String::as_str).collect();
     loop {
         let _ = queue.sweep_expired(100).await?;
@@ -173,7 +173,20 @@ async fn slot(ctx: Arc<Ctx>) -> Result<(), WorkerError> {
             continue;
         };
         eprintln!("claimed unit {} at epoch {}", lease.id, lease.epoch);
-        match run_unit(&ctx, lease).await {
+        let held = lease.clone();
+        let result = match run_unit(&ctx, lease).await {
+            // What stopped the unit here (its remote, its package, a file of the worker) fails
+            // it, said in its outcome; the worker goes on with the next.
+            Err(WorkerError::Other { code, message }) if code != "LEASE_LOST" => {
+                eprintln!("unit {} failed: {code}: {message}", held.id);
+                queue
+                    .fail(&held, &json!({"code": code, "message": message}))
+                    .await
+                    .map_err(WorkerError::from)
+            }
+            other => other,
+        };
+        match result {
             Ok(()) => {}
             Err(e) if e.code() == "LEASE_LOST" => {
                 // Nothing more is written: say so and stop the whole worker at once.
