@@ -61,6 +61,27 @@ fn project_with_remote(root: &Path) -> (PathBuf, PathBuf) {
     (project, bare)
 }
 
+/// `baton run` of the create-story example submitted to the queue at `url`, answered by the
+/// model at `base_url`, with `extra` arguments; it must succeed.
+fn submit(home: &Path, project: &Path, url: &str, base_url: &str, extra: &[&str]) {
+    let pkg = example("create-story-micro");
+    let mut args = vec![
+        "run",
+        pkg.to_str().unwrap(),
+        "--project",
+        project.to_str().unwrap(),
+        "--queue",
+        url,
+        "--model",
+        "scripted",
+        "--base-url",
+        base_url,
+    ];
+    args.extend_from_slice(extra);
+    let out = baton(home).args(&args).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
 fn psql(pg: &baton_testkit::pg::PgServer, sql: &str) -> String {
     pg.psql("postgres", sql).unwrap().trim().to_string()
 }
@@ -87,28 +108,14 @@ async fn two_workers_complete_five_queued_runs_each_exactly_once_and_push_their_
     for _ in 0..5 {
         servers.push(ScriptedServer::start(replies.clone()).await.unwrap());
     }
-    let pkg = example("create-story-micro");
     for server in &servers {
-        let out = baton(&submitter)
-            .args([
-                "run",
-                pkg.to_str().unwrap(),
-                "--project",
-                project.to_str().unwrap(),
-                "--queue",
-                &url,
-                "--model",
-                "scripted",
-                "--base-url",
-                &server.base_url(),
-                "--input",
-                "1-2-user-authentication",
-                "--context",
-                "node",
-            ])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
+        submit(
+            &submitter,
+            &project,
+            &url,
+            &server.base_url(),
+            &["--input", "1-2-user-authentication", "--context", "node"],
+        );
     }
     assert_eq!(
         psql(
@@ -254,25 +261,13 @@ async fn a_stopped_worker_past_its_lease_writes_nothing_more_and_exits_with_leas
     // The fourth request is never answered: the worker is stopped waiting for it (not inside
     // a transaction); the next worker's fourth request gets the fourth answer.
     let server = hanging_at_fourth().await;
-    let pkg = example("create-story-micro");
-    let out = baton(&submitter)
-        .args([
-            "run",
-            pkg.to_str().unwrap(),
-            "--project",
-            project.to_str().unwrap(),
-            "--queue",
-            &url,
-            "--model",
-            "scripted",
-            "--base-url",
-            &server.base_url(),
-            "--input",
-            "1-2-user-authentication",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    submit(
+        &submitter,
+        &project,
+        &url,
+        &server.base_url(),
+        &["--input", "1-2-user-authentication"],
+    );
 
     let zombie = baton(&tmp.path().join("worker-a"))
         .args(["worker", "--db", &url, "--lease-s", "2"])
@@ -353,25 +348,13 @@ async fn a_killed_workers_run_is_resumed_from_its_checkpoint_by_another_and_comp
     let (project, bare) = project_with_remote(tmp.path());
     let base = git(&project, &["rev-parse", "HEAD"]);
     let server = hanging_at_fourth().await;
-    let pkg = example("create-story-micro");
-    let out = baton(&submitter)
-        .args([
-            "run",
-            pkg.to_str().unwrap(),
-            "--project",
-            project.to_str().unwrap(),
-            "--queue",
-            &url,
-            "--model",
-            "scripted",
-            "--base-url",
-            &server.base_url(),
-            "--input",
-            "1-2-user-authentication",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    submit(
+        &submitter,
+        &project,
+        &url,
+        &server.base_url(),
+        &["--input", "1-2-user-authentication"],
+    );
 
     let mut first = baton(&tmp.path().join("worker-a"))
         .args(["worker", "--db", &url, "--lease-s", "2"])
@@ -490,24 +473,8 @@ async fn a_unit_whose_remote_is_gone_fails_with_the_reason_and_the_worker_goes_o
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let (project, bare) = project_with_remote(tmp.path());
-    let pkg = example("create-story-micro");
     for _ in 0..2 {
-        let out = baton(&submitter)
-            .args([
-                "run",
-                pkg.to_str().unwrap(),
-                "--project",
-                project.to_str().unwrap(),
-                "--queue",
-                &url,
-                "--model",
-                "scripted",
-                "--base-url",
-                "http://127.0.0.1:9/v1",
-            ])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
+        submit(&submitter, &project, &url, "http://127.0.0.1:9/v1", &[]);
     }
     let gone = bare.with_file_name("gone.git");
     psql(
