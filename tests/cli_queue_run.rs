@@ -146,6 +146,61 @@ fn a_project_that_cannot_travel_is_refused_before_the_database() {
         out.stderr
     );
     assert!(out.stderr.contains("bare repository"), "{}", out.stderr);
+
+    // A remote that does not answer.
+    let queue_run = |project: &Path| {
+        baton(
+            &[
+                "run",
+                pkg,
+                "--project",
+                project.to_str().unwrap(),
+                "--queue",
+                URL,
+            ],
+            tmp.path(),
+        )
+    };
+    git(
+        &project,
+        &["remote", "add", "origin", "../no-such-remote.git"],
+    );
+    let out = queue_run(&project);
+    assert_eq!(out.code, 2, "{}", out.all());
+    assert!(
+        out.stderr.contains("error[QUEUE_REMOTE_UNREACHABLE]"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("git ls-remote"), "{}", out.stderr);
+
+    // A remote that answers but lacks the commit to start from.
+    let bare = other.path().join("remote.git");
+    git(
+        other.path(),
+        &["init", "-q", "--bare", bare.to_str().unwrap()],
+    );
+    git(
+        &project,
+        &["remote", "set-url", "origin", bare.to_str().unwrap()],
+    );
+    git(&project, &["push", "-q", "origin", "main"]);
+    std::fs::write(project.join("later.txt"), "not pushed\n").unwrap();
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "later"]);
+    let out = queue_run(&project);
+    assert_eq!(out.code, 2, "{}", out.all());
+    assert!(
+        out.stderr.contains("error[QUEUE_COMMIT_NOT_PUSHED]"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("git push origin HEAD"), "{}", out.stderr);
+    // Pushed, it gets as far as the database (none listens at URL).
+    git(&project, &["push", "-q", "origin", "main"]);
+    let out = queue_run(&project);
+    assert!(!out.stderr.contains("QUEUE_COMMIT_NOT_PUSHED"), "{}", out.stderr);
+    assert!(out.stderr.contains("error[QUEUE_"), "{}", out.stderr);
     // Nothing was run: no run in the store.
     assert!(!tmp.path().join("baton-home/runs").exists());
 }

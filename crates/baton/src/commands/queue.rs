@@ -85,7 +85,7 @@ pub fn run(cmd: QueueCommand) -> anyhow::Result<u8> {
     }
 }
 
-fn failure(e: &QueueError) -> Failure {
+pub(crate) fn failure(e: &QueueError) -> Failure {
     let code = match e {
         QueueError::UrlInvalid { .. }
         | QueueError::EnvMissing { .. }
@@ -96,13 +96,23 @@ fn failure(e: &QueueError) -> Failure {
 }
 
 fn config(db: &DbArgs) -> Result<DbConfig, QueueError> {
-    let config = match (&db.db, &db.db_env) {
+    db_config(db.db.as_deref(), db.db_env.as_deref(), "--db URL")
+}
+
+/// The database from a URL flag or the environment variable named by `--db-env`, with the
+/// URL's warnings (a password in it) printed.
+pub(crate) fn db_config(
+    url: Option<&str>,
+    env: Option<&str>,
+    flag: &str,
+) -> Result<DbConfig, QueueError> {
+    let config = match (url, env) {
         (_, Some(name)) => DbConfig::from_env(name)?,
         (Some(url), None) => DbConfig::from_url(url, UrlSource::Flag)?,
         (None, None) => {
-            return Err(QueueError::InvalidInput(
-                "give the database with --db URL or --db-env NAME".into(),
-            ));
+            return Err(QueueError::InvalidInput(format!(
+                "give the database with {flag} or --db-env NAME"
+            )));
         }
     };
     for w in config.warnings() {

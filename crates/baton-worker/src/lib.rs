@@ -1,0 +1,218 @@
+//! baton's queue worker: claims units from the PostgreSQL work queue and runs them with the
+//! normal engine, under their lease.
+//!
+//! For each claimed run unit: the project's remote is mirrored into a cache under the worker's
+//! home and checked out in a worktree at the unit's base commit, the pinned package is
+//! unpacked, and the run is driven in a scratch store of its own. At every durable point of the
+//! run the worker records a checkpoint (see [`checkpoint`]). A lease found lost stops the run at
+//! once: nothing more is written, and [`run`] returns `LEASE_LOST`.
+//!
+//! A unit claimed again after its worker died goes on from its last checkpoint: the run's files
+//! folded from the database, the worktree at the checkpoint's commit, then resumed as
+//! `baton resume` does (no completed turn done twice).
+//!
+//! The `baton worker` command is a thin shell over [`run`]; submitting is [`submit`].
+
+pub mod checkpoint;
+mod error;
+mod git;
+pub mod payload;
+pub mod submit;
+mod unit;
+
+pub use error::{LEASE_LOST, WorkerError};
+pub use payload::RunPayload;
+
+use baton_queue::{DbConfig, Queue};
+use serde_json::json;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How a worker runs.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    pub config: DbConfig,
+    /// Its name in the queue (owner of its leases): unique per process.
+    pub worker: String,
+    /// The host it runs on, as the queue shows it.
+    pub host: String,
+    /// Caches (mirrors of remotes) and each unit's scratch folder go under it.
+    pub home: PathBuf,
+    /// Units run at once.
+    pub concurrency: u32,
+    /// Lease length; renewed every third of it.
+    pub lease: Duration,
+    /// The queues to take work from, in order.
+    pub queues: Vec<String>,
+    /// Return once no unit is ready instead of waiting for more.
+    pub exit_when_idle: bool,
+}
+
+/// What a worker reports as it goes (the CLI prints these on stderr).
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkerEvent {
+    Started {
+        worker: String,
+        database: String,
+    },
+    Claimed {
+        unit: i64,
+        epoch: i64,
+    },
+    Resuming {
+        unit: i64,
+        run_id: String,
+        commit: String,
+    },
+    Completed {
+        unit: i64,
+        branch: String,
+        commit: String,
+    },
+    Waiting {
+        unit: i64,
+    },
+    Failed {
+        unit: i64,
+        code: String,
+        message: String,
+    },
+}
+
+fn short(commit: &str) -> &str {
+    &commit[..commit.len().min(12)]
+}
+
+impl fmt::Display for WorkerEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WorkerEvent::Started { worker, database } => write!(f, "worker {worker} on {database}"),
+            WorkerEvent::Claimed { unit, epoch } => {
+                write!(f, "claimed unit {unit} at epoch {epoch}")
+            }
+            WorkerEvent::Resuming {
+                unit,
+                run_id,
+                commit,
+            } => write!(
+                f,
+                "unit {unit}: resuming run {run_id} from its checkpoint at {}",
+                short(commit)
+            ),
+            WorkerEvent::Completed {
+                unit,
+                branch,
+                commit,
+            } => {
+                write!(f, "unit {unit} completed: {branch} at {}", short(commit))
+            }
+            WorkerEvent::Waiting { unit } => write!(f, "unit {unit} waits for a person"),
+            WorkerEvent::Failed {
+                unit,
+                code,
+                message,
+            } => {
+                write!(f, "unit {unit} failed: {code}: {message}")
+            }
+        }
+    }
+}
+
+/// Where a worker's events go.
+pub type Events = Arc<dyn Fn(&WorkerEvent) + Send + Sync>;
+
+pub(crate) struct Ctx {
+    options: WorkerOptions,
+    events: Events,
+    /// Git commands on the shared mirror cache, one at a time.
+    git_lock: std::sync::Mutex<()>,
+}
+
+impl Ctx {
+    fn emit(&self, event: WorkerEvent) {
+        (self.events)(&event);
+    }
+}
+
+/// Runs a worker until it is idle (with `exit_when_idle`) or an error stops it. A lost lease
+/// returns `LEASE_LOST` at once, leaving the other slots' units to expire and be claimed again.
+pub async fn run(options: WorkerOptions, events: Events) -> Result<(), WorkerError> {
+    let ctx = Arc::new(Ctx {
+        options,
+        events,
+        git_lock: std::sync::Mutex::new(()),
+    });
+    let queue = Queue::open(&ctx.options.config).await?;
+    queue
+        .register_worker(&ctx.options.worker, &ctx.options.host)
+        .await?;
+    ctx.emit(WorkerEvent::Started {
+        worker: ctx.options.worker.clone(),
+        database: queue.database().to_string(),
+    });
+    let mut slots = tokio::task::JoinSet::new();
+    for _ in 0..ctx.options.concurrency {
+        slots.spawn(slot(ctx.clone()));
+    }
+    let mut first_error = None;
+    while let Some(done) = slots.join_next().await {
+        let error = match done {
+            Ok(Ok(())) => continue,
+            Ok(Err(e)) => e,
+            Err(e) => WorkerError::other("WORKER_PANICKED", e.to_string()),
+        };
+        if error.is_lease_lost() {
+            // Nothing more is written by this process.
+            slots.abort_all();
+            return Err(error);
+        }
+        first_error.get_or_insert(error);
+    }
+    let _ = queue.remove_worker(&ctx.options.worker).await;
+    first_error.map_or(Ok(()), Err)
+}
+
+/// One slot: claims and runs units one after the other.
+async fn slot(ctx: Arc<Ctx>) -> Result<(), WorkerError> {
+    let queue = Queue::open(&ctx.options.config).await?;
+    let mut queue = queue;
+    let queues: Vec<&str> = ctx.options.queues.iter().map(String::as_str).collect();
+    loop {
+        let _ = queue.sweep_expired(100).await?;
+        let _ = queue.worker_heartbeat(&ctx.options.worker).await;
+        let Some(lease) = queue
+            .claim_any(&ctx.options.worker, &queues, ctx.options.lease)
+            .await?
+        else {
+            if ctx.options.exit_when_idle {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        };
+        ctx.emit(WorkerEvent::Claimed {
+            unit: lease.id,
+            epoch: lease.epoch,
+        });
+        let held = lease.clone();
+        match unit::run_unit(&ctx, lease).await {
+            Ok(()) => {}
+            Err(e) if e.is_lease_lost() => return Err(e),
+            // What stopped the unit here (its remote, its package, a file of the worker) fails
+            // it, said in its outcome; the worker goes on with the next.
+            Err(WorkerError::Other { code, message }) => {
+                queue
+                    .fail(&held, &json!({"code": code, "message": message}))
+                    .await?;
+                ctx.emit(WorkerEvent::Failed {
+                    unit: held.id,
+                    code: code.to_string(),
+                    message,
+                });
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! One claimed run unit, from checkout to its outcome.
+
+use crate::checkpoint::{Checkpoints, Restored, restore_point, restore_run};
+use crate::error::LEASE_LOST;
+use crate::git::{checkout, git};
+use crate::payload::{QUEUE_PAYLOAD_INVALID, RunPayload};
+use crate::{Ctx, WorkerError, WorkerEvent};
+use baton_engine::model_choice::{self, Requested};
+use baton_engine::runner::{self, Settings, StartRun};
+use baton_engine::{ContextPolicy, Outcome};
+use baton_queue::{Lease, Queue};
+use baton_store::Store;
+use serde_json::{Map, Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::sync::Mutex;
+
+/// Stops the heartbeat when the unit is left, whichever way.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Heartbeats every third of the lease, on a connection of its own, from the claim on (a slow
+/// clone must not lose it). A lease found lost sets `lost` and cancels the run.
+fn heartbeat(
+    ctx: &Ctx,
+    lease: &Lease,
+    lost: Arc<AtomicBool>,
+    cancel: tokio_util::sync::CancellationToken,
+) -> AbortOnDrop {
+    let config = ctx.options.config.clone();
+    let mut held = lease.clone();
+    let every = ctx.options.lease / 3;
+    AbortOnDrop(tokio::spawn(async move {
+        let Ok(q) = Queue::open(&config).await else {
+            return;
+        };
+        loop {
+            tokio::time::sleep(every).await;
+            let extend = held.duration;
+            if let Err(e) = q.heartbeat(&mut held, extend).await
+                && e.code() == LEASE_LOST
+            {
+                lost.store(true, Ordering::SeqCst);
+                cancel.cancel();
+                return;
+            }
+        }
+    }))
+}
+
+/// Pushes a completed run's result to the branch that carries the epoch, then completes the
+/// unit (fenced).
+async fn complete(
+    ctx: &Ctx,
+    queue: &mut Queue,
+    lease: &Lease,
+    tree: &Path,
+    run_id: &str,
+    commit: &str,
+    message: &str,
+) -> Result<(), WorkerError> {
+    let branch = format!("baton/unit-{}/epoch-{}", lease.id, lease.epoch);
+    let refspec = format!("+{commit}:refs/heads/{branch}");
+    git(tree, &["push", "--quiet", &lease.project_remote, &refspec])?;
+    queue
+        .complete(
+            lease,
+            &json!({"runId": run_id, "commit": commit, "branch": branch, "message": message}),
+        )
+        .await?;
+    ctx.emit(WorkerEvent::Completed {
+        unit: lease.id,
+        branch,
+        commit: commit.to_string(),
+    });
+    Ok(())
+}
+
+/// Fails the unit with `e` (fenced) and says so.
+async fn fail(
+    ctx: &Ctx,
+    queue: &mut Queue,
+    lease: &Lease,
+    code: &str,
+    message: &str,
+    run_id: Option<&str>,
+) -> Result<(), WorkerError> {
+    let mut outcome = json!({"code": code, "message": message});
+    if let Some(r) = run_id {
+        outcome["runId"] = json!(r);
+    }
+    queue.fail(lease, &outcome).await?;
+    ctx.emit(WorkerEvent::Failed {
+        unit: lease.id,
+        code: code.to_string(),
+        message: message.to_string(),
+    });
+    Ok(())
+}
+
+pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError> {
+    let mut queue = Queue::open(&ctx.options.config).await?;
+    let lost = Arc::new(AtomicBool::new(false));
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let _beat = heartbeat(ctx, &lease, lost.clone(), cancel.clone());
+
+    let payload = match RunPayload::from_value(&lease.payload) {
+        Ok(p) => p,
+        Err(m) => return fail(ctx, &mut queue, &lease, QUEUE_PAYLOAD_INVALID, &m, None).await,
+    };
+    // A unit an earlier worker checkpointed goes on from its last checkpoint.
+    let restored = match restore_point(&queue, lease.id).await {
+        Ok(r) => r,
+        Err(e) if e.is_lease_lost() => return Err(e),
+        Err(e) => return fail(ctx, &mut queue, &lease, e.code(), &e.to_string(), None).await,
+    };
+    let work = ctx
+        .options
+        .home
+        .join("worker/units")
+        .join(format!("{}-{}", lease.id, lease.epoch));
+    std::fs::create_dir_all(&work).map_err(|e| WorkerError::other("WORKER_IO", e.to_string()))?;
+    let start_commit = restored
+        .as_ref()
+        .map_or(lease.base_commit.as_str(), |r| r.commit.as_str());
+    let tree = checkout(
+        &ctx.options.home,
+        &ctx.git_lock,
+        &lease.project_remote,
+        start_commit,
+        &work,
+    )?;
+    // Its worker died after the run's last checkpoint, before the unit was completed: the
+    // checkpoint holds the result, and nothing is left to run.
+    if let Some(r) = restored
+        .as_ref()
+        .filter(|r| r.phase().as_deref() == Some("completed"))
+    {
+        let commit = git(&tree, &["rev-parse", "HEAD"])?;
+        let message = "completed by an earlier worker before it stopped";
+        return complete(ctx, &mut queue, &lease, &tree, &r.run_id, &commit, message).await;
+    }
+    let project = if payload.project_subdir.is_empty() {
+        tree.clone()
+    } else {
+        tree.join(&payload.project_subdir)
+    };
+    let Some(sha) = lease.package_sha256.clone() else {
+        return Err(WorkerError::other(
+            "WORKER_NO_PACKAGE",
+            format!("unit {} has no package", lease.id),
+        ));
+    };
+    let Some(package) = queue.package(&sha).await? else {
+        return Err(WorkerError::other(
+            "WORKER_NO_PACKAGE",
+            format!("package {sha} is not in the database"),
+        ));
+    };
+    let package_path = work.join("package.bmad");
+    std::fs::write(&package_path, &package.bytes)
+        .map_err(|e| WorkerError::other("WORKER_IO", e.to_string()))?;
+    let store = Store::new(work.join("home"));
+    let hook = Checkpoints {
+        queue: Mutex::new(Queue::open(&ctx.options.config).await?),
+        lease: &lease,
+        store: &store,
+        project: &project,
+        tree: &tree,
+        lost: &lost,
+        seen: std::sync::Mutex::new(restored.as_ref().map(Restored::seen).unwrap_or_default()),
+    };
+    let outcome = drive(
+        ctx,
+        &lease,
+        &payload,
+        restored.as_ref(),
+        &store,
+        &package_path,
+        &project,
+        &hook,
+        cancel,
+    )
+    .await;
+    if lost.load(Ordering::SeqCst) {
+        return Err(WorkerError::other(
+            LEASE_LOST,
+            format!(
+                "the lease of unit {} at epoch {} was lost",
+                lease.id, lease.epoch
+            ),
+        ));
+    }
+    let finished = match outcome {
+        Ok(f) => f,
+        Err(e) if e.is_lease_lost() => return Err(e),
+        Err(e) => return fail(ctx, &mut queue, &lease, e.code(), &e.to_string(), None).await,
+    };
+    let run_id = finished.run.run_id.clone();
+    match &finished.report.outcome {
+        Outcome::Completed { message } => {
+            // The result: the last checkpoint's commit on a branch that carries the epoch.
+            let commit = hook.commit_and_push(&format!("baton: unit {} completed", lease.id))?;
+            complete(ctx, &mut queue, &lease, &tree, &run_id, &commit, message).await?;
+        }
+        Outcome::Waiting { question } => {
+            queue
+                .wait_for_person(&lease, &json!({"question": question, "runId": run_id}))
+                .await?;
+            ctx.emit(WorkerEvent::Waiting { unit: lease.id });
+        }
+        Outcome::Failed { code, message } => {
+            fail(ctx, &mut queue, &lease, code, message, Some(&run_id)).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Creates the run (or puts the checkpointed one back) and drives it with the engine.
+#[allow(clippy::too_many_arguments)]
+async fn drive(
+    ctx: &Ctx,
+    lease: &Lease,
+    payload: &RunPayload,
+    restored: Option<&Restored>,
+    store: &Store,
+    package_path: &Path,
+    project: &Path,
+    hook: &Checkpoints<'_>,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Result<runner::Finished, WorkerError> {
+    let home = &ctx.options.home;
+    let requested = Requested {
+        model: payload.model.name.clone(),
+        base_url: payload.model.base_url.clone(),
+        replay: None,
+    };
+    let choice = model_choice::continuation_choice(&requested, None, || false);
+    let env = |k: &str| std::env::var(k).ok();
+    let model = model_choice::load_model(&choice, home, Some(project), &env)
+        .map_err(|e| WorkerError::other(e.code, e.message))?;
+    let tools = baton_tools::ToolsConfig::load(Some(home), Some(project))
+        .map_err(|e| WorkerError::other(e.code(), e.to_string()))?;
+    let caps = baton_engine::spend::BudgetConfig::load(Some(home), Some(project))
+        .and_then(|b| b.with_flags(payload.budget.tokens, payload.budget.usd))
+        .map_err(|m| WorkerError::other(baton_engine::spend::BUDGET_CONFIG_INVALID, m))?
+        .run_caps();
+    let mut settings = Settings::new(model.as_dyn());
+    settings.inputs = payload.inputs.iter().cloned().collect();
+    settings.autopilot = payload.autopilot;
+    settings.budget = Some(model.budget(payload.model.context_tokens));
+    settings.context = match payload.model.context.as_deref() {
+        Some("full") => Some(ContextPolicy::Full),
+        Some("node") => Some(ContextPolicy::Node),
+        _ => None,
+    };
+    settings.tools = tools;
+    settings.caps = caps;
+    settings.cancel = cancel;
+    settings.on_durable = Some(hook);
+    let variables: Map<String, Value> = payload.vars.clone();
+    let start = StartRun {
+        package: package_path,
+        project,
+        workflow: payload.workflow.as_deref(),
+        agent: payload.agent.as_deref(),
+    };
+    let claimed = match restored {
+        None => runner::create(store, start, &variables),
+        Some(r) => restore_run(store, package_path, project, r).and_then(|()| {
+            ctx.emit(WorkerEvent::Resuming {
+                unit: lease.id,
+                run_id: r.run_id.clone(),
+                commit: r.commit.clone(),
+            });
+            runner::claim(store, &r.run_id, runner::Continuation::Resume)
+        }),
+    }
+    .map_err(|e| WorkerError::other(e.code(), e.to_string()))?;
+    runner::continue_claimed(claimed, settings)
+        .await
+        .map_err(|e| WorkerError::other(e.code(), e.to_string()))
+}
