@@ -500,3 +500,95 @@ async fn a_unit_whose_remote_is_gone_fails_with_the_reason_and_the_worker_goes_o
         "failed:1:WORKER_GIT_FAILED,failed:1:WORKER_GIT_FAILED"
     );
 }
+
+/// SIGTERM: the worker claims nothing more, lets the model turn in flight finish, hands the
+/// unit back at that turn's checkpoint and exits 0; the next worker goes on at once (no lease
+/// to wait for) and no turn is asked twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_hands_the_unit_back_at_its_next_checkpoint_and_no_turn_is_lost() {
+    let Some(pg) = postgres_or_skip("sigterm_hands_the_unit_back") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let url = pg.socket_url("postgres");
+    let submitter = tmp.path().join("submitter-home");
+    let out = baton(&submitter)
+        .args(["queue", "init", "--db", &url])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let (project, bare) = project_with_remote(tmp.path());
+    // The fourth answer takes a while: the signal lands while it is in flight.
+    let mut replies = Reply::from_trace(&Trace::load(&demo_trace()).unwrap());
+    let turns = replies.len();
+    replies[3] = replies[3].clone().delayed(std::time::Duration::from_secs(3));
+    let server = ScriptedServer::start(replies).await.unwrap();
+    submit(
+        &submitter,
+        &project,
+        &url,
+        &server.base_url(),
+        &["--input", "1-2-user-authentication"],
+    );
+
+    // A long lease: the unit can only come back by being handed back.
+    let first = baton(&tmp.path().join("worker-a"))
+        .args(["worker", "--db", &url, "--lease-s", "600"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while server.received().len() < 4 {
+        assert!(std::time::Instant::now() < deadline, "no fourth request");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    signal(first.id(), "-TERM");
+    let out = first.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("stopping: no new units"), "{stderr}");
+    assert!(stderr.contains("unit 1 handed back"), "{stderr}");
+    let asked_before_stop = server.received().len();
+    assert!(asked_before_stop >= 4, "the turn in flight was answered");
+    // Handed back where it was: queued, the claim not counted.
+    assert_eq!(
+        psql(
+            &pg,
+            "SELECT state || ':' || epoch || ':' || attempts FROM baton.work_units"
+        ),
+        "queued:1:0"
+    );
+    assert_eq!(
+        psql(
+            &pg,
+            "SELECT kind FROM baton.unit_writes WHERE unit_id = 1 ORDER BY seq DESC LIMIT 1"
+        ),
+        "released"
+    );
+
+    let out = baton(&tmp.path().join("worker-b"))
+        .args(["worker", "--db", &url, "--lease-s", "600", "--exit-when-idle"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("resuming run"), "{stderr}");
+    assert_eq!(
+        psql(&pg, "SELECT state || ':' || epoch FROM baton.work_units WHERE id = 1"),
+        "done:2"
+    );
+    // Every turn asked once: the stop lost none, and none was asked again.
+    let unit_one = server.received();
+    assert_eq!(unit_one.len(), turns, "{asked_before_stop} before the stop");
+    assert_eq!(server.remaining(), 0);
+    for i in 0..unit_one.len() {
+        for j in i + 1..unit_one.len() {
+            assert_ne!(
+                unit_one[i].body["messages"], unit_one[j].body["messages"],
+                "requests {i} and {j} are the same turn"
+            );
+        }
+    }
+    git(&bare, &["rev-parse", "refs/heads/baton/unit-1/epoch-2"]);
+}

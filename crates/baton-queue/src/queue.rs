@@ -582,6 +582,13 @@ impl Queue {
         self.fenced(lease).await?.fail(outcome).await
     }
 
+    /// Hands a leased unit back to the queue at once (a worker shutting down): it keeps its
+    /// place, the next claim goes on from its writes, and the claim does not count as an
+    /// attempt.
+    pub async fn release(&mut self, lease: &Lease, reason: &Value) -> Result<(), QueueError> {
+        self.fenced(lease).await?.release(reason).await
+    }
+
     /// Parks a leased unit until a person answers `question`; the lease ends.
     pub async fn wait_for_person(
         &mut self,
@@ -811,6 +818,21 @@ impl Fenced<'_> {
                 "UPDATE baton.work_units SET state = $2, outcome = $3, lease_expires_at = NULL, \
                  finished_at = now(), updated_at = now() WHERE id = $1",
                 &[&self.id, &state.as_str(), outcome],
+            )
+            .await
+            .map_err(|e| db_error(e, self.database))?;
+        self.commit().await
+    }
+
+    /// Ends the lease with the unit queued again where it was (`reason` stored as a
+    /// `released` write), and commits.
+    pub async fn release(self, reason: &Value) -> Result<(), QueueError> {
+        self.append("released", reason).await?;
+        self.tx
+            .execute(
+                "UPDATE baton.work_units SET state = 'queued', lease_expires_at = NULL, \
+                 attempts = greatest(attempts - 1, 0), updated_at = now() WHERE id = $1",
+                &[&self.id],
             )
             .await
             .map_err(|e| db_error(e, self.database))?;

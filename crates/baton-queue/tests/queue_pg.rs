@@ -885,3 +885,50 @@ async fn packages_are_pinned_by_content_and_bad_units_are_refused() {
         .unwrap_err(),
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_unit_keeps_its_place_and_its_holder_writes_nothing_more() {
+    let Some(pg) = postgres_or_skip("a_released_unit_keeps_its_place") else {
+        return;
+    };
+    let mut q = fresh(&pg).await;
+    let first = q.submit(&unit("drain", 1)).await.unwrap();
+    let second = q.submit(&unit("drain", 2)).await.unwrap();
+    let lease = q
+        .claim("w1", "drain", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(lease.id, first);
+    q.release(&lease, &json!({"why": "worker stopping"}))
+        .await
+        .unwrap();
+    let u = q.unit(first).await.unwrap();
+    assert_eq!(u.state, UnitState::Queued);
+    assert_eq!(u.attempts, 0, "a handed-back claim is not an attempt");
+    assert!(u.lease_expires_at.is_none());
+    let writes = q.writes(first, 0, 10).await.unwrap();
+    assert_eq!(writes.last().unwrap().kind, "released");
+    // Its place is kept: the next claim takes it again, before the unit queued after it.
+    let again = q
+        .claim("w2", "drain", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.id, first);
+    assert_eq!(again.epoch, lease.epoch + 1);
+    assert_ne!(again.id, second);
+    // The old holder can neither write nor release again.
+    lost(
+        q.write(
+            &lease,
+            &[NewWrite {
+                kind: "state".into(),
+                body: json!({}),
+            }],
+        )
+        .await
+        .unwrap_err(),
+    );
+    lost(q.release(&lease, &json!({})).await.unwrap_err());
+}

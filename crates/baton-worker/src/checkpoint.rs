@@ -23,6 +23,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::Mutex;
 
+/// The worker stopped the run at a checkpoint to hand the unit back.
+pub const WORKER_STOPPING: &str = "WORKER_STOPPING";
+
 /// A checkpoint's records could not be folded back.
 pub const QUEUE_CHECKPOINT_INVALID: &str = "QUEUE_CHECKPOINT_INVALID";
 
@@ -54,6 +57,8 @@ pub(crate) struct Checkpoints<'a> {
     pub project: &'a Path,
     pub tree: &'a Path,
     pub lost: &'a AtomicBool,
+    /// The worker is stopping: the run stops at its next turn's durable point.
+    pub stop: &'a tokio_util::sync::CancellationToken,
     /// What each run file held at the last checkpoint: (length, sha256).
     pub seen: std::sync::Mutex<BTreeMap<String, (usize, String)>>,
 }
@@ -193,7 +198,17 @@ impl OnDurable for Checkpoints<'_> {
                     code: e.code(),
                     message: e.to_string(),
                 }
-            })
+            })?;
+            if at == DurablePoint::Turn && self.stop.is_cancelled() {
+                return Err(DurableStop {
+                    code: WORKER_STOPPING,
+                    message: format!(
+                        "the worker is stopping: unit {} is handed back at this checkpoint",
+                        self.lease.id
+                    ),
+                });
+            }
+            Ok(())
         })
     }
 }

@@ -29,6 +29,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// How a worker runs.
 #[derive(Debug, Clone)]
@@ -48,6 +49,11 @@ pub struct WorkerOptions {
     pub queues: Vec<String>,
     /// Return once no unit is ready instead of waiting for more.
     pub exit_when_idle: bool,
+    /// Cancelled to stop the worker gracefully: no more claims, and each unit in flight is
+    /// handed back to the queue at its run's next durable point (after the model turn in
+    /// flight), so the next worker goes on without waiting for a lease to expire or redoing a
+    /// turn.
+    pub stop: CancellationToken,
 }
 
 /// What a worker reports as it goes (the CLI prints these on stderr).
@@ -72,6 +78,10 @@ pub enum WorkerEvent {
         commit: String,
     },
     Waiting {
+        unit: i64,
+    },
+    /// Handed back to the queue as the worker stops.
+    Released {
         unit: i64,
     },
     Failed {
@@ -109,6 +119,9 @@ impl fmt::Display for WorkerEvent {
                 write!(f, "unit {unit} completed: {branch} at {}", short(commit))
             }
             WorkerEvent::Waiting { unit } => write!(f, "unit {unit} waits for a person"),
+            WorkerEvent::Released { unit } => {
+                write!(f, "unit {unit} handed back to the queue at its last checkpoint")
+            }
             WorkerEvent::Failed {
                 unit,
                 code,
@@ -180,6 +193,9 @@ async fn slot(ctx: Arc<Ctx>) -> Result<(), WorkerError> {
     let mut queue = queue;
     let queues: Vec<&str> = ctx.options.queues.iter().map(String::as_str).collect();
     loop {
+        if ctx.options.stop.is_cancelled() {
+            return Ok(());
+        }
         let _ = queue.sweep_expired(100).await?;
         let _ = queue.worker_heartbeat(&ctx.options.worker).await;
         let Some(lease) = queue
@@ -189,7 +205,10 @@ async fn slot(ctx: Arc<Ctx>) -> Result<(), WorkerError> {
             if ctx.options.exit_when_idle {
                 return Ok(());
             }
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(500)) => {}
+                () = ctx.options.stop.cancelled() => return Ok(()),
+            }
             continue;
         };
         ctx.emit(WorkerEvent::Claimed {

@@ -1,6 +1,6 @@
 //! One claimed run unit, from checkout to its outcome.
 
-use crate::checkpoint::{Checkpoints, Restored, restore_point, restore_run};
+use crate::checkpoint::{Checkpoints, Restored, WORKER_STOPPING, restore_point, restore_run};
 use crate::error::LEASE_LOST;
 use crate::git::{checkout, git};
 use crate::payload::{QUEUE_PAYLOAD_INVALID, RunPayload};
@@ -82,6 +82,14 @@ async fn complete(
     Ok(())
 }
 
+/// Hands the unit back to the queue (fenced) as the worker stops.
+async fn release(ctx: &Ctx, queue: &mut Queue, lease: &Lease) -> Result<(), WorkerError> {
+    let reason = json!({"code": WORKER_STOPPING, "worker": ctx.options.worker});
+    queue.release(lease, &reason).await?;
+    ctx.emit(WorkerEvent::Released { unit: lease.id });
+    Ok(())
+}
+
 /// Fails the unit with `e` (fenced) and says so.
 async fn fail(
     ctx: &Ctx,
@@ -146,6 +154,9 @@ pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError>
         let message = "completed by an earlier worker before it stopped";
         return complete(ctx, &mut queue, &lease, &tree, &r.run_id, &commit, message).await;
     }
+    if ctx.options.stop.is_cancelled() {
+        return release(ctx, &mut queue, &lease).await;
+    }
     let project = if payload.project_subdir.is_empty() {
         tree.clone()
     } else {
@@ -174,6 +185,7 @@ pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError>
         project: &project,
         tree: &tree,
         lost: &lost,
+        stop: &ctx.options.stop,
         seen: std::sync::Mutex::new(restored.as_ref().map(Restored::seen).unwrap_or_default()),
     };
     let outcome = drive(
@@ -200,6 +212,7 @@ pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError>
     let finished = match outcome {
         Ok(f) => f,
         Err(e) if e.is_lease_lost() => return Err(e),
+        Err(e) if e.code() == WORKER_STOPPING => return release(ctx, &mut queue, &lease).await,
         Err(e) => return fail(ctx, &mut queue, &lease, e.code(), &e.to_string(), None).await,
     };
     let run_id = finished.run.run_id.clone();

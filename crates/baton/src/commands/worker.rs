@@ -7,6 +7,32 @@ use baton_worker::{WorkerEvent, WorkerOptions};
 use clap::Args;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+/// SIGTERM or SIGINT stops the worker gracefully (no new claims, units in flight handed back
+/// at their next checkpoint); a second one quits at once (their leases then expire).
+async fn stop_on_signals(stop: CancellationToken) {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    eprintln!(
+        "stopping: no new units; units in flight are handed back to the queue at their next checkpoint (a second signal quits at once)"
+    );
+    stop.cancel();
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    std::process::exit(i32::from(exit::STOPPED));
+}
 
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
@@ -48,13 +74,21 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<u8> {
         lease: Duration::from_secs(args.lease_s),
         queues: args.queues.clone(),
         exit_when_idle: args.exit_when_idle,
+        stop: CancellationToken::new(),
     };
     let events: baton_worker::Events = Arc::new(|e: &WorkerEvent| eprintln!("{e}"));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(args.concurrency as usize + 1)
         .enable_all()
         .build()?;
-    match runtime.block_on(baton_worker::run(options, events)) {
+    let stop = options.stop.clone();
+    let result = runtime.block_on(async {
+        let signals = tokio::spawn(stop_on_signals(stop));
+        let result = baton_worker::run(options, events).await;
+        signals.abort();
+        result
+    });
+    match result {
         Ok(()) => Ok(exit::OK),
         Err(e) if e.is_lease_lost() => {
             // Other slots may be inside a git command: leave at once, writing nothing more.
