@@ -441,7 +441,15 @@ async fn a_killed_workers_run_is_resumed_from_its_checkpoint_by_another_and_comp
          WHERE id = 1",
     );
     let out = baton(&tmp.path().join("worker-c"))
-        .args(["worker", "--db", &url, "--lease-s", "2", "--exit-when-idle"])
+        .args([
+            "worker",
+            "--db",
+            &url,
+            "--lease-s",
+            "2",
+            "--exit-when-idle",
+            "--keep-units",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -457,6 +465,9 @@ async fn a_killed_workers_run_is_resumed_from_its_checkpoint_by_another_and_comp
         git(&bare, &["rev-parse", "refs/heads/baton/unit-1/epoch-3"]),
         commit
     );
+    // Kept, as asked: the unit's worktree at its result.
+    let kept = tmp.path().join("worker-c/worker/units/1-3/project");
+    assert_eq!(git(&kept, &["rev-parse", "HEAD"]), commit);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -591,4 +602,15 @@ async fn sigterm_hands_the_unit_back_at_its_next_checkpoint_and_no_turn_is_lost(
         }
     }
     git(&bare, &["rev-parse", "refs/heads/baton/unit-1/epoch-2"]);
+    // Each worker removed the unit's folder (worktree, package, scratch store) as it left it,
+    // and its mirror no longer lists the worktree.
+    for home in ["worker-a", "worker-b"] {
+        let units = tmp.path().join(home).join("worker/units");
+        let left: Vec<_> = std::fs::read_dir(&units).unwrap().collect();
+        assert!(left.is_empty(), "{home}: {left:?}");
+        let repos = tmp.path().join(home).join("worker/repos");
+        let mirror = std::fs::read_dir(&repos).unwrap().next().unwrap().unwrap().path();
+        let listed = git(&mirror, &["worktree", "list", "--porcelain"]);
+        assert_eq!(listed.matches("worktree ").count(), 1, "{home}: {listed}");
+    }
 }

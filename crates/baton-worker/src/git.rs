@@ -64,3 +64,32 @@ pub(crate) fn checkout(
     )?;
     Ok(tree)
 }
+
+/// Removes a unit's worktree (made by [`checkout`]) from the mirror of `remote`, then its whole
+/// folder: the checkpoints and the result are on the remote and in the database.
+pub(crate) fn remove_unit_folder(
+    home: &Path,
+    git_lock: &std::sync::Mutex<()>,
+    remote: &str,
+    work: &Path,
+) -> Result<(), WorkerError> {
+    let tree = work.join("project");
+    if tree.exists() {
+        let _one = git_lock.lock();
+        let key = hex(&Sha256::digest(remote.as_bytes()));
+        let mirror = home.join("worker/repos").join(&key[..16]);
+        let tree_s = tree.display().to_string();
+        // A mirror gone with its cache: the folder alone goes.
+        if mirror.join("HEAD").exists() {
+            git(&mirror, &["worktree", "remove", "--force", &tree_s])?;
+        }
+    }
+    match std::fs::remove_dir_all(work) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(WorkerError::other(
+            "WORKER_IO",
+            format!("cannot remove {}: {e}", work.display()),
+        )),
+    }
+}

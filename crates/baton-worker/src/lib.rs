@@ -54,6 +54,9 @@ pub struct WorkerOptions {
     /// flight), so the next worker goes on without waiting for a lease to expire or redoing a
     /// turn.
     pub stop: CancellationToken,
+    /// Keep each unit's folder (worktree, package, scratch store) once the unit is left,
+    /// instead of removing it.
+    pub keep_units: bool,
 }
 
 /// What a worker reports as it goes (the CLI prints these on stderr).
@@ -83,6 +86,11 @@ pub enum WorkerEvent {
     /// Handed back to the queue as the worker stops.
     Released {
         unit: i64,
+    },
+    /// The unit's folder could not be removed (the worker goes on).
+    CleanFailed {
+        unit: i64,
+        message: String,
     },
     Failed {
         unit: i64,
@@ -119,6 +127,9 @@ impl fmt::Display for WorkerEvent {
                 write!(f, "unit {unit} completed: {branch} at {}", short(commit))
             }
             WorkerEvent::Waiting { unit } => write!(f, "unit {unit} waits for a person"),
+            WorkerEvent::CleanFailed { unit, message } => {
+                write!(f, "warning: unit {unit}: its folder stays: {message}")
+            }
             WorkerEvent::Released { unit } => {
                 write!(f, "unit {unit} handed back to the queue at its last checkpoint")
             }
@@ -216,7 +227,16 @@ async fn slot(ctx: Arc<Ctx>) -> Result<(), WorkerError> {
             epoch: lease.epoch,
         });
         let held = lease.clone();
-        match unit::run_unit(&ctx, lease).await {
+        let result = unit::run_unit(&ctx, lease).await;
+        if !result.as_ref().is_err_and(WorkerError::is_lease_lost)
+            && let Err(e) = unit::clean(&ctx, &held)
+        {
+            ctx.emit(WorkerEvent::CleanFailed {
+                unit: held.id,
+                message: e.to_string(),
+            });
+        }
+        match result {
             Ok(()) => {}
             Err(e) if e.is_lease_lost() => return Err(e),
             // What stopped the unit here (its remote, its package, a file of the worker) fails

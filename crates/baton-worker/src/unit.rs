@@ -16,6 +16,27 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::Mutex;
 
+/// Where a claimed unit's worktree, package and scratch store go.
+fn unit_folder(ctx: &Ctx, lease: &Lease) -> std::path::PathBuf {
+    ctx.options
+        .home
+        .join("worker/units")
+        .join(format!("{}-{}", lease.id, lease.epoch))
+}
+
+/// Removes what the unit left on this machine, unless the worker keeps it.
+pub(crate) fn clean(ctx: &Ctx, lease: &Lease) -> Result<(), WorkerError> {
+    if ctx.options.keep_units {
+        return Ok(());
+    }
+    crate::git::remove_unit_folder(
+        &ctx.options.home,
+        &ctx.git_lock,
+        &lease.project_remote,
+        &unit_folder(ctx, lease),
+    )
+}
+
 /// Stops the heartbeat when the unit is left, whichever way.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -128,11 +149,7 @@ pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError>
         Err(e) if e.is_lease_lost() => return Err(e),
         Err(e) => return fail(ctx, &mut queue, &lease, e.code(), &e.to_string(), None).await,
     };
-    let work = ctx
-        .options
-        .home
-        .join("worker/units")
-        .join(format!("{}-{}", lease.id, lease.epoch));
+    let work = unit_folder(ctx, &lease);
     std::fs::create_dir_all(&work).map_err(|e| WorkerError::other("WORKER_IO", e.to_string()))?;
     let start_commit = restored
         .as_ref()

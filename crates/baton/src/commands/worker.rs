@@ -50,6 +50,10 @@ pub struct WorkerArgs {
     /// Exit (0) once no unit is ready, instead of waiting for more.
     #[arg(long)]
     pub exit_when_idle: bool,
+    /// Keep each unit's folder (worktree, package, scratch store) under
+    /// $BATON_HOME/worker/units/ once the unit is left, to look into it.
+    #[arg(long)]
+    pub keep_units: bool,
 }
 
 pub fn run(args: WorkerArgs) -> anyhow::Result<u8> {
@@ -75,6 +79,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<u8> {
         queues: args.queues.clone(),
         exit_when_idle: args.exit_when_idle,
         stop: CancellationToken::new(),
+        keep_units: args.keep_units,
     };
     let events: baton_worker::Events = Arc::new(|e: &WorkerEvent| eprintln!("{e}"));
     let runtime = tokio::runtime::Builder::new_multi_thread()
