@@ -14,6 +14,7 @@
 mod connect;
 mod error;
 mod queue;
+mod retry;
 mod schema;
 mod status;
 
@@ -23,8 +24,11 @@ pub use queue::{
     CLAIM_SQL, DEFAULT_QUEUE, Expired, FENCE_SQL, Fenced, HEARTBEAT_SQL, Lease, MAX_JSON_BYTES,
     NewUnit, NewWrite, Package, Queue, Unit, UnitKind, UnitState, WriteRecord,
 };
+pub use retry::MAX_RETRY_DELAY;
 pub use schema::{AppliedMigration, InitReport, MIGRATIONS, SCHEMA_VERSION};
-pub use status::{Counts, LeasedUnit, QueueCounts, Status, WaitingUnit, WorkerInfo};
+pub use status::{
+    Counts, LeasedUnit, QueueCounts, RetryingUnit, Status, WaitingUnit, WorkerInfo,
+};
 
 /// Creates the queue's schema in the database, or brings it to this baton's version. Safe to
 /// run again and from several machines at once.

@@ -1,6 +1,7 @@
 //! What the queue holds: units per state (overall and per queue), the leased units with their
-//! holder, epoch and lease ages, the units waiting for a person, and the workers with their
-//! last heartbeat. Ages are measured by the database's clock.
+//! holder, epoch and lease ages, the units waiting for a person, the units waiting to be tried
+//! again after a failure that may pass, and the workers with their last heartbeat. Ages are
+//! measured by the database's clock.
 
 use crate::error::QueueError;
 use crate::queue::{Queue, UnitKind, UnitState};
@@ -79,7 +80,46 @@ pub struct WaitingUnit {
     pub kind: UnitKind,
     pub queue: String,
     pub waiting_s: f64,
+    /// When it began waiting (RFC 3339, UTC).
+    pub since: String,
     pub question: Option<Value>,
+}
+
+/// A unit queued again after a failure that may pass (the model or the git remote
+/// unreachable, the database connection lost), until its retry time.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryingUnit {
+    pub id: i64,
+    pub kind: UnitKind,
+    pub queue: String,
+    /// Claims so far.
+    pub attempts: i32,
+    pub max_attempts: Option<i32>,
+    /// Seconds until it may be claimed again (0 or less: ready now).
+    pub ready_in_s: f64,
+    /// The last failure, as the worker recorded it (`code`, `message`, …).
+    pub reason: Value,
+}
+
+impl WaitingUnit {
+    /// The question as text: a worker records `{"question": "…", "runId": …}`; another shape
+    /// is shown as its `message`, or as JSON.
+    pub fn question_text(&self) -> Option<String> {
+        let q = self.question.as_ref()?;
+        Some(
+            match ["question", "message"]
+                .iter()
+                .find_map(|k| q.get(k).and_then(Value::as_str))
+            {
+                Some(text) => text.to_string(),
+                None => match q {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                },
+            },
+        )
+    }
 }
 
 /// A worker and its last heartbeat.
@@ -106,6 +146,8 @@ pub struct Status {
     /// The longest-held leases first, at most the limit asked.
     pub leased: Vec<LeasedUnit>,
     pub waiting: Vec<WaitingUnit>,
+    /// Units waiting for their retry after a failure that may pass, soonest first.
+    pub retrying: Vec<RetryingUnit>,
     pub workers: Vec<WorkerInfo>,
     /// Leases past their expiry that the sweep has not taken back yet.
     pub expired_unswept: i64,
@@ -176,24 +218,8 @@ impl Queue {
                 expires_in_s: round(r.get::<_, Option<f64>>(8)),
             })
             .collect();
-        let waiting = client
-            .query(
-                "SELECT id, kind, queue, extract(epoch FROM now() - updated_at)::float8, question
-                 FROM baton.work_units WHERE state = 'waiting'
-                 ORDER BY updated_at, id LIMIT $1",
-                &[&limit],
-            )
-            .await
-            .map_err(err)?
-            .iter()
-            .map(|r| WaitingUnit {
-                id: r.get(0),
-                kind: kind(r.get(1)),
-                queue: r.get(2),
-                waiting_s: round(r.get::<_, Option<f64>>(3)),
-                question: r.get(4),
-            })
-            .collect();
+        let waiting = self.waiting_units(limit).await?;
+        let retrying = self.retrying_units(limit).await?;
         let workers = client
             .query(
                 "SELECT w.id, w.host,
@@ -233,9 +259,70 @@ impl Queue {
             queues,
             leased,
             waiting,
+            retrying,
             workers,
             expired_unswept,
         })
+    }
+}
+
+impl Queue {
+    /// The units waiting for a person, longest waiting first, at most `limit`.
+    pub async fn waiting_units(&self, limit: i64) -> Result<Vec<WaitingUnit>, QueueError> {
+        let rows = self
+            .client()
+            .query(
+                "SELECT id, kind, queue, extract(epoch FROM now() - updated_at)::float8, question,
+                        to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
+                 FROM baton.work_units WHERE state = 'waiting'
+                 ORDER BY updated_at, id LIMIT $1",
+                &[&limit.max(0)],
+            )
+            .await
+            .map_err(|e| crate::error::db_error(e, self.database()))?;
+        Ok(rows
+            .iter()
+            .map(|r| WaitingUnit {
+                id: r.get(0),
+                kind: kind(r.get(1)),
+                queue: r.get(2),
+                waiting_s: round(r.get::<_, Option<f64>>(3)),
+                question: r.get(4),
+                since: r.get(5),
+            })
+            .collect())
+    }
+
+    /// The queued units whose last write is a `retry` (see [`Queue::retry_later`]), soonest
+    /// ready first, at most `limit`. Only units claimed before are looked at.
+    pub async fn retrying_units(&self, limit: i64) -> Result<Vec<RetryingUnit>, QueueError> {
+        let rows = self
+            .client()
+            .query(
+                "SELECT w.id, w.kind, w.queue, w.attempts, w.max_attempts,
+                        extract(epoch FROM w.ready_at - now())::float8, r.body
+                 FROM baton.work_units w
+                 JOIN LATERAL (SELECT kind, body FROM baton.unit_writes u
+                               WHERE u.unit_id = w.id ORDER BY seq DESC LIMIT 1) r
+                   ON r.kind = 'retry'
+                 WHERE w.state = 'queued' AND w.attempts > 0
+                 ORDER BY w.ready_at, w.id LIMIT $1",
+                &[&limit.max(0)],
+            )
+            .await
+            .map_err(|e| crate::error::db_error(e, self.database()))?;
+        Ok(rows
+            .iter()
+            .map(|r| RetryingUnit {
+                id: r.get(0),
+                kind: kind(r.get(1)),
+                queue: r.get(2),
+                attempts: r.get(3),
+                max_attempts: r.get(4),
+                ready_in_s: round(r.get::<_, Option<f64>>(5)),
+                reason: r.get(6),
+            })
+            .collect())
     }
 }
 

@@ -7,6 +7,13 @@ pub enum WorkerError {
     Queue(#[from] QueueError),
     #[error("{message}")]
     Other { code: &'static str, message: String },
+    /// A request refused before anything was changed, with what to do instead.
+    #[error("{message}")]
+    Refused {
+        code: &'static str,
+        message: String,
+        hint: String,
+    },
 }
 
 impl WorkerError {
@@ -17,10 +24,22 @@ impl WorkerError {
         }
     }
 
+    pub fn refused(
+        code: &'static str,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> WorkerError {
+        WorkerError::Refused {
+            code,
+            message: message.into(),
+            hint: hint.into(),
+        }
+    }
+
     pub fn code(&self) -> &'static str {
         match self {
             WorkerError::Queue(e) => e.code(),
-            WorkerError::Other { code, .. } => code,
+            WorkerError::Other { code, .. } | WorkerError::Refused { code, .. } => code,
         }
     }
 
@@ -28,6 +47,7 @@ impl WorkerError {
         match self {
             WorkerError::Queue(e) => e.hint(),
             WorkerError::Other { .. } => None,
+            WorkerError::Refused { hint, .. } => Some(hint.clone()),
         }
     }
 

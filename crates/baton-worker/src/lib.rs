@@ -13,6 +13,7 @@
 //!
 //! The `baton worker` command is a thin shell over [`run`]; submitting is [`submit`].
 
+pub mod answers;
 pub mod checkpoint;
 mod error;
 mod git;
@@ -20,6 +21,7 @@ pub mod payload;
 pub mod submit;
 mod unit;
 
+pub use answers::{AnswerReceipt, PendingQuestion, answer_unit, pending_questions};
 pub use error::{LEASE_LOST, WorkerError};
 pub use payload::RunPayload;
 
