@@ -6,7 +6,19 @@ use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Runs git in `dir`. On the worker's multi-threaded runtime the call is marked as blocking, so
+/// a slow fetch or push never holds up the heartbeats of the other units on that thread.
 pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String, WorkerError> {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_thread {
+        tokio::task::block_in_place(|| run_git(dir, args))
+    } else {
+        run_git(dir, args)
+    }
+}
+
+fn run_git(dir: &Path, args: &[&str]) -> Result<String, WorkerError> {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
