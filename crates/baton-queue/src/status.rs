@@ -153,6 +153,15 @@ pub struct Status {
     pub expired_unswept: i64,
 }
 
+impl Status {
+    /// What the queue holds (units per state and queue, leases, units waiting for a person or
+    /// a retry, workers and their last heartbeat), its lists cut at `limit` rows each: the one
+    /// call behind `baton queue status` and `baton serve`'s queue page.
+    pub async fn read(config: &crate::DbConfig, limit: i64) -> Result<Status, QueueError> {
+        Queue::open(config).await?.status(limit).await
+    }
+}
+
 impl Queue {
     /// The queue's status; lists are cut at `limit` rows each (the counts are complete).
     pub async fn status(&self, limit: i64) -> Result<Status, QueueError> {

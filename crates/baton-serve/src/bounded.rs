@@ -1,6 +1,7 @@
-//! Blocking work under a bound: every handler's store or orchestrator call takes a permit and
-//! gets a deadline, so a read that never returns (a FIFO a model left where a handler reads)
-//! cannot pin the runtime's blocking pool and take every other request down with it.
+//! Blocking work under a bound: every handler's store or orchestrator call (and every call to
+//! the queue's database, [`Bounded::run_async`]) takes a permit and gets a deadline, so a read
+//! that never returns (a FIFO a model left where a handler reads) cannot pin the runtime's
+//! blocking pool and take every other request down with it.
 //!
 //! The permit stays with the blocking thread until its work really ends, even after the
 //! request has given up: at most [`MAX_BLOCKING`] handler threads exist at once, whatever
@@ -115,6 +116,35 @@ impl Bounded {
             Err(_) => Err(BlockingError::TimedOut(self.timeout)),
         }
     }
+
+    /// [`Bounded::run`] for async work that may wait on the network (the queue's database):
+    /// the same permits and deadline; the work runs as a task of its own that keeps its permit
+    /// until it really ends, even after the request has given up.
+    pub async fn run_async<T, F>(&self, work: F) -> Result<T, BlockingError>
+    where
+        F: std::future::Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let deadline = Instant::now() + self.timeout;
+        let busy = BlockingError::Busy {
+            permits: self.total,
+        };
+        let permit =
+            match tokio::time::timeout_at(deadline, self.permits.clone().acquire_owned()).await {
+                Ok(Ok(permit)) => permit,
+                Ok(Err(_)) | Err(_) => return Err(busy),
+            };
+        let task = tokio::spawn(async move {
+            let out = work.await;
+            drop(permit);
+            out
+        });
+        match tokio::time::timeout_at(deadline, task).await {
+            Ok(Ok(out)) => Ok(out),
+            Ok(Err(e)) => Err(BlockingError::Failed(e.to_string())),
+            Err(_) => Err(BlockingError::TimedOut(self.timeout)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -172,6 +202,27 @@ mod tests {
         assert_eq!(err.code(), "SERVE_BUSY");
         assert_eq!(err.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
         drop(release_tx);
+    }
+
+    #[test]
+    fn async_work_that_never_ends_times_out_and_keeps_its_permit() {
+        let rt = runtime();
+        let bounded = Bounded::new(1, Duration::from_millis(200));
+        let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
+        let stuck = rt.block_on(bounded.run_async(async move {
+            let _ = release_rx.await;
+        }));
+        assert_eq!(stuck.unwrap_err().code(), "SERVE_TIMEOUT");
+        assert_eq!(bounded.available(), 0);
+        let busy = rt.block_on(bounded.run_async(async { 7 })).unwrap_err();
+        assert_eq!(busy.code(), "SERVE_BUSY");
+        release_tx.send(()).unwrap();
+        let start = std::time::Instant::now();
+        while bounded.available() != 1 {
+            assert!(start.elapsed() < Duration::from_secs(10));
+            std::thread::yield_now();
+        }
+        assert_eq!(rt.block_on(bounded.run_async(async { 7 })).unwrap(), 7);
     }
 
     #[test]

@@ -5,6 +5,7 @@ use crate::bounded::Bounded;
 use crate::connections::{self, Limits};
 use crate::jobs::Jobs;
 use axum::Router;
+use baton_queue::DbConfig;
 use baton_store::Store;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -36,6 +37,8 @@ pub struct AppState {
     pub streams: Arc<tokio::sync::Semaphore>,
     /// The permit and deadline of every handler's blocking call (store, orchestrator, files).
     pub blocking: Bounded,
+    /// The work queue's database (`baton serve --db`): the queue page and `/api/queue`.
+    pub queue: Option<DbConfig>,
 }
 
 /// Event streams (SSE) open at once, at most; one more is refused with 503.
@@ -87,6 +90,8 @@ pub struct ServeOptions {
     /// 0 picks a free port.
     pub port: u16,
     pub store: Store,
+    /// The work queue's database, when the page shows the queue.
+    pub queue: Option<DbConfig>,
 }
 
 impl ServeOptions {
@@ -95,6 +100,7 @@ impl ServeOptions {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 0,
             store,
+            queue: None,
         }
     }
 }
@@ -170,6 +176,7 @@ pub async fn bind_with_token(options: ServeOptions, token: Token) -> Result<Boun
         poll: Duration::from_millis(50),
         streams: Arc::new(tokio::sync::Semaphore::new(MAX_STREAMS)),
         blocking: Bounded::default(),
+        queue: options.queue,
     };
     Ok(Bound {
         listener,

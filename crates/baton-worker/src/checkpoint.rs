@@ -312,6 +312,17 @@ pub(crate) fn restore_run(
         .packages()
         .install(&package, &package_path.display().to_string())
         .map_err(|e| io(e.to_string()))?;
+    restore_files(store, project_root, restored)
+}
+
+/// Writes a checkpointed run's files into `store` under the project at `project_root` (its
+/// project id made this store's). A path that would leave the run's folder is refused.
+pub(crate) fn restore_files(
+    store: &Store,
+    project_root: &Path,
+    restored: &Restored,
+) -> Result<(), runner::RunnerError> {
+    let io = |e: String| runner::RunnerError::Io(e);
     let project = store.project(project_root)?;
     let dir = project.run_paths(&restored.run_id).dir;
     for (rel, bytes) in &restored.files {

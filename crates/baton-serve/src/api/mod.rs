@@ -5,6 +5,7 @@ mod artifacts;
 mod epic;
 mod error;
 mod events;
+pub mod queue;
 mod runs;
 mod sessions;
 
@@ -27,6 +28,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/epic", get(epic::board))
         .route("/api/epic/answer", post(epic::answer))
         .route("/api/sessions", get(sessions::list))
+        .route("/api/queue", get(queue::status))
         .route("/api", any(unknown))
         .route("/api/{*rest}", any(unknown))
 }

@@ -9,13 +9,15 @@ pub enum Nav {
     Start,
     Epic,
     Sessions,
+    Queue,
 }
 
-const ENTRIES: [(Nav, &str, &str, &str); 4] = [
+const ENTRIES: [(Nav, &str, &str, &str); 5] = [
     (Nav::Runs, "/", "Runs", "nav-runs"),
     (Nav::Start, "/start", "Start a run", "nav-start"),
     (Nav::Epic, "/epic", "Epic board", "nav-epic"),
     (Nav::Sessions, "/sessions", "Sessions", "nav-sessions"),
+    (Nav::Queue, "/queue", "Queue", "nav-queue"),
 ];
 
 /// A whole HTML document around `body`. `token` goes into `<meta name="baton-token">`: app.js

@@ -5,7 +5,7 @@
 //! hand plain data to the render functions of the submodules (pure, unit-tested).
 //!
 //! Stable element ids for tests and the browser test (`id` and, where noted, `data-testid`):
-//! - every page: `nav-runs`, `nav-start`, `nav-epic`, `nav-sessions`, `main`;
+//! - every page: `nav-runs`, `nav-start`, `nav-epic`, `nav-sessions`, `nav-queue`, `main`;
 //!   `<meta name="baton-token">` holds the token app.js sends as `Authorization: Bearer`.
 //! - runs (`/`): form `runs-filter` with `filter-project`, `filter-phase`, `filter-workflow`,
 //!   `filter-apply`; table `runs-table` (testid), rows `tr[data-run-id]`, `runs-empty`,
@@ -33,6 +33,7 @@
 //! - a session (`/sessions/{id}?project=`): `session-status` (testid), `steps` (testid, items
 //!   `li[data-index][data-status]`, the active one `aria-current="step"`), `goals`,
 //!   `decisions` (testid).
+//! - the queue (`/queue`, with `baton serve --db`): see [`queue`].
 //! - assets: `/assets/app.css`, `/assets/app.js`; the icon `/favicon.svg` (also as
 //!   `/favicon.ico`).
 
@@ -42,6 +43,7 @@ mod handlers;
 mod html;
 mod layout;
 mod projects;
+mod queue;
 mod run_page;
 mod run_parts;
 mod runs_list;
@@ -73,6 +75,7 @@ pub fn routes() -> Router<AppState> {
         .route("/epic", get(handlers::epic_board))
         .route("/sessions", get(handlers::sessions))
         .route("/sessions/{id}", get(handlers::session_page))
+        .route("/queue", get(queue::queue_page))
 }
 
 async fn css() -> impl IntoResponse {

@@ -27,6 +27,14 @@ pub struct ServeArgs {
     /// Print `{"url", "token", "port"}` as the first line instead of the URL.
     #[arg(long)]
     pub json: bool,
+    /// The work queue's database, e.g. postgresql://USER@HOST:5432/DBNAME: the page shows the
+    /// queue (/queue, /api/queue). Leave the password out: it comes from PGPASSWORD or
+    /// ~/.pgpass.
+    #[arg(long, value_name = "URL")]
+    pub db: Option<String>,
+    /// The name of an environment variable holding the queue's database URL.
+    #[arg(long, value_name = "NAME", conflicts_with = "db")]
+    pub db_env: Option<String>,
 }
 
 fn failure(e: &ServeError) -> Failure {
@@ -34,6 +42,13 @@ fn failure(e: &ServeError) -> Failure {
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
+    let queue = match (&args.db, &args.db_env) {
+        (None, None) => None,
+        (url, env) => match super::queue::db_config(url.as_deref(), env.as_deref(), "--db URL") {
+            Ok(c) => Some(c),
+            Err(e) => return Ok(super::queue::failure(&e).report(args.json)),
+        },
+    };
     let store = Store::open_default()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -43,6 +58,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
         bind: args.bind,
         port: args.port,
         store,
+        queue,
     };
     let bound = match runtime.block_on(baton_serve::bind(options)) {
         Ok(b) => b,

@@ -1,0 +1,166 @@
+//! Reading a queued run from the database: the unit, and the run as its checkpoints left it,
+//! put back into a scratch store of its own so that `baton runs show|log --db` read it with the
+//! same code as a local run.
+//!
+//! The scratch store lives in a temporary folder removed when the [`UnitRun`] is dropped. Its
+//! paths are this machine's and mean nothing to a reader: callers show the unit's project (its
+//! remote, base commit and folder) instead.
+
+use crate::WorkerError;
+use crate::checkpoint::{Restored, restore_files, restore_point};
+use crate::payload::RunPayload;
+use baton_engine::inspect::{self, RunView};
+use baton_queue::{DbConfig, Queue, Unit};
+use baton_store::Store;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+/// A unit and, once a worker checkpointed it, its run.
+#[derive(Debug)]
+pub struct UnitRun {
+    pub unit: Unit,
+    /// `None`: no worker has checkpointed the unit yet (queued and never started, or stopped
+    /// before its first durable point).
+    pub run: Option<ScratchRun>,
+}
+
+/// A checkpointed run put back into a scratch store.
+#[derive(Debug)]
+pub struct ScratchRun {
+    pub run_id: String,
+    /// The worktree's commit at the last checkpoint (on the unit's epoch ref).
+    pub commit: String,
+    /// The scratch store holding the run (its package installed when the database has it).
+    pub store: Store,
+    /// Why the package could not be installed, when it could not (the view then says the
+    /// package is missing, as for a local run whose package is gone).
+    pub package_note: Option<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl ScratchRun {
+    /// What `baton runs show` reports of the run.
+    pub fn view(&self) -> Result<RunView, WorkerError> {
+        let (project, run) = self
+            .store
+            .find_run(&self.run_id)
+            .map_err(|e| WorkerError::other(e.code(), e.to_string()))?;
+        Ok(inspect::view(&self.store, project, run))
+    }
+
+    /// The run's audit log (`state/logs/execution.jsonl` of its folder) in the scratch store.
+    pub fn execution_log(&self) -> Result<PathBuf, WorkerError> {
+        let (project, run) = self
+            .store
+            .find_run(&self.run_id)
+            .map_err(|e| WorkerError::other(e.code(), e.to_string()))?;
+        Ok(project.run_paths(&run.run_id).execution_log)
+    }
+}
+
+impl UnitRun {
+    /// Where the unit's project comes from: its remote, base commit and folder in the
+    /// repository, as submitted.
+    pub fn project_text(&self) -> String {
+        let u = &self.unit;
+        let subdir = RunPayload::from_value(&u.payload)
+            .map(|p| p.project_subdir)
+            .unwrap_or_default();
+        let mut text = format!("{} at {}", u.project_remote, short(&u.base_commit));
+        if !subdir.is_empty() {
+            text.push_str(&format!(" (folder {subdir})"));
+        }
+        text
+    }
+
+    /// The result branch of a completed unit, and its commit.
+    pub fn result(&self) -> Option<(&str, &str)> {
+        let o = self.unit.outcome.as_ref()?;
+        Some((
+            o.get("branch").and_then(Value::as_str)?,
+            o.get("commit").and_then(Value::as_str).unwrap_or(""),
+        ))
+    }
+
+    /// `baton runs show <UNIT> --db … --json`: `{unit, checkpoint, run}`; `run` is what
+    /// `baton runs show --json` prints of a local run without its scratch `projectRoot`, or
+    /// `null` before the first checkpoint.
+    pub fn to_json(&self) -> Result<Value, WorkerError> {
+        let (run, checkpoint) = match &self.run {
+            None => (Value::Null, Value::Null),
+            Some(r) => {
+                let mut v = r.view()?.to_json();
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("projectRoot");
+                }
+                (v, json!({"runId": r.run_id, "commit": r.commit}))
+            }
+        };
+        Ok(json!({"unit": self.unit, "checkpoint": checkpoint, "run": run}))
+    }
+}
+
+fn short(commit: &str) -> &str {
+    &commit[..commit.len().min(12)]
+}
+
+/// Reads a unit and folds its checkpoints into a scratch store (`QUEUE_UNIT_NOT_FOUND` for an
+/// unknown id; `QUEUE_CHECKPOINT_INVALID` when its checkpoints cannot be folded).
+pub async fn read_unit_run(config: &DbConfig, unit: i64) -> Result<UnitRun, WorkerError> {
+    let queue = Queue::open(config).await?;
+    let found = queue.unit(unit).await?;
+    let Some(restored) = restore_point(&queue, unit).await? else {
+        return Ok(UnitRun {
+            unit: found,
+            run: None,
+        });
+    };
+    let package = match found.package_sha256.as_deref() {
+        Some(sha) => queue.package(sha).await?,
+        None => None,
+    };
+    let run = scratch(&restored, package.as_ref().map(|p| p.bytes.as_slice()))?;
+    Ok(UnitRun {
+        unit: found,
+        run: Some(run),
+    })
+}
+
+/// The run's files written into a new scratch store, the package installed when given.
+fn scratch(restored: &Restored, package: Option<&[u8]>) -> Result<ScratchRun, WorkerError> {
+    let io = |e: String| WorkerError::other("WORKER_IO", e);
+    let dir = tempfile::Builder::new()
+        .prefix("baton-unit-")
+        .tempdir()
+        .map_err(|e| io(format!("a scratch folder: {e}")))?;
+    let home = dir.path().join("home");
+    let project = dir.path().join("project");
+    for d in [&home, &project] {
+        std::fs::create_dir_all(d).map_err(|e| io(e.to_string()))?;
+    }
+    let store = Store::new(&home);
+    let package_note = match package {
+        None => Some("the unit's package is not in the database".to_string()),
+        Some(bytes) => install(&store, dir.path(), bytes).err(),
+    };
+    restore_files(&store, &project, restored)
+        .map_err(|e| WorkerError::other(e.code(), e.to_string()))?;
+    Ok(ScratchRun {
+        run_id: restored.run_id.clone(),
+        commit: restored.commit.clone(),
+        store,
+        package_note,
+        _dir: dir,
+    })
+}
+
+fn install(store: &Store, dir: &Path, bytes: &[u8]) -> Result<(), String> {
+    let path = dir.join("package.bmad");
+    std::fs::write(&path, bytes).map_err(|e| e.to_string())?;
+    let package = baton_package::Package::load(&path).map_err(|e| e.to_string())?;
+    store
+        .packages()
+        .install(&package, "the queue's database")
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
