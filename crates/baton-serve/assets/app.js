@@ -147,6 +147,27 @@
     }
   }
 
+  // ---- the queue: answering a queued run's question -------------------------------------
+
+  async function submitQueueAnswer(form) {
+    const status = form.querySelector('.status');
+    const button = form.querySelector('button');
+    const text = form.querySelector('textarea').value;
+    button.disabled = true;
+    setStatus(status, 'Sending…', false);
+    try {
+      await post(form.dataset.action, { text: text });
+      form.dataset.answered = 'true';
+      // Cleared, so the next refresh may replace the list (the unit is queued again).
+      form.querySelector('textarea').value = '';
+      if (document.activeElement) document.activeElement.blur();
+      setStatus(status, 'Answered; the next worker goes on with it.', false);
+    } catch (err) {
+      setStatus(status, err.message, true);
+      button.disabled = false;
+    }
+  }
+
   document.addEventListener('submit', (e) => {
     const form = e.target;
     if (form.id === 'answer-form') {
@@ -158,6 +179,9 @@
     } else if (form.classList.contains('epic-answer')) {
       e.preventDefault();
       submitEpicAnswer(form);
+    } else if (form.classList.contains('queue-answer')) {
+      e.preventDefault();
+      submitQueueAnswer(form);
     }
   });
 

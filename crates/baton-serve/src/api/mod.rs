@@ -29,6 +29,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/epic/answer", post(epic::answer))
         .route("/api/sessions", get(sessions::list))
         .route("/api/queue", get(queue::status))
+        .route("/api/queue/units/{id}/answer", post(queue::answer))
         .route("/api", any(unknown))
         .route("/api/{*rest}", any(unknown))
 }

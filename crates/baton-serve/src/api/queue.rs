@@ -1,15 +1,19 @@
 //! `/api/queue`: the work queue's status, as `baton queue status --json` prints it (the same
-//! library call), when the server was started with `--db`. The database is reached under the
-//! server's permit and deadline like every other handler's work: a database that does not
-//! answer gives an error with its code, never a stuck server.
+//! library call), and answering a unit that waits for a person (as `baton answer UNIT --db`),
+//! when the server was started with `--db`. The database is reached under the server's permit
+//! and deadline like every other handler's work: a database that does not answer gives an
+//! error with its code, never a stuck server.
 
 use super::ApiError;
 use crate::server::AppState;
 use axum::Json;
+use axum::extract::rejection::JsonRejection;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use baton_queue::{DbConfig, QueueError, Status};
+use baton_worker::WorkerError;
+use baton_worker::answers::{QUEUE_ANSWER_INVALID, QUEUE_UNIT_NOT_WAITING};
 use serde_json::Value;
 
 /// Rows per list when no `limit` is given (as `baton queue status`).
@@ -58,6 +62,49 @@ pub async fn status(
     serde_json::to_value(&status)
         .map(Json)
         .map_err(|e| ApiError::internal("SERVE_FAILED", e.to_string()))
+}
+
+/// The answer to a waiting unit's question.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerBody {
+    pub text: String,
+}
+
+/// `POST /api/queue/units/{id}/answer` `{"text"}` → 202 `{unit, runId, database, state}`: the
+/// answer is stored with the unit, which goes back to the queue; the next worker goes on with
+/// it. A unit that does not wait is 409 `QUEUE_UNIT_NOT_WAITING`, an unusable answer 400
+/// `QUEUE_ANSWER_INVALID`, an unknown unit 404 `QUEUE_UNIT_NOT_FOUND`.
+pub async fn answer(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Json<AnswerBody>, JsonRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let Json(body) = body.map_err(super::runs::rejected)?;
+    let unit: i64 = id.parse().map_err(|_| {
+        ApiError::bad_request("QUEUE_INVALID_INPUT", format!("{id:?} is not a unit's id"))
+            .hint("`GET /api/queue` lists the units waiting for a person")
+    })?;
+    let config = configured(&state)?;
+    let receipt = state
+        .blocking
+        .run_async(async move { baton_worker::answer_unit(&config, unit, &body.text).await })
+        .await
+        .map_err(|e| ApiError::from(&e))?
+        .map_err(|e| worker_error(&e))?;
+    let v = serde_json::to_value(&receipt)
+        .map_err(|e| ApiError::internal("SERVE_FAILED", e.to_string()))?;
+    Ok((StatusCode::ACCEPTED, Json(v)))
+}
+
+fn worker_error(e: &WorkerError) -> ApiError {
+    let status = match e {
+        WorkerError::Queue(q) => return ApiError::from(q),
+        _ if e.code() == QUEUE_UNIT_NOT_WAITING => StatusCode::CONFLICT,
+        _ if e.code() == QUEUE_ANSWER_INVALID => StatusCode::BAD_REQUEST,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    ApiError::new(status, e.code(), e.to_string()).maybe_hint(e.hint())
 }
 
 /// The HTTP status of a queue error: a database that cannot be reached or used is 503, an

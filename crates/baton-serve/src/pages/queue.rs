@@ -5,7 +5,8 @@
 //!
 //! Ids: `queue-live` (the refreshed section), `queue-database`, `count-<state>`,
 //! `queue-expired`, `queue-queues`, `queue-leased` (rows `tr[data-unit]`), `queue-waiting`
-//! (rows `tr[data-unit]`, the question in `.question-text`), `queue-retrying` (rows
+//! (rows `tr[data-unit]`, the question in `.question-text`, the answer form
+//! `answer-unit-<id>` with `answer-unit-<id>-text`), `queue-retrying` (rows
 //! `tr[data-unit]`), `queue-workers` (rows
 //! `tr[data-worker]`), `queue-error` (the database could not be read: code, message, hint).
 
@@ -209,9 +210,24 @@ fn waiting(out: &mut String, s: &Status) {
         out.push_str("<td><div class=\"question-text\">");
         let text = w.question_text().unwrap_or_default();
         push_esc(out, &clip(&text, QUESTION_CHARS));
-        out.push_str("</div></td></tr>");
+        out.push_str("</div>");
+        answer_form(out, w.id);
+        out.push_str("</td></tr>");
     }
     out.push_str("</tbody></table></div></section>");
+}
+
+/// The answer form of a waiting unit (app.js posts it with the token).
+fn answer_form(out: &mut String, unit: i64) {
+    let _ = write!(
+        out,
+        "<form class=\"queue-answer\" id=\"answer-unit-{unit}\" data-testid=\"answer-unit-{unit}\" \
+         data-action=\"/api/queue/units/{unit}/answer\">\
+         <label for=\"answer-unit-{unit}-text\">Answer</label>\
+         <textarea id=\"answer-unit-{unit}-text\" rows=\"2\" required></textarea>\
+         <div class=\"actions\"><button type=\"submit\" class=\"primary\">Answer</button></div>\
+         <p class=\"status\" role=\"status\" aria-live=\"polite\"></p></form>"
+    );
 }
 
 fn retrying(out: &mut String, s: &Status) {
@@ -342,6 +358,7 @@ mod tests {
         assert!(html.contains("postgresql://u@h:5432/&lt;db&gt;"));
         assert!(html.contains("id=\"queue-expired\""));
         assert!(html.contains("phase-expired"));
+        assert!(html.contains("data-action=\"/api/queue/units/9/answer\""));
         assert!(html.contains("<td>1m</td>"), "{html}");
     }
 
