@@ -18,6 +18,7 @@ pub mod checkpoint;
 mod error;
 mod git;
 pub mod payload;
+pub mod retry;
 pub mod submit;
 mod unit;
 
@@ -26,7 +27,6 @@ pub use error::{LEASE_LOST, WorkerError};
 pub use payload::RunPayload;
 
 use baton_queue::{DbConfig, Queue};
-use serde_json::json;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -59,6 +59,9 @@ pub struct WorkerOptions {
     /// Keep each unit's folder (worktree, package, scratch store) once the unit is left,
     /// instead of removing it.
     pub keep_units: bool,
+    /// The first wait before a unit whose failure may pass is tried again; it doubles with
+    /// each failure in a row, up to [`retry::MAX_DELAY`].
+    pub retry_base: Duration,
 }
 
 /// What a worker reports as it goes (the CLI prints these on stderr).
@@ -77,13 +80,31 @@ pub enum WorkerEvent {
         run_id: String,
         commit: String,
     },
+    /// A waiting unit answered from the database: its run goes on with the answer.
+    Answering {
+        unit: i64,
+        run_id: String,
+    },
     Completed {
         unit: i64,
         branch: String,
         commit: String,
     },
+    /// A failure that may pass: the unit is queued again, claimable after `delay`.
+    Retrying {
+        unit: i64,
+        code: String,
+        message: String,
+        attempt: i64,
+        of: i64,
+        delay: Duration,
+    },
     Waiting {
         unit: i64,
+    },
+    /// The database connection was lost; the worker connects again once it answers.
+    DatabaseLost {
+        message: String,
     },
     /// Handed back to the queue as the worker stops.
     Released {
@@ -129,8 +150,30 @@ impl fmt::Display for WorkerEvent {
                 write!(f, "unit {unit} completed: {branch} at {}", short(commit))
             }
             WorkerEvent::Waiting { unit } => write!(f, "unit {unit} waits for a person"),
+            WorkerEvent::Answering { unit, run_id } => {
+                write!(f, "unit {unit}: answering run {run_id} from the database")
+            }
+            WorkerEvent::Retrying {
+                unit,
+                code,
+                message,
+                attempt,
+                of,
+                delay,
+            } => write!(
+                f,
+                "unit {unit}: {code}: {message} (failure {attempt} of {of} in a row): tried \
+                 again in {:.1}s",
+                delay.as_secs_f64()
+            ),
             WorkerEvent::CleanFailed { unit, message } => {
                 write!(f, "warning: unit {unit}: its folder stays: {message}")
+            }
+            WorkerEvent::DatabaseLost { message } => {
+                write!(
+                    f,
+                    "the database connection was lost ({message}); connecting again"
+                )
             }
             WorkerEvent::Released { unit } => {
                 write!(f, "unit {unit} handed back to the queue at its last checkpoint")
@@ -200,21 +243,65 @@ pub async fn run(options: WorkerOptions, events: Events) -> Result<(), WorkerErr
     first_error.map_or(Ok(()), Err)
 }
 
-/// One slot: claims and runs units one after the other.
+/// Sweeps expired leases, then claims the next ready unit.
+async fn claim_next(
+    ctx: &Ctx,
+    queue: &Queue,
+    queues: &[&str],
+) -> Result<Option<baton_queue::Lease>, baton_queue::QueueError> {
+    let _ = queue.sweep_expired(100).await?;
+    let _ = queue.worker_heartbeat(&ctx.options.worker).await;
+    queue
+        .claim_any(&ctx.options.worker, queues, ctx.options.lease)
+        .await
+}
+
+/// A new connection once the database answers again (waits doubling from 1 s to 30 s);
+/// `None` when the worker is told to stop meanwhile.
+async fn reconnect(
+    ctx: &Ctx,
+    lost: &baton_queue::QueueError,
+) -> Result<Option<Queue>, WorkerError> {
+    ctx.emit(WorkerEvent::DatabaseLost {
+        message: lost.to_string(),
+    });
+    let mut n = 1;
+    loop {
+        let wait = retry::backoff(Duration::from_secs(1), n).min(Duration::from_secs(30));
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = ctx.options.stop.cancelled() => return Ok(None),
+        }
+        match Queue::open(&ctx.options.config).await {
+            Ok(q) => return Ok(Some(q)),
+            Err(e) if retry::is_transient_queue(&e) => n += 1,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// One slot: claims and runs units one after the other. A lost database connection is
+/// opened again once the database answers; the unit it held, if any, was queued again or
+/// has its lease expire.
 async fn slot(ctx: Arc<Ctx>) -> Result<(), WorkerError> {
-    let queue = Queue::open(&ctx.options.config).await?;
-    let mut queue = queue;
+    let mut queue = Queue::open(&ctx.options.config).await?;
     let queues: Vec<&str> = ctx.options.queues.iter().map(String::as_str).collect();
     loop {
         if ctx.options.stop.is_cancelled() {
             return Ok(());
         }
-        let _ = queue.sweep_expired(100).await?;
-        let _ = queue.worker_heartbeat(&ctx.options.worker).await;
-        let Some(lease) = queue
-            .claim_any(&ctx.options.worker, &queues, ctx.options.lease)
-            .await?
-        else {
+        let claimed = match claim_next(&ctx, &queue, &queues).await {
+            Ok(c) => c,
+            Err(e) if retry::is_transient_queue(&e) => match reconnect(&ctx, &e).await? {
+                Some(q) => {
+                    queue = q;
+                    continue;
+                }
+                None => return Ok(()),
+            },
+            Err(e) => return Err(e.into()),
+        };
+        let Some(lease) = claimed else {
             if ctx.options.exit_when_idle {
                 return Ok(());
             }
@@ -238,20 +325,25 @@ async fn slot(ctx: Arc<Ctx>) -> Result<(), WorkerError> {
                 message: e.to_string(),
             });
         }
-        match result {
+        let failure = match result {
+            Ok(()) => continue,
+            Err(e) if e.is_lease_lost() => return Err(e),
+            Err(WorkerError::Queue(q)) if !retry::is_transient_queue(&q) => return Err(q.into()),
+            Err(e) => retry::Failure::of(&e),
+        };
+        // What stopped the unit here (its remote, its package, the database, a file of the
+        // worker) fails it, said in its outcome, or queues it again when it may pass; the
+        // worker goes on with the next.
+        match retry::settle(&ctx, &mut queue, &held, failure).await {
             Ok(()) => {}
             Err(e) if e.is_lease_lost() => return Err(e),
-            // What stopped the unit here (its remote, its package, a file of the worker) fails
-            // it, said in its outcome; the worker goes on with the next.
-            Err(WorkerError::Other { code, message }) => {
-                queue
-                    .fail(&held, &json!({"code": code, "message": message}))
-                    .await?;
-                ctx.emit(WorkerEvent::Failed {
-                    unit: held.id,
-                    code: code.to_string(),
-                    message,
-                });
+            // The database is gone for now: the unit's lease expires and the sweep queues it
+            // again.
+            Err(WorkerError::Queue(q)) if retry::is_transient_queue(&q) => {
+                match reconnect(&ctx, &q).await? {
+                    Some(fresh) => queue = fresh,
+                    None => return Ok(()),
+                }
             }
             Err(e) => return Err(e),
         }

@@ -1,9 +1,11 @@
 //! One claimed run unit, from checkout to its outcome.
 
+use crate::answers::{QUEUE_ANSWER_INVALID, answer_text};
 use crate::checkpoint::{Checkpoints, Restored, WORKER_STOPPING, restore_point, restore_run};
 use crate::error::LEASE_LOST;
 use crate::git::{checkout, git};
 use crate::payload::{QUEUE_PAYLOAD_INVALID, RunPayload};
+use crate::retry;
 use crate::{Ctx, WorkerError, WorkerEvent};
 use baton_engine::model_choice::{self, Requested};
 use baton_engine::runner::{self, Settings, StartRun};
@@ -58,18 +60,24 @@ fn heartbeat(
     let mut held = lease.clone();
     let every = ctx.options.lease / 3;
     AbortOnDrop(tokio::spawn(async move {
-        let Ok(q) = Queue::open(&config).await else {
-            return;
-        };
+        // A connection lost (the database restarted, the network cut) is opened again at the
+        // next beat: the lease outlives a short outage.
+        let mut q = Queue::open(&config).await.ok();
         loop {
             tokio::time::sleep(every).await;
+            if q.is_none() {
+                q = Queue::open(&config).await.ok();
+            }
+            let Some(conn) = q.as_ref() else { continue };
             let extend = held.duration;
-            if let Err(e) = q.heartbeat(&mut held, extend).await
-                && e.code() == LEASE_LOST
-            {
-                lost.store(true, Ordering::SeqCst);
-                cancel.cancel();
-                return;
+            match conn.heartbeat(&mut held, extend).await {
+                Ok(()) => {}
+                Err(e) if e.code() == LEASE_LOST => {
+                    lost.store(true, Ordering::SeqCst);
+                    cancel.cancel();
+                    return;
+                }
+                Err(_) => q = None,
             }
         }
     }))
@@ -111,7 +119,8 @@ async fn release(ctx: &Ctx, queue: &mut Queue, lease: &Lease) -> Result<(), Work
     Ok(())
 }
 
-/// Fails the unit with `e` (fenced) and says so.
+/// Fails the unit with the reason (fenced) and says so; a failure that may pass queues it
+/// again after a backoff instead (see [`crate::retry`]).
 async fn fail(
     ctx: &Ctx,
     queue: &mut Queue,
@@ -120,17 +129,50 @@ async fn fail(
     message: &str,
     run_id: Option<&str>,
 ) -> Result<(), WorkerError> {
-    let mut outcome = json!({"code": code, "message": message});
-    if let Some(r) = run_id {
-        outcome["runId"] = json!(r);
+    retry::settle(
+        ctx,
+        queue,
+        lease,
+        retry::Failure::new(code, message, run_id),
+    )
+    .await
+}
+
+/// The answer a person gave from the database since the run's last checkpoint: an `answer`
+/// write newer than every `checkpoint`. Once the run has gone on with it, its next
+/// checkpoint (taken before the model hears the answer) is newer, so a later claim resumes
+/// instead of answering again.
+async fn pending_answer(queue: &Queue, unit: i64) -> Result<Option<String>, WorkerError> {
+    let Some(last) = queue.last_write_of(unit, &["answer", "checkpoint"]).await? else {
+        return Ok(None);
+    };
+    if last.kind != "answer" {
+        return Ok(None);
     }
-    queue.fail(lease, &outcome).await?;
-    ctx.emit(WorkerEvent::Failed {
-        unit: lease.id,
-        code: code.to_string(),
-        message: message.to_string(),
-    });
-    Ok(())
+    match answer_text(&last.body) {
+        Some(text) => Ok(Some(text)),
+        None => Err(WorkerError::other(
+            QUEUE_ANSWER_INVALID,
+            format!("the answer to unit {unit} (write {}) has no text", last.seq),
+        )),
+    }
+}
+
+/// What the unit stores while it waits: the question as the run recorded it (text, node,
+/// reason, widget with its options) and the run's id.
+fn question_of(store: &Store, project: &Path, run_id: &str, question: &str) -> Value {
+    let recorded = store
+        .project(project)
+        .and_then(|p| p.get_run(run_id))
+        .ok()
+        .and_then(|run| run.waiting_for)
+        .filter(Value::is_object);
+    let mut q = recorded.unwrap_or_else(|| json!({}));
+    if q.get("question").and_then(Value::as_str).is_none() {
+        q["question"] = json!(question);
+    }
+    q["runId"] = json!(run_id);
+    q
 }
 
 pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError> {
@@ -148,6 +190,14 @@ pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError>
         Ok(r) => r,
         Err(e) if e.is_lease_lost() => return Err(e),
         Err(e) => return fail(ctx, &mut queue, &lease, e.code(), &e.to_string(), None).await,
+    };
+    // A person answered the question it waited on: the run goes on with the answer.
+    let answer = match &restored {
+        None => None,
+        Some(_) => match pending_answer(&queue, lease.id).await {
+            Ok(a) => a,
+            Err(e) => return fail(ctx, &mut queue, &lease, e.code(), &e.to_string(), None).await,
+        },
     };
     let work = unit_folder(ctx, &lease);
     std::fs::create_dir_all(&work).map_err(|e| WorkerError::other("WORKER_IO", e.to_string()))?;
@@ -210,6 +260,7 @@ pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError>
         &lease,
         &payload,
         restored.as_ref(),
+        answer,
         &store,
         &package_path,
         &project,
@@ -240,9 +291,8 @@ pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError>
             complete(ctx, &mut queue, &lease, &tree, &run_id, &commit, message).await?;
         }
         Outcome::Waiting { question } => {
-            queue
-                .wait_for_person(&lease, &json!({"question": question, "runId": run_id}))
-                .await?;
+            let asked = question_of(&store, &project, &run_id, question);
+            queue.wait_for_person(&lease, &asked).await?;
             ctx.emit(WorkerEvent::Waiting { unit: lease.id });
         }
         Outcome::Failed { code, message } => {
@@ -259,6 +309,7 @@ async fn drive(
     lease: &Lease,
     payload: &RunPayload,
     restored: Option<&Restored>,
+    answer: Option<String>,
     store: &Store,
     package_path: &Path,
     project: &Path,
@@ -304,12 +355,24 @@ async fn drive(
     let claimed = match restored {
         None => runner::create(store, start, &variables),
         Some(r) => restore_run(store, package_path, project, r).and_then(|()| {
-            ctx.emit(WorkerEvent::Resuming {
-                unit: lease.id,
-                run_id: r.run_id.clone(),
-                commit: r.commit.clone(),
-            });
-            runner::claim(store, &r.run_id, runner::Continuation::Resume)
+            let continuation = match answer {
+                Some(text) => {
+                    ctx.emit(WorkerEvent::Answering {
+                        unit: lease.id,
+                        run_id: r.run_id.clone(),
+                    });
+                    runner::Continuation::Answer(text)
+                }
+                None => {
+                    ctx.emit(WorkerEvent::Resuming {
+                        unit: lease.id,
+                        run_id: r.run_id.clone(),
+                        commit: r.commit.clone(),
+                    });
+                    runner::Continuation::Resume
+                }
+            };
+            runner::claim(store, &r.run_id, continuation)
         }),
     }
     .map_err(|e| WorkerError::other(e.code(), e.to_string()))?;

@@ -201,7 +201,7 @@ pub struct ResumeArgs {
 
 #[derive(Debug, Args)]
 pub struct AnswerArgs {
-    /// Run id or unique prefix.
+    /// Run id or unique prefix (with --db: the unit's number, as `baton queue status` lists it).
     pub run: String,
     /// The answer.
     #[arg(required_unless_present_any = ["confirm", "deny"])]
@@ -212,11 +212,33 @@ pub struct AnswerArgs {
     /// Answer a confirmation widget with no.
     #[arg(long)]
     pub deny: bool,
+    /// Answer a unit of this PostgreSQL work queue instead of a run of this machine: the
+    /// answer is stored with the unit and the next `baton worker` goes on with it (the model
+    /// and budgets are the ones the run was submitted with). Leave the password out:
+    /// PGPASSWORD or ~/.pgpass.
+    #[arg(long, value_name = "URL", conflicts_with_all = QUEUED_ANSWER_CONFLICTS)]
+    pub db: Option<String>,
+    /// Like --db, with the URL in this environment variable.
+    #[arg(long, value_name = "NAME", conflicts_with = "db", conflicts_with_all = QUEUED_ANSWER_CONFLICTS)]
+    pub db_env: Option<String>,
     #[command(flatten)]
     pub budget: BudgetArgs,
     #[command(flatten)]
     pub model: ModelArgs,
 }
+
+/// What a queued answer cannot take: the worker drives the run with what was submitted.
+const QUEUED_ANSWER_CONFLICTS: [&str; 9] = [
+    "model",
+    "base_url",
+    "replay",
+    "record",
+    "context",
+    "context_tokens",
+    "non_interactive",
+    "budget_tokens",
+    "budget_usd",
+];
 
 #[derive(Debug, Args)]
 pub struct ChatArgs {

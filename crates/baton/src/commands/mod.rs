@@ -1,4 +1,5 @@
 pub mod agent;
+mod answer_queued;
 mod demo;
 pub mod doctor;
 pub mod epic;

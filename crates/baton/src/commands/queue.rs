@@ -275,6 +275,41 @@ async fn status(args: &StatusArgs) -> Result<(), QueueError> {
             ]);
         }
         out!("{}", t.render(colour));
+        outln!("(answer one with `baton answer ID --db URL TEXT`)");
+    }
+    if !s.retrying.is_empty() {
+        outln!();
+        outln!(
+            "{}",
+            paint(Paint::Strong, "to be tried again (a failure that may pass)")
+        );
+        let mut t = Table::new(&[
+            Column::right("ID", 12),
+            Column::left("KIND", 6),
+            Column::left("QUEUE", 20),
+            Column::right("ATTEMPTS", 8),
+            Column::left("READY IN", 9),
+            Column::left("LAST FAILURE", 80),
+        ]);
+        for r in &s.retrying {
+            let text = |k: &str| r.reason.get(k).and_then(|v| v.as_str()).unwrap_or("");
+            let ready = if r.ready_in_s <= 0.0 {
+                "now".to_string()
+            } else {
+                format!("{:.0}s", r.ready_in_s.ceil())
+            };
+            t.row(vec![
+                r.id.to_string().into(),
+                r.kind.as_str().into(),
+                r.queue.as_str().into(),
+                r.attempts.to_string().into(),
+                ready.into(),
+                format!("{}: {}", text("code"), text("message"))
+                    .replace('\n', " ")
+                    .into(),
+            ]);
+        }
+        out!("{}", t.render(colour));
     }
     outln!();
     if s.workers.is_empty() {

@@ -403,15 +403,24 @@ pub fn resume(args: ResumeArgs) -> anyhow::Result<u8> {
     continue_with(&args.run, Continuation::Resume, &args.model, args.budget)
 }
 
-pub fn answer(args: AnswerArgs) -> anyhow::Result<u8> {
-    let text = if args.confirm || args.deny {
+/// The answer `baton answer` gives: the text, or a confirmation widget's yes or no.
+pub(super) fn answer_text(args: &AnswerArgs) -> String {
+    if args.confirm || args.deny {
         let confirmed = args.confirm;
         format!(
             "WIDGET_SUBMIT\n{{\"type\": \"confirmation\", \"value\": {{\"confirmed\": {confirmed}}}}}"
         )
     } else {
-        args.text.unwrap_or_default()
-    };
+        args.text.clone().unwrap_or_default()
+    }
+}
+
+pub fn answer(args: AnswerArgs) -> anyhow::Result<u8> {
+    // A unit of the work queue: answered in its database, for a worker to go on with.
+    if args.db.is_some() || args.db_env.is_some() {
+        return super::answer_queued::run(args);
+    }
+    let text = answer_text(&args);
     continue_with(
         &args.run,
         Continuation::Answer(text),

@@ -54,6 +54,19 @@ pub struct WorkerArgs {
     /// $BATON_HOME/worker/units/ once the unit is left, to look into it.
     #[arg(long)]
     pub keep_units: bool,
+    /// Seconds before a unit whose failure may pass (model or git remote unreachable, HTTP
+    /// 5xx or 429, the database connection lost) is tried again; the wait doubles with each
+    /// failure in a row, up to 5 minutes.
+    #[arg(long = "retry-base-s", value_name = "S", default_value = "5", value_parser = parse_retry_base)]
+    pub retry_base_s: f64,
+}
+
+/// Seconds, from 0.1 to 300.
+fn parse_retry_base(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if (0.1..=300.0).contains(&v) => Ok(v),
+        _ => Err(format!("expected seconds from 0.1 to 300, got {text:?}")),
+    }
 }
 
 pub fn run(args: WorkerArgs) -> anyhow::Result<u8> {
@@ -80,6 +93,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<u8> {
         exit_when_idle: args.exit_when_idle,
         stop: CancellationToken::new(),
         keep_units: args.keep_units,
+        retry_base: Duration::from_secs_f64(args.retry_base_s),
     };
     let events: baton_worker::Events = Arc::new(|e: &WorkerEvent| eprintln!("{e}"));
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -1,0 +1,258 @@
+//! Failures of a queued unit that may pass are tried again, with a backoff; the others fail it
+//! at once. A model endpoint that refuses connections, then answers HTTP 503 once, then plays
+//! the run: the unit is queued again after each failure (`baton queue status` shows its
+//! attempts and last failure while it waits), resumed from its checkpoint, and completed. A
+//! unit that keeps failing fails after its attempts with the last reason; a payload that cannot
+//! be read fails at once. Real throwaway PostgreSQL, scripted model on 127.0.0.1. Skips without
+//! PostgreSQL unless BATON_REQUIRE_POSTGRES is set (CI sets it).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
+
+mod worker_support;
+
+use baton_llm::Trace;
+use baton_llm::testing::{Reply, ScriptedServer};
+use baton_testkit::demo_trace;
+use baton_testkit::pg::postgres_or_skip;
+use serde_json::Value;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use worker_support::{baton, json_of, project_with_remote, psql, queue, signal, submit, wait_for};
+
+/// A port on 127.0.0.1 that refuses connections (bound, not listening) until it is listened on.
+fn closed_port() -> tokio::net::TcpSocket {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    socket
+}
+
+/// Listens on `socket` and forwards every connection to 127.0.0.1:`to`.
+fn forward(socket: tokio::net::TcpSocket, to: u16) {
+    let listener = socket.listen(64).unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if let Ok(mut out) = tokio::net::TcpStream::connect(("127.0.0.1", to)).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                }
+            });
+        }
+    });
+}
+
+fn port_of(base_url: &str) -> u16 {
+    base_url
+        .trim_start_matches("http://127.0.0.1:")
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The retry writes of a unit, oldest first.
+fn retries(pg: &baton_testkit::pg::PgServer, unit: i64) -> Vec<Value> {
+    let text = psql(
+        pg,
+        &format!(
+            "SELECT coalesce(json_agg(body ORDER BY seq), '[]') FROM baton.unit_writes \
+             WHERE unit_id = {unit} AND kind = 'retry'"
+        ),
+    );
+    serde_json::from_str::<Value>(&text)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// A worker whose model client does not retry on its own (the worker's retries are tested).
+fn worker_home(root: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let home = root.join(name);
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("config.toml"), "[llm]\nmax_retries = 0\n").unwrap();
+    home
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unit_whose_model_is_unreachable_is_tried_again_with_backoff_and_completes() {
+    let Some(pg) = postgres_or_skip("a_unit_whose_model_is_unreachable_is_tried_again") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let submitter = tmp.path().join("submitter-home");
+    let url = queue(&pg, &submitter);
+    let (project, bare) = project_with_remote(tmp.path());
+    let closed = closed_port();
+    let port = closed.local_addr().unwrap().port();
+    submit(
+        &submitter,
+        &project,
+        &url,
+        &format!("http://127.0.0.1:{port}/v1"),
+        &["--input", "1-2-user-authentication"],
+    );
+    // Enough tries that the model comes up before they run out, however slow this machine.
+    psql(
+        &pg,
+        "UPDATE baton.work_units SET max_attempts = 30 WHERE id = 1",
+    );
+
+    let mut worker = baton(&worker_home(tmp.path(), "worker"))
+        .args(["worker", "--db", &url, "--retry-base-s", "0.2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    // While it waits for its next try, the queue shows its attempts and its last failure.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let seen = loop {
+        let out = baton(&submitter)
+            .args(["queue", "status", "--db", &url, "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let status = json_of(&out);
+        if let Some(r) = status["retrying"].as_array().and_then(|r| r.first()) {
+            break r.clone();
+        }
+        assert!(Instant::now() < deadline, "never seen waiting for a retry");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(seen["id"], 1);
+    assert!(seen["attempts"].as_i64().unwrap() >= 1, "{seen}");
+    assert_eq!(seen["maxAttempts"], 30);
+    assert_eq!(seen["reason"]["code"], "LLM_CONNECT_ERROR", "{seen}");
+    assert!(
+        seen["reason"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot reach")
+    );
+    assert_eq!(seen["reason"]["of"], 30);
+
+    // The model comes up: one HTTP 503 first (past the client's retries, none here), then the
+    // run.
+    let mut replies = vec![Reply::error(503, "overloaded")];
+    replies.extend(Reply::from_trace(&Trace::load(&demo_trace()).unwrap()));
+    let server = ScriptedServer::start(replies).await.unwrap();
+    forward(closed, port_of(&server.base_url()));
+    wait_for(
+        &pg,
+        "SELECT state FROM baton.work_units WHERE id = 1",
+        "done",
+    );
+    signal(worker.id(), "-TERM");
+    let out = tokio::task::spawn_blocking(move || {
+        let mut err = String::new();
+        std::io::Read::read_to_string(worker.stderr.as_mut().unwrap(), &mut err).unwrap();
+        (worker.wait().unwrap(), err)
+    })
+    .await
+    .unwrap();
+    assert!(out.0.success(), "{}", out.1);
+    assert!(out.1.contains("tried again in"), "{}", out.1);
+
+    // Every failure was recorded, numbered in a row, each wait twice the one before.
+    let tries = retries(&pg, 1);
+    let codes: Vec<&str> = tries.iter().map(|r| r["code"].as_str().unwrap()).collect();
+    assert!(codes.len() >= 2, "{codes:?}");
+    assert_eq!(codes.last(), Some(&"LLM_HTTP_ERROR"), "{codes:?}");
+    assert!(
+        codes[..codes.len() - 1]
+            .iter()
+            .all(|c| *c == "LLM_CONNECT_ERROR"),
+        "{codes:?}"
+    );
+    assert!(
+        tries.last().unwrap()["message"]
+            .as_str()
+            .unwrap()
+            .contains("HTTP 503")
+    );
+    for (i, r) in tries.iter().enumerate() {
+        assert_eq!(r["attempt"], i as i64 + 1, "{r}");
+        let want = 0.2 * 2f64.powi(i as i32);
+        let got = r["delayS"].as_f64().unwrap();
+        assert!((got - want.min(300.0)).abs() < 1e-6, "{got} != {want}");
+    }
+    // Claimed once per try; the model answered every turn once, after its one 503.
+    assert_eq!(
+        psql(&pg, "SELECT epoch FROM baton.work_units WHERE id = 1"),
+        (tries.len() + 1).to_string()
+    );
+    assert_eq!(server.received().len(), 11);
+    assert_eq!(server.remaining(), 0);
+    let branch = format!("refs/heads/baton/unit-1/epoch-{}", tries.len() + 1);
+    let commit = worker_support::git(&bare, &["rev-parse", &branch]);
+    let files = worker_support::git(&bare, &["ls-tree", "-r", "--name-only", &commit]);
+    assert!(
+        files.lines().any(|f| f.starts_with("artifacts/")),
+        "{files}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unit_that_keeps_failing_fails_after_its_attempts_and_a_bad_payload_fails_at_once() {
+    let Some(pg) = postgres_or_skip("a_unit_that_keeps_failing_fails_after_its_attempts") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let submitter = tmp.path().join("submitter-home");
+    let url = queue(&pg, &submitter);
+    let (project, _bare) = project_with_remote(tmp.path());
+    let closed = closed_port();
+    let base_url = format!(
+        "http://127.0.0.1:{}/v1",
+        closed.local_addr().unwrap().port()
+    );
+    submit(&submitter, &project, &url, &base_url, &[]);
+    submit(&submitter, &project, &url, &base_url, &[]);
+    psql(
+        &pg,
+        "UPDATE baton.work_units SET max_attempts = 3 WHERE id = 1",
+    );
+    // A payload no worker can read, written straight into the database.
+    psql(
+        &pg,
+        "UPDATE baton.work_units SET payload = '{\"workflow\": 7}' WHERE id = 2",
+    );
+
+    let worker = baton(&worker_home(tmp.path(), "worker"))
+        .args(["worker", "--db", &url, "--retry-base-s", "0.1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(
+        &pg,
+        "SELECT string_agg(state, ',' ORDER BY id) FROM baton.work_units",
+        "failed,failed",
+    );
+    signal(worker.id(), "-TERM");
+    let status = tokio::task::spawn_blocking(move || worker.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+
+    // Three tries, two waits, then failed with the last reason.
+    assert_eq!(
+        psql(
+            &pg,
+            "SELECT epoch || ':' || (outcome->>'code') || ':' || (outcome->>'attempts') \
+             FROM baton.work_units WHERE id = 1"
+        ),
+        "3:LLM_CONNECT_ERROR:3"
+    );
+    assert_eq!(retries(&pg, 1).len(), 2);
+    // The payload: failed on its first claim, never tried again.
+    assert_eq!(
+        psql(
+            &pg,
+            "SELECT epoch || ':' || (outcome->>'code') FROM baton.work_units WHERE id = 2"
+        ),
+        "1:QUEUE_PAYLOAD_INVALID"
+    );
+    assert!(retries(&pg, 2).is_empty());
+    drop(closed);
+}
