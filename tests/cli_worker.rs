@@ -532,7 +532,9 @@ async fn sigterm_hands_the_unit_back_at_its_next_checkpoint_and_no_turn_is_lost(
     // The fourth answer takes a while: the signal lands while it is in flight.
     let mut replies = Reply::from_trace(&Trace::load(&demo_trace()).unwrap());
     let turns = replies.len();
-    replies[3] = replies[3].clone().delayed(std::time::Duration::from_secs(3));
+    replies[3] = replies[3]
+        .clone()
+        .delayed(std::time::Duration::from_secs(3));
     let server = ScriptedServer::start(replies).await.unwrap();
     submit(
         &submitter,
@@ -579,14 +581,24 @@ async fn sigterm_hands_the_unit_back_at_its_next_checkpoint_and_no_turn_is_lost(
     );
 
     let out = baton(&tmp.path().join("worker-b"))
-        .args(["worker", "--db", &url, "--lease-s", "600", "--exit-when-idle"])
+        .args([
+            "worker",
+            "--db",
+            &url,
+            "--lease-s",
+            "600",
+            "--exit-when-idle",
+        ])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("resuming run"), "{stderr}");
     assert_eq!(
-        psql(&pg, "SELECT state || ':' || epoch FROM baton.work_units WHERE id = 1"),
+        psql(
+            &pg,
+            "SELECT state || ':' || epoch FROM baton.work_units WHERE id = 1"
+        ),
         "done:2"
     );
     // Every turn asked once: the stop lost none, and none was asked again.
@@ -609,8 +621,71 @@ async fn sigterm_hands_the_unit_back_at_its_next_checkpoint_and_no_turn_is_lost(
         let left: Vec<_> = std::fs::read_dir(&units).unwrap().collect();
         assert!(left.is_empty(), "{home}: {left:?}");
         let repos = tmp.path().join(home).join("worker/repos");
-        let mirror = std::fs::read_dir(&repos).unwrap().next().unwrap().unwrap().path();
+        let mirror = std::fs::read_dir(&repos)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
         let listed = git(&mirror, &["worktree", "list", "--porcelain"]);
         assert_eq!(listed.matches("worktree ").count(), 1, "{home}: {listed}");
     }
+}
+
+/// A second signal does not wait for the turn in flight: the worker quits at once (130), and
+/// the unit it held stays leased until its lease expires, as after a crash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_quits_at_once_while_a_turn_hangs() {
+    let Some(pg) = postgres_or_skip("a_second_signal_quits_at_once") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let url = pg.socket_url("postgres");
+    let submitter = tmp.path().join("submitter-home");
+    let out = baton(&submitter)
+        .args(["queue", "init", "--db", &url])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let (project, _bare) = project_with_remote(tmp.path());
+    let server = hanging_at_fourth().await;
+    submit(
+        &submitter,
+        &project,
+        &url,
+        &server.base_url(),
+        &["--input", "1-2-user-authentication"],
+    );
+    let mut worker = baton(&tmp.path().join("worker-a"))
+        .args(["worker", "--db", &url, "--lease-s", "600"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = worker.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while server.received().len() < 4 {
+        assert!(std::time::Instant::now() < deadline, "no fourth request");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    signal(pid, "-TERM");
+    // The first signal is taken (the worker says it is stopping) before the second is sent.
+    let mut stderr = worker.stderr.take().unwrap();
+    let mut seen = String::new();
+    let mut buf = [0u8; 4096];
+    while !seen.contains("stopping: no new units") {
+        let n = std::io::Read::read(&mut stderr, &mut buf).unwrap();
+        assert!(n > 0, "the worker ended before saying it stops: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    signal(pid, "-INT");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert_eq!(worker.wait().unwrap().code(), Some(130), "{seen}{rest}");
+    assert!(!rest.contains("handed back"), "{seen}{rest}");
+    assert_eq!(
+        psql(&pg, "SELECT state || ':' || epoch FROM baton.work_units"),
+        "leased:1"
+    );
+    assert_eq!(server.received().len(), 4);
 }
