@@ -87,7 +87,7 @@ fn queue_init_status_and_cancel() {
         out.stdout
     );
     assert!(
-        out.stdout.contains("schema version 1, was 0"),
+        out.stdout.contains("schema version 2, was 0"),
         "{}",
         out.stdout
     );
@@ -96,12 +96,12 @@ fn queue_init_status_and_cancel() {
     let j = out.json();
     assert_eq!(
         (j["fromVersion"].as_i64(), j["version"].as_i64()),
-        (Some(1), Some(1))
+        (Some(2), Some(2))
     );
     assert_eq!(j["applied"], serde_json::json!([]));
     let out = run(&["queue", "init"]);
     assert!(
-        out.stdout.contains("is up to date (schema version 1)"),
+        out.stdout.contains("is up to date (schema version 2)"),
         "{}",
         out.stdout
     );

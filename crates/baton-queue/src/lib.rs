@@ -12,13 +12,16 @@
 //! The file store stays baton's default; nothing here is used without a queue URL.
 
 mod connect;
+mod epic;
 mod error;
 mod queue;
 mod retry;
 mod schema;
+pub mod source;
 mod status;
 
 pub use connect::{DEFAULT_CONNECT_TIMEOUT, DbConfig, Environment, ProcessEnv, pgpass_lookup};
+pub use epic::{EpicHolder, EpicLease, StoryUnit, epic_lease_key};
 pub use error::{PasswordSource, QueueError, UrlSource};
 pub use queue::{
     CLAIM_SQL, DEFAULT_QUEUE, Expired, FENCE_SQL, Fenced, HEARTBEAT_SQL, Lease, MAX_JSON_BYTES,

@@ -12,14 +12,21 @@ pub struct Migration {
 }
 
 /// Every migration this baton knows, oldest first.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "work units, packages, workers, unit writes",
-    sql: include_str!("../migrations/0001_work_queue.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "work units, packages, workers, unit writes",
+        sql: include_str!("../migrations/0001_work_queue.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "epic leases, story units by epic",
+        sql: include_str!("../migrations/0002_epics.sql"),
+    },
+];
 
 /// The schema version this baton needs.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// Any fixed number: concurrent inits take turns on it.
 const INIT_LOCK: i64 = 0x6261_746f_6e71; // "batonq"

@@ -80,10 +80,11 @@ async fn init_is_idempotent_and_records_its_version() {
     assert_eq!(
         pg.psql(
             "postgres",
-            "SELECT version, applied_by FROM baton.schema_version"
+            "SELECT string_agg(version || '|' || applied_by, ',' ORDER BY version) \
+             FROM baton.schema_version"
         )
         .unwrap(),
-        format!("1|baton {}", env!("CARGO_PKG_VERSION"))
+        format!("1|baton {v},2|baton {v}", v = env!("CARGO_PKG_VERSION"))
     );
 
     // Two inits at once: one applies, the other finds it done (advisory lock), no error.
