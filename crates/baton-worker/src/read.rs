@@ -66,7 +66,11 @@ impl UnitRun {
         let subdir = RunPayload::from_value(&u.payload)
             .map(|p| p.project_subdir)
             .unwrap_or_default();
-        let mut text = format!("{} at {}", u.project_remote, short(&u.base_commit));
+        let mut text = format!(
+            "{} at {}",
+            redact_remote(&u.project_remote),
+            short(&u.base_commit)
+        );
         if !subdir.is_empty() {
             text.push_str(&format!(" (folder {subdir})"));
         }
@@ -96,7 +100,26 @@ impl UnitRun {
                 (v, json!({"runId": r.run_id, "commit": r.commit}))
             }
         };
-        Ok(json!({"unit": self.unit, "checkpoint": checkpoint, "run": run}))
+        let mut unit = json!(self.unit);
+        unit["projectRemote"] = json!(redact_remote(&self.unit.project_remote));
+        Ok(json!({"unit": unit, "checkpoint": checkpoint, "run": run}))
+    }
+}
+
+/// A remote URL without the password it may carry (`https://user:TOKEN@host/…` →
+/// `https://user@host/…`); other remotes as they are.
+pub fn redact_remote(remote: &str) -> String {
+    let Some((scheme, rest)) = remote.split_once("://") else {
+        return remote.to_string();
+    };
+    let end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) if userinfo.contains(':') => {
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{scheme}://{user}@{host}{path}")
+        }
+        _ => remote.to_string(),
     }
 }
 
@@ -163,4 +186,26 @@ fn install(store: &Store, dir: &Path, bytes: &[u8]) -> Result<(), String> {
         .install(&package, "the queue's database")
         .map(|_| ())
         .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_remote;
+
+    #[test]
+    fn a_remotes_password_is_never_shown() {
+        assert_eq!(
+            redact_remote("https://ci:s3cret@git.example/team/app.git"),
+            "https://ci@git.example/team/app.git"
+        );
+        assert_eq!(
+            redact_remote("git@git.example:team/app.git"),
+            "git@git.example:team/app.git"
+        );
+        assert_eq!(redact_remote("/srv/git/app.git"), "/srv/git/app.git");
+        assert_eq!(
+            redact_remote("ssh://git@git.example/app.git"),
+            "ssh://git@git.example/app.git"
+        );
+    }
 }
