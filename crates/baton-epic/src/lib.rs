@@ -31,6 +31,7 @@ pub mod parallel_board;
 pub mod phase;
 pub mod phase_run;
 pub mod progress;
+pub mod queued;
 pub mod report;
 pub mod review;
 pub mod run_state;
@@ -50,7 +51,7 @@ pub use events::EpicEvent;
 pub use models::ModelSource;
 pub use orchestrator::{
     AskFn, Command, EpicOutcome, EpicReport, EpicSettings, PlannedStory, execute, execute_parallel,
-    preflight,
+    execute_queued, preflight,
 };
 pub use phase::Phase;
 

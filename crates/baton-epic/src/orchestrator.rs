@@ -213,6 +213,30 @@ pub async fn execute_parallel<'a>(
     settings: EpicSettings<'a>,
     parallel: Option<u32>,
 ) -> Result<EpicReport> {
+    execute_with(store, project, command, settings, parallel, None).await
+}
+
+/// [`execute_parallel`] with the stories run by queue workers (`--queue`; see
+/// [`super::queued`]): up to `parallel` story units in flight.
+pub async fn execute_queued<'a>(
+    store: &'a Store,
+    project: &Path,
+    command: Command,
+    settings: EpicSettings<'a>,
+    parallel: Option<u32>,
+    queue: super::queued::QueueTarget,
+) -> Result<EpicReport> {
+    execute_with(store, project, command, settings, parallel, Some(queue)).await
+}
+
+async fn execute_with<'a>(
+    store: &'a Store,
+    project: &Path,
+    command: Command,
+    settings: EpicSettings<'a>,
+    parallel: Option<u32>,
+    queue: Option<super::queued::QueueTarget>,
+) -> Result<EpicReport> {
     let stories_command = matches!(command, Command::Stories { .. });
     let (project_root, config, mut layout) = open(project, stories_command)?;
     // The folder this project's epics work in was recorded when the first one started.
@@ -251,6 +275,16 @@ pub async fn execute_parallel<'a>(
         Some(run) => run.epic_id(),
         None => keys::epic_key(epic),
     };
+    if queue.is_some() && stories.is_some() {
+        return Err(EpicError::usage(
+            "EPIC_QUEUE_UNSUPPORTED",
+            "--queue runs the stories of sprint-status.yaml, not a stories.yaml folder",
+        ));
+    }
+    if queue.is_none() && !settings.dry_run {
+        // An epic whose stories run on the queue goes on there (its units are in flight).
+        super::queued::refuse_local(&layout, &epic_id)?;
+    }
     let specs = specs::resolve(&config, &project_root, store)?;
     let tools = baton_tools::ToolsConfig::load(Some(store.home()), Some(&project_root))
         .map_err(|e| EpicError::usage(e.code(), e.to_string()).hint(e.hint()))?;
@@ -324,9 +358,10 @@ pub async fn execute_parallel<'a>(
     // `--parallel N`: the stories in flight each in a worktree (see `parallel`), recorded
     // before anything else is written so a resume after a kill stays parallel.
     let slots = parallel
+        .or_else(|| queue.as_ref().and_then(|q| q.slots))
         .or_else(|| super::parallel::resumed_slots(&layout.dir, &epic_id))
         .unwrap_or(config.parallel.stories);
-    if slots > 1 && stories.is_none() {
+    if slots > 1 && stories.is_none() && queue.is_none() {
         super::parallel::mark(&layout.dir, &epic_id, slots)?;
     }
     // From here on, files change.
@@ -379,10 +414,12 @@ pub async fn execute_parallel<'a>(
         completed_now: Vec::new(),
         phases_run: 0,
         stories,
+        on_step: None,
     };
-    let looped = match slots > 1 && ctx.stories.is_none() {
-        true => super::parallel::run(&mut ctx, slots, started).await,
-        false => ctx.run_loop().await,
+    let looped = match (queue, slots > 1 && ctx.stories.is_none()) {
+        (Some(q), _) => super::queued::run(&mut ctx, slots, started, q).await,
+        (None, true) => super::parallel::run(&mut ctx, slots, started).await,
+        (None, false) => ctx.run_loop().await,
     };
     let outcome = match looped {
         Ok(o) => o,

@@ -605,6 +605,7 @@ fn story_ctx<'a: 'b, 'b>(
         completed_now: Vec::new(),
         phases_run: 0,
         stories: None,
+        on_step: None,
     })
 }
 
@@ -696,6 +697,20 @@ fn merge_one(
     key: &str,
     started: SystemTime,
 ) -> Result<MergeOutcome> {
+    merge_story_onto(ctx, wts, &st.branch, epic_id, key, started, &[])
+}
+
+/// Merges story `key`'s worktree onto `branch` (see [`merge::merge_story`]), leaving out of its
+/// commit the orchestrator's files and `also_keep_out` (names in the artifacts folder).
+pub(super) fn merge_story_onto(
+    ctx: &Ctx<'_>,
+    wts: &Worktrees,
+    branch: &str,
+    epic_id: &str,
+    key: &str,
+    started: SystemTime,
+    also_keep_out: &[&str],
+) -> Result<MergeOutcome> {
     let text = match wts.get(epic_id, key)? {
         Some(wt) => {
             let l = layout::resolve(wt.path(), ctx.config.implementation_artifacts.as_deref())?;
@@ -708,13 +723,18 @@ fn merge_one(
         None => None,
     };
     let message = super::git::commit_message(key, text.as_deref());
-    let keep_out = own_files(&ctx.layout.rel, key);
+    let mut keep_out = own_files(&ctx.layout.rel, key);
+    keep_out.extend(
+        also_keep_out
+            .iter()
+            .map(|n| format!("{}/{n}", ctx.layout.rel)),
+    );
     let carry: Vec<String> = [sprint::FILE_NAME, run_state::FILE_NAME]
         .iter()
         .map(|n| format!("{}/{n}", ctx.layout.rel))
         .collect();
     let settings = MergeSettings {
-        branch: &st.branch,
+        branch,
         message: &message,
         keep_out: &keep_out,
         carry: &carry,
@@ -760,6 +780,7 @@ fn story_probe<'b>(ctx: &Ctx<'b>) -> Result<Ctx<'b>> {
         completed_now: Vec::new(),
         phases_run: 0,
         stories: None,
+        on_step: None,
     })
 }
 

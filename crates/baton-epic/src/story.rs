@@ -58,6 +58,9 @@ pub(super) struct Ctx<'a> {
     /// Stories mode: the spec folder whose `stories.yaml` the loop walks (`None`: the epic's
     /// stories in `sprint-status.yaml`).
     pub(super) stories: Option<super::stories_mode::run::StoriesRun>,
+    /// Called after every step that goes on (a phase ended and the story moved on, durably):
+    /// a queue worker checkpoints the story there (see [`super::queued`]).
+    pub(super) on_step: Option<&'a (dyn super::queued::StepHook + Send + Sync)>,
 }
 
 /// How a phase run ended, as the loop sees it.
@@ -362,7 +365,11 @@ impl<'a> Ctx<'a> {
                 }
             }
             match self.step().await? {
-                Next::Continue => {}
+                Next::Continue => {
+                    if let Some(hook) = self.on_step {
+                        hook.after_step().await?;
+                    }
+                }
                 Next::Pause(outcome) => return Ok(outcome),
             }
         }

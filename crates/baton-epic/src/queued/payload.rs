@@ -1,0 +1,251 @@
+//! What a story unit carries for its worker, and what a worker records at each checkpoint.
+//! Anyone with the database can write both: a worker validates a payload, an orchestrator a
+//! checkpoint, before using them.
+
+use crate::keys;
+use crate::worktree::check_name;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// A payload no worker can run.
+pub const QUEUE_PAYLOAD_INVALID: &str = "QUEUE_PAYLOAD_INVALID";
+/// Largest file a payload or a checkpoint carries.
+pub const MAX_FILE_BYTES: usize = 256 * 1024;
+
+/// The model a story's phases run with: by name and endpoint; the worker's environment gives
+/// the key.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StoryModel {
+    pub name: Option<String>,
+    pub base_url: Option<String>,
+}
+
+/// A story unit's payload.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StoryPayload {
+    /// `epic-1`
+    pub epic_id: String,
+    /// The story key.
+    pub story: String,
+    /// The orchestrator's session (its units are found by it).
+    pub session: String,
+    /// The project's folder inside its repository ("" for the root), with `/`.
+    #[serde(default)]
+    pub project_subdir: String,
+    /// The artifacts folder (where `sprint-status.yaml` is), relative to the project.
+    pub artifacts: String,
+    #[serde(default)]
+    pub model: StoryModel,
+    /// Files of the artifacts folder the story starts with, by name: the orchestrator's
+    /// `sprint-status.yaml` and the story's agent-state file.
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
+    /// Go on from this earlier unit's last checkpoint (its progress files): a story retried or
+    /// sent back to dev.
+    #[serde(default)]
+    pub from_unit: Option<i64>,
+    /// Back to dev with this text (the merge onto the epic's branch conflicted or failed a
+    /// check).
+    #[serde(default)]
+    pub back_to_dev: Option<String>,
+}
+
+/// The names a payload or a checkpoint may carry for `story`.
+pub fn carried(story: &str) -> [String; 4] {
+    [
+        crate::sprint::FILE_NAME.to_string(),
+        crate::run_state::FILE_NAME.to_string(),
+        crate::progress::FILE_NAME.to_string(),
+        format!("{story}{}", crate::agent_state::SUFFIX),
+    ]
+}
+
+fn check_files(story: &str, files: &BTreeMap<String, String>, what: &str) -> Result<(), String> {
+    let allowed = carried(story);
+    for (name, text) in files {
+        if !allowed.contains(name) {
+            return Err(format!("{what}: file {name:?} is not one a story carries"));
+        }
+        if text.len() > MAX_FILE_BYTES {
+            return Err(format!(
+                "{what}: file {name} is {} bytes, more than {MAX_FILE_BYTES}",
+                text.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// "" or `a/b`: no absolute path, no `.` or `..`, no empty part.
+fn relative_folder(path: &str) -> bool {
+    !path.starts_with('/')
+        && !path
+            .split('/')
+            .any(|part| part == ".." || part == "." || (part.is_empty() && !path.is_empty()))
+}
+
+impl StoryPayload {
+    /// Reads a unit's payload, or says what is wrong with it.
+    pub fn from_value(value: &Value) -> Result<StoryPayload, String> {
+        let p: StoryPayload =
+            serde_json::from_value(value.clone()).map_err(|e| format!("payload: {e}"))?;
+        if keys::parse_epic_id(&p.epic_id).is_none() {
+            return Err(format!("payload: epicId {:?} is not an epic id", p.epic_id));
+        }
+        check_name("story", &p.story).map_err(|e| format!("payload: {}", e.message))?;
+        if !p
+            .story
+            .starts_with(&format!("{}-", p.epic_id.trim_start_matches("epic-")))
+        {
+            return Err(format!(
+                "payload: story {} is not of {}",
+                p.story, p.epic_id
+            ));
+        }
+        if p.session.is_empty() || p.session.len() > 100 {
+            return Err("payload: session must be 1 to 100 characters".into());
+        }
+        if !relative_folder(&p.project_subdir) {
+            return Err(format!(
+                "payload: projectSubdir {:?} must be a relative folder inside the repository",
+                p.project_subdir
+            ));
+        }
+        if p.artifacts.is_empty() || !relative_folder(&p.artifacts) {
+            return Err(format!(
+                "payload: artifacts {:?} must be a relative folder inside the project",
+                p.artifacts
+            ));
+        }
+        check_files(&p.story, &p.files, "payload")?;
+        Ok(p)
+    }
+
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// A question as a waiting unit carries it (`{id, question, context}`).
+pub fn question_to_json(q: &crate::agent_state::Question) -> Value {
+    serde_json::json!({"id": q.id, "question": q.question, "context": q.context})
+}
+
+/// The question a waiting unit carries, if it reads as one.
+pub fn question_from_json(v: &Value) -> Option<crate::agent_state::Question> {
+    let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+    let id = text("id").filter(|i| !i.is_empty() && i.len() <= 100)?;
+    let question: String = text("question")?.chars().take(4000).collect();
+    Some(crate::agent_state::Question {
+        id,
+        question,
+        context: text("context").map(|c| c.chars().take(4000).collect()),
+        answer: None,
+    })
+}
+
+/// What a worker records after each phase of a story (a `story-checkpoint` write).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoryCheckpoint {
+    /// The worktree's commit, pushed to `reference`.
+    pub commit: String,
+    pub reference: String,
+    /// The story's progress files in the artifacts folder, by name.
+    pub files: BTreeMap<String, String>,
+    /// The story's status in the worktree's `sprint-status.yaml`.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// The phase the story stands at (`None`: approved).
+    #[serde(default)]
+    pub phase: Option<String>,
+}
+
+impl StoryCheckpoint {
+    /// Reads a checkpoint write of `story`, or says what is wrong with it.
+    pub fn from_value(story: &str, value: &Value) -> Result<StoryCheckpoint, String> {
+        let c: StoryCheckpoint =
+            serde_json::from_value(value.clone()).map_err(|e| format!("checkpoint: {e}"))?;
+        if !(c.commit.len() == 40 || c.commit.len() == 64)
+            || !c.commit.bytes().all(|b| b.is_ascii_hexdigit())
+        {
+            return Err(format!(
+                "checkpoint: commit {:?} is not a git commit id",
+                c.commit
+            ));
+        }
+        check_files(story, &c.files, "checkpoint")?;
+        Ok(c)
+    }
+
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_payload_goes_round_and_bad_ones_are_named() {
+        let mut p = StoryPayload {
+            epic_id: "epic-1".into(),
+            story: "1-2-login".into(),
+            session: "s1".into(),
+            artifacts: "_bmad-output/implementation-artifacts".into(),
+            ..Default::default()
+        };
+        p.files.insert(
+            "sprint-status.yaml".into(),
+            "development_status: {}\n".into(),
+        );
+        assert_eq!(StoryPayload::from_value(&p.to_value()).unwrap(), p);
+        let mut bad = p.to_value();
+        bad["files"] = json!({"../../etc/passwd": "x"});
+        assert!(
+            StoryPayload::from_value(&bad)
+                .unwrap_err()
+                .contains("passwd")
+        );
+        let mut bad = p.to_value();
+        bad["story"] = json!("2-1-other");
+        assert!(StoryPayload::from_value(&bad).is_err());
+        let mut bad = p.to_value();
+        bad["story"] = json!("1-1-../x");
+        assert!(StoryPayload::from_value(&bad).is_err());
+        let mut bad = p.to_value();
+        bad["projectSubdir"] = json!("../up");
+        assert!(StoryPayload::from_value(&bad).is_err());
+        let mut bad = p.to_value();
+        bad["artifacts"] = json!("/etc");
+        assert!(StoryPayload::from_value(&bad).is_err());
+        let mut bad = p.to_value();
+        bad["shell"] = json!("rm -rf /");
+        assert!(StoryPayload::from_value(&bad).is_err());
+    }
+
+    #[test]
+    fn a_checkpoint_carries_only_the_story_files() {
+        let c = StoryCheckpoint {
+            commit: "a".repeat(40),
+            reference: "refs/baton/stories/1/1".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            StoryCheckpoint::from_value("1-2-login", &c.to_value()).unwrap(),
+            c
+        );
+        let mut bad = c.to_value();
+        bad["files"] = json!({"1-3-other.agent-state.json": "{}"});
+        assert!(StoryCheckpoint::from_value("1-2-login", &bad).is_err());
+        let mut bad = c.to_value();
+        bad["commit"] = json!("HEAD");
+        assert!(StoryCheckpoint::from_value("1-2-login", &bad).is_err());
+    }
+}
