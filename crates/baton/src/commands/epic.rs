@@ -76,6 +76,15 @@ pub struct LoopArgs {
     /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Run the stories on `baton worker`s: submit each as a unit to the PostgreSQL work queue
+    /// at URL (this process stays the orchestrator: it merges approved stories and writes
+    /// sprint-status.yaml). The project must be a git repository with a remote the workers
+    /// can reach. `baton epic resume` remembers it.
+    #[arg(long, value_name = "URL", conflicts_with = "db_env")]
+    pub queue: Option<String>,
+    /// The environment variable holding the queue's URL (instead of --queue URL).
+    #[arg(long = "db-env", value_name = "NAME")]
+    pub db_env: Option<String>,
     /// Hard budgets on the whole epic (over `[budget] tokens`/`usd`; per story:
     /// `tokens_per_story`/`usd_per_story`). The loop pauses with exit code 12 before a call
     /// that could cross one.
@@ -323,8 +332,13 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
         Err(f) => return Ok(f.report(args.json)),
     };
     let continuing = matches!(command, Command::Answer { .. } | Command::Resume);
-    let chosen = match dry_run {
-        // A dry run calls no model: any source does.
+    let queued = match queue_target(args, project, &command, continuing) {
+        Ok(q) => q,
+        Err(f) => return Ok(f.report(args.json)),
+    };
+    let chosen = match dry_run || queued.is_some() {
+        // A dry run calls no model, nor does an orchestrator whose stories run on workers:
+        // any source does.
         true => Orchestrated::Traces(PathBuf::from(".")),
         false => match phase_model(args, &store, project, continuing) {
             Ok(m) => m,
@@ -357,13 +371,23 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
         resume: continue_command("resume", project, args.replay.as_deref()),
         answer: None,
     });
-    let result = runtime.block_on(baton_epic::execute_parallel(
-        &store,
-        project,
-        command,
-        settings,
-        args.parallel,
-    ));
+    let result = match queued {
+        Some(target) if !dry_run => runtime.block_on(baton_epic::execute_queued(
+            &store,
+            project,
+            command,
+            settings,
+            args.parallel,
+            target,
+        )),
+        _ => runtime.block_on(baton_epic::execute_parallel(
+            &store,
+            project,
+            command,
+            settings,
+            args.parallel,
+        )),
+    };
     bar.finish();
     match result {
         Ok(report) if args.json => {
@@ -384,6 +408,66 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
         }
         Err(e) => Ok(failure(&e).report(args.json)),
     }
+}
+
+/// Where the stories go with `--queue URL` / `--db-env NAME`, or what a queued epic being
+/// resumed or answered remembers; `None`: they run here.
+fn queue_target(
+    args: &LoopArgs,
+    project: &Path,
+    command: &Command,
+    continuing: bool,
+) -> Result<Option<baton_epic::queued::QueueTarget>, Failure> {
+    let remembered = continuing
+        .then(|| baton_epic::queued::remembered(project))
+        .flatten();
+    if args.queue.is_none() && args.db_env.is_none() && remembered.is_none() {
+        return Ok(None);
+    }
+    if matches!(command, Command::Story { .. } | Command::Stories { .. }) {
+        return Err(Failure::new(
+            "EPIC_QUEUE_UNSUPPORTED",
+            "--queue runs an epic of sprint-status.yaml (`baton epic run <EPIC> --queue URL`)",
+            exit::INVALID,
+        ));
+    }
+    let (url, env) = match (&args.queue, &args.db_env, &remembered) {
+        (None, None, Some(r)) => (r.db_url.clone(), r.db_env.clone()),
+        _ => (args.queue.clone(), args.db_env.clone()),
+    };
+    let config = super::queue::db_config(url.as_deref(), env.as_deref(), "--queue URL")
+        .map_err(|e| super::queue::failure(&e))?;
+    let from_env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let kept = remembered
+        .as_ref()
+        .map(|r| r.model.clone())
+        .unwrap_or_default();
+    let model = baton_epic::queued::StoryModel {
+        name: args
+            .model
+            .clone()
+            .or(kept.name)
+            .or_else(|| from_env("BATON_MODEL")),
+        base_url: kept.base_url.or_else(|| from_env("OPENAI_BASE_URL")),
+    };
+    let host = baton_lifecycle::ralph::claim::hostname();
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    Ok(Some(baton_epic::queued::QueueTarget {
+        // Never the password: a resume finds it where this one did (PGPASSWORD, the password
+        // file, or the variable of --db-env).
+        url: env.is_none().then(|| config.redacted()),
+        db_env: env,
+        config,
+        model,
+        slots: remembered.map(|r| r.slots),
+        owner: format!("{host}:{}:{:04x}", std::process::id(), nonce & 0xffff),
+        host,
+        lease: std::time::Duration::from_secs(30),
+        poll: std::time::Duration::from_millis(300),
+    }))
 }
 
 /// `baton epic <verb> --project DIR [--replay TRACES]`, as a person would type it to go on.
