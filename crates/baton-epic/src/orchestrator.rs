@@ -304,6 +304,9 @@ async fn execute_with<'a>(
     let budget = settings.budget;
     let models = Models::new(settings.source, settings.record);
     models.check()?;
+    if queue.is_some() && !settings.dry_run {
+        super::queued::preflight(&project_root, &specs)?;
+    }
     if let Some(sp) = &progress.story {
         AgentState::load(&layout.dir, &layout.rel, &sp.key)?;
         // A review run already made: its verdict is read on resume.

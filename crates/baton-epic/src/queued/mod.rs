@@ -20,7 +20,7 @@ pub mod payload;
 mod state;
 pub mod worker;
 
-pub(crate) use orchestrate::run;
+pub(crate) use orchestrate::{preflight, run};
 pub use payload::{StoryModel, StoryPayload};
 pub use state::{QueuedState, Remembered};
 

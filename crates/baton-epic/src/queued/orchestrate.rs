@@ -25,7 +25,9 @@ use crate::story::Ctx;
 use crate::worktree::{Worktrees, tail};
 use crate::{keys, lock, parallel_board};
 use baton_autopilot::untrusted::limit;
-use baton_queue::source::{ProjectSource, SubmitError, check_pushed, project_remote};
+use baton_queue::source::{
+    ProjectSource, QUEUE_COMMIT_NOT_PUSHED, SubmitError, check_pushed, project_remote,
+};
 use baton_queue::{
     DEFAULT_QUEUE, EpicLease, NewUnit, Queue, QueueError, UnitKind, UnitState, epic_lease_key,
 };
@@ -923,6 +925,42 @@ impl Orch<'_> {
         }
         Ok(n)
     }
+}
+
+/// The checks of `--queue` before anything is written: the project is in a git repository
+/// with a remote that answers, and every phase runs from what a worker has.
+pub(crate) fn preflight(project: &Path, specs: &crate::specs::Specs) -> Result<()> {
+    let source = project_remote(project).map_err(submit_error)?;
+    check_phases_travel(project, specs)?;
+    // The epic's tip is pushed later; the remote must answer now.
+    let head = git(project, &["rev-parse", "--verify", "HEAD^{commit}"])?;
+    if let Err(e) = check_pushed(project, &source.remote_name, &source.remote, &head)
+        && e.code != QUEUE_COMMIT_NOT_PUSHED
+    {
+        return Err(submit_error(e));
+    }
+    Ok(())
+}
+
+/// Every phase must run from what a worker has: the bundled package, or a package or
+/// installed BMAD method inside the project (it travels with the repository). A package
+/// installed in this machine's store does not travel (yet).
+fn check_phases_travel(project: &Path, specs: &crate::specs::Specs) -> Result<()> {
+    for spec in specs.values() {
+        let bundled = spec.method.is_none() && spec.shown.ends_with("(bundled)");
+        let at = std::fs::canonicalize(&spec.package).unwrap_or_else(|_| spec.package.clone());
+        if !bundled && !at.starts_with(project) {
+            return Err(EpicError::usage(
+                "EPIC_QUEUE_PACKAGE_NOT_IN_PROJECT",
+                format!(
+                    "phase {} runs {}, which is installed on this machine, not in the project: no worker would have it",
+                    spec.phase, spec.shown
+                ),
+            )
+            .hint("keep the package in the project (committed, named by its path in [autopilot.phases.<phase>] package), or run the epic without --queue"));
+        }
+    }
+    Ok(())
 }
 
 /// A question waits in `key`'s agent-state file of the main work tree.
