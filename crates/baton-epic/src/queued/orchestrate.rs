@@ -711,9 +711,7 @@ impl Orch<'_> {
         id: i64,
         asked: Option<&Value>,
     ) -> Result<bool> {
-        let question: Option<Question> = asked
-            .and_then(|q| q.get("question"))
-            .and_then(super::payload::question_from_json);
+        let question: Option<Question> = asked.and_then(super::payload::question_from_body);
         let Some(question) = question else {
             let detail = failure_of(key, UnitState::Failed, None);
             self.held.insert(

@@ -129,15 +129,27 @@ impl StoryPayload {
     }
 }
 
-/// A question as a waiting unit carries it (`{id, question, context}`).
-pub fn question_to_json(q: &crate::agent_state::Question) -> Value {
-    serde_json::json!({"id": q.id, "question": q.question, "context": q.context})
+/// What a waiting story unit carries: the question (its text under `question`, as every
+/// waiting unit shows it), its id and context, and the story's agent-state file (which the
+/// orchestrator copies where `baton epic answer` finds it).
+pub fn question_body(
+    story: &str,
+    q: &crate::agent_state::Question,
+    agent_state: Option<&str>,
+) -> Value {
+    serde_json::json!({
+        "story": story,
+        "question": q.question,
+        "questionId": q.id,
+        "context": q.context,
+        "agentState": agent_state,
+    })
 }
 
-/// The question a waiting unit carries, if it reads as one.
-pub fn question_from_json(v: &Value) -> Option<crate::agent_state::Question> {
+/// The question a waiting story unit carries, if it reads as one.
+pub fn question_from_body(v: &Value) -> Option<crate::agent_state::Question> {
     let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
-    let id = text("id").filter(|i| !i.is_empty() && i.len() <= 100)?;
+    let id = text("questionId").filter(|i| !i.is_empty() && i.len() <= 100)?;
     let question: String = text("question")?.chars().take(4000).collect();
     Some(crate::agent_state::Question {
         id,
@@ -145,6 +157,33 @@ pub fn question_from_json(v: &Value) -> Option<crate::agent_state::Question> {
         context: text("context").map(|c| c.chars().take(4000).collect()),
         answer: None,
     })
+}
+
+/// An answer sent to a waiting story unit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoryAnswer {
+    /// The orchestrator's agent-state file of the story, the answer in it (`baton epic
+    /// answer`).
+    AgentState(String),
+    /// The answer alone (`baton answer <UNIT> --db`, the queue page): it answers the pending
+    /// question.
+    Text(String),
+}
+
+impl StoryAnswer {
+    /// An `answer` write's body, if it reads as one.
+    pub fn from_body(v: &Value) -> Option<StoryAnswer> {
+        if let Some(a) = v.get("agentState").and_then(Value::as_str) {
+            return Some(StoryAnswer::AgentState(a.to_string()));
+        }
+        match v {
+            Value::String(t) => Some(StoryAnswer::Text(t.clone())),
+            _ => v
+                .get("text")
+                .and_then(Value::as_str)
+                .map(|t| StoryAnswer::Text(t.to_string())),
+        }
+    }
 }
 
 /// What a worker records after each phase of a story (a `story-checkpoint` write).
@@ -228,6 +267,29 @@ mod tests {
         let mut bad = p.to_value();
         bad["shell"] = json!("rm -rf /");
         assert!(StoryPayload::from_value(&bad).is_err());
+    }
+
+    #[test]
+    fn a_question_goes_round_and_answers_read_both_ways() {
+        let q = crate::agent_state::Question {
+            id: "q1".into(),
+            question: "Which port?".into(),
+            context: Some("asked at dev".into()),
+            answer: None,
+        };
+        let body = question_body("1-2-login", &q, Some("{}"));
+        assert_eq!(body["question"], "Which port?");
+        assert_eq!(question_from_body(&body), Some(q));
+        assert_eq!(question_from_body(&json!({"question": "no id"})), None);
+        assert_eq!(
+            StoryAnswer::from_body(&json!({"agentState": "{}"})),
+            Some(StoryAnswer::AgentState("{}".into()))
+        );
+        assert_eq!(
+            StoryAnswer::from_body(&json!({"text": "8080"})),
+            Some(StoryAnswer::Text("8080".into()))
+        );
+        assert_eq!(StoryAnswer::from_body(&json!({"other": 1})), None);
     }
 
     #[test]

@@ -5,8 +5,8 @@
 //! step that goes on, the worker's [`StepHook`] checkpoints the story.
 
 use super::StepHook;
-use super::payload::{StoryPayload, carried};
-use crate::agent_state::Question;
+use super::payload::{StoryAnswer, StoryPayload, carried};
+use crate::agent_state::{AgentState, Question};
 use crate::config::AutopilotConfig;
 use crate::error::{EpicError, Result};
 use crate::events::EpicEvent;
@@ -48,8 +48,8 @@ pub struct StoryJob<'a> {
     pub payload: &'a StoryPayload,
     pub model: &'a dyn ChatModel,
     pub start: Start,
-    /// The story's agent-state file as the orchestrator sent it with an answer.
-    pub answered: Option<String>,
+    /// The answer given since the story's question, if any.
+    pub answered: Option<StoryAnswer>,
     pub hook: &'a (dyn StepHook + Send + Sync),
     pub cancel: CancellationToken,
     pub on_event: Option<&'a (dyn Fn(EpicEvent) + Send + Sync)>,
@@ -176,11 +176,20 @@ pub async fn run_story(job: StoryJob<'_>) -> Result<StoryEnd> {
     config.implementation_artifacts = Some(payload.artifacts.clone());
     let layout = layout::resolve(job.project, Some(&payload.artifacts))?;
     place_files(&layout, payload, &job.start)?;
-    if let Some(text) = &job.answered {
-        layout.dir.write(
-            &format!("{key}{}", crate::agent_state::SUFFIX),
-            text.as_bytes(),
-        )?;
+    match &job.answered {
+        Some(StoryAnswer::AgentState(text)) => {
+            let name = format!("{key}{}", crate::agent_state::SUFFIX);
+            layout.dir.write(&name, text.as_bytes())?;
+        }
+        Some(StoryAnswer::Text(text)) => {
+            if let Some(mut agent) = AgentState::load(&layout.dir, &layout.rel, &key)?
+                && let Some(id) = agent.pending().map(|q| q.id.clone())
+            {
+                agent.answer(&id, text);
+                agent.save(&layout.dir)?;
+            }
+        }
+        None => {}
     }
     let target = Target::Story {
         story_key: key.clone(),
