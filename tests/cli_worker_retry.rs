@@ -3,7 +3,8 @@
 //! the run: the unit is queued again after each failure (`baton queue status` shows its
 //! attempts and last failure while it waits), resumed from its checkpoint, and completed. A
 //! unit that keeps failing fails after its attempts with the last reason; a payload that cannot
-//! be read fails at once. Real throwaway PostgreSQL, scripted model on 127.0.0.1. Skips without
+//! be read fails at once; a unit whose database connections are cut mid-run is queued again and
+//! completes. Real throwaway PostgreSQL, scripted model on 127.0.0.1. Skips without
 //! PostgreSQL unless BATON_REQUIRE_POSTGRES is set (CI sets it).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
@@ -255,4 +256,136 @@ async fn a_unit_that_keeps_failing_fails_after_its_attempts_and_a_bad_payload_fa
     );
     assert!(retries(&pg, 2).is_empty());
     drop(closed);
+}
+
+/// The demo conversation as JSON answers, served by a model that holds the fourth request
+/// until the test opens its gate.
+struct GatedModel {
+    server: baton_testkit::json_server::JsonServer,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    gate: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+}
+
+impl GatedModel {
+    fn start(answers: Vec<Value>, gated: usize) -> GatedModel {
+        use std::sync::{Arc, Condvar, Mutex};
+        let requests: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        let (seen, held) = (requests.clone(), gate.clone());
+        let server = baton_testkit::json_server::JsonServer::start_with_status(Arc::new(
+            move |body: &Value| {
+                let i = {
+                    let mut r = seen.lock().unwrap();
+                    r.push(body.clone());
+                    r.len() - 1
+                };
+                if i == gated {
+                    let (open, cv) = &*held;
+                    let mut open = open.lock().unwrap();
+                    while !*open {
+                        open = cv.wait(open).unwrap();
+                    }
+                }
+                match answers.get(i) {
+                    Some(a) => (200, a.clone()),
+                    None => (500, serde_json::json!({"error": {"message": "no more answers"}})),
+                }
+            },
+        ));
+        GatedModel {
+            server,
+            requests,
+            gate,
+        }
+    }
+
+    fn received(&self) -> Vec<Value> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    fn open(&self) {
+        let (open, cv) = &*self.gate;
+        *open.lock().unwrap() = true;
+        cv.notify_all();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unit_whose_database_connection_is_lost_mid_run_is_tried_again_and_completes() {
+    let Some(pg) = postgres_or_skip("a_unit_whose_database_connection_is_lost_mid_run") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let submitter = tmp.path().join("submitter-home");
+    let url = queue(&pg, &submitter);
+    let (project, _bare) = project_with_remote(tmp.path());
+    // The demo's answers, the fourth twice: the turn whose checkpoint never reached the
+    // database is asked again after the retry.
+    let mut answers: Vec<Value> = Reply::from_trace(&Trace::load(&demo_trace()).unwrap())
+        .into_iter()
+        .map(|r| match r {
+            Reply::Full { body, .. } => serde_json::from_slice(&body).unwrap(),
+            _ => unreachable!("the demo's answers are whole JSON answers"),
+        })
+        .collect();
+    answers.insert(4, answers[3].clone());
+    let model = GatedModel::start(answers, 3);
+    submit(
+        &submitter,
+        &project,
+        &url,
+        &model.server.base_url(),
+        &["--input", "1-2-user-authentication"],
+    );
+    let worker = baton(&worker_home(tmp.path(), "worker"))
+        .args(["worker", "--db", &url, "--lease-s", "3", "--retry-base-s", "0.2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // With the fourth request at the model, every connection of the worker is cut.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while model.received().len() < 4 {
+        assert!(Instant::now() < deadline, "no fourth request");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let cut = psql(
+        &pg,
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()",
+    );
+    assert_ne!(cut, "0");
+    model.open();
+    wait_for(
+        &pg,
+        "SELECT state FROM baton.work_units WHERE id = 1",
+        "done",
+    );
+    signal(worker.id(), "-TERM");
+    let out = tokio::task::spawn_blocking(move || worker.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("connecting again"), "{err}");
+    // Queued again once, with the database's failure as its reason, then resumed from the
+    // last checkpoint that reached the database: only the fourth turn asked twice.
+    let tries = retries(&pg, 1);
+    assert_eq!(tries.len(), 1, "{tries:?}");
+    assert_eq!(tries[0]["code"], "QUEUE_DB_FAILED");
+    assert_eq!(
+        psql(&pg, "SELECT epoch FROM baton.work_units WHERE id = 1"),
+        "2"
+    );
+    let received = model.received();
+    assert_eq!(received.len(), 11);
+    let messages = |i: usize| received[i]["messages"].as_array().unwrap().clone();
+    let (cut_off, resumed) = (messages(3), messages(4));
+    assert_eq!(resumed[..cut_off.len()], cut_off[..]);
+    assert!(
+        resumed[cut_off.len()]["content"]
+            .as_str()
+            .unwrap()
+            .contains("intent: resume")
+    );
 }

@@ -256,8 +256,12 @@ async fn claim_next(
         .await
 }
 
-/// A new connection once the database answers again (waits doubling from 1 s to 30 s);
-/// `None` when the worker is told to stop meanwhile.
+/// How long a worker keeps trying to reach its database again before it stops with the error
+/// (its service manager restarts it).
+pub const RECONNECT_FOR: Duration = Duration::from_secs(300);
+
+/// A new connection once the database answers again (waits doubling from 1 s to 30 s, for at
+/// most [`RECONNECT_FOR`]); `None` when the worker is told to stop meanwhile.
 async fn reconnect(
     ctx: &Ctx,
     lost: &baton_queue::QueueError,
@@ -265,6 +269,7 @@ async fn reconnect(
     ctx.emit(WorkerEvent::DatabaseLost {
         message: lost.to_string(),
     });
+    let give_up = tokio::time::Instant::now() + RECONNECT_FOR;
     let mut n = 1;
     loop {
         let wait = retry::backoff(Duration::from_secs(1), n).min(Duration::from_secs(30));
@@ -274,7 +279,9 @@ async fn reconnect(
         }
         match Queue::open(&ctx.options.config).await {
             Ok(q) => return Ok(Some(q)),
-            Err(e) if retry::is_transient_queue(&e) => n += 1,
+            Err(e) if retry::is_transient_queue(&e) && tokio::time::Instant::now() < give_up => {
+                n += 1;
+            }
             Err(e) => return Err(e.into()),
         }
     }
