@@ -288,7 +288,10 @@ impl GatedModel {
                 }
                 match answers.get(i) {
                     Some(a) => (200, a.clone()),
-                    None => (500, serde_json::json!({"error": {"message": "no more answers"}})),
+                    None => (
+                        500,
+                        serde_json::json!({"error": {"message": "no more answers"}}),
+                    ),
                 }
             },
         ));
@@ -338,7 +341,15 @@ async fn a_unit_whose_database_connection_is_lost_mid_run_is_tried_again_and_com
         &["--input", "1-2-user-authentication"],
     );
     let worker = baton(&worker_home(tmp.path(), "worker"))
-        .args(["worker", "--db", &url, "--lease-s", "3", "--retry-base-s", "0.2"])
+        .args([
+            "worker",
+            "--db",
+            &url,
+            "--lease-s",
+            "3",
+            "--retry-base-s",
+            "0.2",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
