@@ -19,6 +19,7 @@ mod error;
 mod git;
 pub mod payload;
 pub mod retry;
+mod story_unit;
 pub mod submit;
 mod unit;
 
@@ -323,7 +324,10 @@ async fn slot(ctx: Arc<Ctx>) -> Result<(), WorkerError> {
             epoch: lease.epoch,
         });
         let held = lease.clone();
-        let result = unit::run_unit(&ctx, lease).await;
+        let result = match held.kind {
+            baton_queue::UnitKind::Story => story_unit::run_story_unit(&ctx, lease).await,
+            baton_queue::UnitKind::Run => unit::run_unit(&ctx, lease).await,
+        };
         if !result.as_ref().is_err_and(WorkerError::is_lease_lost)
             && let Err(e) = unit::clean(&ctx, &held)
         {
