@@ -11,13 +11,15 @@
 //! folded from the database, the worktree at the checkpoint's commit, then resumed as
 //! `baton resume` does (no completed turn done twice).
 //!
-//! The `baton worker` command is a thin shell over [`run`]; submitting is [`submit`].
+//! The `baton worker` command is a thin shell over [`run`]; submitting is [`submit`]; reading a
+//! queued run back (`baton runs show|log --db`) is [`read_unit_run`].
 
 pub mod answers;
 pub mod checkpoint;
 mod error;
 mod git;
 pub mod payload;
+pub mod read;
 pub mod retry;
 mod story_unit;
 pub mod submit;
@@ -26,6 +28,7 @@ mod unit;
 pub use answers::{AnswerReceipt, PendingQuestion, answer_unit, pending_questions};
 pub use error::{LEASE_LOST, WorkerError};
 pub use payload::RunPayload;
+pub use read::{ScratchRun, UnitRun, read_unit_run};
 
 use baton_queue::{DbConfig, Queue};
 use std::fmt;

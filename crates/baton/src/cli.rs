@@ -291,25 +291,50 @@ pub enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// One run: metadata, state frontmatter and progress per node.
+    /// One run: metadata, state frontmatter and progress per node. With --db: a queued unit
+    /// and its run as its last checkpoint left it.
     Show {
-        /// Run id, or a unique prefix of it.
+        /// Run id, or a unique prefix of it; with --db or --db-env, the unit's id.
         run: String,
         /// Print the run as JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        db: RunsDbArgs,
     },
-    /// The run's audit log (one line per tool call and engine event).
+    /// The run's audit log (one line per tool call and engine event). With --db: a queued
+    /// unit's, as far as its last checkpoint.
     Log {
-        /// Run id, or a unique prefix of it.
+        /// Run id, or a unique prefix of it; with --db or --db-env, the unit's id.
         run: String,
         /// Print the raw JSONL records.
         #[arg(long)]
         json: bool,
         /// Keep printing new records until the run completes or fails.
-        #[arg(long, short = 'f')]
+        #[arg(long, short = 'f', conflicts_with_all = ["db", "db_env"])]
         follow: bool,
+        #[command(flatten)]
+        db: RunsDbArgs,
     },
+}
+
+/// A queued run: read it from the queue's database instead of this machine's store.
+#[derive(Debug, Args)]
+pub struct RunsDbArgs {
+    /// The queue's database, e.g. postgresql://USER@HOST:5432/DBNAME; the run is then a unit
+    /// id (`baton queue status` lists them). Leave the password out: it comes from PGPASSWORD
+    /// or ~/.pgpass.
+    #[arg(long, value_name = "URL")]
+    pub db: Option<String>,
+    /// The name of an environment variable holding the database URL.
+    #[arg(long, value_name = "NAME", conflicts_with = "db")]
+    pub db_env: Option<String>,
+}
+
+impl RunsDbArgs {
+    pub fn given(&self) -> bool {
+        self.db.is_some() || self.db_env.is_some()
+    }
 }
 
 #[derive(Debug, Args)]

@@ -12,6 +12,7 @@ pub mod queue;
 pub mod ralph;
 mod run;
 mod runs;
+mod runs_queued;
 pub mod serve;
 pub mod session;
 mod session_demo;

@@ -153,8 +153,7 @@ async fn init(args: &InitArgs) -> Result<(), QueueError> {
 
 async fn status(args: &StatusArgs) -> Result<(), QueueError> {
     let config = config(&args.db)?;
-    let queue = Queue::open(&config).await?;
-    let s = queue.status(i64::from(args.limit)).await?;
+    let s = baton_queue::Status::read(&config, i64::from(args.limit)).await?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
         return Ok(());
@@ -257,15 +256,7 @@ async fn status(args: &StatusArgs) -> Result<(), QueueError> {
             Column::left("QUESTION", 80),
         ]);
         for w in &s.waiting {
-            let question = w
-                .question
-                .as_ref()
-                .map(|q| match q.get("message").and_then(|m| m.as_str()) {
-                    Some(m) => m.to_string(),
-                    None => q.to_string(),
-                })
-                .unwrap_or_default()
-                .replace('\n', " ");
+            let question = w.question_text().unwrap_or_default().replace('\n', " ");
             t.row(vec![
                 w.id.to_string().into(),
                 w.kind.as_str().into(),

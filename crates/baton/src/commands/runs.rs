@@ -20,6 +20,16 @@ pub fn run(cmd: RunsCommand) -> anyhow::Result<u8> {
         | RunsCommand::Show { json, .. }
         | RunsCommand::Log { json, .. } => *json,
     };
+    // A queued run: read from the queue's database, not this machine's store.
+    match &cmd {
+        RunsCommand::Show { run, json, db } if db.given() => {
+            return Ok(super::runs_queued::show(db, run, *json));
+        }
+        RunsCommand::Log { run, json, db, .. } if db.given() => {
+            return Ok(super::runs_queued::log(db, run, *json));
+        }
+        _ => {}
+    }
     let store = Store::open_default()?;
     let result = match cmd {
         RunsCommand::List {
@@ -37,8 +47,10 @@ pub fn run(cmd: RunsCommand) -> anyhow::Result<u8> {
             list(&store, project.as_deref(), json, limit)
         }
         RunsCommand::Reindex { project, json } => reindex(&store, project.as_deref(), json),
-        RunsCommand::Show { run, json } => show(&store, &run, json),
-        RunsCommand::Log { run, json, follow } => log(&store, &run, json, follow),
+        RunsCommand::Show { run, json, .. } => show(&store, &run, json),
+        RunsCommand::Log {
+            run, json, follow, ..
+        } => log(&store, &run, json, follow),
     };
     Ok(result.unwrap_or_else(|e| {
         // The reader went away (`baton runs show ID | head`): nothing left to say.
@@ -252,8 +264,21 @@ fn show(store: &Store, query: &str, as_json: bool) -> anyhow::Result<u8> {
         super::print_json(&view.to_json())?;
         return Ok(exit::OK);
     }
+    let project = view.project.root().display().to_string();
+    let interrupted = driver_lock::is_interrupted(&view.project, &view.run);
+    print_view(&mut std::io::stdout().lock(), view, &project, interrupted)?;
+    Ok(exit::OK)
+}
+
+/// What `runs show` prints of a run: `project` is the line's text (a local run's root, a
+/// queued run's remote); `interrupted`: no process drives the run though it says running.
+pub(super) fn print_view(
+    out: &mut impl Write,
+    view: inspect::RunView,
+    project: &str,
+    interrupted: bool,
+) -> std::io::Result<()> {
     let inspect::RunView {
-        project,
         run,
         state: frontmatter,
         progress,
@@ -261,9 +286,8 @@ fn show(store: &Store, query: &str, as_json: bool) -> anyhow::Result<u8> {
         spending,
         ..
     } = view;
-    let mut out = std::io::stdout().lock();
     writeln!(out, "run       {}", run.run_id)?;
-    writeln!(out, "project   {}", project.root().display())?;
+    writeln!(out, "project   {project}")?;
     if let Some(wt) = &run.work_tree {
         // A story of a parallel epic: `@project` is its git worktree.
         writeln!(out, "worktree  {}", wt.display())?;
@@ -288,7 +312,7 @@ fn show(store: &Store, query: &str, as_json: bool) -> anyhow::Result<u8> {
             run.workflow_ref, run.active_agent_id
         )?;
     }
-    if driver_lock::is_interrupted(&project, &run) {
+    if interrupted {
         let short = short_id(&run.run_id);
         writeln!(
             out,
@@ -375,7 +399,7 @@ fn show(store: &Store, query: &str, as_json: bool) -> anyhow::Result<u8> {
     if let Some(note) = note {
         writeln!(out, "\nnote: {note}")?;
     }
-    Ok(exit::OK)
+    Ok(())
 }
 
 fn log(store: &Store, query: &str, as_json: bool, follow: bool) -> anyhow::Result<u8> {
@@ -384,15 +408,11 @@ fn log(store: &Store, query: &str, as_json: bool, follow: bool) -> anyhow::Resul
     let mut printed = 0usize;
     loop {
         let records = jsonl::read(&path)?.records;
-        let mut out = std::io::stdout().lock();
-        for record in records.iter().skip(printed) {
-            if as_json {
-                writeln!(out, "{}", serde_json::to_string(record)?)?;
-            } else {
-                writeln!(out, "{}", pretty_record(record))?;
-            }
-        }
-        out.flush()?;
+        print_records(
+            &mut std::io::stdout().lock(),
+            &records[printed.min(records.len())..],
+            as_json,
+        )?;
         printed = printed.max(records.len());
         if !follow {
             return Ok(exit::OK);
@@ -407,6 +427,23 @@ fn log(store: &Store, query: &str, as_json: bool, follow: bool) -> anyhow::Resul
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Audit log records as `runs log` prints them: raw JSONL with `--json`, else a line each.
+pub(super) fn print_records(
+    out: &mut impl Write,
+    records: &[Value],
+    as_json: bool,
+) -> anyhow::Result<()> {
+    for record in records {
+        if as_json {
+            writeln!(out, "{}", serde_json::to_string(record)?)?;
+        } else {
+            writeln!(out, "{}", pretty_record(record))?;
+        }
+    }
+    out.flush()?;
+    Ok(())
 }
 
 /// `12:00:01  tool.exec  fs.read  @project/x.md  ok  3ms  [step-01]`
