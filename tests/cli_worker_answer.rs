@@ -291,3 +291,77 @@ async fn an_answer_the_run_went_on_with_is_not_applied_again_after_its_worker_is
         assert!(answers_in(r) <= 1);
     }
 }
+
+/// Answers given in advance (`--input`) answer each question once: a run taken over after it
+/// used its only one asks a person its next question instead of getting that answer again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_input_the_run_used_does_not_answer_its_next_question_after_a_takeover() {
+    let Some(pg) = postgres_or_skip("an_input_the_run_used_does_not_answer_again") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let person = tmp.path().join("person-home");
+    let url = queue(&pg, &person);
+    let (project, _bare) = project_with_remote(tmp.path());
+    // The demo asks its question at the second turn (answered by the input); the fourth request
+    // hangs (its worker is killed there); after the resumed turn the model asks again.
+    let mut replies = Reply::from_trace(&Trace::load(&demo_trace()).unwrap());
+    replies.insert(3, Reply::Hang);
+    replies.insert(
+        5,
+        Reply::text("Which epic should this story also be checked against?"),
+    );
+    let server = ScriptedServer::start(replies).await.unwrap();
+    submit(
+        &person,
+        &project,
+        &url,
+        &server.base_url(),
+        &["--input", ANSWER],
+    );
+    let mut first = baton(&tmp.path().join("worker-a"))
+        .args(["worker", "--db", &url, "--lease-s", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.received().len() < 4 {
+        assert!(Instant::now() < deadline, "no fourth request");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    signal(first.id(), "-KILL");
+    first.wait().unwrap();
+    assert_eq!(
+        answers_in(&server.received()[2]),
+        1,
+        "the input answered the first question"
+    );
+    wait_for(
+        &pg,
+        "SELECT lease_expires_at < now() FROM baton.work_units WHERE id = 1",
+        "t",
+    );
+    let out = baton(&tmp.path().join("worker-b"))
+        .args(["worker", "--db", &url, "--lease-s", "2", "--exit-when-idle"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        psql(
+            &pg,
+            "SELECT state || ':' || epoch FROM baton.work_units WHERE id = 1"
+        ),
+        "waiting:2"
+    );
+    assert!(
+        psql(
+            &pg,
+            "SELECT question::text FROM baton.work_units WHERE id = 1"
+        )
+        .contains("also be checked against"),
+    );
+    for r in server.received() {
+        assert!(answers_in(&r) <= 1, "the input was given twice");
+    }
+}

@@ -333,7 +333,6 @@ async fn drive(
         .map_err(|m| WorkerError::other(baton_engine::spend::BUDGET_CONFIG_INVALID, m))?
         .run_caps();
     let mut settings = Settings::new(model.as_dyn());
-    settings.inputs = payload.inputs.iter().cloned().collect();
     settings.autopilot = payload.autopilot;
     settings.budget = Some(model.budget(payload.model.context_tokens));
     settings.context = match payload.model.context.as_deref() {
@@ -376,6 +375,17 @@ async fn drive(
         }),
     }
     .map_err(|e| WorkerError::other(e.code(), e.to_string()))?;
+    // Answers given in advance go to the questions not yet answered: a run taken over has
+    // used as many as its conversation holds answers (they are used before any person's).
+    let answered = restored.map_or(0, |r| {
+        let log = store
+            .project(project)
+            .map(|p| p.run_paths(&r.run_id).conversation_log);
+        log.ok()
+            .and_then(|log| baton_engine::conversation::restore(&log).ok())
+            .map_or(0, |c| c.answers)
+    });
+    settings.inputs = payload.inputs.iter().skip(answered).cloned().collect();
     runner::continue_claimed(claimed, settings)
         .await
         .map_err(|e| WorkerError::other(e.code(), e.to_string()))
