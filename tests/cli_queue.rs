@@ -87,7 +87,10 @@ fn queue_init_status_and_cancel() {
         out.stdout
     );
     assert!(
-        out.stdout.contains("schema version 2, was 0"),
+        out.stdout.contains(&format!(
+            "schema version {}, was 0",
+            baton_queue::SCHEMA_VERSION
+        )),
         "{}",
         out.stdout
     );
@@ -96,12 +99,18 @@ fn queue_init_status_and_cancel() {
     let j = out.json();
     assert_eq!(
         (j["fromVersion"].as_i64(), j["version"].as_i64()),
-        (Some(2), Some(2))
+        (
+            Some(i64::from(baton_queue::SCHEMA_VERSION)),
+            Some(i64::from(baton_queue::SCHEMA_VERSION))
+        )
     );
     assert_eq!(j["applied"], serde_json::json!([]));
     let out = run(&["queue", "init"]);
     assert!(
-        out.stdout.contains("is up to date (schema version 2)"),
+        out.stdout.contains(&format!(
+            "is up to date (schema version {})",
+            baton_queue::SCHEMA_VERSION
+        )),
         "{}",
         out.stdout
     );
@@ -109,7 +118,7 @@ fn queue_init_status_and_cancel() {
     let out = run(&["queue", "status", "--json"]);
     assert_eq!(out.code, 0, "{}", out.all());
     let j = out.json();
-    assert_eq!(j["schemaVersion"], 1);
+    assert_eq!(j["schemaVersion"], baton_queue::SCHEMA_VERSION);
     assert_eq!(
         j["counts"],
         serde_json::json!({"queued": 0, "leased": 0, "waiting": 0, "done": 0, "failed": 0, "cancelled": 0})
