@@ -47,8 +47,71 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Runs `f` where it may block: on the worker's multi-threaded runtime the thread is handed
+/// over first (as [`git`] does), so waiting for a lock or a retry never holds up the heartbeats.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_thread {
+        tokio::task::block_in_place(f)
+    } else {
+        f()
+    }
+}
+
+/// The mirror of `remote` under `home`, held for this slot: this process's `git_lock`, then an
+/// exclusive lock on `<mirror>.lock` for the other processes on the same home (a worker
+/// restarted on it, or a second worker given the same home): two fetches into one mirror at
+/// once fail (`cannot lock ref … is at … but expected …`), which failed the unit.
+struct Mirror<'a> {
+    path: PathBuf,
+    _in_process: Option<std::sync::MutexGuard<'a, ()>>,
+    _on_disk: std::fs::File,
+}
+
+fn lock_mirror<'a>(
+    home: &Path,
+    git_lock: &'a std::sync::Mutex<()>,
+    remote: &str,
+) -> Result<Mirror<'a>, WorkerError> {
+    let io = |e: std::io::Error| WorkerError::other("WORKER_IO", e.to_string());
+    let in_process = git_lock.lock().ok();
+    let key = hex(&Sha256::digest(remote.as_bytes()));
+    let repos = home.join("worker/repos");
+    std::fs::create_dir_all(&repos).map_err(io)?;
+    let on_disk = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(repos.join(format!("{}.lock", &key[..16])))
+        .map_err(io)?;
+    on_disk.lock().map_err(io)?;
+    Ok(Mirror {
+        path: repos.join(&key[..16]),
+        _in_process: in_process,
+        _on_disk: on_disk,
+    })
+}
+
+/// Fetches every ref of the mirror's remote. A git process of a worker killed on this home
+/// may still be fetching into it (a SIGKILL does not reach the worker's children, and their
+/// lock died with the worker): its ref updates make ours fail for a moment, so a failed fetch
+/// is tried again, four times over about 4 s, before it fails the unit.
+fn fetch(mirror: &Path) -> Result<(), WorkerError> {
+    let mut waits = [250u64, 500, 1000, 2000].into_iter();
+    loop {
+        match run_git(mirror, &["fetch", "--quiet", "--prune", "origin"]) {
+            Ok(_) => return Ok(()),
+            Err(e) => match waits.next() {
+                Some(ms) => std::thread::sleep(std::time::Duration::from_millis(ms)),
+                None => return Err(e),
+            },
+        }
+    }
+}
+
 /// A worktree of `remote` at `commit` in `work/project`, from a mirror of the remote cached
-/// under `home` (git commands on the shared mirror run one at a time under `git_lock`).
+/// under `home` (git commands on the mirror run one at a time, see [`lock_mirror`]).
 pub(crate) fn checkout(
     home: &Path,
     git_lock: &std::sync::Mutex<()>,
@@ -56,25 +119,23 @@ pub(crate) fn checkout(
     commit: &str,
     work: &Path,
 ) -> Result<PathBuf, WorkerError> {
-    let _one = git_lock.lock();
-    let key = hex(&Sha256::digest(remote.as_bytes()));
-    let repos = home.join("worker/repos");
-    let mirror = repos.join(&key[..16]);
-    if mirror.join("HEAD").exists() {
-        git(&mirror, &["fetch", "--quiet", "--prune", "origin"])?;
-    } else {
-        std::fs::create_dir_all(&repos)
-            .map_err(|e| WorkerError::other("WORKER_IO", e.to_string()))?;
-        let target = mirror.display().to_string();
-        git(&repos, &["clone", "--quiet", "--mirror", remote, &target])?;
-    }
-    let tree = work.join("project");
-    let tree_s = tree.display().to_string();
-    git(
-        &mirror,
-        &["worktree", "add", "--quiet", "--detach", &tree_s, commit],
-    )?;
-    Ok(tree)
+    blocking(|| {
+        let mirror = lock_mirror(home, git_lock, remote)?;
+        if mirror.path.join("HEAD").exists() {
+            fetch(&mirror.path)?;
+        } else {
+            let repos = mirror.path.parent().unwrap_or(home);
+            let target = mirror.path.display().to_string();
+            run_git(repos, &["clone", "--quiet", "--mirror", remote, &target])?;
+        }
+        let tree = work.join("project");
+        let tree_s = tree.display().to_string();
+        run_git(
+            &mirror.path,
+            &["worktree", "add", "--quiet", "--detach", &tree_s, commit],
+        )?;
+        Ok(tree)
+    })
 }
 
 /// Removes a unit's worktree (made by [`checkout`]) from the mirror of `remote`, then its whole
@@ -87,14 +148,15 @@ pub(crate) fn remove_unit_folder(
 ) -> Result<(), WorkerError> {
     let tree = work.join("project");
     if tree.exists() {
-        let _one = git_lock.lock();
-        let key = hex(&Sha256::digest(remote.as_bytes()));
-        let mirror = home.join("worker/repos").join(&key[..16]);
-        let tree_s = tree.display().to_string();
-        // A mirror gone with its cache: the folder alone goes.
-        if mirror.join("HEAD").exists() {
-            git(&mirror, &["worktree", "remove", "--force", &tree_s])?;
-        }
+        blocking(|| {
+            let mirror = lock_mirror(home, git_lock, remote)?;
+            let tree_s = tree.display().to_string();
+            // A mirror gone with its cache: the folder alone goes.
+            if mirror.path.join("HEAD").exists() {
+                run_git(&mirror.path, &["worktree", "remove", "--force", &tree_s])?;
+            }
+            Ok::<_, WorkerError>(())
+        })?;
     }
     match std::fs::remove_dir_all(work) {
         Ok(()) => Ok(()),
@@ -103,5 +165,123 @@ pub(crate) fn remove_unit_folder(
             "WORKER_IO",
             format!("cannot remove {}: {e}", work.display()),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Runs git for a test; it must succeed.
+    fn sh(dir: &Path, args: &[&str]) -> String {
+        run_git(dir, args).unwrap()
+    }
+
+    /// A bare remote with a commit on `main` and `refs` more refs; returns (remote, work clone).
+    fn remote_with_refs(root: &Path, refs: usize) -> (PathBuf, PathBuf) {
+        let remote = root.join("remote.git");
+        let work = root.join("work");
+        sh(root, &["init", "-q", "--bare", remote.to_str().unwrap()]);
+        sh(root, &["init", "-q", "-b", "main", work.to_str().unwrap()]);
+        sh(&work, &["commit", "-q", "--allow-empty", "-m", "start"]);
+        sh(&work, &["push", "-q", remote.to_str().unwrap(), "main"]);
+        move_refs(&remote, &work, refs);
+        (remote, work)
+    }
+
+    /// A new commit pushed to each of `refs/baton/runs/<i>/1`.
+    fn move_refs(remote: &Path, work: &Path, refs: usize) {
+        sh(work, &["commit", "-q", "--allow-empty", "-m", "more"]);
+        let specs: Vec<String> = (0..refs)
+            .map(|i| format!("+HEAD:refs/baton/runs/{i}/1"))
+            .collect();
+        let mut args = vec!["push", "-q", remote.to_str().unwrap()];
+        args.extend(specs.iter().map(String::as_str));
+        sh(work, &args);
+    }
+
+    #[test]
+    fn the_mirror_is_locked_on_disk_for_other_processes_while_a_slot_holds_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (remote, _) = remote_with_refs(tmp.path(), 1);
+        let remote = remote.to_str().unwrap();
+        let one_process = std::sync::Mutex::new(());
+        let held = lock_mirror(tmp.path(), &one_process, remote).unwrap();
+        let lock_file = held.path.with_extension("lock");
+        // What another process on the same home would open.
+        let other = std::fs::File::open(&lock_file).unwrap();
+        assert!(matches!(
+            other.try_lock(),
+            Err(std::fs::TryLockError::WouldBlock)
+        ));
+        drop(held);
+        other.try_lock().unwrap();
+    }
+
+    #[test]
+    fn two_workers_on_one_home_check_out_at_once_without_failing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (remote, work) = remote_with_refs(tmp.path(), 30);
+        let remote_s = remote.to_str().unwrap().to_string();
+        let home = tmp.path().join("home");
+        let base = sh(&work, &["rev-parse", "HEAD"]);
+        checkout(
+            &home,
+            &std::sync::Mutex::new(()),
+            &remote_s,
+            &base,
+            &tmp.path().join("first"),
+        )
+        .unwrap();
+        for round in 0..3 {
+            // Every ref moved since the mirror's last fetch: two fetches at once into it
+            // update the same refs (unlocked, one of them failed with `cannot lock ref`).
+            move_refs(&remote, &work, 30);
+            std::thread::scope(|s| {
+                for worker in 0..2 {
+                    let (home, remote_s, base) = (&home, &remote_s, &base);
+                    let unit = tmp.path().join(format!("unit-{round}-{worker}"));
+                    // Each its own process-wide lock, as two processes have.
+                    s.spawn(move || {
+                        checkout(home, &std::sync::Mutex::new(()), remote_s, base, &unit)
+                            .unwrap_or_else(|e| panic!("round {round}, worker {worker}: {e}"));
+                    });
+                }
+            });
+        }
+    }
+
+    #[test]
+    fn a_fetch_that_fails_for_a_moment_is_tried_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (remote, work) = remote_with_refs(tmp.path(), 1);
+        let remote_s = remote.to_str().unwrap();
+        let home = tmp.path().join("home");
+        let lock = std::sync::Mutex::new(());
+        let base = sh(&work, &["rev-parse", "HEAD"]);
+        checkout(&home, &lock, remote_s, &base, &tmp.path().join("a")).unwrap();
+        move_refs(&remote, &work, 1);
+        // The mirror's first ref update after this fails, as one raced by a git process of a
+        // killed worker does; the next goes through.
+        let mirror = lock_mirror(&home, &lock, remote_s).unwrap().path;
+        let hook = mirror.join("hooks/reference-transaction");
+        let marker = tmp.path().join("refused-once");
+        std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+        std::fs::write(
+            &hook,
+            format!(
+                "#!/bin/sh\n[ \"$1\" = prepared ] || exit 0\n[ -e '{0}' ] && exit 0\n\
+                 touch '{0}'\nexit 1\n",
+                marker.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let moved = sh(&work, &["rev-parse", "HEAD"]);
+        checkout(&home, &lock, remote_s, &moved, &tmp.path().join("b")).unwrap();
+        assert!(marker.exists(), "the first fetch was refused");
+        assert_eq!(sh(&mirror, &["rev-parse", "refs/baton/runs/0/1"]), moved);
     }
 }
