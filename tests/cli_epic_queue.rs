@@ -491,7 +491,37 @@ fn a_queued_storys_question_waits_in_the_database_and_baton_epic_answer_answers_
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
     let url = init(&pg, &root.join("init-home"));
-    let project = with_remote(root, sample_of(root, &[]));
+    let home = root.join("orchestrator-home");
+    // The dev phase runs a package installed in the orchestrator's store: it is pinned into
+    // the database and the workers install it from there.
+    let out = baton(&home)
+        .args([
+            "package",
+            "install",
+            repo()
+                .join("examples/packages/bmad-phase4")
+                .to_str()
+                .unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", output(&out));
+    let project = sample_of(root, &[]);
+    std::fs::write(
+        project.join("baton.toml"),
+        "[autopilot.git]\ncommit = true\n\n[autopilot.phases.dev]\npackage = \"bmad-phase4\"\n",
+    )
+    .unwrap();
+    git(
+        &project,
+        &[
+            "commit",
+            "-q",
+            "-am",
+            "dev phase from the installed package",
+        ],
+    );
+    let project = with_remote(root, project);
     let a = "1-1-project-scaffold";
     let question = "Which port does the API listen on?";
     let player = Player::start(
@@ -505,7 +535,6 @@ fn a_queued_storys_question_waits_in_the_database_and_baton_epic_answer_answers_
     let mut workers: Vec<Child> = (0..2)
         .map(|i| worker(&root.join(format!("worker-{i}")), &url, "30"))
         .collect();
-    let home = root.join("orchestrator-home");
     // The other stories end; the orchestrator stops with the question (exit 10).
     let out = epic(
         &home,
@@ -542,6 +571,14 @@ fn a_queued_storys_question_waits_in_the_database_and_baton_epic_answer_answers_
             )
         ),
         "waiting"
+    );
+    assert_eq!(
+        psql(
+            &pg,
+            "SELECT count(*) || ':' || min(name) || ':' || (SELECT count(*) FROM baton.work_units \
+             WHERE jsonb_array_length(payload->'packages') = 1) FROM baton.packages"
+        ),
+        "1:bmad-phase4:3"
     );
     // `baton epic status` shows it where it is answered.
     let st = epic(&home, &player, &["epic", "status", "-p", p])
@@ -593,8 +630,9 @@ fn a_queued_storys_question_waits_in_the_database_and_baton_epic_answer_answers_
         ),
         "done:2"
     );
+    // init, the configuration's commit, and one per story.
     let subjects = git(&project, &["log", "--format=%s", "main"]);
-    assert_eq!(subjects.lines().count(), 4, "{subjects}");
+    assert_eq!(subjects.lines().count(), 5, "{subjects}");
     for w in &mut workers {
         w.kill().unwrap();
         w.wait().unwrap();

@@ -197,6 +197,33 @@ async fn earlier(
     Ok((last, answered))
 }
 
+/// Installs the packages the orchestrator pinned for the phases into the unit's store.
+async fn install_pinned(
+    queue: &Queue,
+    store: &Store,
+    work: &Path,
+    pinned: &[String],
+) -> Result<(), WorkerError> {
+    for sha in pinned {
+        let Some(package) = queue.package(sha).await? else {
+            return Err(WorkerError::other(
+                "WORKER_NO_PACKAGE",
+                format!("package {sha} is not in the database"),
+            ));
+        };
+        let path = work.join(format!("package-{}.bmad", &sha[..16]));
+        std::fs::write(&path, &package.bytes)
+            .map_err(|e| WorkerError::other("WORKER_IO", e.to_string()))?;
+        let loaded = baton_package::Package::load(&path)
+            .map_err(|e| WorkerError::other("WORKER_NO_PACKAGE", format!("package {sha}: {e}")))?;
+        store
+            .packages()
+            .install(&loaded, &path.display().to_string())
+            .map_err(|e| WorkerError::other("WORKER_IO", e.to_string()))?;
+    }
+    Ok(())
+}
+
 fn unit_folder(ctx: &Ctx, lease: &Lease) -> PathBuf {
     ctx.options
         .home
@@ -278,6 +305,7 @@ pub(crate) async fn run_story_unit(ctx: &Ctx, lease: Lease) -> Result<(), Worker
     let model = model_choice::load_model(&choice, home, Some(&project), &env)
         .map_err(|e| WorkerError::other(e.code, e.message))?;
     let store = Store::new(work.join("home"));
+    install_pinned(&queue, &store, &work, &payload.packages).await?;
     let hook = StoryCheckpoints {
         queue: Mutex::new(Queue::open(&ctx.options.config).await?),
         lease: &lease,

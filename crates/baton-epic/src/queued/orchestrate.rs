@@ -135,6 +135,8 @@ struct Orch<'t> {
     wts: Worktrees,
     /// The epic's tip last pushed for the workers.
     pushed: Option<String>,
+    /// The pinned packages every unit names.
+    packages: Vec<String>,
     /// Units seen queued or leased by this invocation (a failure of one is this invocation's).
     seen_live: BTreeSet<i64>,
     /// Stories retried by this invocation.
@@ -183,6 +185,7 @@ pub(crate) async fn run(
     st.model = target.model.clone();
     let source = project_remote(&ctx.layout.project).map_err(submit_error)?;
     let queue = Queue::open(&target.config).await.map_err(queue_error)?;
+    let packages = pin_packages(ctx, &queue).await?;
     let key = epic_lease_key(&source.remote, &epic_id);
     let site = format!("{}:{}", target.host, ctx.layout.project.display());
     let lease = match queue
@@ -216,6 +219,7 @@ pub(crate) async fn run(
         st,
         wts,
         pushed: None,
+        packages,
         seen_live: BTreeSet::new(),
         retried: BTreeSet::new(),
         seen_seq: HashMap::new(),
@@ -523,6 +527,7 @@ impl Orch<'_> {
             files,
             from_unit,
             back_to_dev,
+            packages: self.packages.clone(),
         })
     }
 
@@ -940,22 +945,64 @@ pub(crate) fn preflight(project: &Path, specs: &crate::specs::Specs) -> Result<(
     Ok(())
 }
 
-/// Every phase must run from what a worker has: the bundled package, or a package or
-/// installed BMAD method inside the project (it travels with the repository). A package
-/// installed in this machine's store does not travel (yet).
+/// The packages installed in the store that phases run, pinned into the database by content
+/// (the same bytes pinned once); their sha256 digests go with every story unit.
+async fn pin_packages(ctx: &Ctx<'_>, queue: &Queue) -> Result<Vec<String>> {
+    let mut pinned = Vec::new();
+    for spec in ctx.specs.values() {
+        if spec.method.is_some() || !spec.shown.ends_with("(installed)") {
+            continue;
+        }
+        let invalid = |m: String| {
+            EpicError::failure("EPIC_PHASE_PACKAGE_INVALID", m).hint(format!(
+                "`baton validate {}` says why",
+                spec.package.display()
+            ))
+        };
+        let report = baton_package::validate_path(
+            &spec.package,
+            &baton_package::ValidateOptions {
+                workflow: Some(spec.workflow.clone()),
+                ..Default::default()
+            },
+        );
+        let Some(package) = report.package else {
+            return Err(invalid(format!(
+                "the package of phase {} ({}) is invalid",
+                spec.phase, spec.shown
+            )));
+        };
+        let packed = baton_package::pack::pack(package.files())
+            .map_err(|e| invalid(format!("cannot pack {}: {e}", spec.shown)))?;
+        let sha = queue
+            .put_package(package.name(), package.version(), &packed.bytes)
+            .await
+            .map_err(queue_error)?;
+        if !pinned.contains(&sha) {
+            pinned.push(sha);
+        }
+    }
+    Ok(pinned)
+}
+
+/// Every phase must run from what a worker has: the bundled package, a package installed in
+/// the store (pinned into the database), or a package or installed BMAD method inside the
+/// project (it travels with the repository). A package elsewhere on this machine does not.
 fn check_phases_travel(project: &Path, specs: &crate::specs::Specs) -> Result<()> {
     for spec in specs.values() {
-        let bundled = spec.method.is_none() && spec.shown.ends_with("(bundled)");
+        // Bundled in every baton, or pinned into the database when the epic starts.
+        let bundled = spec.method.is_none()
+            && (spec.shown.ends_with("(bundled)") || spec.shown.ends_with("(installed)"));
         let at = std::fs::canonicalize(&spec.package).unwrap_or_else(|_| spec.package.clone());
         if !bundled && !at.starts_with(project) {
             return Err(EpicError::usage(
                 "EPIC_QUEUE_PACKAGE_NOT_IN_PROJECT",
                 format!(
-                    "phase {} runs {}, which is installed on this machine, not in the project: no worker would have it",
+                    "phase {} runs {}, which is on this machine, outside the project: no worker would have it",
                     spec.phase, spec.shown
                 ),
             )
-            .hint("keep the package in the project (committed, named by its path in [autopilot.phases.<phase>] package), or run the epic without --queue"));
+            .hint("keep the package in the project (committed, named by its path in [autopilot.phases.<phase>] package), install it (`baton package install`) and name it, or run the epic without --queue"));
         }
     }
     Ok(())

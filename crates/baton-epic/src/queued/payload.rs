@@ -51,6 +51,10 @@ pub struct StoryPayload {
     /// check).
     #[serde(default)]
     pub back_to_dev: Option<String>,
+    /// Packages installed in the orchestrator's store that phases run, pinned into the
+    /// database by content (sha256): the worker installs them before the story starts.
+    #[serde(default)]
+    pub packages: Vec<String>,
 }
 
 /// The names a payload or a checkpoint may carry for `story`.
@@ -121,6 +125,13 @@ impl StoryPayload {
             ));
         }
         check_files(&p.story, &p.files, "payload")?;
+        if p.packages.len() > 10
+            || p.packages
+                .iter()
+                .any(|h| h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            return Err("payload: packages must be at most 10 sha256 digests".into());
+        }
         Ok(p)
     }
 
@@ -260,6 +271,9 @@ mod tests {
         assert!(StoryPayload::from_value(&bad).is_err());
         let mut bad = p.to_value();
         bad["projectSubdir"] = json!("../up");
+        assert!(StoryPayload::from_value(&bad).is_err());
+        let mut bad = p.to_value();
+        bad["packages"] = json!(["../x"]);
         assert!(StoryPayload::from_value(&bad).is_err());
         let mut bad = p.to_value();
         bad["artifacts"] = json!("/etc");
