@@ -524,10 +524,16 @@ fn a_queued_storys_question_waits_in_the_database_and_baton_epic_answer_answers_
     let project = with_remote(root, project);
     let a = "1-1-project-scaffold";
     let question = "Which port does the API listen on?";
+    // C's question is answered on its unit directly, from any machine.
+    let c = "1-3-password-reset";
+    let other = "Which mail server sends the reset link?";
     let player = Player::start(
         &project,
         Scenario {
-            questions: vec![(a.into(), "dev".into(), 1, question.into())],
+            questions: vec![
+                (a.into(), "dev".into(), 1, question.into()),
+                (c.into(), "dev".into(), 1, other.into()),
+            ],
             ..Scenario::default()
         },
     );
@@ -591,6 +597,27 @@ fn a_queued_storys_question_waits_in_the_database_and_baton_epic_answer_answers_
         "{sprint}"
     );
     assert!(sprint.contains(&format!("  {a}: in-progress")), "{sprint}");
+    let unit_of = |key: &str| {
+        psql(
+            &pg,
+            &format!(
+                "SELECT id FROM baton.work_units WHERE payload->>'story' = '{key}' \
+                 ORDER BY id DESC LIMIT 1"
+            ),
+        )
+    };
+    let c_unit = unit_of(c);
+    let out = baton(&home)
+        .args(["answer", &c_unit, "--db", &url, "smtp.internal"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", output(&out));
+    // A worker finishes C with no orchestrator running.
+    wait_until(
+        &pg,
+        &format!("SELECT state FROM baton.work_units WHERE id = {c_unit}"),
+        |s| s == "done",
+    );
 
     // The answer (no --queue: resume and answer remember it) goes to the unit; a worker
     // claims it again and the story goes on with the answer, to done.
@@ -621,6 +648,14 @@ fn a_queued_storys_question_waits_in_the_database_and_baton_epic_answer_answers_
     assert!(sprint.contains("  epic-1: done"), "{sprint}");
     let code = std::fs::read_to_string(project.join(format!("src/{a}.txt"))).unwrap();
     assert!(code.contains("answer: port 8080"), "{code}");
+    let code = std::fs::read_to_string(project.join(format!("src/{c}.txt"))).unwrap();
+    assert!(code.contains("answer: smtp.internal"), "{code}");
+    // No question is left waiting on the board.
+    let st = epic(&home, &player, &["epic", "status", "-p", p])
+        .output()
+        .unwrap();
+    assert!(!output(&st).contains(other), "{}", output(&st));
+    assert!(!output(&st).contains(question), "{}", output(&st));
     assert_eq!(
         psql(
             &pg,

@@ -613,7 +613,7 @@ impl Orch<'_> {
                 }
                 UnitState::Done => {
                     self.raise_from_checkpoints(ctx, &key, id).await?;
-                    self.approved(ctx, &key, id, unit.outcome.as_ref())?;
+                    self.approved(ctx, &key, id, unit.outcome.as_ref()).await?;
                 }
                 UnitState::Failed | UnitState::Cancelled => {
                     self.raise_from_checkpoints(ctx, &key, id).await?;
@@ -775,7 +775,7 @@ impl Orch<'_> {
     }
 
     /// A unit done: its story's branch is fetched into a worktree here, waiting to merge.
-    fn approved(
+    async fn approved(
         &mut self,
         ctx: &Ctx<'_>,
         key: &str,
@@ -842,6 +842,19 @@ impl Orch<'_> {
             self.save(ctx)?;
         }
         ctx.raise(key, "review")?;
+        // A question answered on the unit directly (`baton answer <UNIT> --db`) is no longer
+        // shown as waiting here: the story's own copy replaces the orchestrator's.
+        if pending_question(&ctx.layout, key) {
+            let name = format!("{key}{}", agent_state::SUFFIX);
+            match self
+                .last_checkpoint(key, id)
+                .await?
+                .and_then(|c| c.files.get(&name).cloned())
+            {
+                Some(text) => ctx.layout.dir.write(&name, text.as_bytes())?,
+                None => ctx.layout.dir.remove(&name)?,
+            }
+        }
         self.note(ctx, format!("{key}: approved on unit {id} ({branch})"));
         Ok(())
     }
