@@ -468,6 +468,31 @@ async fn a_killed_workers_run_is_resumed_from_its_checkpoint_by_another_and_comp
     // Kept, as asked: the unit's worktree at its result.
     let kept = tmp.path().join("worker-c/worker/units/1-3/project");
     assert_eq!(git(&kept, &["rev-parse", "HEAD"]), commit);
+
+    // The killed worker could not clean up after itself: a worker started on its home removes
+    // the folder it left (its unit is no longer leased at that epoch), and its mirror's entry.
+    let left = tmp.path().join("worker-a/worker/units/1-1");
+    assert!(left.join("project").exists());
+    let out = baton(&tmp.path().join("worker-a"))
+        .args(["worker", "--db", &url, "--exit-when-idle"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("removed 1 unit folder left by workers that stopped on this home"),
+        "{stderr}"
+    );
+    assert!(!left.exists());
+    let repos = tmp.path().join("worker-a/worker/repos");
+    let mirror = std::fs::read_dir(&repos)
+        .unwrap()
+        .flatten()
+        .find(|e| e.path().is_dir())
+        .unwrap()
+        .path();
+    let listed = git(&mirror, &["worktree", "list", "--porcelain"]);
+    assert_eq!(listed.matches("worktree ").count(), 1, "{listed}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -623,8 +648,8 @@ async fn sigterm_hands_the_unit_back_at_its_next_checkpoint_and_no_turn_is_lost(
         let repos = tmp.path().join(home).join("worker/repos");
         let mirror = std::fs::read_dir(&repos)
             .unwrap()
-            .next()
-            .unwrap()
+            .flatten()
+            .find(|e| e.path().is_dir())
             .unwrap()
             .path();
         let listed = git(&mirror, &["worktree", "list", "--porcelain"]);

@@ -93,11 +93,54 @@ fn lock_mirror<'a>(
     })
 }
 
+/// How old a git lock file in a mirror must be to be taken for one a killed git left behind.
+const STALE_GIT_LOCK: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Removes the lock files (`*.lock`: refs, `packed-refs`, `config`, `shallow`) a git killed in
+/// the middle of its work left in the mirror, once they are older than `age`: with them, every
+/// later fetch fails. Called with the mirror locked, so no git of a live worker holds them; a
+/// git of a killed worker still running past `age` is taken to be stuck.
+fn remove_stale_git_locks(mirror: &Path, age: std::time::Duration) -> usize {
+    let now = std::time::SystemTime::now();
+    let mut removed = 0;
+    let mut stack = vec![mirror.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let name = entry.file_name();
+            // Objects and worktrees hold no ref locks; the walk stays small.
+            if kind.is_dir() {
+                if dir == mirror && (name == "objects" || name == "worktrees" || name == "hooks") {
+                    continue;
+                }
+                stack.push(path);
+            } else if kind.is_file()
+                && name.to_string_lossy().ends_with(".lock")
+                && entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| now.duration_since(t).is_ok_and(|d| d >= age))
+                && std::fs::remove_file(&path).is_ok()
+            {
+                removed += 1;
+            }
+        }
+    }
+    removed
+}
+
 /// Fetches every ref of the mirror's remote. A git process of a worker killed on this home
 /// may still be fetching into it (a SIGKILL does not reach the worker's children, and their
 /// lock died with the worker): its ref updates make ours fail for a moment, so a failed fetch
 /// is tried again, four times over about 4 s, before it fails the unit.
 fn fetch(mirror: &Path) -> Result<(), WorkerError> {
+    remove_stale_git_locks(mirror, STALE_GIT_LOCK);
     let mut waits = [250u64, 500, 1000, 2000].into_iter();
     loop {
         match run_git(mirror, &["fetch", "--quiet", "--prune", "origin"]) {
@@ -172,6 +215,44 @@ pub(crate) fn remove_unit_folder(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_lock_file_a_killed_git_left_in_the_mirror_is_removed_once_old_enough() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (remote, work) = remote_with_refs(tmp.path(), 1);
+        let mirror = tmp.path().join("mirror");
+        sh(
+            tmp.path(),
+            &[
+                "clone",
+                "-q",
+                "--mirror",
+                remote.to_str().unwrap(),
+                mirror.to_str().unwrap(),
+            ],
+        );
+        move_refs(&remote, &work, 1);
+        // A git killed while it updated the ref leaves its lock: every fetch fails on it.
+        let lock = mirror.join("refs/baton/runs/0/1.lock");
+        std::fs::create_dir_all(lock.parent().unwrap()).unwrap();
+        std::fs::write(&lock, "").unwrap();
+        let e = run_git(&mirror, &["fetch", "--quiet", "origin"]).unwrap_err();
+        assert!(e.to_string().contains(".lock"), "{e}");
+        // A fresh one may belong to a git still at work: it stays.
+        assert_eq!(remove_stale_git_locks(&mirror, STALE_GIT_LOCK), 0);
+        assert!(lock.exists());
+        // Old enough, it goes, and the fetch goes through.
+        assert_eq!(
+            remove_stale_git_locks(&mirror, std::time::Duration::ZERO),
+            1
+        );
+        assert!(!lock.exists());
+        sh(&mirror, &["fetch", "--quiet", "origin"]);
+        assert_eq!(
+            sh(&mirror, &["rev-parse", "refs/baton/runs/0/1"]),
+            sh(&work, &["rev-parse", "HEAD"])
+        );
+    }
 
     /// Runs git for a test; it must succeed.
     fn sh(dir: &Path, args: &[&str]) -> String {

@@ -114,6 +114,10 @@ pub enum WorkerEvent {
     Released {
         unit: i64,
     },
+    /// Folders of units that workers stopped on this home left behind were removed.
+    LeftFoldersRemoved {
+        count: usize,
+    },
     /// The unit's folder could not be removed (the worker goes on).
     CleanFailed {
         unit: i64,
@@ -170,6 +174,11 @@ impl fmt::Display for WorkerEvent {
                  again in {:.1}s",
                 delay.as_secs_f64()
             ),
+            WorkerEvent::LeftFoldersRemoved { count } => write!(
+                f,
+                "removed {count} unit folder{} left by workers that stopped on this home",
+                if *count == 1 { "" } else { "s" }
+            ),
             WorkerEvent::CleanFailed { unit, message } => {
                 write!(f, "warning: unit {unit}: its folder stays: {message}")
             }
@@ -180,7 +189,10 @@ impl fmt::Display for WorkerEvent {
                 )
             }
             WorkerEvent::Released { unit } => {
-                write!(f, "unit {unit} handed back to the queue at its last checkpoint")
+                write!(
+                    f,
+                    "unit {unit} handed back to the queue at its last checkpoint"
+                )
             }
             WorkerEvent::Failed {
                 unit,
@@ -225,6 +237,12 @@ pub async fn run(options: WorkerOptions, events: Events) -> Result<(), WorkerErr
         worker: ctx.options.worker.clone(),
         database: queue.database().to_string(),
     });
+    if !ctx.options.keep_units {
+        let removed = unit::remove_left_folders(&ctx, &queue).await;
+        if removed > 0 {
+            ctx.emit(WorkerEvent::LeftFoldersRemoved { count: removed });
+        }
+    }
     let mut slots = tokio::task::JoinSet::new();
     for _ in 0..ctx.options.concurrency {
         slots.spawn(slot(ctx.clone()));

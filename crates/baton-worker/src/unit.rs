@@ -10,7 +10,7 @@ use crate::{Ctx, WorkerError, WorkerEvent};
 use baton_engine::model_choice::{self, Requested};
 use baton_engine::runner::{self, Settings, StartRun};
 use baton_engine::{ContextPolicy, Outcome};
-use baton_queue::{Lease, Queue};
+use baton_queue::{Lease, Queue, UnitState};
 use baton_store::Store;
 use serde_json::{Map, Value, json};
 use std::path::Path;
@@ -37,6 +37,44 @@ pub(crate) fn clean(ctx: &Ctx, lease: &Lease) -> Result<(), WorkerError> {
         &lease.project_remote,
         &unit_folder(ctx, lease),
     )
+}
+
+/// Removes the unit folders a worker killed on this home left behind (it could not clean up):
+/// every folder but those of units leased now at the folder's epoch, which may belong to a
+/// live worker sharing the home. Returns how many went; a folder that cannot go stays.
+pub(crate) async fn remove_left_folders(ctx: &Ctx, queue: &Queue) -> usize {
+    let units = ctx.options.home.join("worker/units");
+    let Ok(entries) = std::fs::read_dir(&units) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let parsed = name
+            .split_once('-')
+            .and_then(|(id, epoch)| Some((id.parse::<i64>().ok()?, epoch.parse::<i64>().ok()?)));
+        let Some((id, epoch)) = parsed else {
+            continue;
+        };
+        let gone = match queue.unit(id).await {
+            Ok(unit) if unit.state == UnitState::Leased && unit.epoch == epoch => continue,
+            Ok(unit) => crate::git::remove_unit_folder(
+                &ctx.options.home,
+                &ctx.git_lock,
+                &unit.project_remote,
+                &entry.path(),
+            )
+            .is_ok(),
+            Err(e) if e.code() == "QUEUE_UNIT_NOT_FOUND" => {
+                std::fs::remove_dir_all(entry.path()).is_ok()
+            }
+            Err(_) => false,
+        };
+        if gone {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// Stops the heartbeat when the unit is left, whichever way.
