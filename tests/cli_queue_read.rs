@@ -6,50 +6,20 @@
 //! unless BATON_REQUIRE_POSTGRES is set (CI sets it).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
+mod worker_support;
+
 use baton_llm::Trace;
 use baton_llm::testing::{Reply, ScriptedServer};
-use baton_testkit::pg::{PgServer, postgres_or_skip};
+use baton_testkit::git::{git, project_with_remote};
+use baton_testkit::pg::postgres_or_skip;
 use baton_testkit::{demo_trace, example, sample_project};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Stdio};
 use std::time::Duration;
-
-const KEY: &str = "sk-queue-read-test-0123456789";
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-fn baton(home: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_baton"));
-    cmd.env("BATON_HOME", home)
-        .env("HOME", home)
-        .env("NO_COLOR", "1")
-        .env("OPENAI_API_KEY", KEY)
-        .env_remove("PGPASSWORD")
-        .env_remove("PGPASSFILE")
-        .env_remove("BATON_MODEL")
-        .env_remove("OPENAI_BASE_URL");
-    cmd
-}
+use worker_support::{KEY, baton, psql};
 
 struct Out {
     code: Option<i32>,
@@ -70,26 +40,6 @@ fn ok(home: &Path, args: &[&str]) -> String {
     let out = run(home, args);
     assert_eq!(out.code, Some(0), "{args:?}: {}{}", out.stdout, out.stderr);
     out.stdout
-}
-
-fn psql(pg: &PgServer, sql: &str) -> String {
-    pg.psql("postgres", sql).unwrap().trim().to_string()
-}
-
-/// The sample project committed and pushed to a bare repository.
-fn project_with_remote(root: &Path) -> PathBuf {
-    let project = sample_project(root);
-    git(&project, &["init", "-q", "-b", "main"]);
-    git(&project, &["add", "-A"]);
-    git(&project, &["commit", "-q", "-m", "start"]);
-    let bare = root.join("remote.git");
-    git(root, &["init", "-q", "--bare", bare.to_str().unwrap()]);
-    git(
-        &project,
-        &["remote", "add", "origin", bare.to_str().unwrap()],
-    );
-    git(&project, &["push", "-q", "origin", "main"]);
-    project
 }
 
 /// The demo run's arguments: the create-story example on `project`, answered by `base_url`.
@@ -163,7 +113,7 @@ async fn runs_show_and_log_read_a_queued_run_from_the_database_as_a_local_run_is
     let url = pg.socket_url("postgres");
     let home = tmp.path().join("home");
     ok(&home, &["queue", "init", "--db", &url]);
-    let project = project_with_remote(&tmp.path().join("queued"));
+    let (project, _bare) = project_with_remote(&tmp.path().join("queued"));
     let local_project = sample_project(&tmp.path().join("local"));
     let pkg = example("create-story-micro");
     let pkg = pkg.to_str().unwrap();
@@ -352,14 +302,18 @@ impl Serve {
 
     /// `GET path` with the token; the status and the body.
     fn get(&self, path: &str) -> (u16, String) {
+        self.exchange(&format!(
+            "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\n\r\n",
+            self.port, self.token
+        ))
+    }
+
+    /// Sends `request` (HTTP/1.0) on a new connection; the status and the body of the answer.
+    fn exchange(&self, request: &str) -> (u16, String) {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(60)))
             .unwrap();
-        let request = format!(
-            "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\n\r\n",
-            self.port, self.token
-        );
         stream.write_all(request.as_bytes()).unwrap();
         let mut text = String::new();
         stream.read_to_string(&mut text).unwrap();
@@ -373,10 +327,6 @@ impl Serve {
 
     /// `POST path` with a JSON body and these extra headers; the status and the JSON answer.
     fn post(&self, path: &str, body: &str, headers: &[(&str, &str)]) -> (u16, Value) {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(60)))
-            .unwrap();
         let mut request = format!(
             "POST {path} HTTP/1.0\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n\
              Content-Length: {}\r\n",
@@ -388,14 +338,7 @@ impl Serve {
         }
         request.push_str("\r\n");
         request.push_str(body);
-        stream.write_all(request.as_bytes()).unwrap();
-        let mut text = String::new();
-        stream.read_to_string(&mut text).unwrap();
-        let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap();
-        let body = text
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
+        let (status, body) = self.exchange(&request);
         let v = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
         (status, v)
     }

@@ -5,11 +5,14 @@
 //! unless BATON_REQUIRE_POSTGRES is set (CI sets it).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
+mod worker_support;
+
+use baton_testkit::git::{committed_project, git};
 use baton_testkit::pg::postgres_or_skip;
 use baton_testkit::{example, sample_project};
 use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
+use worker_support::baton_at;
 
 struct Out {
     code: i32,
@@ -29,50 +32,17 @@ impl Out {
 }
 
 fn baton(args: &[&str], home: &Path) -> Out {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_baton"));
-    cmd.args(args)
+    let bin = Path::new(env!("CARGO_BIN_EXE_baton"));
+    let out = baton_at(bin, home, "sk-never-travels-4242")
         .env("BATON_HOME", home.join("baton-home"))
-        .env("HOME", home)
-        .env("NO_COLOR", "1")
-        .env("OPENAI_API_KEY", "sk-never-travels-4242")
-        .env_remove("PGPASSWORD")
-        .env_remove("PGPASSFILE")
-        .env_remove("BATON_MODEL")
-        .env_remove("OPENAI_BASE_URL");
-    let out = cmd.output().expect("baton runs");
+        .args(args)
+        .output()
+        .expect("baton runs");
     Out {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// The sample project as a git repository with one commit.
-fn committed_project(root: &Path) -> std::path::PathBuf {
-    let project = sample_project(root);
-    git(&project, &["init", "-q", "-b", "main"]);
-    git(&project, &["add", "-A"]);
-    git(&project, &["commit", "-q", "-m", "start"]);
-    project
 }
 
 const URL: &str = "postgresql://baton@127.0.0.1:1/none";
@@ -195,11 +165,19 @@ fn a_project_that_cannot_travel_is_refused_before_the_database() {
         "{}",
         out.stderr
     );
-    assert!(out.stderr.contains("git push origin HEAD"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("git push origin HEAD"),
+        "{}",
+        out.stderr
+    );
     // Pushed, it gets as far as the database (none listens at URL).
     git(&project, &["push", "-q", "origin", "main"]);
     let out = queue_run(&project);
-    assert!(!out.stderr.contains("QUEUE_COMMIT_NOT_PUSHED"), "{}", out.stderr);
+    assert!(
+        !out.stderr.contains("QUEUE_COMMIT_NOT_PUSHED"),
+        "{}",
+        out.stderr
+    );
     assert!(out.stderr.contains("error[QUEUE_"), "{}", out.stderr);
     // Nothing was run: no run in the store.
     assert!(!tmp.path().join("baton-home/runs").exists());

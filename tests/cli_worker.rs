@@ -4,87 +4,16 @@
 //! is set (CI sets it).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
+mod worker_support;
+
 use baton_llm::Trace;
 use baton_llm::testing::{Reply, ScriptedServer};
+use baton_testkit::demo_trace;
+use baton_testkit::git::{git, project_with_remote};
 use baton_testkit::pg::postgres_or_skip;
-use baton_testkit::{demo_trace, example, sample_project};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-
-const KEY: &str = "sk-worker-test-0123456789";
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-fn baton(home: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_baton"));
-    cmd.env("BATON_HOME", home)
-        .env("HOME", home)
-        .env("NO_COLOR", "1")
-        .env("OPENAI_API_KEY", KEY)
-        .env_remove("PGPASSWORD")
-        .env_remove("PGPASSFILE")
-        .env_remove("BATON_MODEL")
-        .env_remove("OPENAI_BASE_URL");
-    cmd
-}
-
-/// The sample project committed and pushed to a bare repository; returns (project, bare).
-fn project_with_remote(root: &Path) -> (PathBuf, PathBuf) {
-    let project = sample_project(root);
-    git(&project, &["init", "-q", "-b", "main"]);
-    git(&project, &["add", "-A"]);
-    git(&project, &["commit", "-q", "-m", "start"]);
-    let bare = root.join("remote.git");
-    git(root, &["init", "-q", "--bare", bare.to_str().unwrap()]);
-    git(
-        &project,
-        &["remote", "add", "origin", bare.to_str().unwrap()],
-    );
-    git(&project, &["push", "-q", "origin", "main"]);
-    (project, bare)
-}
-
-/// `baton run` of the create-story example submitted to the queue at `url`, answered by the
-/// model at `base_url`, with `extra` arguments; it must succeed.
-fn submit(home: &Path, project: &Path, url: &str, base_url: &str, extra: &[&str]) {
-    let pkg = example("create-story-micro");
-    let mut args = vec![
-        "run",
-        pkg.to_str().unwrap(),
-        "--project",
-        project.to_str().unwrap(),
-        "--queue",
-        url,
-        "--model",
-        "scripted",
-        "--base-url",
-        base_url,
-    ];
-    args.extend_from_slice(extra);
-    let out = baton(home).args(&args).output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-}
-
-fn psql(pg: &baton_testkit::pg::PgServer, sql: &str) -> String {
-    pg.psql("postgres", sql).unwrap().trim().to_string()
-}
+use std::path::Path;
+use std::process::Stdio;
+use worker_support::{baton, hanging_at, psql, queue, signal, submit, until_received, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_workers_complete_five_queued_runs_each_exactly_once_and_push_their_results() {
@@ -92,13 +21,8 @@ async fn two_workers_complete_five_queued_runs_each_exactly_once_and_push_their_
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let url = pg.socket_url("postgres");
     let submitter = tmp.path().join("submitter-home");
-    let out = baton(&submitter)
-        .args(["queue", "init", "--db", &url])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let url = queue(&pg, &submitter);
     let (project, bare) = project_with_remote(tmp.path());
     let base = git(&project, &["rev-parse", "HEAD"]);
 
@@ -212,35 +136,14 @@ async fn two_workers_complete_five_queued_runs_each_exactly_once_and_push_their_
     }
 }
 
-/// The demo conversation, with a request that is never answered in place of the fourth.
-async fn hanging_at_fourth() -> ScriptedServer {
-    let mut replies = Reply::from_trace(&Trace::load(&demo_trace()).unwrap());
-    replies.insert(3, Reply::Hang);
-    ScriptedServer::start(replies).await.unwrap()
-}
-
-/// Polls `sql` until it prints `want` (an event in the database, not a fixed wait).
-fn wait_for(pg: &baton_testkit::pg::PgServer, sql: &str, want: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        if psql(pg, sql) == want {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {sql} = {want}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-}
-
-fn signal(pid: u32, sig: &str) {
-    let ok = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
+/// The one mirror in `home`'s worker folder: the git repository its units' worktrees hang on.
+fn mirror_in(home: &Path) -> std::path::PathBuf {
+    std::fs::read_dir(home.join("worker/repos"))
         .unwrap()
-        .success();
-    assert!(ok, "kill {sig} {pid}");
+        .flatten()
+        .find(|e| e.path().is_dir())
+        .unwrap()
+        .path()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -249,18 +152,13 @@ async fn a_stopped_worker_past_its_lease_writes_nothing_more_and_exits_with_leas
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let url = pg.socket_url("postgres");
     let submitter = tmp.path().join("submitter-home");
-    let out = baton(&submitter)
-        .args(["queue", "init", "--db", &url])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let url = queue(&pg, &submitter);
     let (project, _bare) = project_with_remote(tmp.path());
 
     // The fourth request is never answered: the worker is stopped waiting for it (not inside
     // a transaction); the next worker's fourth request gets the fourth answer.
-    let server = hanging_at_fourth().await;
+    let server = hanging_at(3).await;
     submit(
         &submitter,
         &project,
@@ -277,11 +175,7 @@ async fn a_stopped_worker_past_its_lease_writes_nothing_more_and_exits_with_leas
         .unwrap();
     let pid = zombie.id();
     // Stopped once its fourth request reached the model.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while server.received().len() < 4 {
-        assert!(std::time::Instant::now() < deadline, "no fourth request");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    until_received(4, "no fourth request", || server.received().len()).await;
     signal(pid, "-STOP");
     let written = psql(
         &pg,
@@ -338,16 +232,11 @@ async fn a_killed_workers_run_is_resumed_from_its_checkpoint_by_another_and_comp
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let url = pg.socket_url("postgres");
     let submitter = tmp.path().join("submitter-home");
-    let out = baton(&submitter)
-        .args(["queue", "init", "--db", &url])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let url = queue(&pg, &submitter);
     let (project, bare) = project_with_remote(tmp.path());
     let base = git(&project, &["rev-parse", "HEAD"]);
-    let server = hanging_at_fourth().await;
+    let server = hanging_at(3).await;
     submit(
         &submitter,
         &project,
@@ -362,11 +251,7 @@ async fn a_killed_workers_run_is_resumed_from_its_checkpoint_by_another_and_comp
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while server.received().len() < 4 {
-        assert!(std::time::Instant::now() < deadline, "no fourth request");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    until_received(4, "no fourth request", || server.received().len()).await;
     first.kill().unwrap();
     first.wait().unwrap();
     let checkpoint = psql(
@@ -484,13 +369,7 @@ async fn a_killed_workers_run_is_resumed_from_its_checkpoint_by_another_and_comp
         "{stderr}"
     );
     assert!(!left.exists());
-    let repos = tmp.path().join("worker-a/worker/repos");
-    let mirror = std::fs::read_dir(&repos)
-        .unwrap()
-        .flatten()
-        .find(|e| e.path().is_dir())
-        .unwrap()
-        .path();
+    let mirror = mirror_in(&tmp.path().join("worker-a"));
     let listed = git(&mirror, &["worktree", "list", "--porcelain"]);
     assert_eq!(listed.matches("worktree ").count(), 1, "{listed}");
 }
@@ -501,13 +380,8 @@ async fn a_unit_whose_remote_is_gone_fails_with_the_reason_and_the_worker_goes_o
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let url = pg.socket_url("postgres");
     let submitter = tmp.path().join("submitter-home");
-    let out = baton(&submitter)
-        .args(["queue", "init", "--db", &url])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let url = queue(&pg, &submitter);
     let (project, bare) = project_with_remote(tmp.path());
     for _ in 0..2 {
         submit(&submitter, &project, &url, "http://127.0.0.1:9/v1", &[]);
@@ -546,13 +420,8 @@ async fn sigterm_hands_the_unit_back_at_its_next_checkpoint_and_no_turn_is_lost(
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let url = pg.socket_url("postgres");
     let submitter = tmp.path().join("submitter-home");
-    let out = baton(&submitter)
-        .args(["queue", "init", "--db", &url])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let url = queue(&pg, &submitter);
     let (project, bare) = project_with_remote(tmp.path());
     // The fourth answer takes a while: the signal lands while it is in flight.
     let mut replies = Reply::from_trace(&Trace::load(&demo_trace()).unwrap());
@@ -576,11 +445,7 @@ async fn sigterm_hands_the_unit_back_at_its_next_checkpoint_and_no_turn_is_lost(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while server.received().len() < 4 {
-        assert!(std::time::Instant::now() < deadline, "no fourth request");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    until_received(4, "no fourth request", || server.received().len()).await;
     signal(first.id(), "-TERM");
     let out = first.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -645,13 +510,7 @@ async fn sigterm_hands_the_unit_back_at_its_next_checkpoint_and_no_turn_is_lost(
         let units = tmp.path().join(home).join("worker/units");
         let left: Vec<_> = std::fs::read_dir(&units).unwrap().collect();
         assert!(left.is_empty(), "{home}: {left:?}");
-        let repos = tmp.path().join(home).join("worker/repos");
-        let mirror = std::fs::read_dir(&repos)
-            .unwrap()
-            .flatten()
-            .find(|e| e.path().is_dir())
-            .unwrap()
-            .path();
+        let mirror = mirror_in(&tmp.path().join(home));
         let listed = git(&mirror, &["worktree", "list", "--porcelain"]);
         assert_eq!(listed.matches("worktree ").count(), 1, "{home}: {listed}");
     }
@@ -665,15 +524,10 @@ async fn a_second_signal_quits_at_once_while_a_turn_hangs() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let url = pg.socket_url("postgres");
     let submitter = tmp.path().join("submitter-home");
-    let out = baton(&submitter)
-        .args(["queue", "init", "--db", &url])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let url = queue(&pg, &submitter);
     let (project, _bare) = project_with_remote(tmp.path());
-    let server = hanging_at_fourth().await;
+    let server = hanging_at(3).await;
     submit(
         &submitter,
         &project,
@@ -688,11 +542,7 @@ async fn a_second_signal_quits_at_once_while_a_turn_hangs() {
         .spawn()
         .unwrap();
     let pid = worker.id();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while server.received().len() < 4 {
-        assert!(std::time::Instant::now() < deadline, "no fourth request");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    until_received(4, "no fourth request", || server.received().len()).await;
     signal(pid, "-TERM");
     // The first signal is taken (the worker says it is stopping) before the second is sent.
     let mut stderr = worker.stderr.take().unwrap();

@@ -11,12 +11,12 @@ mod worker_support;
 use baton_llm::Trace;
 use baton_llm::testing::{Received, Reply, ScriptedServer};
 use baton_testkit::demo_trace;
+use baton_testkit::git::{git, project_with_remote};
 use baton_testkit::pg::postgres_or_skip;
 use serde_json::Value;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
 use worker_support::{
-    baton, json_of, project_with_remote, psql, queue, signal, stderr, submit, wait_for,
+    baton, hanging_at, json_of, psql, queue, signal, stderr, submit, until_received, wait_for,
 };
 
 const ANSWER: &str = "1-2-user-authentication";
@@ -182,7 +182,7 @@ async fn a_queued_runs_question_is_answered_from_the_database_and_the_next_worke
         &pg,
         "SELECT outcome->>'commit' FROM baton.work_units WHERE id = 1",
     );
-    let files = worker_support::git(&bare, &["ls-tree", "-r", "--name-only", &commit]);
+    let files = git(&bare, &["ls-tree", "-r", "--name-only", &commit]);
     assert!(
         files.contains("artifacts/stories/1-2-user-authentication.md"),
         "{files}"
@@ -211,9 +211,7 @@ async fn an_answer_the_run_went_on_with_is_not_applied_again_after_its_worker_is
     let url = queue(&pg, &person);
     let (project, _bare) = project_with_remote(tmp.path());
     // The request that carries the answer is never answered: its worker is killed there.
-    let mut replies = Reply::from_trace(&Trace::load(&demo_trace()).unwrap());
-    replies.insert(2, Reply::Hang);
-    let server = ScriptedServer::start(replies).await.unwrap();
+    let server = hanging_at(2).await;
     submit(&person, &project, &url, &server.base_url(), &[]);
     let out = baton(&tmp.path().join("worker-a"))
         .args(["worker", "--db", &url, "--exit-when-idle"])
@@ -233,11 +231,7 @@ async fn an_answer_the_run_went_on_with_is_not_applied_again_after_its_worker_is
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while server.received().len() < 3 {
-        assert!(Instant::now() < deadline, "no request with the answer");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_received(3, "no request with the answer", || server.received().len()).await;
     signal(second.id(), "-KILL");
     second.wait().unwrap();
     // The answer was recorded by a checkpoint before the model heard it.
@@ -325,11 +319,7 @@ async fn an_input_the_run_used_does_not_answer_its_next_question_after_a_takeove
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while server.received().len() < 4 {
-        assert!(Instant::now() < deadline, "no fourth request");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_received(4, "no fourth request", || server.received().len()).await;
     signal(first.id(), "-KILL");
     first.wait().unwrap();
     assert_eq!(

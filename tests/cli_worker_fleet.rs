@@ -18,14 +18,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 mod fleet_support;
+mod worker_support;
 
+use baton_testkit::git::{git, project_with_remote};
 use baton_testkit::pg::{PgServer, postgres_or_skip};
-use fleet_support::{Player, git, project_with_remote, turns, write_package, written};
+use fleet_support::{Player, turns, write_package, written};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use worker_support::{baton_at, psql, queue_with};
 
 const KEY: &str = "sk-fleet-test-0123456789";
 const LEASE_S: &str = "3";
@@ -69,23 +72,7 @@ fn pin_baton(dir: &Path) {
 }
 
 fn baton(home: &Path) -> Command {
-    let mut cmd = Command::new(BATON.get().expect("pin_baton first"));
-    cmd.env("BATON_HOME", home)
-        .env("HOME", home)
-        .env("NO_COLOR", "1")
-        .env("OPENAI_API_KEY", KEY)
-        .env_remove("PGPASSWORD")
-        .env_remove("PGPASSFILE")
-        .env_remove("BATON_MODEL")
-        .env_remove("OPENAI_BASE_URL");
-    cmd
-}
-
-fn psql(pg: &PgServer, sql: &str) -> String {
-    pg.psql("postgres", sql)
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .trim()
-        .to_string()
+    baton_at(BATON.get().expect("pin_baton first"), home, KEY)
 }
 
 /// Polls `ready` (a question to the database or the processes, never a fixed wait) until it
@@ -269,13 +256,8 @@ fn four_workers_complete_every_run_exactly_once_through_random_kills() {
     let mut rng = Rng(seed);
     let tmp = tempfile::tempdir().unwrap();
     pin_baton(tmp.path());
-    let url = pg.socket_url("postgres");
     let submitter = tmp.path().join("submitter-home");
-    let out = baton(&submitter)
-        .args(["queue", "init", "--db", &url])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let url = queue_with(baton(&submitter), &pg);
     let (project, bare) = project_with_remote(tmp.path());
     let base = git(&project, &["rev-parse", "HEAD"]);
     let pkg = write_package(tmp.path(), steps);

@@ -13,11 +13,12 @@ mod worker_support;
 use baton_llm::Trace;
 use baton_llm::testing::{Reply, ScriptedServer};
 use baton_testkit::demo_trace;
+use baton_testkit::git::{git, project_with_remote};
 use baton_testkit::pg::postgres_or_skip;
 use serde_json::Value;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-use worker_support::{baton, json_of, project_with_remote, psql, queue, signal, submit, wait_for};
+use worker_support::{baton, json_of, psql, queue, signal, submit, until_received, wait_for};
 
 /// A port on 127.0.0.1 that refuses connections (bound, not listening) until it is listened on.
 fn closed_port() -> tokio::net::TcpSocket {
@@ -185,8 +186,8 @@ async fn a_unit_whose_model_is_unreachable_is_tried_again_with_backoff_and_compl
     assert_eq!(server.received().len(), 11);
     assert_eq!(server.remaining(), 0);
     let branch = format!("refs/heads/baton/unit-1/epoch-{}", tries.len() + 1);
-    let commit = worker_support::git(&bare, &["rev-parse", &branch]);
-    let files = worker_support::git(&bare, &["ls-tree", "-r", "--name-only", &commit]);
+    let commit = git(&bare, &["rev-parse", &branch]);
+    let files = git(&bare, &["ls-tree", "-r", "--name-only", &commit]);
     assert!(
         files.lines().any(|f| f.starts_with("artifacts/")),
         "{files}"
@@ -355,11 +356,7 @@ async fn a_unit_whose_database_connection_is_lost_mid_run_is_tried_again_and_com
         .spawn()
         .unwrap();
     // With the fourth request at the model, every connection of the worker is cut.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while model.received().len() < 4 {
-        assert!(Instant::now() < deadline, "no fourth request");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_received(4, "no fourth request", || model.received().len()).await;
     let cut = psql(
         &pg,
         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \

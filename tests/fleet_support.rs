@@ -20,47 +20,9 @@ use baton_testkit::json_server::JsonServer;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// Runs git in `dir`; it must succeed. Returns its trimmed output.
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// The sample project at `<root>/project`, committed and pushed to the bare repository
-/// `<root>/remote.git` (its `origin`); returns (project, bare).
-pub fn project_with_remote(root: &Path) -> (PathBuf, PathBuf) {
-    let project = baton_testkit::sample_project(root);
-    git(&project, &["init", "-q", "-b", "main"]);
-    git(&project, &["add", "-A"]);
-    git(&project, &["commit", "-q", "-m", "start"]);
-    let bare = root.join("remote.git");
-    git(root, &["init", "-q", "--bare", bare.to_str().unwrap()]);
-    git(
-        &project,
-        &["remote", "add", "origin", bare.to_str().unwrap()],
-    );
-    git(&project, &["push", "-q", "origin", "main"]);
-    (project, bare)
-}
 
 /// What the model answers the completion request with (the turn's label in the log).
 pub const DONE: &str = "done";

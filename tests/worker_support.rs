@@ -1,45 +1,31 @@
-//! What the queued-answer and retry tests of `baton worker` share (`cli_worker_answer`,
-//! `cli_worker_retry`): a throwaway PostgreSQL with the queue, the sample project pushed to a
-//! bare remote, `baton` with a home of its own, and waits on the database's state with a
-//! deadline (never a fixed sleep).
+//! What the tests of the work queue and `baton worker` share (`cli_worker`, `cli_worker_answer`,
+//! `cli_worker_retry`, `cli_worker_fleet`, `cli_queue_read`, `cli_queue_run`): a throwaway
+//! PostgreSQL with the queue, the sample project pushed to a bare remote, `baton` with a home of
+//! its own, and waits on the database's state or the model's requests with a deadline (never a
+//! fixed sleep).
 #![allow(dead_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
+use baton_llm::Trace;
+use baton_llm::testing::{Reply, ScriptedServer};
+use baton_testkit::demo_trace;
+use baton_testkit::example;
 use baton_testkit::pg::PgServer;
-use baton_testkit::{example, sample_project};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 pub const KEY: &str = "sk-worker-test-0123456789";
 
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// `baton` with its own home (BATON_HOME and HOME), no colour, a key for the scripted model.
-pub fn baton(home: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_baton"));
+/// The `baton` at `bin` with `home` as its home (BATON_HOME and HOME), no colour, `key` as the
+/// model's key, and none of the caller's database password or model settings.
+pub fn baton_at(bin: &Path, home: &Path, key: &str) -> Command {
+    let mut cmd = Command::new(bin);
     cmd.env("BATON_HOME", home)
         .env("HOME", home)
         .env("NO_COLOR", "1")
-        .env("OPENAI_API_KEY", KEY)
+        .env("OPENAI_API_KEY", key)
         .env_remove("PGPASSWORD")
         .env_remove("PGPASSFILE")
         .env_remove("BATON_MODEL")
@@ -47,31 +33,25 @@ pub fn baton(home: &Path) -> Command {
     cmd
 }
 
+/// `baton` with its own home (BATON_HOME and HOME), no colour, a key for the scripted model.
+pub fn baton(home: &Path) -> Command {
+    baton_at(Path::new(env!("CARGO_BIN_EXE_baton")), home, KEY)
+}
+
 /// A queue initialised in the server's `postgres` database; returns its URL.
 pub fn queue(pg: &PgServer, home: &Path) -> String {
+    queue_with(baton(home), pg)
+}
+
+/// [`queue`], initialised by the `baton` command given.
+pub fn queue_with(mut baton: Command, pg: &PgServer) -> String {
     let url = pg.socket_url("postgres");
-    let out = baton(home)
+    let out = baton
         .args(["queue", "init", "--db", &url])
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     url
-}
-
-/// The sample project committed and pushed to a bare repository; returns (project, bare).
-pub fn project_with_remote(root: &Path) -> (PathBuf, PathBuf) {
-    let project = sample_project(root);
-    git(&project, &["init", "-q", "-b", "main"]);
-    git(&project, &["add", "-A"]);
-    git(&project, &["commit", "-q", "-m", "start"]);
-    let bare = root.join("remote.git");
-    git(root, &["init", "-q", "--bare", bare.to_str().unwrap()]);
-    git(
-        &project,
-        &["remote", "add", "origin", bare.to_str().unwrap()],
-    );
-    git(&project, &["push", "-q", "origin", "main"]);
-    (project, bare)
 }
 
 /// `baton run` of the create-story example submitted to the queue at `url`, answered by the
@@ -97,8 +77,12 @@ pub fn submit(home: &Path, project: &Path, url: &str, base_url: &str, extra: &[&
     assert!(out.status.success(), "{out:?}");
 }
 
+/// What `sql` prints in the server's `postgres` database, trimmed; it must run.
 pub fn psql(pg: &PgServer, sql: &str) -> String {
-    pg.psql("postgres", sql).unwrap().trim().to_string()
+    pg.psql("postgres", sql)
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .trim()
+        .to_string()
 }
 
 /// Polls `sql` until it prints `want` (an event in the database, not a fixed wait).
@@ -139,4 +123,22 @@ pub fn signal(pid: u32, sig: &str) {
         .unwrap()
         .success();
     assert!(ok, "kill {sig} {pid}");
+}
+
+/// The demo conversation with a request that is never answered inserted at `index` (0-based),
+/// played on 127.0.0.1.
+pub async fn hanging_at(index: usize) -> ScriptedServer {
+    let mut replies = Reply::from_trace(&Trace::load(&demo_trace()).unwrap());
+    replies.insert(index, Reply::Hang);
+    ScriptedServer::start(replies).await.unwrap()
+}
+
+/// Waits until `received()` (the requests a model got) reaches `n`, polling for a minute at
+/// most; `what` says what never came.
+pub async fn until_received(n: usize, what: &str, received: impl Fn() -> usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while received() < n {
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }

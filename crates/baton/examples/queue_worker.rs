@@ -21,8 +21,9 @@
 #[path = "../../../tests/fleet_support.rs"]
 mod fleet_support;
 
+use baton_testkit::git::{git, project_with_remote};
 use baton_testkit::pg::{PgOptions, PgServer};
-use fleet_support::{Player, Turn, git, project_with_remote, write_package};
+use fleet_support::{Player, Turn, write_package};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
