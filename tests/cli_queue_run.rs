@@ -47,102 +47,61 @@ fn baton(args: &[&str], home: &Path) -> Out {
 
 const URL: &str = "postgresql://baton@127.0.0.1:1/none";
 
+/// `out` is a usage error (2) with `error[<code>]` and `hint` on stderr.
+fn refused(out: &Out, code: &str, hint: &str) {
+    assert_eq!(out.code, 2, "{}", out.all());
+    assert!(
+        out.stderr.contains(&format!("error[{code}]")),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains(hint), "{}", out.stderr);
+}
+
 #[test]
 fn a_project_that_cannot_travel_is_refused_before_the_database() {
     let tmp = tempfile::tempdir().unwrap();
     let pkg = example("create-story-micro");
     let pkg = pkg.to_str().unwrap();
 
-    // Not a git repository.
-    let project = sample_project(tmp.path());
-    let out = baton(
-        &[
+    // `baton run` of the package on `project`, submitted to a database nobody listens at.
+    let queue_run = |project: &Path, extra: &[&str]| {
+        let mut args = vec![
             "run",
             pkg,
             "--project",
             project.to_str().unwrap(),
             "--queue",
             URL,
-        ],
-        tmp.path(),
-    );
-    assert_eq!(out.code, 2, "{}", out.all());
-    assert!(
-        out.stderr.contains("error[QUEUE_PROJECT_NOT_GIT]"),
-        "{}",
-        out.stderr
-    );
-    assert!(
-        out.stderr.contains("git remote add origin"),
-        "{}",
-        out.stderr
-    );
+        ];
+        args.extend_from_slice(extra);
+        baton(&args, tmp.path())
+    };
+
+    // Not a git repository.
+    let project = sample_project(tmp.path());
+    let out = queue_run(&project, &[]);
+    refused(&out, "QUEUE_PROJECT_NOT_GIT", "git remote add origin");
 
     // A repository without a commit.
     git(&project, &["init", "-q", "-b", "main"]);
-    let out = baton(
-        &[
-            "run",
-            pkg,
-            "--project",
-            project.to_str().unwrap(),
-            "--queue",
-            URL,
-            "--json",
-        ],
-        tmp.path(),
-    );
+    let out = queue_run(&project, &["--json"]);
     assert_eq!(out.code, 2, "{}", out.all());
     assert_eq!(out.json()["error"]["code"], "QUEUE_PROJECT_NOT_GIT");
 
     // Committed, without a remote.
     let other = tempfile::tempdir().unwrap();
     let project = committed_project(other.path());
-    let out = baton(
-        &[
-            "run",
-            pkg,
-            "--project",
-            project.to_str().unwrap(),
-            "--queue",
-            URL,
-        ],
-        tmp.path(),
-    );
-    assert_eq!(out.code, 2, "{}", out.all());
-    assert!(
-        out.stderr.contains("error[QUEUE_NO_REMOTE]"),
-        "{}",
-        out.stderr
-    );
-    assert!(out.stderr.contains("bare repository"), "{}", out.stderr);
+    let out = queue_run(&project, &[]);
+    refused(&out, "QUEUE_NO_REMOTE", "bare repository");
 
     // A remote that does not answer.
-    let queue_run = |project: &Path| {
-        baton(
-            &[
-                "run",
-                pkg,
-                "--project",
-                project.to_str().unwrap(),
-                "--queue",
-                URL,
-            ],
-            tmp.path(),
-        )
-    };
     git(
         &project,
         &["remote", "add", "origin", "../no-such-remote.git"],
     );
-    let out = queue_run(&project);
-    assert_eq!(out.code, 2, "{}", out.all());
-    assert!(
-        out.stderr.contains("error[QUEUE_REMOTE_UNREACHABLE]"),
-        "{}",
-        out.stderr
-    );
-    assert!(out.stderr.contains("git ls-remote"), "{}", out.stderr);
+    let out = queue_run(&project, &[]);
+    refused(&out, "QUEUE_REMOTE_UNREACHABLE", "git ls-remote");
 
     // A remote that answers but lacks the commit to start from.
     let bare = other.path().join("remote.git");
@@ -158,21 +117,11 @@ fn a_project_that_cannot_travel_is_refused_before_the_database() {
     std::fs::write(project.join("later.txt"), "not pushed\n").unwrap();
     git(&project, &["add", "-A"]);
     git(&project, &["commit", "-q", "-m", "later"]);
-    let out = queue_run(&project);
-    assert_eq!(out.code, 2, "{}", out.all());
-    assert!(
-        out.stderr.contains("error[QUEUE_COMMIT_NOT_PUSHED]"),
-        "{}",
-        out.stderr
-    );
-    assert!(
-        out.stderr.contains("git push origin HEAD"),
-        "{}",
-        out.stderr
-    );
+    let out = queue_run(&project, &[]);
+    refused(&out, "QUEUE_COMMIT_NOT_PUSHED", "git push origin HEAD");
     // Pushed, it gets as far as the database (none listens at URL).
     git(&project, &["push", "-q", "origin", "main"]);
-    let out = queue_run(&project);
+    let out = queue_run(&project, &[]);
     assert!(
         !out.stderr.contains("QUEUE_COMMIT_NOT_PUSHED"),
         "{}",

@@ -13,7 +13,10 @@ use baton_testkit::git::{git, project_with_remote};
 use baton_testkit::pg::postgres_or_skip;
 use std::path::Path;
 use std::process::Stdio;
-use worker_support::{baton, hanging_at, psql, queue, signal, submit, until_received, wait_for};
+use worker_support::{
+    assert_resumed, baton, hanging_at, psql, queue, signal, submit, unit_state, until_received,
+    wait_lease_expired,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_workers_complete_five_queued_runs_each_exactly_once_and_push_their_results() {
@@ -183,24 +186,14 @@ async fn a_stopped_worker_past_its_lease_writes_nothing_more_and_exits_with_leas
     );
     assert_ne!(written, "0", "the zombie checkpointed before it stopped");
     // Its lease runs out (the database's clock says so).
-    wait_for(
-        &pg,
-        "SELECT lease_expires_at < now() FROM baton.work_units WHERE id = 1",
-        "t",
-    );
+    wait_lease_expired(&pg, 1);
     // Another worker sweeps it back, claims it at epoch 2 and completes it.
     let out = baton(&tmp.path().join("worker-b"))
         .args(["worker", "--db", &url, "--lease-s", "2", "--exit-when-idle"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    assert_eq!(
-        psql(
-            &pg,
-            "SELECT state || ':' || epoch FROM baton.work_units WHERE id = 1"
-        ),
-        "done:2"
-    );
+    assert_eq!(unit_state(&pg, 1), "done:2");
 
     signal(pid, "-CONT");
     let out = tokio::task::spawn_blocking(move || zombie.wait_with_output().unwrap())
@@ -217,13 +210,7 @@ async fn a_stopped_worker_past_its_lease_writes_nothing_more_and_exits_with_leas
         ),
         written
     );
-    assert_eq!(
-        psql(
-            &pg,
-            "SELECT state || ':' || epoch FROM baton.work_units WHERE id = 1"
-        ),
-        "done:2"
-    );
+    assert_eq!(unit_state(&pg, 1), "done:2");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -260,11 +247,7 @@ async fn a_killed_workers_run_is_resumed_from_its_checkpoint_by_another_and_comp
          ORDER BY seq DESC LIMIT 1",
     );
     assert_eq!(checkpoint.len(), 40, "a checkpoint before the kill");
-    wait_for(
-        &pg,
-        "SELECT lease_expires_at < now() FROM baton.work_units WHERE id = 1",
-        "t",
-    );
+    wait_lease_expired(&pg, 1);
     let out = baton(&tmp.path().join("worker-b"))
         .args(["worker", "--db", &url, "--lease-s", "2", "--exit-when-idle"])
         .output()
@@ -272,28 +255,14 @@ async fn a_killed_workers_run_is_resumed_from_its_checkpoint_by_another_and_comp
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("resuming run"), "{stderr}");
-    assert_eq!(
-        psql(
-            &pg,
-            "SELECT state || ':' || epoch FROM baton.work_units WHERE id = 1"
-        ),
-        "done:2"
-    );
+    assert_eq!(unit_state(&pg, 1), "done:2");
     // Ten turns answered, and only the one in flight asked twice: the resumed request is the
     // hung one with the resume directive after it, as `baton resume` sends it.
     let received = server.received();
     assert_eq!(received.len(), 11);
     assert_eq!(server.remaining(), 0);
     let messages = |i: usize| received[i].body["messages"].as_array().unwrap().clone();
-    let (hung, resumed) = (messages(3), messages(4));
-    assert!(resumed.len() > hung.len());
-    assert_eq!(resumed[..hung.len()], hung[..]);
-    assert!(
-        resumed[hung.len()]["content"]
-            .as_str()
-            .unwrap()
-            .contains("intent: resume")
-    );
+    assert_resumed(&messages(3), &messages(4));
     for i in 0..received.len() {
         for j in i + 1..received.len() {
             if (i, j) != (3, 4) {
@@ -338,13 +307,7 @@ async fn a_killed_workers_run_is_resumed_from_its_checkpoint_by_another_and_comp
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    assert_eq!(
-        psql(
-            &pg,
-            "SELECT state || ':' || epoch FROM baton.work_units WHERE id = 1"
-        ),
-        "done:3"
-    );
+    assert_eq!(unit_state(&pg, 1), "done:3");
     assert_eq!(server.received().len(), 11);
     assert_eq!(
         git(&bare, &["rev-parse", "refs/heads/baton/unit-1/epoch-3"]),
@@ -484,13 +447,7 @@ async fn sigterm_hands_the_unit_back_at_its_next_checkpoint_and_no_turn_is_lost(
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("resuming run"), "{stderr}");
-    assert_eq!(
-        psql(
-            &pg,
-            "SELECT state || ':' || epoch FROM baton.work_units WHERE id = 1"
-        ),
-        "done:2"
-    );
+    assert_eq!(unit_state(&pg, 1), "done:2");
     // Every turn asked once: the stop lost none, and none was asked again.
     let unit_one = server.received();
     assert_eq!(unit_one.len(), turns, "{asked_before_stop} before the stop");

@@ -16,7 +16,8 @@ use baton_testkit::pg::postgres_or_skip;
 use serde_json::Value;
 use std::process::Stdio;
 use worker_support::{
-    baton, hanging_at, json_of, psql, queue, signal, stderr, submit, until_received, wait_for,
+    assert_resumed, baton, hanging_at, json_of, psql, queue, signal, stderr, submit, unit_state,
+    until_received, wait_lease_expired,
 };
 
 const ANSWER: &str = "1-2-user-authentication";
@@ -77,13 +78,7 @@ async fn a_queued_runs_question_is_answered_from_the_database_and_the_next_worke
         "{}",
         stderr(&out)
     );
-    assert_eq!(
-        psql(
-            &pg,
-            "SELECT state || ':' || epoch FROM baton.work_units WHERE id = 1"
-        ),
-        "waiting:1"
-    );
+    assert_eq!(unit_state(&pg, 1), "waiting:1");
     assert_eq!(server.received().len(), 2);
 
     // The queue shows the question as the run asked it.
@@ -160,13 +155,7 @@ async fn a_queued_runs_question_is_answered_from_the_database_and_the_next_worke
     let err = stderr(&out);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("answering run"), "{err}");
-    assert_eq!(
-        psql(
-            &pg,
-            "SELECT state || ':' || epoch FROM baton.work_units WHERE id = 1"
-        ),
-        "done:2"
-    );
+    assert_eq!(unit_state(&pg, 1), "done:2");
     // The model heard the answer in the next request, once, and nothing was asked twice.
     let received = server.received();
     assert_eq!(received.len(), 10);
@@ -243,11 +232,7 @@ async fn an_answer_the_run_went_on_with_is_not_applied_again_after_its_worker_is
         ),
         "t"
     );
-    wait_for(
-        &pg,
-        "SELECT lease_expires_at < now() FROM baton.work_units WHERE id = 1",
-        "t",
-    );
+    wait_lease_expired(&pg, 1);
 
     // The next worker resumes the run; it does not answer it again.
     let out = baton(&tmp.path().join("worker-c"))
@@ -258,13 +243,7 @@ async fn an_answer_the_run_went_on_with_is_not_applied_again_after_its_worker_is
     assert!(out.status.success(), "{err}");
     assert!(err.contains("resuming run"), "{err}");
     assert!(!err.contains("answering run"), "{err}");
-    assert_eq!(
-        psql(
-            &pg,
-            "SELECT state || ':' || epoch FROM baton.work_units WHERE id = 1"
-        ),
-        "done:3"
-    );
+    assert_eq!(unit_state(&pg, 1), "done:3");
     let received = server.received();
     assert_eq!(received.len(), 11);
     assert_eq!(server.remaining(), 0);
@@ -272,15 +251,7 @@ async fn an_answer_the_run_went_on_with_is_not_applied_again_after_its_worker_is
     // directive after it, the answer still there once.
     assert_eq!(answers_in(&received[2]), 1);
     assert_eq!(answers_in(&received[3]), 1);
-    let (hung, resumed) = (messages(&received[2]), messages(&received[3]));
-    assert!(resumed.len() > hung.len());
-    assert_eq!(resumed[..hung.len()], hung[..]);
-    assert!(
-        resumed[hung.len()]["content"]
-            .as_str()
-            .unwrap()
-            .contains("intent: resume")
-    );
+    assert_resumed(&messages(&received[2]), &messages(&received[3]));
     for r in &received[4..] {
         assert!(answers_in(r) <= 1);
     }
@@ -327,23 +298,13 @@ async fn an_input_the_run_used_does_not_answer_its_next_question_after_a_takeove
         1,
         "the input answered the first question"
     );
-    wait_for(
-        &pg,
-        "SELECT lease_expires_at < now() FROM baton.work_units WHERE id = 1",
-        "t",
-    );
+    wait_lease_expired(&pg, 1);
     let out = baton(&tmp.path().join("worker-b"))
         .args(["worker", "--db", &url, "--lease-s", "2", "--exit-when-idle"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(
-        psql(
-            &pg,
-            "SELECT state || ':' || epoch FROM baton.work_units WHERE id = 1"
-        ),
-        "waiting:2"
-    );
+    assert_eq!(unit_state(&pg, 1), "waiting:2");
     assert!(
         psql(
             &pg,

@@ -18,7 +18,9 @@ use baton_testkit::pg::postgres_or_skip;
 use serde_json::Value;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-use worker_support::{baton, json_of, psql, queue, signal, submit, until_received, wait_for};
+use worker_support::{
+    assert_resumed, baton, json_of, psql, queue, signal, submit, until_received, wait_for,
+};
 
 /// A port on 127.0.0.1 that refuses connections (bound, not listening) until it is listened on.
 fn closed_port() -> tokio::net::TcpSocket {
@@ -388,12 +390,5 @@ async fn a_unit_whose_database_connection_is_lost_mid_run_is_tried_again_and_com
     let received = model.received();
     assert_eq!(received.len(), 11);
     let messages = |i: usize| received[i]["messages"].as_array().unwrap().clone();
-    let (cut_off, resumed) = (messages(3), messages(4));
-    assert_eq!(resumed[..cut_off.len()], cut_off[..]);
-    assert!(
-        resumed[cut_off.len()]["content"]
-            .as_str()
-            .unwrap()
-            .contains("intent: resume")
-    );
+    assert_resumed(&messages(3), &messages(4));
 }

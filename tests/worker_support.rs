@@ -85,6 +85,14 @@ pub fn psql(pg: &PgServer, sql: &str) -> String {
         .to_string()
 }
 
+/// Unit `id`'s `state:epoch`.
+pub fn unit_state(pg: &PgServer, id: i64) -> String {
+    psql(
+        pg,
+        &format!("SELECT state || ':' || epoch FROM baton.work_units WHERE id = {id}"),
+    )
+}
+
 /// Polls `sql` until it prints `want` (an event in the database, not a fixed wait).
 pub fn wait_for(pg: &PgServer, sql: &str, want: &str) {
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -99,6 +107,15 @@ pub fn wait_for(pg: &PgServer, sql: &str, want: &str) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Waits until unit `id`'s lease has run out by the database's clock.
+pub fn wait_lease_expired(pg: &PgServer, id: i64) {
+    wait_for(
+        pg,
+        &format!("SELECT lease_expires_at < now() FROM baton.work_units WHERE id = {id}"),
+        "t",
+    );
 }
 
 pub fn stderr(out: &Output) -> String {
@@ -141,4 +158,17 @@ pub async fn until_received(n: usize, what: &str, received: impl Fn() -> usize) 
         assert!(Instant::now() < deadline, "{what}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// `resumed` (a request's messages) is the request in flight when its worker went, `hung`,
+/// with the resume directive after it, as `baton resume` sends it.
+pub fn assert_resumed(hung: &[Value], resumed: &[Value]) {
+    assert!(resumed.len() > hung.len());
+    assert_eq!(resumed[..hung.len()], hung[..]);
+    assert!(
+        resumed[hung.len()]["content"]
+            .as_str()
+            .unwrap()
+            .contains("intent: resume")
+    );
 }
