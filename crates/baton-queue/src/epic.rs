@@ -9,7 +9,7 @@
 //! lease was taken over submits nothing more.
 
 use crate::error::{QueueError, db_error};
-use crate::queue::{MAX_JSON_BYTES, NewUnit, Queue, UnitState};
+use crate::queue::{NewUnit, Queue, UnitState, check_lease, check_unit, submit_error};
 use serde::Serialize;
 use serde_json::Value;
 use std::time::Duration;
@@ -184,13 +184,7 @@ impl Queue {
                 ],
             )
             .await
-            .map_err(|e| match e.as_db_error().map(|d| d.code().code()) {
-                Some("23503") => QueueError::InvalidInput(format!(
-                    "package {} is not in the queue's packages (put it first)",
-                    unit.package_sha256.as_deref().unwrap_or("")
-                )),
-                _ => db_error(e, &db),
-            })?;
+            .map_err(|e| submit_error(e, unit, &db))?;
         Ok(row.map(|r| r.get(0)))
     }
 
@@ -224,50 +218,4 @@ impl Queue {
             })
             .collect())
     }
-}
-
-fn check_lease(lease: Duration) -> Result<(), QueueError> {
-    if lease < Duration::from_millis(100) || lease > Duration::from_secs(24 * 3600) {
-        return Err(QueueError::InvalidInput(format!(
-            "a lease of {lease:?}: use 0.1 s to 24 h"
-        )));
-    }
-    Ok(())
-}
-
-fn check_unit(unit: &NewUnit) -> Result<(), QueueError> {
-    let name_ok = !unit.queue.is_empty()
-        && unit.queue.len() <= 100
-        && unit
-            .queue
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-    if !name_ok {
-        return Err(QueueError::InvalidInput(format!(
-            "queue name {:?}: use 1 to 100 letters, digits, '.', '_' or '-'",
-            unit.queue
-        )));
-    }
-    if unit.project_remote.trim().is_empty() {
-        return Err(QueueError::InvalidInput(
-            "a unit needs its project's git remote".into(),
-        ));
-    }
-    if !(unit.base_commit.len() == 40 || unit.base_commit.len() == 64)
-        || !unit.base_commit.bytes().all(|b| b.is_ascii_hexdigit())
-    {
-        return Err(QueueError::InvalidInput(format!(
-            "base commit {:?} is not a full git commit id (40 or 64 hex digits)",
-            unit.base_commit
-        )));
-    }
-    let size = serde_json::to_vec(&unit.payload)
-        .map(|v| v.len())
-        .unwrap_or(0);
-    if size > MAX_JSON_BYTES {
-        return Err(QueueError::InvalidInput(format!(
-            "the payload is {size} bytes of JSON; at most {MAX_JSON_BYTES} are accepted"
-        )));
-    }
-    Ok(())
 }

@@ -370,21 +370,7 @@ impl Queue {
 
     /// Puts a unit in the queue and returns its id.
     pub async fn submit(&self, unit: &NewUnit) -> Result<i64, QueueError> {
-        check_queue_name(&unit.queue)?;
-        if unit.project_remote.trim().is_empty() {
-            return Err(QueueError::InvalidInput(
-                "a unit needs its project's git remote".into(),
-            ));
-        }
-        if !(unit.base_commit.len() == 40 || unit.base_commit.len() == 64)
-            || !unit.base_commit.bytes().all(|b| b.is_ascii_hexdigit())
-        {
-            return Err(QueueError::InvalidInput(format!(
-                "base commit {:?} is not a full git commit id (40 or 64 hex digits)",
-                unit.base_commit
-            )));
-        }
-        check_json_size("payload", &unit.payload)?;
+        check_unit(unit)?;
         let row = self
             .client
             .query_one(
@@ -402,13 +388,7 @@ impl Queue {
                 ],
             )
             .await
-            .map_err(|e| match e.as_db_error().map(|d| d.code().code()) {
-                Some("23503") => QueueError::InvalidInput(format!(
-                    "package {} is not in the queue's packages (put it first)",
-                    unit.package_sha256.as_deref().unwrap_or("")
-                )),
-                _ => db_error(e, &self.database),
-            })?;
+            .map_err(|e| submit_error(e, unit, &self.database))?;
         Ok(row.get(0))
     }
 
@@ -945,6 +925,37 @@ fn lost(lease: &Lease, row: Option<LeaseRow>) -> QueueError {
     }
 }
 
+/// What a unit must be to be put in the queue: a valid queue name, a project remote, a full
+/// commit id, a payload within [`MAX_JSON_BYTES`].
+pub(crate) fn check_unit(unit: &NewUnit) -> Result<(), QueueError> {
+    check_queue_name(&unit.queue)?;
+    if unit.project_remote.trim().is_empty() {
+        return Err(QueueError::InvalidInput(
+            "a unit needs its project's git remote".into(),
+        ));
+    }
+    if !(unit.base_commit.len() == 40 || unit.base_commit.len() == 64)
+        || !unit.base_commit.bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        return Err(QueueError::InvalidInput(format!(
+            "base commit {:?} is not a full git commit id (40 or 64 hex digits)",
+            unit.base_commit
+        )));
+    }
+    check_json_size("payload", &unit.payload)
+}
+
+/// The error of a unit's insert: a package the queue does not hold is the caller's mistake.
+pub(crate) fn submit_error(e: tokio_postgres::Error, unit: &NewUnit, db: &str) -> QueueError {
+    match e.as_db_error().map(|d| d.code().code()) {
+        Some("23503") => QueueError::InvalidInput(format!(
+            "package {} is not in the queue's packages (put it first)",
+            unit.package_sha256.as_deref().unwrap_or("")
+        )),
+        _ => db_error(e, db),
+    }
+}
+
 fn check_queue_name(queue: &str) -> Result<(), QueueError> {
     if queue.is_empty()
         || queue.len() > 100
@@ -959,7 +970,7 @@ fn check_queue_name(queue: &str) -> Result<(), QueueError> {
     Ok(())
 }
 
-fn check_lease(lease: Duration) -> Result<(), QueueError> {
+pub(crate) fn check_lease(lease: Duration) -> Result<(), QueueError> {
     if lease < Duration::from_millis(100) || lease > Duration::from_secs(24 * 3600) {
         return Err(QueueError::InvalidInput(format!(
             "a lease of {lease:?}: use 0.1 s to 24 h"
@@ -968,7 +979,7 @@ fn check_lease(lease: Duration) -> Result<(), QueueError> {
     Ok(())
 }
 
-fn check_json_size(what: &str, value: &Value) -> Result<(), QueueError> {
+pub(crate) fn check_json_size(what: &str, value: &Value) -> Result<(), QueueError> {
     let size = serde_json::to_vec(value).map(|v| v.len()).unwrap_or(0);
     if size > MAX_JSON_BYTES {
         return Err(QueueError::InvalidInput(format!(

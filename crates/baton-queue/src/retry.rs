@@ -5,7 +5,7 @@
 //! retries in a row has it had.
 
 use crate::error::{QueueError, db_error};
-use crate::queue::{Lease, MAX_JSON_BYTES, Queue, WriteRecord};
+use crate::queue::{Lease, Queue, WriteRecord, check_json_size};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -48,12 +48,7 @@ impl Queue {
                 "a retry delay of {delay:?}: at most {MAX_RETRY_DELAY:?}"
             )));
         }
-        let size = serde_json::to_vec(reason).map(|v| v.len()).unwrap_or(0);
-        if size > MAX_JSON_BYTES {
-            return Err(QueueError::InvalidInput(format!(
-                "the retry reason is {size} bytes of JSON; at most {MAX_JSON_BYTES} are accepted"
-            )));
-        }
+        check_json_size("retry reason", reason)?;
         let row = self
             .client()
             .query_opt(
