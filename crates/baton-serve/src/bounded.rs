@@ -9,7 +9,8 @@
 
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 /// Handler calls on blocking threads at once, at most.
@@ -96,25 +97,13 @@ impl Bounded {
         T: Send + 'static,
     {
         let deadline = Instant::now() + self.timeout;
-        let busy = BlockingError::Busy {
-            permits: self.total,
-        };
-        let permit =
-            match tokio::time::timeout_at(deadline, self.permits.clone().acquire_owned()).await {
-                Ok(Ok(permit)) => permit,
-                // Closed never happens (the semaphore is never closed); treated as busy.
-                Ok(Err(_)) | Err(_) => return Err(busy),
-            };
+        let permit = self.permit(deadline).await?;
         let task = tokio::task::spawn_blocking(move || {
             let out = work();
             drop(permit);
             out
         });
-        match tokio::time::timeout_at(deadline, task).await {
-            Ok(Ok(out)) => Ok(out),
-            Ok(Err(e)) => Err(BlockingError::Failed(e.to_string())),
-            Err(_) => Err(BlockingError::TimedOut(self.timeout)),
-        }
+        self.join(deadline, task).await
     }
 
     /// [`Bounded::run`] for async work that may wait on the network (the queue's database):
@@ -126,19 +115,28 @@ impl Bounded {
         T: Send + 'static,
     {
         let deadline = Instant::now() + self.timeout;
-        let busy = BlockingError::Busy {
-            permits: self.total,
-        };
-        let permit =
-            match tokio::time::timeout_at(deadline, self.permits.clone().acquire_owned()).await {
-                Ok(Ok(permit)) => permit,
-                Ok(Err(_)) | Err(_) => return Err(busy),
-            };
+        let permit = self.permit(deadline).await?;
         let task = tokio::spawn(async move {
             let out = work.await;
             drop(permit);
             out
         });
+        self.join(deadline, task).await
+    }
+
+    /// A permit, waited for until `deadline`; busy when none came.
+    async fn permit(&self, deadline: Instant) -> Result<OwnedSemaphorePermit, BlockingError> {
+        match tokio::time::timeout_at(deadline, self.permits.clone().acquire_owned()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            // Closed never happens (the semaphore is never closed); treated as busy.
+            Ok(Err(_)) | Err(_) => Err(BlockingError::Busy {
+                permits: self.total,
+            }),
+        }
+    }
+
+    /// The task's result, waited for until `deadline` (the task goes on after it).
+    async fn join<T>(&self, deadline: Instant, task: JoinHandle<T>) -> Result<T, BlockingError> {
         match tokio::time::timeout_at(deadline, task).await {
             Ok(Ok(out)) => Ok(out),
             Ok(Err(e)) => Err(BlockingError::Failed(e.to_string())),
