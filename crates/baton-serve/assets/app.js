@@ -124,48 +124,47 @@
     }
   }
 
-  // ---- the epic board: answering a story's question ------------------------------------
+  // ---- answering a question from a page (the epic board, the queue) ---------------------
 
-  async function submitEpicAnswer(form) {
+  // Posts `body` to the form's action; `answered` runs once the server took it.
+  async function sendAnswer(form, body, answered) {
     const status = form.querySelector('.status');
     const button = form.querySelector('button');
-    const text = form.querySelector('textarea').value;
     button.disabled = true;
     setStatus(status, 'Sending…', false);
     try {
-      await post(form.dataset.action, {
-        project: form.dataset.project,
-        story: form.dataset.story,
-        question: form.dataset.question,
-        text: text,
-      });
-      setStatus(status, 'Answered; the autopilot continues.', false);
-      setTimeout(() => window.location.reload(), 1200);
+      await post(form.dataset.action, body);
+      answered(status);
     } catch (err) {
       setStatus(status, err.message, true);
       button.disabled = false;
     }
   }
 
-  // ---- the queue: answering a queued run's question -------------------------------------
+  // A story's question on the epic board: the page is reloaded once the autopilot has it.
+  function submitEpicAnswer(form) {
+    const body = {
+      project: form.dataset.project,
+      story: form.dataset.story,
+      question: form.dataset.question,
+      text: form.querySelector('textarea').value,
+    };
+    sendAnswer(form, body, (status) => {
+      setStatus(status, 'Answered; the autopilot continues.', false);
+      setTimeout(() => window.location.reload(), 1200);
+    });
+  }
 
-  async function submitQueueAnswer(form) {
-    const status = form.querySelector('.status');
-    const button = form.querySelector('button');
-    const text = form.querySelector('textarea').value;
-    button.disabled = true;
-    setStatus(status, 'Sending…', false);
-    try {
-      await post(form.dataset.action, { text: text });
+  // A queued run's question: the form is marked answered and emptied; the unit is queued again.
+  function submitQueueAnswer(form) {
+    const body = { text: form.querySelector('textarea').value };
+    sendAnswer(form, body, (status) => {
       form.dataset.answered = 'true';
       // Cleared, so the next refresh may replace the list (the unit is queued again).
       form.querySelector('textarea').value = '';
       if (document.activeElement) document.activeElement.blur();
       setStatus(status, 'Answered; the next worker goes on with it.', false);
-    } catch (err) {
-      setStatus(status, err.message, true);
-      button.disabled = false;
-    }
+    });
   }
 
   document.addEventListener('submit', (e) => {
