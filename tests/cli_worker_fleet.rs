@@ -22,6 +22,7 @@ mod worker_support;
 
 use baton_testkit::git::{git, project_with_remote};
 use baton_testkit::pg::{PgServer, postgres_or_skip};
+use baton_testkit::rng::{self, Rng};
 use fleet_support::{Player, turns, write_package, written};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -40,21 +41,6 @@ fn env_usize(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 /// The `baton` binary this test runs: a hard link (else a copy) of the one cargo built, taken
@@ -242,16 +228,7 @@ fn four_workers_complete_every_run_exactly_once_through_random_kills() {
     let kills_wanted = env_usize("BATON_FLEET_KILLS", 6);
     let delay = Duration::from_millis(env_usize("BATON_FLEET_DELAY_MS", 150) as u64);
     let steps = env_usize("BATON_FLEET_STEPS", 3).max(1);
-    let seed = std::env::var("BATON_FLEET_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
+    let seed = rng::seed("BATON_FLEET_SEED");
     eprintln!("fleet: {runs} runs, {kills_wanted} kills, seed {seed}");
     let mut rng = Rng(seed);
     let tmp = tempfile::tempdir().unwrap();

@@ -1,8 +1,9 @@
 //! Helpers shared by baton's tests: where the repository and its examples are, copying a
 //! directory, the reference conversation beside the repository, a headless-browser driver
 //! ([`cdp`]) with a server of fixed pages for it ([`html_server`]), a loopback JSON server
-//! for played models ([`json_server`]), a throwaway PostgreSQL cluster ([`pg`]), and git for
-//! fixtures ([`git`]: the sample project committed, or pushed to a bare remote).
+//! for played models ([`json_server`]), a throwaway PostgreSQL cluster ([`pg`]), git for
+//! fixtures ([`git`]: the sample project committed, or pushed to a bare remote), and a seeded
+//! random generator for kill tests ([`rng`]).
 
 // Test-only code: a helper that cannot do its job fails the test loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -12,6 +13,7 @@ pub mod git;
 pub mod html_server;
 pub mod json_server;
 pub mod pg;
+pub mod rng;
 pub mod trim_trace;
 
 use std::fs;
