@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::Stdio;
 use worker_support::{
     assert_resumed, baton, hanging_at, psql, queue, signal, submit, unit_state, until_received,
-    wait_lease_expired,
+    wait_lease_expired, worker_killed_at,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -232,15 +232,11 @@ async fn a_killed_workers_run_is_resumed_from_its_checkpoint_by_another_and_comp
         &["--input", "1-2-user-authentication"],
     );
 
-    let mut first = baton(&tmp.path().join("worker-a"))
-        .args(["worker", "--db", &url, "--lease-s", "2"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    until_received(4, "no fourth request", || server.received().len()).await;
-    first.kill().unwrap();
-    first.wait().unwrap();
+    let worker_a = tmp.path().join("worker-a");
+    worker_killed_at(&worker_a, &url, 4, "no fourth request", || {
+        server.received().len()
+    })
+    .await;
     let checkpoint = psql(
         &pg,
         "SELECT body->>'commit' FROM baton.unit_writes WHERE unit_id = 1 AND kind = 'checkpoint' \

@@ -14,10 +14,9 @@ use baton_testkit::demo_trace;
 use baton_testkit::git::{git, project_with_remote};
 use baton_testkit::pg::postgres_or_skip;
 use serde_json::Value;
-use std::process::Stdio;
 use worker_support::{
-    assert_resumed, baton, hanging_at, json_of, psql, queue, signal, stderr, submit, unit_state,
-    until_received, wait_lease_expired,
+    assert_resumed, baton, hanging_at, json_of, psql, queue, stderr, submit, unit_state,
+    wait_lease_expired, worker_killed_at,
 };
 
 const ANSWER: &str = "1-2-user-authentication";
@@ -214,15 +213,11 @@ async fn an_answer_the_run_went_on_with_is_not_applied_again_after_its_worker_is
     let out = answer(&person, &url, "1", ANSWER);
     assert!(out.status.success(), "{}", stderr(&out));
 
-    let mut second = baton(&tmp.path().join("worker-b"))
-        .args(["worker", "--db", &url, "--lease-s", "2"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    until_received(3, "no request with the answer", || server.received().len()).await;
-    signal(second.id(), "-KILL");
-    second.wait().unwrap();
+    let worker_b = tmp.path().join("worker-b");
+    worker_killed_at(&worker_b, &url, 3, "no request with the answer", || {
+        server.received().len()
+    })
+    .await;
     // The answer was recorded by a checkpoint before the model heard it.
     assert_eq!(
         psql(
@@ -284,15 +279,11 @@ async fn an_input_the_run_used_does_not_answer_its_next_question_after_a_takeove
         &server.base_url(),
         &["--input", ANSWER],
     );
-    let mut first = baton(&tmp.path().join("worker-a"))
-        .args(["worker", "--db", &url, "--lease-s", "2"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    until_received(4, "no fourth request", || server.received().len()).await;
-    signal(first.id(), "-KILL");
-    first.wait().unwrap();
+    let worker_a = tmp.path().join("worker-a");
+    worker_killed_at(&worker_a, &url, 4, "no fourth request", || {
+        server.received().len()
+    })
+    .await;
     assert_eq!(
         answers_in(&server.received()[2]),
         1,

@@ -13,7 +13,7 @@ use baton_testkit::example;
 use baton_testkit::pg::PgServer;
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub const KEY: &str = "sk-worker-test-0123456789";
@@ -83,6 +83,26 @@ pub fn psql(pg: &PgServer, sql: &str) -> String {
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
         .trim()
         .to_string()
+}
+
+/// A worker on `home` with a 2-second lease, SIGKILLed once the model has had `n` requests
+/// (`what` says which never came): the unit it held stays leased, with its checkpoints.
+pub async fn worker_killed_at(
+    home: &Path,
+    url: &str,
+    n: usize,
+    what: &str,
+    received: impl Fn() -> usize,
+) {
+    let mut worker = baton(home)
+        .args(["worker", "--db", url, "--lease-s", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    until_received(n, what, received).await;
+    worker.kill().unwrap();
+    worker.wait().unwrap();
 }
 
 /// Unit `id`'s `state:epoch`.
