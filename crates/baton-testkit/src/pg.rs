@@ -180,6 +180,7 @@ impl PgServer {
                 ],
             )?;
             if start.status.success() {
+                server.watch_for_orphaning();
                 return server.ready().map(|()| server);
             }
             let log_text = fs::read_to_string(&log).unwrap_or_default();
@@ -378,6 +379,33 @@ impl PgServer {
 
     fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
+    }
+
+    /// Stops the cluster and removes its folder when this process dies without dropping the
+    /// server (a test killed, Ctrl-C on `cargo test`): a watcher in a session of its own checks
+    /// every second that this process is alive and the cluster's folder still there. Without
+    /// it, each killed test run would leave a postmaster behind.
+    fn watch_for_orphaning(&self) {
+        let quote_sh = |text: &str| format!("'{}'", text.replace('\'', "'\\''"));
+        let data = quote_sh(&self.data_dir().display().to_string());
+        let dir = quote_sh(&self.dir.path().display().to_string());
+        let pg_ctl = quote_sh(&self.bin.join("pg_ctl").display().to_string());
+        let run_as = match self.run_as {
+            Some((uid, gid)) => format!("setpriv --reuid={uid} --regid={gid} --clear-groups -- "),
+            None => String::new(),
+        };
+        let script = format!(
+            "while kill -0 {pid} 2>/dev/null && [ -d {data} ]; do sleep 1; done; \
+             if [ -d {data} ]; then {run_as}{pg_ctl} -D {data} -m immediate -w -t 30 stop; \
+             rm -rf {dir}; fi",
+            pid = std::process::id(),
+        );
+        let _ = Command::new("setsid")
+            .args(["-f", "sh", "-c", &script])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
     }
 
     /// Runs one of the cluster's programs, as `nobody` when we are root.
