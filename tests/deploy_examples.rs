@@ -25,7 +25,11 @@ fn yaml_docs(name: &str) -> Vec<Value> {
 /// `baton <args> --help` parses every argument before it prints help: an unknown flag or a
 /// value out of range fails with exit 2.
 fn assert_baton_accepts(args: &[String], from: &str) {
-    assert_eq!(args.first().map(String::as_str), Some("worker"), "{from}: {args:?}");
+    assert_eq!(
+        args.first().map(String::as_str),
+        Some("worker"),
+        "{from}: {args:?}"
+    );
     let out = Command::new(env!("CARGO_BIN_EXE_baton"))
         .args(args)
         .arg("--help")
@@ -50,18 +54,30 @@ fn the_systemd_unit_runs_a_worker_command_baton_accepts() {
     let mut words = exec.split_whitespace();
     assert!(words.next().unwrap().ends_with("/baton"), "{exec}");
     let args: Vec<String> = words.map(str::to_owned).collect();
-    assert!(args.iter().any(|a| a == "--db-env"), "the URL comes from the environment: {exec}");
+    assert!(
+        args.iter().any(|a| a == "--db-env"),
+        "the URL comes from the environment: {exec}"
+    );
     assert_baton_accepts(&args, "baton-worker.service");
     // The variable it names is the one the environment file is said to define.
     let env_name = &args[args.iter().position(|a| a == "--db-env").unwrap() + 1];
-    assert!(unit.contains(&format!("#   {env_name}=postgresql://")), "{unit}");
+    assert!(
+        unit.contains(&format!("#   {env_name}=postgresql://")),
+        "{unit}"
+    );
 }
 
 #[test]
 fn the_kubernetes_deployment_runs_a_worker_command_baton_accepts_with_its_secret() {
     let docs = yaml_docs("worker-deployment.yaml");
-    let secret = docs.iter().find(|d| d["kind"] == "Secret").expect("a Secret");
-    let deployment = docs.iter().find(|d| d["kind"] == "Deployment").expect("a Deployment");
+    let secret = docs
+        .iter()
+        .find(|d| d["kind"] == "Secret")
+        .expect("a Secret");
+    let deployment = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("a Deployment");
     assert_eq!(deployment["apiVersion"], "apps/v1");
     let spec = &deployment["spec"];
     assert_eq!(
@@ -84,7 +100,11 @@ fn the_kubernetes_deployment_runs_a_worker_command_baton_accepts_with_its_secret
     // The URL the secret holds is one baton reads (and redacts).
     let url = secret["stringData"][env_name.as_str()].as_str().unwrap();
     let config = baton_queue::DbConfig::from_url(url, baton_queue::UrlSource::Flag).unwrap();
-    assert!(!config.redacted().contains("change-me"), "{}", config.redacted());
+    assert!(
+        !config.redacted().contains("change-me"),
+        "{}",
+        config.redacted()
+    );
     assert!(secret["stringData"]["OPENAI_API_KEY"].is_string());
 }
 
@@ -104,7 +124,10 @@ fn the_keda_scaler_targets_the_deployment_and_its_query_counts_the_backlog() {
     assert_eq!(trigger["type"], "postgresql");
     let env_name = trigger["metadata"]["connectionFromEnv"].as_str().unwrap();
     let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
-    assert!(args.contains(env_name), "{env_name} is not the worker's --db-env: {args}");
+    assert!(
+        args.contains(env_name),
+        "{env_name} is not the worker's --db-env: {args}"
+    );
     let query = trigger["metadata"]["query"].as_str().unwrap().to_string();
 
     let Some(pg) = postgres_or_skip("the_keda_scaler_targets_the_deployment") else {
@@ -116,7 +139,11 @@ fn the_keda_scaler_targets_the_deployment_and_its_query_counts_the_backlog() {
         .env("BATON_HOME", tmp.path().join("home"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // Two ready, one leased, one waiting for a person, one done, one due later.
     pg.psql(
         "postgres",

@@ -29,9 +29,7 @@ pub use queue::{
 };
 pub use retry::MAX_RETRY_DELAY;
 pub use schema::{AppliedMigration, InitReport, MIGRATIONS, SCHEMA_VERSION};
-pub use status::{
-    Counts, LeasedUnit, QueueCounts, RetryingUnit, Status, WaitingUnit, WorkerInfo,
-};
+pub use status::{Counts, LeasedUnit, QueueCounts, RetryingUnit, Status, WaitingUnit, WorkerInfo};
 
 /// Creates the queue's schema in the database, or brings it to this baton's version. Safe to
 /// run again and from several machines at once.

@@ -125,7 +125,13 @@ async fn a_unit_tried_again_later_waits_for_its_time_and_a_stale_lease_writes_no
         .unwrap()
         .unwrap();
     assert_eq!((last.kind.as_str(), last.epoch), ("checkpoint", 3));
-    assert!(queue.last_write_of(id, &["answer"]).await.unwrap().is_none());
+    assert!(
+        queue
+            .last_write_of(id, &["answer"])
+            .await
+            .unwrap()
+            .is_none()
+    );
     assert_eq!(
         writes_of(&pg, id),
         "retry@1,checkpoint@2,retry@2,checkpoint@3"
