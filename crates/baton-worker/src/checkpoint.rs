@@ -9,7 +9,7 @@
 //! binary file a run keeps under its state comes back byte for byte.
 
 use crate::WorkerError;
-use crate::git::{git, hex};
+use crate::git::hex;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use baton_engine::runner;
@@ -70,21 +70,12 @@ impl Checkpoints<'_> {
 
     /// Commits the worktree's changes (if any) and pushes HEAD to the run's epoch ref.
     pub fn commit_and_push(&self, message: &str) -> Result<String, WorkerError> {
-        let changed = !git(self.tree, &["status", "--porcelain"])?.is_empty();
-        if changed {
-            git(self.tree, &["add", "-A"])?;
-            git(
-                self.tree,
-                &["commit", "--quiet", "--no-verify", "-m", message],
-            )?;
-        }
-        let head = git(self.tree, &["rev-parse", "HEAD"])?;
-        let refspec = format!("+HEAD:{}", self.run_ref());
-        git(
+        crate::git::commit_and_push(
             self.tree,
-            &["push", "--quiet", &self.lease.project_remote, &refspec],
-        )?;
-        Ok(head)
+            message,
+            &self.lease.project_remote,
+            &self.run_ref(),
+        )
     }
 
     /// The run's files that changed since the last checkpoint: whole files, and the new lines

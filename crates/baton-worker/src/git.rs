@@ -59,6 +59,25 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
     }
 }
 
+/// Commits the worktree's changes (if any) with `message` and pushes HEAD to `reference` on
+/// `remote`; returns the commit.
+pub(crate) fn commit_and_push(
+    tree: &Path,
+    message: &str,
+    remote: &str,
+    reference: &str,
+) -> Result<String, WorkerError> {
+    let changed = !git(tree, &["status", "--porcelain"])?.is_empty();
+    if changed {
+        git(tree, &["add", "-A"])?;
+        git(tree, &["commit", "--quiet", "--no-verify", "-m", message])?;
+    }
+    let head = git(tree, &["rev-parse", "HEAD"])?;
+    let refspec = format!("+HEAD:{reference}");
+    git(tree, &["push", "--quiet", remote, &refspec])?;
+    Ok(head)
+}
+
 /// The mirror of `remote` under `home`, held for this slot: this process's `git_lock`, then an
 /// exclusive lock on `<mirror>.lock` for the other processes on the same home (a worker
 /// restarted on it, or a second worker given the same home): two fetches into one mirror at

@@ -18,6 +18,7 @@ pub mod answers;
 pub mod checkpoint;
 mod error;
 mod git;
+mod lease;
 pub mod payload;
 pub mod read;
 pub mod retry;

@@ -12,6 +12,7 @@
 
 use crate::error::LEASE_LOST;
 use crate::git::{checkout, git};
+use crate::lease::{AbortOnDrop, heartbeat, lease_lost};
 use crate::{Ctx, WorkerError, WorkerEvent};
 use baton_engine::model_choice::{self, Requested};
 use baton_epic::EpicError;
@@ -31,60 +32,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
-/// Stops the heartbeat when the unit is left, whichever way.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Heartbeats every third of the lease on a connection of its own (opened again after an
-/// outage); a lease found lost sets `lost` and cancels the story.
-fn heartbeat(
-    ctx: &Ctx,
-    lease: &Lease,
-    lost: Arc<AtomicBool>,
-    cancel: CancellationToken,
-) -> AbortOnDrop {
-    let config = ctx.options.config.clone();
-    let mut held = lease.clone();
-    let every = ctx.options.lease / 3;
-    AbortOnDrop(tokio::spawn(async move {
-        let mut q = Queue::open(&config).await.ok();
-        loop {
-            tokio::time::sleep(every).await;
-            if q.is_none() {
-                q = Queue::open(&config).await.ok();
-            }
-            let Some(conn) = q.as_ref() else { continue };
-            let extend = held.duration;
-            match conn.heartbeat(&mut held, extend).await {
-                Ok(()) => {}
-                Err(e) if e.code() == LEASE_LOST => {
-                    lost.store(true, Ordering::SeqCst);
-                    cancel.cancel();
-                    return;
-                }
-                Err(_) => q = None,
-            }
-        }
-    }))
-}
-
 fn epic_error(e: EpicError) -> WorkerError {
     WorkerError::other(e.code, e.message)
-}
-
-fn lease_lost(lease: &Lease) -> WorkerError {
-    WorkerError::other(
-        LEASE_LOST,
-        format!(
-            "the lease of unit {} at epoch {} was lost",
-            lease.id, lease.epoch
-        ),
-    )
 }
 
 /// The story's checkpoints under the unit's lease.
@@ -104,23 +53,15 @@ impl StoryCheckpoints<'_> {
 
     /// The worktree committed and pushed to the unit's epoch ref, and the story's files.
     fn record(&self) -> Result<StoryCheckpoint, WorkerError> {
-        let changed = !git(self.tree, &["status", "--porcelain"])?.is_empty();
-        if changed {
-            git(self.tree, &["add", "-A"])?;
-            let message = format!(
-                "baton checkpoint: unit {} story {}",
-                self.lease.id, self.payload.story
-            );
-            git(
-                self.tree,
-                &["commit", "--quiet", "--no-verify", "-m", &message],
-            )?;
-        }
-        let commit = git(self.tree, &["rev-parse", "HEAD"])?;
-        let refspec = format!("+HEAD:{}", self.reference());
-        git(
+        let message = format!(
+            "baton checkpoint: unit {} story {}",
+            self.lease.id, self.payload.story
+        );
+        let commit = crate::git::commit_and_push(
             self.tree,
-            &["push", "--quiet", &self.lease.project_remote, &refspec],
+            &message,
+            &self.lease.project_remote,
+            &self.reference(),
         )?;
         let now = story_files(self.project, &self.payload.artifacts, &self.payload.story)
             .map_err(epic_error)?;

@@ -2,8 +2,8 @@
 
 use crate::answers::{QUEUE_ANSWER_INVALID, answer_text};
 use crate::checkpoint::{Checkpoints, Restored, WORKER_STOPPING, restore_point, restore_run};
-use crate::error::LEASE_LOST;
 use crate::git::{checkout, git};
+use crate::lease::{heartbeat, lease_lost};
 use crate::payload::{QUEUE_PAYLOAD_INVALID, RunPayload};
 use crate::retry;
 use crate::{Ctx, WorkerError, WorkerEvent};
@@ -75,50 +75,6 @@ pub(crate) async fn remove_left_folders(ctx: &Ctx, queue: &Queue) -> usize {
         }
     }
     removed
-}
-
-/// Stops the heartbeat when the unit is left, whichever way.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Heartbeats every third of the lease, on a connection of its own, from the claim on (a slow
-/// clone must not lose it). A lease found lost sets `lost` and cancels the run.
-fn heartbeat(
-    ctx: &Ctx,
-    lease: &Lease,
-    lost: Arc<AtomicBool>,
-    cancel: tokio_util::sync::CancellationToken,
-) -> AbortOnDrop {
-    let config = ctx.options.config.clone();
-    let mut held = lease.clone();
-    let every = ctx.options.lease / 3;
-    AbortOnDrop(tokio::spawn(async move {
-        // A connection lost (the database restarted, the network cut) is opened again at the
-        // next beat: the lease outlives a short outage.
-        let mut q = Queue::open(&config).await.ok();
-        loop {
-            tokio::time::sleep(every).await;
-            if q.is_none() {
-                q = Queue::open(&config).await.ok();
-            }
-            let Some(conn) = q.as_ref() else { continue };
-            let extend = held.duration;
-            match conn.heartbeat(&mut held, extend).await {
-                Ok(()) => {}
-                Err(e) if e.code() == LEASE_LOST => {
-                    lost.store(true, Ordering::SeqCst);
-                    cancel.cancel();
-                    return;
-                }
-                Err(_) => q = None,
-            }
-        }
-    }))
 }
 
 /// Pushes a completed run's result to the branch that carries the epoch, then completes the
@@ -307,13 +263,7 @@ pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError>
     )
     .await;
     if lost.load(Ordering::SeqCst) {
-        return Err(WorkerError::other(
-            LEASE_LOST,
-            format!(
-                "the lease of unit {} at epoch {} was lost",
-                lease.id, lease.epoch
-            ),
-        ));
+        return Err(lease_lost(&lease));
     }
     let finished = match outcome {
         Ok(f) => f,
