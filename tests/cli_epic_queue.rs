@@ -12,6 +12,7 @@ mod common;
 #[path = "../crates/baton-epic/tests/support/player.rs"]
 mod player;
 
+use baton_testkit::git::git;
 use baton_testkit::pg::{PgServer, postgres_or_skip};
 use common::repo;
 use player::{Player, Scenario};
@@ -22,25 +23,6 @@ use std::time::{Duration, Instant};
 const IMPL: &str = "_bmad-output/implementation-artifacts";
 const KEY: &str = "sk-epic-queue-test-0123456789";
 const MORE: [&str; 3] = ["1-4-profile-page", "1-5-session-timeout", "1-6-audit-log"];
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 /// The sample project with six stories in epic 1, committed on `main`.
 fn sample(into: &Path) -> PathBuf {

@@ -14,7 +14,6 @@ use crate::error::LEASE_LOST;
 use crate::git::{checkout, git};
 use crate::lease::{AbortOnDrop, heartbeat, lease_lost};
 use crate::{Ctx, WorkerError, WorkerEvent};
-use baton_engine::model_choice::{self, Requested};
 use baton_epic::EpicError;
 use baton_epic::queued::payload::{
     QUEUE_PAYLOAD_INVALID, StoryAnswer, StoryCheckpoint, StoryPayload, question_body,
@@ -236,15 +235,12 @@ pub(crate) async fn run_story_unit(ctx: &Ctx, lease: Lease) -> Result<(), Worker
         (None, None) => Start::Fresh,
     };
     let home = &ctx.options.home;
-    let requested = Requested {
-        model: payload.model.name.clone(),
-        base_url: payload.model.base_url.clone(),
-        replay: None,
-    };
-    let choice = model_choice::continuation_choice(&requested, None, || false);
-    let env = |k: &str| std::env::var(k).ok();
-    let model = model_choice::load_model(&choice, home, Some(&project), &env)
-        .map_err(|e| WorkerError::other(e.code, e.message))?;
+    let model = crate::unit::payload_model(
+        home,
+        &project,
+        payload.model.name.clone(),
+        payload.model.base_url.clone(),
+    )?;
     let store = Store::new(work.join("home"));
     install_pinned(&queue, &store, &work, &payload.packages).await?;
     let hook = StoryCheckpoints {

@@ -105,6 +105,24 @@ async fn complete(
     Ok(())
 }
 
+/// The model a unit names (by name and endpoint), with this worker's own key and settings.
+pub(crate) fn payload_model(
+    home: &Path,
+    project: &Path,
+    name: Option<String>,
+    base_url: Option<String>,
+) -> Result<model_choice::LoadedModel, WorkerError> {
+    let requested = Requested {
+        model: name,
+        base_url,
+        replay: None,
+    };
+    let choice = model_choice::continuation_choice(&requested, None, || false);
+    let env = |k: &str| std::env::var(k).ok();
+    model_choice::load_model(&choice, home, Some(project), &env)
+        .map_err(|e| WorkerError::other(e.code, e.message))
+}
+
 /// Hands the unit back to the queue (fenced) as the worker stops.
 async fn release(ctx: &Ctx, queue: &mut Queue, lease: &Lease) -> Result<(), WorkerError> {
     let reason = json!({"code": WORKER_STOPPING, "worker": ctx.options.worker});
@@ -305,15 +323,12 @@ async fn drive(
     cancel: tokio_util::sync::CancellationToken,
 ) -> Result<runner::Finished, WorkerError> {
     let home = &ctx.options.home;
-    let requested = Requested {
-        model: payload.model.name.clone(),
-        base_url: payload.model.base_url.clone(),
-        replay: None,
-    };
-    let choice = model_choice::continuation_choice(&requested, None, || false);
-    let env = |k: &str| std::env::var(k).ok();
-    let model = model_choice::load_model(&choice, home, Some(project), &env)
-        .map_err(|e| WorkerError::other(e.code, e.message))?;
+    let model = payload_model(
+        home,
+        project,
+        payload.model.name.clone(),
+        payload.model.base_url.clone(),
+    )?;
     let tools = baton_tools::ToolsConfig::load(Some(home), Some(project))
         .map_err(|e| WorkerError::other(e.code(), e.to_string()))?;
     let caps = baton_engine::spend::BudgetConfig::load(Some(home), Some(project))
