@@ -22,6 +22,7 @@ pub mod layout_record;
 pub mod lock;
 pub mod merge;
 pub mod method;
+mod method_consent;
 mod method_run;
 mod method_verdict;
 pub mod models;

@@ -286,8 +286,9 @@ async fn execute_with<'a>(
         super::queued::refuse_local(&layout, &epic_id)?;
     }
     let specs = specs::resolve(&config, &project_root, store)?;
-    let tools = baton_tools::ToolsConfig::load(Some(store.home()), Some(&project_root))
+    let mut tools = baton_tools::ToolsConfig::load(Some(store.home()), Some(&project_root))
         .map_err(|e| EpicError::usage(e.code(), e.to_string()).hint(e.hint()))?;
+    super::method_consent::protect(&mut tools, &layout.rel, &specs);
     let phases = specs::lines(&specs);
     if config.git.commit {
         git::check(&project_root)?;

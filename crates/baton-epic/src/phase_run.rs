@@ -557,6 +557,7 @@ impl OwnedFiles {
             sprint::FILE_NAME,
             run_state::FILE_NAME,
             super::progress::FILE_NAME,
+            super::method::snapshot::FILE_NAME,
         ]
         .iter()
         .map(|name| {

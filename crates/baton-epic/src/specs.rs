@@ -97,7 +97,7 @@ pub fn lines(specs: &Specs) -> Vec<PhaseLine> {
 
 /// The installed method a phase runs: named with `skill`, else the project's default for the
 /// phase when no package is named.
-fn installed_for(
+pub(crate) fn installed_for(
     config: &AutopilotConfig,
     phase: Phase,
     reader: &Reader,

@@ -20,6 +20,7 @@ use super::git;
 use super::keys;
 use super::layout::Layout;
 use super::lock;
+use super::method_consent::MethodConsent;
 use super::method_verdict::Judged;
 use super::models::Models;
 use super::phase::Phase;
@@ -348,6 +349,24 @@ impl<'a> Ctx<'a> {
                     }
                 },
             }
+            // The method's files are the operator's: a change since the epic's snapshot is
+            // never used silently (see `method_consent`).
+            match self.method_consent(&key, phase)? {
+                MethodConsent::Go => {}
+                MethodConsent::Refused(failure) => return self.method_stopped(failure),
+                MethodConsent::Ask(q) => match self.answer_now(&key, &q)? {
+                    Some(_) => continue,
+                    None if self.ask.is_none() => {
+                        return self.method_changed_stop(&key, phase, &q);
+                    }
+                    None => {
+                        return self.pause(EpicOutcome::Waiting {
+                            story: key,
+                            question: q,
+                        });
+                    }
+                },
+            }
             // A question waiting in the story's agent-state file pauses the loop. (A file the
             // last phase damaged is that phase's failure, reported when it ends.)
             if let Ok(Some(agent)) = AgentState::load(&self.layout.dir, &self.layout.rel, &key)
@@ -605,6 +624,8 @@ impl<'a> Ctx<'a> {
             self.tools.system.allow_git_writes,
             baton_tools::TerminalRuntime {
                 store_home: Some(self.store.home().to_path_buf()),
+                // The model's code runs here too (its tests): the method stays the operator's.
+                protected: self.tools.system.protected.clone(),
                 ..baton_tools::TerminalRuntime::default()
             },
         )

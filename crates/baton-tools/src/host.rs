@@ -524,6 +524,13 @@ impl ToolHost {
             ))
             .with_details(json!({"reason": "bmad_config"})));
         }
+        if path.mount == Mount::Project && path.is_protected(&policy.protected) {
+            return Err(ToolError::sandbox(format!(
+                "Path not allowed: {} is protected for this run (the operator's files, such as the project's BMAD method: its skills, workflows, configuration and customization); reading it is allowed",
+                path.display()
+            ))
+            .with_details(json!({"reason": "protected"})));
+        }
         if path.mount == Mount::Project && path.rel.eq_ignore_ascii_case(CONFIG_FILE) {
             return Err(ToolError::sandbox(format!(
                 "Path not allowed: {} is baton's configuration (it sets what the tools may do); only the user edits it",

@@ -118,6 +118,25 @@ impl MountPath {
     }
 }
 
+impl MountPath {
+    /// Whether this path is one of `protected` (project-relative paths) or beneath one,
+    /// compared by whole components, in any case and with the trailing dots or spaces Windows
+    /// drops (so no spelling reaches the same file around the check).
+    pub fn is_protected(&self, protected: &[String]) -> bool {
+        let norm = |s: &str| -> Vec<String> {
+            s.split('/')
+                .filter(|c| !c.is_empty() && *c != ".")
+                .map(|c| c.trim_end_matches(['.', ' ']).to_ascii_lowercase())
+                .collect()
+        };
+        let parts = norm(&self.rel);
+        protected.iter().any(|p| {
+            let root = norm(p);
+            !root.is_empty() && parts.len() >= root.len() && parts[..root.len()] == root[..]
+        })
+    }
+}
+
 /// The folders BMAD installs its modules (and their `config.yaml`) in.
 pub const BMAD_DIRS: [&str; 3] = ["_bmad", ".bmad", "bmad"];
 
@@ -378,6 +397,27 @@ mod tests {
             let p = parse(raw).unwrap();
             assert!(p.mount != Mount::Project || !p.is_bmad_config(), "{raw}");
         }
+    }
+
+    #[test]
+    fn protected_paths_in_any_spelling() {
+        let protected = vec![".claude/skills".to_string(), "_bmad/custom".to_string()];
+        for raw in [
+            "@project/.claude/skills/bmad-code-review/SKILL.md",
+            "@project/.Claude/Skills./x",
+            "@project/_bmad/custom/bmad-code-review.toml",
+            "@project/./_bmad/custom",
+        ] {
+            assert!(parse(raw).unwrap().is_protected(&protected), "{raw}");
+        }
+        for raw in [
+            "@project/.claude/settings.json",
+            "@project/_bmad/customer.toml",
+            "@project/src/.claude/skills/x",
+        ] {
+            assert!(!parse(raw).unwrap().is_protected(&protected), "{raw}");
+        }
+        assert!(!parse("@project/x").unwrap().is_protected(&[]));
     }
 
     #[test]

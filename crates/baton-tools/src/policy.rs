@@ -170,6 +170,11 @@ pub struct SystemToolSettings {
     /// can write there can plant a hook that runs at the user's next commit.
     pub allow_git_writes: bool,
     pub terminal: TerminalSettings,
+    /// Project-relative paths (files or folders, with what is beneath them) no tool may write:
+    /// `fs.write`/`fs.apply_patch` refuse them, commands get them read-only and what a command
+    /// creates there is removed. Set by a caller, never by `baton.toml` (the epic autopilot
+    /// protects the project's BMAD method during its phase runs).
+    pub protected: Vec<String>,
 }
 
 impl Default for SystemToolSettings {
@@ -182,6 +187,7 @@ impl Default for SystemToolSettings {
             mcp_allowed_servers: None,
             allow_git_writes: false,
             terminal: TerminalSettings::default(),
+            protected: Vec::new(),
         }
     }
 }
@@ -197,6 +203,8 @@ pub struct EffectivePolicy {
     /// Only the operator decides; an agent's `tools` has no say.
     pub allow_git_writes: bool,
     pub terminal: TerminalSettings,
+    /// See [`SystemToolSettings::protected`]; an agent's `tools` has no say.
+    pub protected: Vec<String>,
 }
 
 impl EffectivePolicy {
@@ -221,6 +229,7 @@ impl EffectivePolicy {
             terminal: system
                 .terminal
                 .merge(agent.and_then(|a| a.terminal.as_ref())),
+            protected: system.protected.clone(),
         }
     }
 
@@ -243,6 +252,7 @@ impl EffectivePolicy {
             },
             allow_git_writes: system.allow_git_writes,
             terminal: system.terminal.clone(),
+            protected: system.protected.clone(),
         }
     }
 

@@ -24,6 +24,7 @@ pub mod files;
 pub mod layers;
 pub mod prompt;
 pub mod render;
+pub mod snapshot;
 
 use crate::error::{EpicError, Result};
 use crate::phase::Phase;

@@ -214,8 +214,9 @@ pub async fn run_story(job: StoryJob<'_>) -> Result<StoryEnd> {
     let state = RunEpicState::load(&layout.dir, &layout.rel_file(run_state::FILE_NAME))?
         .unwrap_or_else(|| RunEpicState::new(&payload.epic_id, &now()));
     let specs = specs::resolve(&config, job.project, job.store)?;
-    let tools = baton_tools::ToolsConfig::load(Some(job.home), Some(job.project))
+    let mut tools = baton_tools::ToolsConfig::load(Some(job.home), Some(job.project))
         .map_err(|e| EpicError::usage(e.code(), e.to_string()).hint(e.hint()))?;
+    crate::method_consent::protect(&mut tools, &layout.rel, &specs);
     let budget = baton_engine::spend::BudgetConfig::load(Some(job.home), Some(job.project))
         .map_err(|m| EpicError::usage(baton_engine::spend::BUDGET_CONFIG_INVALID, m))?;
     let project = job

@@ -52,6 +52,9 @@ pub struct Scenario {
     /// as its first line), so that their branches conflict. A dev run told of a conflict (its
     /// `verifyOutput`) resolves it: the epic branch's file (the main work tree's) then its line.
     pub same_lines: Vec<String>,
+    /// `(tool, arguments)` calls a dev phase run of an installed method makes on its first turn,
+    /// besides its work (a hostile model writing the method's files).
+    pub method_dev_calls: Vec<(String, Value)>,
 }
 
 struct Shared {
@@ -279,14 +282,24 @@ fn play(shared: &Shared, body: &Value) -> (u16, Value) {
             .method_requests
             .lock()
             .unwrap()
-            .push((phase, body.to_string()));
-        let calls = method_player::turn(
+            .push((phase.clone(), body.to_string()));
+        let mut calls: Vec<(&str, Value)> = method_player::turn(
             &shared.project,
             &prompt,
             &messages,
             &shared.scenario.changes,
             &shared.scenario.blocked,
         );
+        let first_turn = !messages.iter().any(|m| m["role"] == "tool");
+        if phase == "dev" && first_turn {
+            calls.extend(
+                shared
+                    .scenario
+                    .method_dev_calls
+                    .iter()
+                    .map(|(name, args)| (name.as_str(), args.clone())),
+            );
+        }
         return (200, calls_reply(shared, calls));
     }
     let last = messages.last().map(content).unwrap_or("");

@@ -8,6 +8,7 @@ mod exec;
 mod project;
 
 pub use project::ProjectShell;
+mod protected;
 
 use crate::mounts::{Mount, Mounts};
 use crate::policy::{EffectivePolicy, TerminalSettings};
@@ -82,6 +83,9 @@ pub struct TerminalRuntime {
 
 /// The terminal side of one ToolHost.
 pub struct Terminal {
+    /// Project-relative paths the commands of a [`ProjectShell`] may not change (the model's
+    /// own commands take them from the policy instead).
+    pub protected: Vec<String>,
     runtime: TerminalRuntime,
     run_id: String,
     /// The project root as given (the mounts hold its canonical form).
@@ -152,6 +156,7 @@ impl Terminal {
             shown: &call.shown,
         })?;
         let applied = output.applied;
+            protected: &policy.protected,
         let warnings = output.warnings;
         let output = output.exec;
         let scrub = Scrubber::new(&self.project_given, mounts, home.path());
@@ -339,6 +344,9 @@ pub struct ConfinedRequest<'a> {
     /// How the command is named in errors.
     pub shown: &'a str,
 }
+    /// Project-relative paths the command may not change (see
+    /// [`crate::SystemToolSettings::protected`]): read-only, and what it creates there removed.
+    pub protected: &'a [String],
 
 /// How a confined command ended.
 #[derive(Debug)]
@@ -362,8 +370,11 @@ pub fn run_confined(req: ConfinedRequest<'_>) -> Result<ConfinedOutput, ToolErro
         Some(c) => c.clone(),
         None => baton_sandbox::capabilities().clone(),
     };
-    let before = Protected::snapshot(req.project, req.allow_git_writes);
-    let spec = spec(req.runtime, req.project, req.home, t, req.allow_git_writes);
+    let protected = req.protected;
+    let before = Protected::snapshot(req.project, req.allow_git_writes, protected);
+    let mut spec = spec(req.runtime, req.project, req.home, t, req.allow_git_writes);
+    spec.read_only
+        .extend(protected.iter().map(|p| req.project.join(p)));
     let confinement = Confinement::prepare(&spec, &caps).map_err(|e| {
         ToolError::new(e.code(), e.to_string()).with_details(json!({"hint": e.hint()}))
     })?;
@@ -559,12 +570,14 @@ struct Protected {
 }
 
 impl Protected {
-    fn snapshot(project: &Path, allow_git_writes: bool) -> Protected {
+    fn snapshot(project: &Path, allow_git_writes: bool, protected: &[String]) -> Protected {
         Protected {
             config_existed: project.join(CONFIG_FILE).symlink_metadata().is_ok(),
             sessions_existed: project.join(SESSIONS_DIR).symlink_metadata().is_ok(),
             bmad_configs: bmad_configs(project),
             git_existed: (!allow_git_writes)
+    /// Everything beneath the protected paths (and whether each existed).
+    protected: protected::Listing,
                 .then(|| project.join(".git").symlink_metadata().is_ok()),
         }
     }
@@ -575,6 +588,7 @@ impl Protected {
         if !self.config_existed && config.symlink_metadata().is_ok() {
             remove(&config);
             warnings.push(format!(
+            protected: protected::Listing::take(project, protected),
                 "@project/{CONFIG_FILE} was created by the command and removed: baton's configuration cannot be written by tools"
             ));
         }
@@ -608,6 +622,7 @@ impl Protected {
             );
         }
         warnings
+        warnings.extend(self.protected.remove_new(project));
     }
 }
 

@@ -103,6 +103,7 @@ impl ProjectShell {
             abort: None,
             shown: program,
         })
+            protected: &self.runtime.protected,
     }
 
     /// `sh -c script` in the project root; the last `tail` bytes of stdout and stderr kept,
@@ -129,5 +130,6 @@ impl ProjectShell {
             abort,
             shown: script,
         })
+            protected: &self.runtime.protected,
     }
 }
