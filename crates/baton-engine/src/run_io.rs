@@ -327,14 +327,12 @@ fn call_target(arguments: &str) -> Option<String> {
         .map(|t| short(t, 80))
 }
 
-/// One line of at most `max` characters, control characters dropped (the model wrote it).
+/// One line of at most `max` characters, control characters shown as visible escapes (the
+/// model wrote it; the same rule as every terminal line).
 fn short(text: &str, max: usize) -> String {
-    let mut out: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(max)
-        .collect();
-    if text.chars().count() > max {
+    let shown = baton_store::terminal::visible_line(text);
+    let mut out: String = shown.chars().take(max).collect();
+    if shown.chars().count() > max {
         out.push('…');
     }
     out

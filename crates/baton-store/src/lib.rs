@@ -19,6 +19,7 @@ pub mod runs_index;
 pub mod state;
 pub mod state_file;
 pub mod task_run;
+pub mod terminal;
 pub mod time;
 
 pub use driver_lock::{DriverLock, DriverLockError, Holder};

@@ -40,11 +40,12 @@ impl Failure {
                 serde_json::to_string_pretty(&body).unwrap_or_else(|_| body.to_string())
             );
         } else {
-            use crate::ui::{Paint, color::err};
-            let head = err(Paint::Bad, &format!("error[{}]", self.code));
-            eprintln!("{head}: {}", self.message);
+            // A message can quote what a model or a file said: its escapes are shown, not sent.
+            use crate::ui::{Paint, color::err, visible, visible_line};
+            let head = err(Paint::Bad, &format!("error[{}]", visible_line(&self.code)));
+            eprintln!("{head}: {}", visible(&self.message));
             if let Some(h) = &self.hint {
-                eprintln!("  {} {h}", err(Paint::Hint, "help:"));
+                eprintln!("  {} {}", err(Paint::Hint, "help:"), visible(h));
             }
         }
         self.exit

@@ -1,8 +1,8 @@
 //! Live progress of a run on stderr: a spinner line (turn, node, agent, tool calls, tokens) on a
 //! terminal, plain lines otherwise.
 
-use crate::ui::Paint;
 use crate::ui::color::err;
+use crate::ui::{Paint, visible, visible_line};
 use baton_engine::{ContextEvent, EngineEvent};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -77,12 +77,14 @@ impl Progress {
         };
         match e {
             EngineEvent::ModelCall { turn, node, agent } => {
+                // Node and agent ids come from the package: shown, never sent as escapes.
+                let (node, agent) = (visible_line(&node).into_owned(), visible_line(&agent));
                 if node != c.node {
                     self.line(format!("→ {} ({agent})", err(Paint::Strong, &node)));
                 }
                 c.turn = turn;
                 c.node = node;
-                c.agent = agent;
+                c.agent = agent.into_owned();
             }
             EngineEvent::ToolCall {
                 name,
@@ -100,9 +102,11 @@ impl Progress {
                 }
             }
             EngineEvent::Usage(u) => c.tokens += u.total_tokens,
-            EngineEvent::Answered { question, answer } => {
-                self.line(format!("\n{question}\n> {answer}\n"))
-            }
+            EngineEvent::Answered { question, answer } => self.line(format!(
+                "\n{}\n> {}\n",
+                visible(&question),
+                visible(&answer)
+            )),
             EngineEvent::Context(ContextEvent::Compressed(r)) => self.line(format!(
                 "    context compressed: {} → {} tokens (budget {})",
                 r.tokens_before, r.tokens_after, r.budget
@@ -143,17 +147,19 @@ impl Progress {
 
 /// `    ✓ fs.read @project/a.md`, or `    ✗ fs.read ENOENT @project/a.md` for a failed call.
 fn tool_line(name: &str, error: Option<&str>, target: Option<&str>) -> String {
+    // The tool's name and target are the model's choice: their escapes are shown, not sent.
+    let name = visible_line(name);
     let mut line = match error {
         None => format!("    {} {name}", err(Paint::Good, "✓")),
         Some(code) => format!(
             "    {} {name} {}",
             err(Paint::Bad, "✗"),
-            err(Paint::Bad, code)
+            err(Paint::Bad, &visible_line(code))
         ),
     };
     if let Some(t) = target {
         line.push(' ');
-        line.push_str(t);
+        line.push_str(&visible_line(t));
     }
     line
 }

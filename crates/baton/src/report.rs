@@ -1,7 +1,7 @@
 //! Presentation of validation reports, as text for people and as JSON for scripts.
 
-use crate::ui::Paint;
 use crate::ui::color::{self, Stream};
+use crate::ui::{Paint, visible, visible_line};
 use baton_package::{Diagnostic, Report};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
@@ -34,7 +34,8 @@ fn diagnostic_text(d: &Diagnostic, out: &mut String, colour: bool) {
         ("warning", Paint::Warn)
     };
     let head = paint.when(colour, &format!("{level}[{}]", d.code));
-    let _ = writeln!(out, "{head}: {}", d.message);
+    // A diagnostic quotes the package's own text: its escapes are shown, not sent.
+    let _ = writeln!(out, "{head}: {}", visible(&d.message));
     if let Some(file) = &d.file {
         let mut loc = file.clone();
         if let Some(line) = d.line {
@@ -43,10 +44,15 @@ fn diagnostic_text(d: &Diagnostic, out: &mut String, colour: bool) {
         if let Some(p) = d.pointer.as_deref().filter(|p| !p.is_empty()) {
             let _ = write!(loc, " (#{p})");
         }
-        let _ = writeln!(out, "  --> {loc}");
+        let _ = writeln!(out, "  --> {}", visible_line(&loc));
     }
     if let Some(hint) = &d.hint {
-        let _ = writeln!(out, "  {} {hint}", Paint::Hint.when(colour, "help:"));
+        let _ = writeln!(
+            out,
+            "  {} {}",
+            Paint::Hint.when(colour, "help:"),
+            visible(hint)
+        );
     }
 }
 
@@ -104,14 +110,19 @@ pub fn to_text_coloured(report: &Report, shown_path: &str, colour: bool) -> Stri
             let _ = writeln!(
                 out,
                 "invalid: {} {} has {} and {}",
-                m.name,
-                m.version,
+                visible_line(&m.name),
+                visible_line(&m.version),
                 plural(errors, "error"),
                 plural(warnings, "warning")
             );
         }
         (None, None) => {
-            let _ = writeln!(out, "invalid: {shown_path} has {}", plural(errors, "error"));
+            let _ = writeln!(
+                out,
+                "invalid: {} has {}",
+                visible_line(shown_path),
+                plural(errors, "error")
+            );
         }
     }
     out

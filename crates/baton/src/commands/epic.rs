@@ -9,6 +9,7 @@ use crate::failure::Failure;
 use crate::progress::Progress;
 use crate::signals;
 use crate::ui::table::pad;
+use crate::ui::{visible, visible_line};
 use baton_engine::model_choice::{self, Orchestrated, Requested};
 use baton_epic::{
     self, Board, Command, EpicError, EpicEvent, EpicOutcome, EpicReport, EpicSettings, ModelSource,
@@ -257,7 +258,12 @@ fn phase_model(
 
 /// Reads an answer at the terminal.
 fn prompt(story: &str, q: &Question) -> Option<String> {
-    eprintln!("\n{story} asks ({}):\n\n{}\n", q.id, q.question);
+    eprintln!(
+        "\n{} asks ({}):\n\n{}\n",
+        visible_line(story),
+        visible_line(&q.id),
+        visible(&q.question)
+    );
     eprint!("> ");
     let _ = std::io::stderr().flush();
     let _at_prompt = signals::AtPrompt::enter();
@@ -315,7 +321,8 @@ pub fn show_event(bar: &Progress, e: EpicEvent) {
         EpicEvent::Status { key, status } => format!("  sprint-status: {key} → {status}"),
         EpicEvent::Note(n) => format!("  note: {n}"),
     };
-    bar.suspend(|| eprintln!("{line}"));
+    // Keys, questions, answers and notes come from the model and the project.
+    bar.suspend(|| eprintln!("{}", visible(&line)));
 }
 
 fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> anyhow::Result<u8> {
@@ -509,14 +516,14 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
         EpicOutcome::Done { epic_done: true } => {
             outln!(
                 "{} is done: {n} {stories} finished in this run ({} phase runs).",
-                r.epic_id,
+                visible_line(&r.epic_id),
                 r.phases_run
             );
         }
         EpicOutcome::Done { epic_done: false } => {
             outln!(
                 "stopped with {} not done: {n} {stories} finished in this run ({} phase runs).",
-                r.epic_id,
+                visible_line(&r.epic_id),
                 r.phases_run
             );
             // Only a command that does something is suggested.
@@ -531,16 +538,17 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
             } else {
                 outln!(
                     "no story of {} is left that the loop runs without you: change the values below in sprint-status.yaml (or answer the loop's question) to run them",
-                    r.epic_id
+                    visible_line(&r.epic_id)
                 );
             }
             out!("{}", findings_text(&r.findings));
         }
         EpicOutcome::Waiting { story, question } => {
             outln!(
-                "{story} waits for an answer ({}):\n\n{}\n",
-                question.id,
-                question.question
+                "{} waits for an answer ({}):\n\n{}\n",
+                visible_line(story),
+                visible_line(&question.id),
+                visible(&question.question)
             );
             outln!(
                 "answer with `{} \"<your answer>\"`",
@@ -548,11 +556,15 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
             );
         }
         EpicOutcome::Paused { failure } => {
-            eprintln!("error[{}]: {}", failure.code, failure.message);
+            eprintln!(
+                "error[{}]: {}",
+                visible_line(&failure.code),
+                visible(&failure.message)
+            );
             eprintln!(
                 "  paused at {} of {}; fix the cause, then `{}`",
                 failure.phase,
-                failure.story_key,
+                visible_line(&failure.story_key),
                 next("resume")
             );
         }
@@ -576,9 +588,11 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
             ..
         } => {
             eprintln!(
-                "{} {message}",
-                crate::ui::color::err(crate::ui::Paint::Warn, "budget reached:")
+                "{} {}",
+                crate::ui::color::err(crate::ui::Paint::Warn, "budget reached:"),
+                visible(message)
             );
+            let story = visible_line(story);
             eprintln!(
                 "  paused at {phase} of {story}, nothing lost; continue with a larger budget: `{} --budget-tokens N` (or --budget-usd X, or raise [budget] in baton.toml)",
                 next("resume")
@@ -587,7 +601,7 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
         EpicOutcome::Planned { plan, parallel } => {
             outln!(
                 "{}: {} {} to run",
-                r.epic_id,
+                visible_line(&r.epic_id),
                 plan.len(),
                 if plan.len() == 1 { "story" } else { "stories" }
             );
@@ -600,7 +614,7 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
                 );
                 // Why it starts there when sprint-status alone says otherwise.
                 if let Some(note) = &p.note {
-                    outln!("      {note}");
+                    outln!("      {}", visible(note));
                 }
             }
             if let Some(p) = parallel {
@@ -615,7 +629,7 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
                     l.package
                 );
                 if let Some(how) = &l.how {
-                    outln!("  {:<13} {how}", "");
+                    outln!("  {:<13} {}", "", visible(how));
                 }
             }
             out!("{}", findings_text(&r.findings));
@@ -672,7 +686,8 @@ pub fn findings_text(f: &baton_epic::findings::Findings) -> String {
             .map(|i| format!("line {:>4}  {}: {}", i.line, i.key, i.status))
             .collect(),
     );
-    out
+    // Keys, titles, questions and notes are the project's and the model's text.
+    visible(&out).into_owned()
 }
 
 fn status(args: &StatusArgs) -> anyhow::Result<u8> {
@@ -793,7 +808,8 @@ pub fn stories_board_text(b: &baton_epic::stories_mode::StoriesBoard) -> String 
             f.phase, f.story_key, f.code, f.message
         ));
     }
-    out
+    // Keys, titles, questions and notes are the project's and the model's text.
+    visible(&out).into_owned()
 }
 
 /// A story's phase in flight (with its review cycle past the first) and its last review
@@ -889,7 +905,8 @@ pub fn board_text(b: &Board) -> String {
             f.phase, f.story_key, f.code, f.message
         ));
     }
-    out
+    // Keys, titles, questions and notes are the project's and the model's text.
+    visible(&out).into_owned()
 }
 
 /// The schedule of a parallel epic (`--dry-run` and `epic status`): the stories in flight side
@@ -945,7 +962,8 @@ pub fn parallel_text(p: &baton_epic::parallel_board::ParallelBoard, dry_run: boo
             out.push_str(&format!("    {}. {}\n", i + 1, w.join(", ")));
         }
     }
-    out
+    // Keys, titles, questions and notes are the project's and the model's text.
+    visible(&out).into_owned()
 }
 
 fn stop(args: &StopArgs) -> anyhow::Result<u8> {

@@ -7,6 +7,7 @@ use crate::failure::Failure;
 use crate::progress::Progress;
 use crate::report;
 use crate::signals;
+use crate::ui::{visible, visible_line};
 use baton_engine::driver::ABORTED;
 use baton_engine::model_choice::{self, LoadedModel, ModelError, Requested};
 use baton_engine::runner::{
@@ -125,7 +126,7 @@ fn interactive(args: &ModelArgs) -> bool {
 
 /// Reads an answer at the terminal.
 pub(crate) fn prompt(question: &str) -> Option<String> {
-    eprintln!("\n{question}\n");
+    eprintln!("\n{}\n", visible(question));
     eprint!("> ");
     let _ = std::io::stderr().flush();
     let _at_prompt = signals::AtPrompt::enter();
@@ -197,16 +198,16 @@ pub(crate) fn present(
     let short = &id[..id.len().min(13)];
     match &finished.report.outcome {
         Outcome::Completed { message } => {
-            outln!("{message}\n");
+            outln!("{}\n", visible(message));
             outln!("completed: run {id}");
             if let Some(a) = finished.state.get("artifacts").and_then(|a| a.as_array()) {
                 for path in a.iter().filter_map(|p| p.as_str()) {
-                    outln!("  {path}");
+                    outln!("  {}", visible_line(path));
                 }
             }
         }
         Outcome::Waiting { question } => {
-            outln!("{question}\n");
+            outln!("{}\n", visible(question));
             outln!("waiting for you: baton answer {short} \"<your answer>\"");
         }
         Outcome::Failed { code, .. } if code == ABORTED => {
@@ -217,15 +218,16 @@ pub(crate) fn present(
         }
         Outcome::Failed { code, message } if code == spend::BUDGET_EXCEEDED => {
             eprintln!(
-                "{} {message}",
-                crate::ui::color::err(crate::ui::Paint::Warn, "budget reached:")
+                "{} {}",
+                crate::ui::color::err(crate::ui::Paint::Warn, "budget reached:"),
+                visible(message)
             );
             eprintln!(
                 "  run {short} is idle, nothing lost; continue with a larger budget: baton resume {short} --budget-tokens N (or --budget-usd X)"
             );
         }
         Outcome::Failed { code, message } => {
-            eprintln!("error[{code}]: {message}");
+            eprintln!("error[{}]: {}", visible_line(code), visible(message));
             if code == "LLM_CONNECT_ERROR" {
                 eprintln!(
                     "hint: the model was never reached; start its server, or fix the endpoint (--base-url, OPENAI_BASE_URL, base_url under [llm] in baton.toml)"

@@ -4,6 +4,7 @@ use crate::failure::Failure;
 use crate::ui::color::{self, Paint, Stream};
 use crate::ui::table::pad;
 use crate::ui::table::{Cell, Column, Table};
+use crate::ui::{visible, visible_line};
 use baton_engine::inspect::{self, Listed, phase_text};
 use baton_store::time::{now_secs, parse_rfc3339, short_age};
 use baton_store::{Phase, Project, RunKind, RunMetadata, Store, StoreWarning};
@@ -67,7 +68,7 @@ const TABLE_LIMIT: usize = 50;
 
 fn warn(warnings: &[StoreWarning]) {
     for w in warnings {
-        eprintln!("warning[{}]: {w}", w.code);
+        eprintln!("warning[{}]: {}", w.code, visible(&w.to_string()));
     }
 }
 
@@ -278,6 +279,19 @@ pub(super) fn print_view(
     project: &str,
     interrupted: bool,
 ) -> std::io::Result<()> {
+    // Every value of the view can be the model's or the project's text: the whole view is
+    // shown with its escapes visible (single-line values have their line breaks shown too).
+    let mut text = Vec::new();
+    write_view(&mut text, view, project, interrupted)?;
+    out.write_all(visible(&String::from_utf8_lossy(&text)).as_bytes())
+}
+
+fn write_view(
+    out: &mut impl Write,
+    view: inspect::RunView,
+    project: &str,
+    interrupted: bool,
+) -> std::io::Result<()> {
     let inspect::RunView {
         run,
         state: frontmatter,
@@ -366,7 +380,7 @@ pub(super) fn print_view(
                 "  {mark} {} {} {}",
                 pad(item["nodeId"].as_str().unwrap_or(""), 32),
                 pad(item["type"].as_str().unwrap_or(""), 9),
-                item["title"].as_str().unwrap_or("")
+                visible_line(item["title"].as_str().unwrap_or(""))
             )?;
         }
     }
@@ -377,7 +391,7 @@ pub(super) fn print_view(
     {
         writeln!(out, "\nartifacts")?;
         for a in artifacts {
-            writeln!(out, "  {}", a.as_str().unwrap_or(""))?;
+            writeln!(out, "  {}", visible_line(a.as_str().unwrap_or("")))?;
         }
     }
     if let Some(vars) = frontmatter
@@ -389,10 +403,13 @@ pub(super) fn print_view(
         for (k, v) in vars {
             writeln!(
                 out,
-                "  {k}: {}",
-                v.as_str()
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| v.to_string())
+                "  {}: {}",
+                visible_line(k),
+                visible_line(
+                    &v.as_str()
+                        .map(str::to_owned)
+                        .unwrap_or_else(|| v.to_string())
+                )
             )?;
         }
     }
@@ -477,5 +494,6 @@ fn pretty_record(r: &Value) -> String {
     if !s("message").is_empty() {
         line.push_str(&format!("  {}", s("message")));
     }
-    line
+    // The path, tool name and message are the model's: one line, its escapes visible.
+    visible_line(&line).into_owned()
 }

@@ -77,10 +77,18 @@ fn short(commit: &str) -> &str {
     &commit[..commit.len().min(12)]
 }
 
-/// The unit's lines, then the run as `runs show` prints a local one.
+/// The unit's lines, then the run as `runs show` prints a local one; the unit's outcome and
+/// payload come from a worker and a model, so the whole text is shown with escapes visible.
 fn print_unit(u: &UnitRun) -> anyhow::Result<()> {
+    let mut text = Vec::new();
+    write_unit(&mut text, u)?;
+    let shown = crate::ui::visible(&String::from_utf8_lossy(&text)).into_owned();
+    std::io::stdout().lock().write_all(shown.as_bytes())?;
+    Ok(())
+}
+
+fn write_unit(out: &mut Vec<u8>, u: &UnitRun) -> anyhow::Result<()> {
     let unit = &u.unit;
-    let mut out = std::io::stdout().lock();
     writeln!(
         out,
         "unit      {} ({} in queue {})",
@@ -142,7 +150,7 @@ fn print_unit(u: &UnitRun) -> anyhow::Result<()> {
     writeln!(out, "checkpoint {}", short(&run.commit))?;
     writeln!(out)?;
     let view = run.view()?;
-    super::runs::print_view(&mut out, view, &u.project_text(), false)?;
+    super::runs::print_view(out, view, &u.project_text(), false)?;
     if let Some(note) = &run.package_note {
         writeln!(out, "note: {note}")?;
     }

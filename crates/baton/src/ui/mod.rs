@@ -5,4 +5,7 @@ pub mod color;
 pub mod stdout;
 pub mod table;
 
+/// Model and project text on a terminal: control characters and escape sequences shown as
+/// visible escapes (`\x1b`), the same function the library crates' text views use.
+pub use baton_store::terminal::{visible, visible_line};
 pub use color::Paint;

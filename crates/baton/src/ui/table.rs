@@ -148,19 +148,10 @@ pub fn width(text: &str) -> usize {
     text.chars().map(|c| c.width().unwrap_or(0)).sum()
 }
 
-/// `text` on one line (control characters dropped), at most `max` cells, `…` marking a cut.
+/// `text` on one line (line breaks and tabs as spaces, other control characters shown as
+/// visible escapes), at most `max` cells, `…` marking a cut.
 pub fn fit(text: &str, max: usize) -> String {
-    let flat: String = text
-        .chars()
-        .map(|c| {
-            if matches!(c, '\n' | '\r' | '\t') {
-                ' '
-            } else {
-                c
-            }
-        })
-        .filter(|c| !c.is_control())
-        .collect();
+    let flat = super::visible_line(&text.replace(['\n', '\r', '\t'], " ")).into_owned();
     if width(&flat) <= max {
         return flat;
     }
@@ -225,7 +216,7 @@ mod tests {
     fn wide_characters_count_double_and_colour_does_not_shift_columns() {
         assert_eq!(fit("日本語のパッケージ", 7), "日本語…");
         assert_eq!(width(&fit("日本語のパッケージ", 7)), 7);
-        assert_eq!(fit("a\u{1b}[2Jb\nc", 20), "a[2Jb c");
+        assert_eq!(fit("a\u{1b}[2Jb\nc\u{9b}", 20), "a\\x1b[2Jb c\\u{9b}");
         let mut t = Table::new(&[Column::left("A", 6), Column::left("B", 3)]);
         t.row(vec![Cell::painted("ok", Paint::Good), "x".into()]);
         t.row(vec!["日本語のパッケージ".into(), "y".into()]);

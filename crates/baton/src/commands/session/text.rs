@@ -1,21 +1,20 @@
 //! Text that came from a model or a file, made safe to print on a terminal: control
-//! characters (an escape sequence could rewrite the screen) are dropped and length is bounded.
+//! characters (an escape sequence could rewrite the screen) are shown as visible escapes
+//! (`crate::ui::visible`) and length is bounded.
 
-/// One line: line breaks become spaces, other control characters are dropped, and at most
-/// `max` characters are kept (`…` marks a cut).
+use crate::ui::{visible, visible_line};
+
+/// One line: line breaks become spaces, other control characters are shown escaped, and at
+/// most `max` characters are kept (`…` marks a cut).
 pub fn line(text: &str, max: usize) -> String {
     let flat = text.replace(['\n', '\r', '\t'], " ");
-    bounded(flat.chars().filter(|c| !c.is_control()), max)
+    bounded(visible_line(&flat).chars(), max)
 }
 
-/// A block: line breaks and tabs are kept, other control characters dropped, at most `max`
-/// characters.
+/// A block: line breaks and tabs are kept, other control characters shown escaped, at most
+/// `max` characters.
 pub fn block(text: &str, max: usize) -> String {
-    bounded(
-        text.chars()
-            .filter(|c| matches!(c, '\n' | '\t') || !c.is_control()),
-        max,
-    )
+    bounded(visible(text).chars(), max)
 }
 
 /// `text` as one shell word, so a printed command can be pasted as it is.
@@ -48,10 +47,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn escapes_are_dropped_and_length_is_bounded() {
-        assert_eq!(line("a\u{1b}[2Jb\nc", 10), "a[2Jb c");
+    fn escapes_are_shown_and_length_is_bounded() {
+        assert_eq!(line("a\u{1b}[2Jb\nc", 12), "a\\x1b[2Jb c");
         assert_eq!(line("abcdef", 3), "abc…");
-        assert_eq!(block("a\n\u{7}b\tc", 10), "a\nb\tc");
+        assert_eq!(block("a\n\u{7}b\tc\u{9b}", 20), "a\n\\x07b\tc\\u{9b}");
     }
 
     #[test]
