@@ -139,6 +139,25 @@ async fn two_workers_complete_five_queued_runs_each_exactly_once_and_push_their_
     }
 }
 
+/// The folder of unit `id-epoch` in `home`: named `<id>-<epoch>-<tag>`, the tag a secret of
+/// its worker.
+fn unit_folder(home: &Path, id_epoch: &str) -> std::path::PathBuf {
+    let prefix = format!("{id_epoch}-");
+    let found: Vec<_> = std::fs::read_dir(home.join("worker/units"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    let tag = found[0].file_name().unwrap().to_string_lossy()[prefix.len()..].to_string();
+    assert_eq!(tag.len(), 24, "an unguessable tag: {tag}");
+    found[0].clone()
+}
+
 /// The one mirror in `home`'s worker folder: the git repository its units' worktrees hang on.
 fn mirror_in(home: &Path) -> std::path::PathBuf {
     std::fs::read_dir(home.join("worker/repos"))
@@ -310,12 +329,12 @@ async fn a_killed_workers_run_is_resumed_from_its_checkpoint_by_another_and_comp
         commit
     );
     // Kept, as asked: the unit's worktree at its result.
-    let kept = tmp.path().join("worker-c/worker/units/1-3/project");
+    let kept = unit_folder(&tmp.path().join("worker-c"), "1-3").join("project");
     assert_eq!(git(&kept, &["rev-parse", "HEAD"]), commit);
 
     // The killed worker could not clean up after itself: a worker started on its home removes
     // the folder it left (its unit is no longer leased at that epoch), and its mirror's entry.
-    let left = tmp.path().join("worker-a/worker/units/1-1");
+    let left = unit_folder(&tmp.path().join("worker-a"), "1-1");
     assert!(left.join("project").exists());
     let out = baton(&tmp.path().join("worker-a"))
         .args(["worker", "--db", &url, "--exit-when-idle"])

@@ -2,69 +2,54 @@
 //! a dev phase that changed nothing outside the implementation artifacts is refused, and an
 //! approved story is committed as `story <key>: <title>`.
 //!
-//! git runs in the project's sandbox (like `terminal.run`, with `.git` writable and no
-//! network): it executes what the repository's configuration names (hooks, `core.fsmonitor`,
-//! `gpg.program`, a nested repository's own configuration), which the model may have written.
-//! The user's `~/.gitconfig` is read (identity, their own hooks), nothing else of `$HOME`.
+//! git runs through `baton-git` (see its documentation): a configuration nothing in the tree
+//! can extend (no fsmonitor, hooks or nested repositories entered, whatever a nested
+//! repository's configuration says), an environment without baton's secrets, the project's
+//! sandbox with `.git`'s configuration, hooks and `info/` read-only, and those checked after
+//! each command (`GIT_PROTECTED_CHANGED`, undone). The user's `~/.gitconfig` is read
+//! (identity, their own drivers), nothing else of `$HOME`.
 
 use super::error::{EpicError, Result};
-use baton_tools::terminal::{Ended, ProjectShell};
+use baton_git::{Identity, TreeGit};
+use baton_tools::terminal::GitSandbox;
 use baton_tools::{TerminalRuntime, ToolsConfig};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-/// Longest a git command may take.
-const GIT_TIMEOUT: Duration = Duration::from_secs(300);
-/// Output kept of one git command (file lists can be long).
-const GIT_OUTPUT: u64 = 16 * 1024 * 1024;
+pub use baton_git::Output as GitOutput;
 
-fn sandbox(
-    project: &Path,
-    extra_writable: &[PathBuf],
-) -> Result<(ProjectShell, Vec<(&'static str, String)>)> {
+fn git_error(e: baton_git::GitError) -> EpicError {
+    let code = match e.code {
+        // Kept for scripts that know the epic's code for a git failure.
+        baton_git::GIT_FAILED => "EPIC_GIT_FAILED",
+        other => other,
+    };
+    let mut err = EpicError::failure(code, e.message);
+    err.hint = e.hint;
+    err
+}
+
+fn sandbox(project: &Path, extra_writable: &[PathBuf]) -> Result<(GitSandbox, Option<PathBuf>)> {
     let store = baton_store::Store::open_default().ok();
     let store_home = store.as_ref().map(|s| s.home().to_path_buf());
     let tools = ToolsConfig::load(store_home.as_deref(), Some(project))
         .map_err(|e| EpicError::usage(e.code(), e.to_string()).hint(e.hint()))?;
     let mut settings = tools.system.terminal;
-    settings.network = false;
-    settings.max_stdout_bytes = GIT_OUTPUT;
-    settings.max_stderr_bytes = 64 * 1024;
-    settings.max_output_bytes = settings.max_output_bytes.max(GIT_OUTPUT * 2);
-    let mut env = vec![("GIT_TERMINAL_PROMPT", "0".to_string())];
-    let global = std::env::var_os("HOME").map(|h| Path::new(&h).join(".gitconfig"));
-    if let Some(global) = global.filter(|g| g.is_file()) {
+    let global = std::env::var_os("HOME")
+        .map(|h| Path::new(&h).join(".gitconfig"))
+        .filter(|g| g.is_file());
+    if global.is_some() {
         settings.home_readable.push(".gitconfig".into());
-        env.push(("GIT_CONFIG_GLOBAL", global.to_string_lossy().into_owned()));
     }
     let runtime = TerminalRuntime {
         store_home,
         extra_writable: extra_writable.to_vec(),
         ..TerminalRuntime::default()
     };
-    let shell = ProjectShell::new(project, settings, true, runtime).map_err(|e| {
-        EpicError::usage("EPIC_GIT_FAILED", format!("cannot run git: {}", e.message))
-            .hint("run `baton doctor`")
-    })?;
-    Ok((shell, env))
+    let sandbox = GitSandbox::new(settings, runtime).map_err(git_error)?;
+    Ok((sandbox, global))
 }
 
-/// How one git command ended: its exit code (`None`: killed, timed out or flooded) and
-/// output, stdout bounded by [`GIT_OUTPUT`] and stderr by 64 KiB.
-#[derive(Debug, Clone)]
-pub struct GitOutput {
-    pub code: Option<i32>,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl GitOutput {
-    pub fn ok(&self) -> bool {
-        self.code == Some(0)
-    }
-}
-
-/// Runs `git args…` confined in `project` (the sandbox's writable root, its `.git` writable)
+/// Runs `git args…` on the project's repository, confined in `project` (its writable root)
 /// plus `extra_writable`, with `env` added; a non-zero exit is returned, not an error.
 pub fn run(
     project: &Path,
@@ -72,29 +57,9 @@ pub fn run(
     args: &[&str],
     env: &[(&'static str, String)],
 ) -> Result<GitOutput> {
-    let (shell, mut base) = sandbox(project, extra_writable)?;
-    base.extend(env.iter().cloned());
-    let out = shell
-        .run("git", args, &base, GIT_TIMEOUT)
-        .map_err(|e| {
-            let hint = match e.code {
-                "SANDBOX_UNAVAILABLE" | "SANDBOX_SETUP_FAILED" => {
-                    "run `baton doctor`; git runs in the project's sandbox like every command the model can influence"
-                }
-                _ => "install git, or set [autopilot.git] commit = false",
-            };
-            EpicError::usage("EPIC_GIT_FAILED", format!("cannot run git: {}", e.message))
-                .hint(hint)
-        })?
-        .exec;
-    Ok(GitOutput {
-        code: match out.ended {
-            Ended::Exited(c) => Some(c),
-            _ => None,
-        },
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    })
+    let (sandbox, global) = sandbox(project, extra_writable)?;
+    let git = TreeGit::open(project, &sandbox, global, Identity::baton()).map_err(git_error)?;
+    git.run(args, env).map_err(git_error)
 }
 
 fn git(project: &Path, args: &[&str]) -> Result<String> {
@@ -163,17 +128,9 @@ pub fn commit_all(project: &Path, message: &str) -> Result<()> {
             return Ok(());
         }
     }
-    let name = git(project, &["config", "user.name"]).unwrap_or_default();
-    let email = git(project, &["config", "user.email"]).unwrap_or_default();
-    let mut args: Vec<&str> = Vec::new();
-    // A project without an identity still gets its commits, signed as baton.
-    if name.trim().is_empty() {
-        args.extend(["-c", "user.name=baton"]);
-    }
-    if email.trim().is_empty() {
-        args.extend(["-c", "user.email=baton@localhost"]);
-    }
-    args.extend(["commit", "--allow-empty", "-q", "-m", message]);
+    // A project without an identity still gets its commits, signed as baton (TreeGit's
+    // fallback).
+    let args = ["commit", "--allow-empty", "-q", "-m", message];
     git(project, &args)?;
     Ok(())
 }

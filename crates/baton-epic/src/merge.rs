@@ -331,16 +331,19 @@ impl Merge<'_> {
             args.extend(chunk.iter().map(String::as_str));
             self.wts.git_in_ok(&self.wt, &args)?;
         }
-        let mut args: Vec<&str> = identity(self.wts, Some(&self.wt))?;
-        args.extend([
-            "commit",
-            "-q",
-            "--allow-empty",
-            "--no-verify",
-            "-m",
-            message,
-        ]);
-        self.wts.git_in_ok(&self.wt, &args)?;
+        // A repository without an identity commits as baton (baton-git's fallback), as the
+        // sequential mode does.
+        self.wts.git_in_ok(
+            &self.wt,
+            &[
+                "commit",
+                "-q",
+                "--allow-empty",
+                "--no-verify",
+                "-m",
+                message,
+            ],
+        )?;
         self.put_back_kept_out()?;
         self.head()
     }
@@ -545,8 +548,7 @@ impl Merge<'_> {
             if tree == rebased_tree {
                 return Ok(rebased.to_string());
             }
-            let mut args: Vec<&str> = identity(self.wts, None)?;
-            args.extend(["commit-tree", &tree, "-p", tip, "-m", self.s.message]);
+            let args = ["commit-tree", &tree, "-p", tip, "-m", self.s.message];
             Ok(run(&args)?.trim().to_string())
         })();
         let _ = std::fs::remove_file(&index);
@@ -695,26 +697,6 @@ fn remove_if_stale(path: &Path, started: SystemTime) -> Result<()> {
         std::fs::remove_file(path).map_err(EpicError::io("remove", path))?;
     }
     Ok(())
-}
-
-/// `-c user.name=baton -c user.email=baton@localhost` where the repository has no identity
-/// (a project without one still gets its commits, as in sequential mode).
-fn identity(wts: &Worktrees, wt: Option<&Worktree>) -> Result<Vec<&'static str>> {
-    let get = |key: &str| -> Result<String> {
-        let out = match wt {
-            Some(wt) => wts.git_in(wt, &["config", key])?,
-            None => wts.git_main(&["config", key])?,
-        };
-        Ok(out.stdout.trim().to_string())
-    };
-    let mut args = Vec::new();
-    if get("user.name")?.is_empty() {
-        args.extend(["-c", "user.name=baton"]);
-    }
-    if get("user.email")?.is_empty() {
-        args.extend(["-c", "user.email=baton@localhost"]);
-    }
-    Ok(args)
 }
 
 #[cfg(test)]

@@ -38,13 +38,10 @@ const RECORD_LIMIT: u64 = 256 * 1024;
 /// Records listed at most (per epic folder and epic folders).
 const MAX_LISTED: usize = 10_000;
 
-/// Options every git command of the parallel mode runs with: no hook, no file-system monitor,
-/// no signing prompt, nothing stashed or moved behind our back.
-pub(crate) const GIT_SAFE: [&str; 18] = [
-    "-c",
-    "core.hooksPath=/dev/null",
-    "-c",
-    "core.fsmonitor=false",
+/// Options every git command of the parallel mode runs with, besides baton-git's (no hook, no
+/// file-system monitor, no nested repository entered): no signing prompt, nothing stashed or
+/// moved behind our back.
+pub(crate) const GIT_SAFE: [&str; 14] = [
     "-c",
     "commit.gpgSign=false",
     "-c",

@@ -121,11 +121,10 @@ async fn git_commit_needs_a_repository() {
     assert_eq!(snapshot(&f.project), before);
 }
 
-/// git executes what the repository names: a hook the model could have written (with
-/// `allow_git_writes`, or in a nested repository) runs when baton commits. It runs confined
-/// like `terminal.run`: it may touch the project, nothing outside it.
+/// A hook in the repository (the model could have written one with `allow_git_writes`, or in
+/// a nested repository) never runs when baton commits: baton's git runs no hook at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn git_runs_the_repositorys_hooks_confined() {
+async fn no_hook_of_the_repository_runs_when_baton_commits() {
     use std::os::unix::fs::PermissionsExt;
     let f = Fixture::new(Scenario::default());
     repo(&f);
@@ -158,7 +157,7 @@ async fn git_runs_the_repositorys_hooks_confined() {
     assert_eq!(report.outcome, EpicOutcome::Done { epic_done: false });
     let log = git(&f.project, &["log", "-1", "--format=%s"]);
     assert!(log.starts_with("story 1-1-project-scaffold"), "{log}");
-    assert!(f.project.join(".hook-ran").exists(), "the hook ran");
+    assert!(!f.project.join(".hook-ran").exists(), "the hook ran");
     assert!(
         !outside.join("pwned.txt").exists(),
         "the hook wrote outside"

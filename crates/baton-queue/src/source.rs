@@ -4,7 +4,7 @@
 
 use crate::error::QueueError;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// The project is not inside a git repository (or has no commit).
@@ -73,12 +73,11 @@ pub struct ProjectSource {
     pub dirty: bool,
 }
 
+/// git on the person's repository (where a model's nested repository may sit): baton-git's
+/// configuration (no fsmonitor, hooks or nested repository entered) and a clean environment.
 fn git(dir: &Path, args: &[&str]) -> Option<String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
+    let out = baton_git::hardening::remote_command(dir)
         .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
         .output()
         .ok()?;
     out.status
@@ -188,11 +187,8 @@ pub fn check_pushed(
 
 /// The commits the remote's refs point at, within [`LS_REMOTE_TIMEOUT`].
 fn ls_remote(project: &Path, remote: &str) -> Result<Vec<String>, String> {
-    let mut child = Command::new("git")
-        .arg("-C")
-        .arg(project)
+    let mut child = baton_git::hardening::remote_command(project)
         .args(["ls-remote", "--quiet", remote])
-        .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

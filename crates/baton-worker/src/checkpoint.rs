@@ -51,6 +51,8 @@ pub fn decode(value: &Value) -> Result<Vec<u8>, String> {
 
 /// Records checkpoints of one run under its lease.
 pub(crate) struct Checkpoints<'a> {
+    /// The worker's home (its terminal settings confine git on the worktree).
+    pub home: &'a Path,
     pub queue: Mutex<Queue>,
     pub lease: &'a Lease,
     pub store: &'a Store,
@@ -71,6 +73,7 @@ impl Checkpoints<'_> {
     /// Commits the worktree's changes (if any) and pushes HEAD to the run's epoch ref.
     pub fn commit_and_push(&self, message: &str) -> Result<String, WorkerError> {
         crate::git::commit_and_push(
+            self.home,
             self.tree,
             message,
             &self.lease.project_remote,

@@ -1,33 +1,83 @@
 //! The git a worker runs: a mirror of each project's remote cached under the home, a worktree
 //! per unit, checkpoint commits and pushes.
+//!
+//! The unit's worktree is the model's: git on it goes through `baton-git` ([`TreeGit`]:
+//! nothing in the tree extends its configuration, no secret in its environment, confined
+//! with only the tree and the mirror's repository folders writable, the mirror's
+//! configuration and hooks checked after each command). The mirror itself no model writes:
+//! fetches and pushes run there, with the network and the operator's credentials, through
+//! [`remote_command`] (same configuration, a clean environment).
 
 use crate::WorkerError;
+use baton_git::hardening::remote_command;
+use baton_git::{Identity, RepoDirs, TreeGit};
+use baton_tools::terminal::GitSandbox;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-/// Runs git in `dir`. On the worker's multi-threaded runtime the call is marked as blocking, so
-/// a slow fetch or push never holds up the heartbeats of the other units on that thread.
-pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String, WorkerError> {
+fn git_error(e: baton_git::GitError) -> WorkerError {
+    let code = match e.code {
+        baton_git::GIT_FAILED => "WORKER_GIT_FAILED",
+        other => other,
+    };
+    WorkerError::other(code, e.message)
+}
+
+/// Runs `f` where it may block: on the worker's multi-threaded runtime the thread is handed
+/// over first, so a slow git command, a lock or a retry never holds up the heartbeats of the
+/// other units on that thread.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
     let multi_thread = tokio::runtime::Handle::try_current()
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
     if multi_thread {
-        tokio::task::block_in_place(|| run_git(dir, args))
+        tokio::task::block_in_place(f)
     } else {
-        run_git(dir, args)
+        f()
     }
 }
 
+/// The sandbox of git on units' worktrees: the worker home's terminal settings (limits,
+/// whether a missing layer is an error), no network.
+fn sandbox(home: &Path) -> Result<GitSandbox, WorkerError> {
+    let tools = baton_tools::ToolsConfig::load(Some(home), None)
+        .map_err(|e| WorkerError::other(e.code(), e.to_string()))?;
+    GitSandbox::new(
+        tools.system.terminal,
+        baton_tools::TerminalRuntime::default(),
+    )
+    .map_err(git_error)
+}
+
+/// Runs git on a unit's worktree `tree` (see the module's documentation); a non-zero exit is
+/// `WORKER_GIT_FAILED`.
+pub(crate) fn tree_git(home: &Path, tree: &Path, args: &[&str]) -> Result<String, WorkerError> {
+    blocking(|| {
+        let sandbox = sandbox(home)?;
+        let git = open_tree(tree, &sandbox)?;
+        git.ok(args)
+            .map(|s| s.trim().to_string())
+            .map_err(git_error)
+    })
+}
+
+fn open_tree<'s>(tree: &Path, sandbox: &'s GitSandbox) -> Result<TreeGit<'s>, WorkerError> {
+    TreeGit::open(
+        tree,
+        sandbox,
+        None,
+        Identity::Fixed {
+            name: "baton worker".into(),
+            email: "worker@baton.invalid".into(),
+        },
+    )
+    .map_err(git_error)
+}
+
+/// Runs git in the mirror (or any repository no model writes); a non-zero exit is
+/// `WORKER_GIT_FAILED`.
 fn run_git(dir: &Path, args: &[&str]) -> Result<String, WorkerError> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
+    let out = remote_command(dir)
         .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_AUTHOR_NAME", "baton worker")
-        .env("GIT_AUTHOR_EMAIL", "worker@baton.invalid")
-        .env("GIT_COMMITTER_NAME", "baton worker")
-        .env("GIT_COMMITTER_EMAIL", "worker@baton.invalid")
         .output()
         .map_err(|e| WorkerError::other("WORKER_GIT_FAILED", format!("cannot run git: {e}")))?;
     if !out.status.success() {
@@ -43,38 +93,45 @@ fn run_git(dir: &Path, args: &[&str]) -> Result<String, WorkerError> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// Pushes `commit` of the unit's worktree `tree` to `reference` on `remote`, from the mirror
+/// the worktree hangs on (the push never looks at the tree).
+pub(crate) fn push(
+    tree: &Path,
+    remote: &str,
+    commit: &str,
+    reference: &str,
+) -> Result<(), WorkerError> {
+    blocking(|| {
+        let dirs = RepoDirs::resolve(tree).map_err(git_error)?;
+        let refspec = format!("+{commit}:{reference}");
+        run_git(&dirs.common_dir, &["push", "--quiet", remote, &refspec]).map(|_| ())
+    })
+}
+
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Runs `f` where it may block: on the worker's multi-threaded runtime the thread is handed
-/// over first (as [`git`] does), so waiting for a lock or a retry never holds up the heartbeats.
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    let multi_thread = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    if multi_thread {
-        tokio::task::block_in_place(f)
-    } else {
-        f()
-    }
-}
-
-/// Commits the worktree's changes (if any) with `message` and pushes HEAD to `reference` on
-/// `remote`; returns the commit.
+/// Commits the worktree's changes (if any) with `message` and pushes the commit to
+/// `reference` on `remote`; returns the commit.
 pub(crate) fn commit_and_push(
+    home: &Path,
     tree: &Path,
     message: &str,
     remote: &str,
     reference: &str,
 ) -> Result<String, WorkerError> {
-    let changed = !git(tree, &["status", "--porcelain"])?.is_empty();
-    if changed {
-        git(tree, &["add", "-A"])?;
-        git(tree, &["commit", "--quiet", "--no-verify", "-m", message])?;
-    }
-    let head = git(tree, &["rev-parse", "HEAD"])?;
-    let refspec = format!("+HEAD:{reference}");
-    git(tree, &["push", "--quiet", remote, &refspec])?;
+    let head = blocking(|| {
+        let sandbox = sandbox(home)?;
+        let git = open_tree(tree, &sandbox)?;
+        let ok = |args: &[&str]| git.ok(args).map_err(git_error);
+        if !ok(&["status", "--porcelain"])?.trim().is_empty() {
+            ok(&["add", "-A"])?;
+            ok(&["commit", "--quiet", "--no-verify", "-m", message])?;
+        }
+        Ok::<_, WorkerError>(ok(&["rev-parse", "HEAD"])?.trim().to_string())
+    })?;
+    push(tree, remote, &head, reference)?;
     Ok(head)
 }
 
@@ -159,13 +216,21 @@ fn remove_stale_git_locks(mirror: &Path, age: std::time::Duration) -> usize {
 /// lock died with the worker): its ref updates make ours fail for a moment, so a failed fetch
 /// is tried again, four times over about 4 s, before it fails the unit.
 fn fetch(mirror: &Path) -> Result<(), WorkerError> {
+    fetch_with(mirror, &mut || {})
+}
+
+/// [`fetch`], calling `after_failure` after each failed attempt (tests make the next pass).
+fn fetch_with(mirror: &Path, after_failure: &mut dyn FnMut()) -> Result<(), WorkerError> {
     remove_stale_git_locks(mirror, STALE_GIT_LOCK);
     let mut waits = [250u64, 500, 1000, 2000].into_iter();
     loop {
         match run_git(mirror, &["fetch", "--quiet", "--prune", "origin"]) {
             Ok(_) => return Ok(()),
             Err(e) => match waits.next() {
-                Some(ms) => std::thread::sleep(std::time::Duration::from_millis(ms)),
+                Some(ms) => {
+                    after_failure();
+                    std::thread::sleep(std::time::Duration::from_millis(ms));
+                }
                 None => return Err(e),
             },
         }
@@ -215,7 +280,11 @@ pub(crate) fn remove_unit_folder(
             let tree_s = tree.display().to_string();
             // A mirror gone with its cache: the folder alone goes.
             if mirror.path.join("HEAD").exists() {
-                run_git(&mirror.path, &["worktree", "remove", "--force", &tree_s])?;
+                // Twice: a worktree holding a nested repository is removed too.
+                run_git(
+                    &mirror.path,
+                    &["worktree", "remove", "--force", "--force", &tree_s],
+                )?;
             }
             Ok::<_, WorkerError>(())
         })?;
@@ -275,7 +344,16 @@ mod tests {
 
     /// Runs git for a test; it must succeed.
     fn sh(dir: &Path, args: &[&str]) -> String {
-        run_git(dir, args).unwrap()
+        let out = remote_command(dir)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "test")
+            .env("GIT_AUTHOR_EMAIL", "test@baton.invalid")
+            .env("GIT_COMMITTER_NAME", "test")
+            .env("GIT_COMMITTER_EMAIL", "test@baton.invalid")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
     /// A bare remote with a commit on `main` and `refs` more refs; returns (remote, work clone).
@@ -362,26 +440,22 @@ mod tests {
         let base = sh(&work, &["rev-parse", "HEAD"]);
         checkout(&home, &lock, remote_s, &base, &tmp.path().join("a")).unwrap();
         move_refs(&remote, &work, 1);
-        // The mirror's first ref update after this fails, as one raced by a git process of a
-        // killed worker does; the next goes through.
+        // A fresh ref lock, as a git of a killed worker still fetching holds: the first fetch
+        // fails on it; it is gone by the next attempt.
         let mirror = lock_mirror(&home, &lock, remote_s).unwrap().path;
-        let hook = mirror.join("hooks/reference-transaction");
-        let marker = tmp.path().join("refused-once");
-        std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
-        std::fs::write(
-            &hook,
-            format!(
-                "#!/bin/sh\n[ \"$1\" = prepared ] || exit 0\n[ -e '{0}' ] && exit 0\n\
-                 touch '{0}'\nexit 1\n",
-                marker.display()
-            ),
-        )
+        let ref_lock = mirror.join("refs/baton/runs/0/1.lock");
+        std::fs::create_dir_all(ref_lock.parent().unwrap()).unwrap();
+        std::fs::write(&ref_lock, "").unwrap();
+        let mut failures = 0;
+        fetch_with(&mirror, &mut || {
+            failures += 1;
+            let _ = std::fs::remove_file(&ref_lock);
+        })
         .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let moved = sh(&work, &["rev-parse", "HEAD"]);
-        checkout(&home, &lock, remote_s, &moved, &tmp.path().join("b")).unwrap();
-        assert!(marker.exists(), "the first fetch was refused");
-        assert_eq!(sh(&mirror, &["rev-parse", "refs/baton/runs/0/1"]), moved);
+        assert_eq!(failures, 1, "the first fetch was refused");
+        assert_eq!(
+            sh(&mirror, &["rev-parse", "refs/baton/runs/0/1"]),
+            sh(&work, &["rev-parse", "HEAD"])
+        );
     }
 }

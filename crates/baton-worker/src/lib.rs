@@ -214,21 +214,72 @@ pub(crate) struct Ctx {
     events: Events,
     /// Git commands on the shared mirror cache, one at a time.
     git_lock: std::sync::Mutex<()>,
+    /// This process's secret for unit folder names.
+    folder_key: [u8; 32],
 }
 
 impl Ctx {
     fn emit(&self, event: WorkerEvent) {
         (self.events)(&event);
     }
+
+    /// Where a claimed unit's worktree, package and scratch store go:
+    /// `<home>/worker/units/<id>-<epoch>-<tag>`, the tag derived from a secret of this process,
+    /// so no unit can name another's folder (and none can see the folder that holds them: the
+    /// whole home is hidden from commands, see [`run`]).
+    fn unit_folder(&self, lease: &baton_queue::Lease) -> PathBuf {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        h.update(self.folder_key);
+        h.update(lease.id.to_le_bytes());
+        h.update(lease.epoch.to_le_bytes());
+        let tag = git::hex(&h.finalize()[..12]);
+        self.options
+            .home
+            .join("worker/units")
+            .join(format!("{}-{}-{tag}", lease.id, lease.epoch))
+    }
+}
+
+/// A secret of this process: the kernel's random bytes, or (should they fail) the time and
+/// the process id hashed.
+fn process_secret() -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if random.is_err() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        bytes = Sha256::digest(format!("{now}:{}", std::process::id())).into();
+    }
+    bytes
+}
+
+/// Hides the worker's home from every command this process starts (a unit's own folder stays
+/// visible to it, being its writable project), and puts the commands' temporary homes there:
+/// no unit reads another's work tree, logs or temporary files, nor the mirror of another
+/// project, whether or not the home is under `$HOME`.
+fn isolate_units(home: &std::path::Path) -> Result<(), WorkerError> {
+    let tmp = home.join("worker/tmp");
+    std::fs::create_dir_all(&tmp).map_err(|e| {
+        WorkerError::other("WORKER_IO", format!("cannot create {}: {e}", tmp.display()))
+    })?;
+    baton_tools::terminal::hide_from_commands(home);
+    baton_tools::terminal::set_command_temp_root(&tmp);
+    Ok(())
 }
 
 /// Runs a worker until it is idle (with `exit_when_idle`) or an error stops it. A lost lease
 /// returns `LEASE_LOST` at once, leaving the other slots' units to expire and be claimed again.
 pub async fn run(options: WorkerOptions, events: Events) -> Result<(), WorkerError> {
+    isolate_units(&options.home)?;
     let ctx = Arc::new(Ctx {
         options,
         events,
         git_lock: std::sync::Mutex::new(()),
+        folder_key: process_secret(),
     });
     let queue = Queue::open(&ctx.options.config).await?;
     queue

@@ -11,7 +11,7 @@
 //! the next worker puts into the story's agent-state file before the phase runs again.
 
 use crate::error::LEASE_LOST;
-use crate::git::{checkout, git};
+use crate::git::checkout;
 use crate::lease::{AbortOnDrop, heartbeat, lease_lost};
 use crate::{Ctx, WorkerError, WorkerEvent};
 use baton_epic::EpicError;
@@ -24,7 +24,7 @@ use baton_queue::{Lease, Queue};
 use baton_store::Store;
 use serde_json::json;
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,6 +37,7 @@ fn epic_error(e: EpicError) -> WorkerError {
 
 /// The story's checkpoints under the unit's lease.
 struct StoryCheckpoints<'a> {
+    home: &'a Path,
     queue: Mutex<Queue>,
     lease: &'a Lease,
     tree: &'a Path,
@@ -57,6 +58,7 @@ impl StoryCheckpoints<'_> {
             self.lease.id, self.payload.story
         );
         let commit = crate::git::commit_and_push(
+            self.home,
             self.tree,
             &message,
             &self.lease.project_remote,
@@ -164,13 +166,6 @@ async fn install_pinned(
     Ok(())
 }
 
-fn unit_folder(ctx: &Ctx, lease: &Lease) -> PathBuf {
-    ctx.options
-        .home
-        .join("worker/units")
-        .join(format!("{}-{}", lease.id, lease.epoch))
-}
-
 pub(crate) async fn run_story_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError> {
     let mut queue = Queue::open(&ctx.options.config).await?;
     let lost = Arc::new(AtomicBool::new(false));
@@ -208,7 +203,7 @@ pub(crate) async fn run_story_unit(ctx: &Ctx, lease: Lease) -> Result<(), Worker
     let start_commit = own
         .as_ref()
         .map_or(lease.base_commit.clone(), |c| c.commit.clone());
-    let work = unit_folder(ctx, &lease);
+    let work = ctx.unit_folder(&lease);
     std::fs::create_dir_all(&work).map_err(|e| WorkerError::other("WORKER_IO", e.to_string()))?;
     let tree = checkout(
         &ctx.options.home,
@@ -244,6 +239,7 @@ pub(crate) async fn run_story_unit(ctx: &Ctx, lease: Lease) -> Result<(), Worker
     let store = Store::new(work.join("home"));
     install_pinned(&queue, &store, &work, &payload.packages).await?;
     let hook = StoryCheckpoints {
+        home,
         queue: Mutex::new(Queue::open(&ctx.options.config).await?),
         lease: &lease,
         tree: &tree,
@@ -282,8 +278,8 @@ pub(crate) async fn run_story_unit(ctx: &Ctx, lease: Lease) -> Result<(), Worker
                 "baton/{}/{}/epoch-{}",
                 payload.epic_id, payload.story, lease.epoch
             );
-            let refspec = format!("+{}:refs/heads/{branch}", last.commit);
-            git(&tree, &["push", "--quiet", &lease.project_remote, &refspec])?;
+            let reference = format!("refs/heads/{branch}");
+            crate::git::push(&tree, &lease.project_remote, &last.commit, &reference)?;
             fenced
                 .complete(&json!({"story": payload.story, "branch": branch, "commit": last.commit}))
                 .await?;

@@ -2,7 +2,7 @@
 
 use crate::answers::{QUEUE_ANSWER_INVALID, answer_text};
 use crate::checkpoint::{Checkpoints, Restored, WORKER_STOPPING, restore_point, restore_run};
-use crate::git::{checkout, git};
+use crate::git::checkout;
 use crate::lease::{heartbeat, lease_lost};
 use crate::payload::{QUEUE_PAYLOAD_INVALID, RunPayload};
 use crate::retry;
@@ -18,14 +18,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::Mutex;
 
-/// Where a claimed unit's worktree, package and scratch store go.
-fn unit_folder(ctx: &Ctx, lease: &Lease) -> std::path::PathBuf {
-    ctx.options
-        .home
-        .join("worker/units")
-        .join(format!("{}-{}", lease.id, lease.epoch))
-}
-
 /// Removes what the unit left on this machine, unless the worker keeps it.
 pub(crate) fn clean(ctx: &Ctx, lease: &Lease) -> Result<(), WorkerError> {
     if ctx.options.keep_units {
@@ -35,7 +27,7 @@ pub(crate) fn clean(ctx: &Ctx, lease: &Lease) -> Result<(), WorkerError> {
         &ctx.options.home,
         &ctx.git_lock,
         &lease.project_remote,
-        &unit_folder(ctx, lease),
+        &ctx.unit_folder(lease),
     )
 }
 
@@ -50,8 +42,11 @@ pub(crate) async fn remove_left_folders(ctx: &Ctx, queue: &Queue) -> usize {
     let mut removed = 0;
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let parsed = name
-            .split_once('-')
+        // `<id>-<epoch>-<tag>` (see [`Ctx::unit_folder`]).
+        let mut parts = name.splitn(3, '-');
+        let parsed = parts
+            .next()
+            .zip(parts.next())
             .and_then(|(id, epoch)| Some((id.parse::<i64>().ok()?, epoch.parse::<i64>().ok()?)));
         let Some((id, epoch)) = parsed else {
             continue;
@@ -89,8 +84,8 @@ async fn complete(
     message: &str,
 ) -> Result<(), WorkerError> {
     let branch = format!("baton/unit-{}/epoch-{}", lease.id, lease.epoch);
-    let refspec = format!("+{commit}:refs/heads/{branch}");
-    git(tree, &["push", "--quiet", &lease.project_remote, &refspec])?;
+    let reference = format!("refs/heads/{branch}");
+    crate::git::push(tree, &lease.project_remote, commit, &reference)?;
     queue
         .complete(
             lease,
@@ -211,7 +206,7 @@ pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError>
             Err(e) => return fail(ctx, &mut queue, &lease, e.code(), &e.to_string(), None).await,
         },
     };
-    let work = unit_folder(ctx, &lease);
+    let work = ctx.unit_folder(&lease);
     std::fs::create_dir_all(&work).map_err(|e| WorkerError::other("WORKER_IO", e.to_string()))?;
     let start_commit = restored
         .as_ref()
@@ -229,7 +224,7 @@ pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError>
         .as_ref()
         .filter(|r| r.phase().as_deref() == Some("completed"))
     {
-        let commit = git(&tree, &["rev-parse", "HEAD"])?;
+        let commit = crate::git::tree_git(&ctx.options.home, &tree, &["rev-parse", "HEAD"])?;
         let message = "completed by an earlier worker before it stopped";
         return complete(ctx, &mut queue, &lease, &tree, &r.run_id, &commit, message).await;
     }
@@ -258,6 +253,7 @@ pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError>
         .map_err(|e| WorkerError::other("WORKER_IO", e.to_string()))?;
     let store = Store::new(work.join("home"));
     let hook = Checkpoints {
+        home: &ctx.options.home,
         queue: Mutex::new(Queue::open(&ctx.options.config).await?),
         lease: &lease,
         store: &store,

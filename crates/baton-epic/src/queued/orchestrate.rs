@@ -34,7 +34,6 @@ use baton_queue::{
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
@@ -56,13 +55,12 @@ fn submit_error(e: SubmitError) -> EpicError {
     err
 }
 
-/// git outside the sandbox (the remote may be anywhere), never prompting.
+/// git outside the sandbox (the remote may be anywhere), never prompting, with baton-git's
+/// configuration and a clean environment: it runs on the person's repository, where a model's
+/// nested repository may sit.
 fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
+    let out = baton_git::hardening::remote_command(dir)
         .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
         .output()
         .map_err(|e| EpicError::failure("EPIC_GIT_FAILED", format!("cannot run git: {e}")))?;

@@ -5,10 +5,14 @@
 
 mod command;
 mod exec;
+mod git;
+mod hidden;
 mod project;
-
-pub use project::ProjectShell;
 mod protected;
+
+pub use git::GitSandbox;
+pub use hidden::{hide_from_commands, set_command_temp_root};
+pub use project::ProjectShell;
 
 use crate::mounts::{Mount, Mounts};
 use crate::policy::{EffectivePolicy, TerminalSettings};
@@ -79,13 +83,16 @@ pub struct TerminalRuntime {
     /// More directories the command may write beneath, besides the project and its home (the
     /// epic autopilot's git commands: a story's worktree lives outside the project).
     pub extra_writable: Vec<PathBuf>,
+    /// Project-relative paths the commands of a [`ProjectShell`] may not change (the model's
+    /// own commands take them from the policy instead).
+    pub protected: Vec<String>,
+    /// More existing paths beneath a writable directory that stay read-only (git's own
+    /// configuration and hooks while baton's git runs).
+    pub read_only: Vec<PathBuf>,
 }
 
 /// The terminal side of one ToolHost.
 pub struct Terminal {
-    /// Project-relative paths the commands of a [`ProjectShell`] may not change (the model's
-    /// own commands take them from the policy instead).
-    pub protected: Vec<String>,
     runtime: TerminalRuntime,
     run_id: String,
     /// The project root as given (the mounts hold its canonical form).
@@ -149,6 +156,7 @@ impl Terminal {
             home: home.path(),
             settings: t,
             allow_git_writes: policy.allow_git_writes,
+            protected: &policy.protected,
             runtime: &self.runtime,
             timeout: Duration::from_millis(call.timeout_ms),
             output: OutputKeep::Head,
@@ -156,7 +164,6 @@ impl Terminal {
             shown: &call.shown,
         })?;
         let applied = output.applied;
-            protected: &policy.protected,
         let warnings = output.warnings;
         let output = output.exec;
         let scrub = Scrubber::new(&self.project_given, mounts, home.path());
@@ -286,7 +293,7 @@ impl Terminal {
                 .runtime
                 .temp_root
                 .clone()
-                .unwrap_or_else(std::env::temp_dir);
+                .unwrap_or_else(hidden::temp_root);
             let short: String = self.run_id.chars().take(8).collect();
             let dir = tempfile::Builder::new()
                 .prefix(&format!("baton-run-{short}-"))
@@ -337,6 +344,9 @@ pub struct ConfinedRequest<'a> {
     /// whether a missing layer is an error.
     pub settings: &'a TerminalSettings,
     pub allow_git_writes: bool,
+    /// Project-relative paths the command may not change (see
+    /// [`crate::SystemToolSettings::protected`]): read-only, and what it creates there removed.
+    pub protected: &'a [String],
     pub runtime: &'a TerminalRuntime,
     pub timeout: Duration,
     pub output: OutputKeep,
@@ -344,9 +354,6 @@ pub struct ConfinedRequest<'a> {
     /// How the command is named in errors.
     pub shown: &'a str,
 }
-    /// Project-relative paths the command may not change (see
-    /// [`crate::SystemToolSettings::protected`]): read-only, and what it creates there removed.
-    pub protected: &'a [String],
 
 /// How a confined command ended.
 #[derive(Debug)]
@@ -463,6 +470,7 @@ fn spec(
 ) -> SandboxSpec {
     let mut denied: Vec<PathBuf> = runtime.read_denied.clone();
     denied.extend(runtime.store_home.clone());
+    denied.extend(hidden::hidden());
     let user_home = runtime
         .user_home
         .clone()
@@ -485,6 +493,7 @@ fn spec(
     if !allow_git_writes {
         read_only.push(project.join(".git"));
     }
+    read_only.extend(runtime.read_only.iter().cloned());
     let mut writable = vec![project.to_path_buf(), home.to_path_buf()];
     writable.extend(runtime.extra_writable.iter().cloned());
     SandboxSpec {
@@ -567,6 +576,8 @@ struct Protected {
     sessions_existed: bool,
     bmad_configs: Vec<PathBuf>,
     git_existed: Option<bool>,
+    /// Everything beneath the protected paths (and whether each existed).
+    protected: protected::Listing,
 }
 
 impl Protected {
@@ -576,9 +587,8 @@ impl Protected {
             sessions_existed: project.join(SESSIONS_DIR).symlink_metadata().is_ok(),
             bmad_configs: bmad_configs(project),
             git_existed: (!allow_git_writes)
-    /// Everything beneath the protected paths (and whether each existed).
-    protected: protected::Listing,
                 .then(|| project.join(".git").symlink_metadata().is_ok()),
+            protected: protected::Listing::take(project, protected),
         }
     }
 
@@ -588,7 +598,6 @@ impl Protected {
         if !self.config_existed && config.symlink_metadata().is_ok() {
             remove(&config);
             warnings.push(format!(
-            protected: protected::Listing::take(project, protected),
                 "@project/{CONFIG_FILE} was created by the command and removed: baton's configuration cannot be written by tools"
             ));
         }
@@ -613,6 +622,7 @@ impl Protected {
                 ));
             }
         }
+        warnings.extend(self.protected.remove_new(project));
         let git = project.join(".git");
         if self.git_existed == Some(false) && git.symlink_metadata().is_ok() {
             remove(&git);
@@ -622,7 +632,6 @@ impl Protected {
             );
         }
         warnings
-        warnings.extend(self.protected.remove_new(project));
     }
 }
 

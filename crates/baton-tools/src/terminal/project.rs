@@ -12,6 +12,28 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Where `program` is in the `PATH` of `env`.
+pub(super) fn find_in_path(program: &str, env: &[(String, String)]) -> Result<PathBuf, ToolError> {
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or("/usr/bin:/bin");
+    path.split(':')
+        .filter(|d| !d.is_empty())
+        .map(|d| Path::new(d).join(program))
+        .find(|p| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .ok_or_else(|| {
+            ToolError::new(
+                "COMMAND_NOT_FOUND",
+                format!("{program}: command not found in PATH"),
+            )
+        })
+}
+
 /// Runs commands in one project, each confined; they share a temporary `$HOME`, removed with
 /// this value.
 pub struct ProjectShell {
@@ -36,7 +58,10 @@ impl ProjectShell {
                 format!("the project cannot be opened ({})", e.kind()),
             )
         })?;
-        let root = runtime.temp_root.clone().unwrap_or_else(std::env::temp_dir);
+        let root = runtime
+            .temp_root
+            .clone()
+            .unwrap_or_else(super::hidden::temp_root);
         let home = tempfile::Builder::new()
             .prefix("baton-cmd-")
             .tempdir_in(root)
@@ -68,26 +93,7 @@ impl ProjectShell {
         for (k, v) in extra_env {
             super::command::set(&mut env, k, v.clone());
         }
-        let path = env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map(|(_, v)| v.as_str())
-            .unwrap_or("/usr/bin:/bin");
-        let found = path
-            .split(':')
-            .filter(|d| !d.is_empty())
-            .map(|d| Path::new(d).join(program))
-            .find(|p| {
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::metadata(p)
-                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            })
-            .ok_or_else(|| {
-                ToolError::new(
-                    "COMMAND_NOT_FOUND",
-                    format!("{program}: command not found in PATH"),
-                )
-            })?;
+        let found = find_in_path(program, &env)?;
         run_confined(ConfinedRequest {
             project: &self.project,
             cwd: open_project_dir(&self.project)?,
@@ -97,13 +103,13 @@ impl ProjectShell {
             home: self.home.path(),
             settings: &self.settings,
             allow_git_writes: self.allow_git_writes,
+            protected: &self.runtime.protected,
             runtime: &self.runtime,
             timeout,
             output: OutputKeep::Head,
             abort: None,
             shown: program,
         })
-            protected: &self.runtime.protected,
     }
 
     /// `sh -c script` in the project root; the last `tail` bytes of stdout and stderr kept,
@@ -124,12 +130,12 @@ impl ProjectShell {
             home: self.home.path(),
             settings: &self.settings,
             allow_git_writes: self.allow_git_writes,
+            protected: &self.runtime.protected,
             runtime: &self.runtime,
             timeout,
             output: OutputKeep::MergedTail(tail),
             abort,
             shown: script,
         })
-            protected: &self.runtime.protected,
     }
 }

@@ -1,0 +1,106 @@
+//! Where a work tree's repository is, read once by baton (never asked of git, which would
+//! look where the tree says): `.git` as a folder, or a `gitdir:` file (a linked worktree),
+//! and its common folder.
+
+use crate::error::{GIT_NOT_A_REPOSITORY, GitError};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// A `.git` file or `commondir` file longer than this is not git's.
+const POINTER_MAX: u64 = 4096;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoDirs {
+    /// The work tree, canonical.
+    pub work_tree: PathBuf,
+    /// The repository folder of this work tree (`.git`, or `<common>/worktrees/<name>`).
+    pub git_dir: PathBuf,
+    /// Where objects, refs and the configuration are (the same as `git_dir` but for a linked
+    /// worktree).
+    pub common_dir: PathBuf,
+}
+
+fn not_repo(message: String) -> GitError {
+    GitError::new(GIT_NOT_A_REPOSITORY, message)
+        .hint("baton's git runs on the work tree's own repository, found from its .git entry")
+}
+
+fn read_pointer(path: &Path) -> Result<String, GitError> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| not_repo(format!("{} cannot be read ({})", path.display(), e.kind())))?;
+    let mut text = String::new();
+    file.take(POINTER_MAX + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| not_repo(format!("{} cannot be read ({})", path.display(), e.kind())))?;
+    if text.len() as u64 > POINTER_MAX {
+        return Err(not_repo(format!("{} is too large", path.display())));
+    }
+    Ok(text.trim_end_matches(['\n', '\r']).to_string())
+}
+
+fn canonical_dir(path: &Path, what: &str) -> Result<PathBuf, GitError> {
+    let dir = path.canonicalize().map_err(|e| {
+        not_repo(format!(
+            "{what} {} is missing ({})",
+            path.display(),
+            e.kind()
+        ))
+    })?;
+    if !dir.is_dir() {
+        return Err(not_repo(format!(
+            "{what} {} is not a folder",
+            dir.display()
+        )));
+    }
+    Ok(dir)
+}
+
+impl RepoDirs {
+    /// The repository of `work_tree`, from its `.git` entry (a symbolic link is refused: a
+    /// tree could point it anywhere).
+    pub fn resolve(work_tree: &Path) -> Result<RepoDirs, GitError> {
+        let work_tree = canonical_dir(work_tree, "the work tree")?;
+        let dot = work_tree.join(".git");
+        let meta = dot.symlink_metadata().map_err(|e| {
+            not_repo(format!(
+                "{} is not a git work tree (no .git: {})",
+                work_tree.display(),
+                e.kind()
+            ))
+        })?;
+        let git_dir = if meta.is_dir() {
+            canonical_dir(&dot, "the repository")?
+        } else if meta.is_file() {
+            let text = read_pointer(&dot)?;
+            let Some(target) = text.strip_prefix("gitdir: ") else {
+                return Err(not_repo(format!("{} is not a gitdir file", dot.display())));
+            };
+            canonical_dir(&work_tree.join(target), "the repository")?
+        } else {
+            return Err(not_repo(format!(
+                "{} is neither a folder nor a gitdir file",
+                dot.display()
+            )));
+        };
+        let common = git_dir.join("commondir");
+        let common_dir = if common.is_file() {
+            let text = read_pointer(&common)?;
+            canonical_dir(&git_dir.join(text), "the common repository")?
+        } else {
+            git_dir.clone()
+        };
+        if !git_dir.join("HEAD").is_file() {
+            return Err(not_repo(format!("{} has no HEAD", git_dir.display())));
+        }
+        Ok(RepoDirs {
+            work_tree,
+            git_dir,
+            common_dir,
+        })
+    }
+
+    /// Whether `path` (absolute, normalized) is inside one of the repository folders.
+    pub fn in_repository(&self, path: &Path) -> bool {
+        path.starts_with(&self.git_dir) || path.starts_with(&self.common_dir)
+    }
+}

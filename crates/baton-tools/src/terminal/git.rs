@@ -1,0 +1,104 @@
+//! baton's git on a model-written tree ([`baton_git::TreeGit`]) confined like every command
+//! the model can influence: the same sandbox, with the repository folders git writes made
+//! writable and the configuration, hooks and `info/` read-only. No network.
+
+use super::project::find_in_path;
+use super::{ConfinedRequest, Ended, OutputKeep, TerminalRuntime, open_project_dir, run_confined};
+use crate::policy::TerminalSettings;
+use baton_git::{Confine, GIT_FAILED, GitError, Invocation, Output};
+use std::ffi::OsString;
+use std::time::Duration;
+
+/// Longest a git command may take.
+const GIT_TIMEOUT: Duration = Duration::from_secs(300);
+/// Output kept of one git command (file lists can be long).
+const GIT_STDOUT: u64 = 16 * 1024 * 1024;
+
+/// Runs git confined; its commands share a temporary `$HOME`, removed with this value.
+pub struct GitSandbox {
+    settings: TerminalSettings,
+    runtime: TerminalRuntime,
+    home: tempfile::TempDir,
+}
+
+impl GitSandbox {
+    /// `settings` are the project's terminal settings (limits, whether a missing sandbox
+    /// layer is an error); the network is off whatever they say. `runtime.store_home` should
+    /// name baton's store.
+    pub fn new(
+        mut settings: TerminalSettings,
+        runtime: TerminalRuntime,
+    ) -> Result<GitSandbox, GitError> {
+        settings.network = false;
+        settings.max_stdout_bytes = GIT_STDOUT;
+        settings.max_stderr_bytes = 64 * 1024;
+        settings.max_output_bytes = settings.max_output_bytes.max(GIT_STDOUT * 2);
+        let root = runtime
+            .temp_root
+            .clone()
+            .unwrap_or_else(super::hidden::temp_root);
+        let home = tempfile::Builder::new()
+            .prefix("baton-git-")
+            .tempdir_in(root)
+            .map_err(|e| {
+                GitError::new(
+                    GIT_FAILED,
+                    format!("git's temporary directory cannot be created ({})", e.kind()),
+                )
+            })?;
+        Ok(GitSandbox {
+            settings,
+            runtime,
+            home,
+        })
+    }
+}
+
+impl Confine for GitSandbox {
+    fn run(&self, inv: &Invocation<'_>) -> Result<Output, GitError> {
+        let fail = |e: crate::ToolError| {
+            let hint = match e.code {
+                "SANDBOX_UNAVAILABLE" | "SANDBOX_SETUP_FAILED" => {
+                    "run `baton doctor`; git runs in the project's sandbox like every command the model can influence"
+                }
+                _ => "install git",
+            };
+            GitError::new(GIT_FAILED, format!("cannot run git: {}", e.message)).hint(hint)
+        };
+        let home = self.home.path().to_string_lossy().into_owned();
+        let mut env = inv.env.to_vec();
+        env.retain(|(k, _)| k != "HOME" && k != "TMPDIR");
+        env.push(("HOME".into(), home.clone()));
+        env.push(("TMPDIR".into(), home));
+        let program = find_in_path("git", &env).map_err(fail)?;
+        let mut runtime = self.runtime.clone();
+        runtime.extra_writable.extend(inv.writable.iter().cloned());
+        runtime.read_only.extend(inv.read_only.iter().cloned());
+        let out = run_confined(ConfinedRequest {
+            project: inv.work_tree,
+            cwd: open_project_dir(inv.work_tree).map_err(fail)?,
+            program,
+            args: inv.args.iter().map(OsString::from).collect(),
+            env,
+            home: self.home.path(),
+            settings: &self.settings,
+            allow_git_writes: true,
+            protected: &runtime.protected,
+            runtime: &runtime,
+            timeout: GIT_TIMEOUT,
+            output: OutputKeep::Head,
+            abort: None,
+            shown: "git",
+        })
+        .map_err(fail)?
+        .exec;
+        Ok(Output {
+            code: match out.ended {
+                Ended::Exited(c) => Some(c),
+                _ => None,
+            },
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
+    }
+}
