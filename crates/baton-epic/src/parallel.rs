@@ -139,6 +139,7 @@ fn own_files(rel: &str, key: &str) -> Vec<String> {
         sprint::FILE_NAME.to_string(),
         run_state::FILE_NAME.to_string(),
         super::progress::FILE_NAME.to_string(),
+        super::method::snapshot::FILE_NAME.to_string(),
         lock::STOP_FILE.to_string(),
         FILE_NAME.to_string(),
         format!("{key}{}", agent_state::SUFFIX),
