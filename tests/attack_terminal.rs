@@ -136,3 +136,117 @@ fn a_hostile_question_is_shown_escaped_and_kept_exact_in_json() {
     assert_eq!(answer.code, 1, "{}", answer.stderr);
     assert_both_inert("baton answer", &answer);
 }
+
+/// `baton` in `cwd` with its own store and `home` as HOME.
+fn baton_at(store: &Path, home: &Path, cwd: &Path, args: &[&str]) -> Run {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(args)
+        .current_dir(cwd)
+        .env("BATON_HOME", store)
+        .env("HOME", home)
+        .env_remove("MAESTRO_HOME")
+        .env_remove("BATON_RALPH_CLI")
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn hostile_project_text_on_the_epic_and_session_boards_is_shown_escaped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, home) = (tmp.path().join("store"), tmp.path().join("home"));
+    std::fs::create_dir_all(&home).unwrap();
+
+    // A story's pending question (the model asked it; the agent-state file keeps it) and a
+    // sprint-status value with a bidi override.
+    let epic = tmp.path().join("epic");
+    baton_testkit::copy_dir(
+        &baton_testkit::repo().join("examples/projects/taskboard-epic"),
+        &epic,
+    );
+    let artifacts = epic.join("_bmad-output/implementation-artifacts");
+    std::fs::write(
+        artifacts.join("2-1-create-board.agent-state.json"),
+        serde_json::to_vec(&serde_json::json!({
+            "storyKey": "2-1-create-board",
+            "phase": "create-story",
+            "questions": [{"id": "q1", "question": QUESTION}],
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let sprint = artifacts.join("sprint-status.yaml");
+    let mut yaml = std::fs::read_to_string(&sprint).unwrap();
+    yaml.push_str("  2-9-evil: done\u{202e}gnikcah\n");
+    std::fs::write(&sprint, yaml).unwrap();
+    let p = epic.to_str().unwrap();
+    let board = baton_at(&store, &home, tmp.path(), &["epic", "status", "-p", p]);
+    assert_eq!(board.code, 0, "{}", board.stderr);
+    assert_both_inert("epic status", &board);
+    assert!(
+        board.stdout.contains(&format!("? q1: {SHOWN}")),
+        "{}",
+        board.stdout
+    );
+    assert!(
+        board.stdout.contains("done\\u{202e}gnikcah"),
+        "{}",
+        board.stdout
+    );
+    let json = baton_at(
+        &store,
+        &home,
+        tmp.path(),
+        &["epic", "status", "-p", p, "--json"],
+    );
+    assert!(
+        json.stdout
+            .contains(&serde_json::to_string(QUESTION).unwrap()),
+        "{}",
+        json.stdout
+    );
+
+    // A lifecycle session whose step arguments (its status.json, in the project) are hostile.
+    let skills = baton_testkit::repo().join("examples/skills");
+    baton_testkit::copy_dir(&skills.join("claude"), &home.join(".claude"));
+    baton_testkit::copy_dir(&skills.join("maestro"), &home.join(".maestro"));
+    let project = tmp.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let new = baton_at(
+        &store,
+        &home,
+        &project,
+        &["ralph", "new", "add CSV export", "--chain", "plan,verify"],
+    );
+    assert_eq!(new.code, 0, "{}", new.stderr);
+    let status_file = common::walk(&project.join(".workflow/.maestro"))
+        .into_iter()
+        .find(|f| f.ends_with("status.json"))
+        .unwrap();
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(&status_file).unwrap()).unwrap();
+    doc["steps"][0]["args"] = Value::from(QUESTION);
+    std::fs::write(&status_file, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let one_line = SHOWN.replace('\n', "\\n");
+    for args in [&["session", "status"][..], &["ralph", "status"][..]] {
+        let status = baton_at(&store, &home, &project, args);
+        assert_eq!(status.code, 0, "{args:?}: {}", status.stderr);
+        assert_both_inert(&args.join(" "), &status);
+        assert!(
+            status.stdout.contains(&one_line) || status.stdout.contains(SHOWN),
+            "{args:?}: {}",
+            status.stdout
+        );
+    }
+    let json = baton_at(&store, &home, &project, &["session", "status", "--json"]);
+    assert!(
+        json.stdout
+            .contains(&serde_json::to_string(QUESTION).unwrap()),
+        "{}",
+        json.stdout
+    );
+}

@@ -2,6 +2,7 @@
 //! question, the prompts, and the global commands a person can type while a run asks.
 
 use crate::signals;
+use crate::ui::visible;
 use baton_engine::router::{Candidate, Menu};
 use baton_package::model::Agent;
 use std::fmt::Write as _;
@@ -14,7 +15,8 @@ pub fn greeting(agent: &Agent) -> String {
     if let Some(d) = m.description.as_deref().filter(|d| !d.trim().is_empty()) {
         let _ = writeln!(s, "{}", d.trim());
     }
-    s
+    // The package's own words: shown with their escapes visible, never sent.
+    visible(&s).into_owned()
 }
 
 /// The visible items, numbered from 1, with their triggers.
@@ -30,7 +32,7 @@ pub fn menu_text(menu: &Menu) -> String {
         }
         s.push('\n');
     }
-    s
+    visible(&s).into_owned()
 }
 
 pub const SESSION_HELP: &str = "Type a number or a trigger to run a menu item, or talk to the agent. /menu shows the menu, /resume continues the latest run, /dismiss ends the session.";
@@ -48,7 +50,7 @@ pub fn candidates_text(reason: Option<&str>, candidates: &[Candidate]) -> String
     if !candidates.is_empty() {
         s.push_str("Type the number you mean.\n");
     }
-    s
+    visible(&s).into_owned()
 }
 
 /// Reads one line at `prompt`; `None` at the end of the input.

@@ -13,6 +13,7 @@ use crate::failure::Failure;
 use crate::progress::Progress;
 use crate::report;
 use crate::signals;
+use crate::ui::{visible, visible_line};
 use baton_engine::agent::{Chat, ChatError, Conversation, texts};
 use baton_engine::driver::ABORTED;
 use baton_engine::router::{Kind, Menu, ResolvedCommand, RouteError, Surface, resolve};
@@ -318,7 +319,7 @@ impl Session<'_> {
                 eprintln!("error[STORE_IO_FAILED]: cannot record the trace: {e}");
             }
             if self.dismissed {
-                outln!("{} is dismissed.", self.agent.metadata.name);
+                outln!("{} is dismissed.", visible_line(&self.agent.metadata.name));
                 return exit::OK;
             }
         }
@@ -363,7 +364,7 @@ impl Session<'_> {
         let first_question = std::sync::atomic::AtomicBool::new(true);
         let mut ask = |question: &str| -> Option<String> {
             bar.suspend(|| {
-                outln!("\n{question}\n");
+                outln!("\n{}\n", visible(question));
                 if first_question.swap(false, std::sync::atomic::Ordering::Relaxed) {
                     outln!("(/menu, /pause, /stop or /dismiss work here too)");
                 }
@@ -373,7 +374,7 @@ impl Session<'_> {
                         Some(RunCommand::Menu) => {
                             out!("{menu_text}");
                             outln!("{}", agent_ui::RUN_HELP);
-                            outln!("\n{question}\n");
+                            outln!("\n{}\n", visible(question));
                         }
                         Some(RunCommand::Resume) => {
                             outln!("the run is going: answer its question, or /pause");
@@ -514,13 +515,13 @@ impl Session<'_> {
 
     /// The question a waiting run asked, at a prompt; `None` if the person passes.
     fn ask_again(&mut self, question: &str) -> Option<String> {
-        outln!("\n{question}\n");
+        outln!("\n{}\n", visible(question));
         loop {
             let line = agent_ui::read_line("> ")?;
             match agent_ui::run_command(&line) {
                 Some(RunCommand::Menu) => {
                     out!("{}", agent_ui::menu_text(&self.menu));
-                    outln!("\n{question}\n");
+                    outln!("\n{}\n", visible(question));
                 }
                 Some(RunCommand::Resume) => {}
                 Some(RunCommand::Dismiss) => {
@@ -600,7 +601,7 @@ impl Session<'_> {
         match event {
             Event::ShowMenu => {
                 if let Some(reason) = command.reason.as_deref().filter(|r| r.contains("running")) {
-                    outln!("{reason}.");
+                    outln!("{}.", visible(reason));
                 }
                 out!("{}", agent_ui::greeting(self.agent));
                 out!("{}", agent_ui::menu_text(&self.menu));
@@ -615,11 +616,11 @@ impl Session<'_> {
             }
             Event::Dismissed => exit::OK,
             Event::Note(note) => {
-                outln!("{note}");
+                outln!("{}", visible(&note));
                 exit::OK
             }
             Event::Chat { assistant, .. } => {
-                outln!("{assistant}");
+                outln!("{}", visible(&assistant));
                 exit::OK
             }
             Event::Run { result, said, .. } => self.show_run(*result, said),
@@ -640,11 +641,11 @@ impl Session<'_> {
         let code = run_exit(&finished);
         match (&finished.report.outcome, said) {
             (Outcome::Completed { message }, _) => {
-                outln!("{message}\n");
+                outln!("{}\n", visible(message));
                 outln!("completed: run {id}");
                 if let Some(a) = finished.state.get("artifacts").and_then(Value::as_array) {
                     for path in a.iter().filter_map(Value::as_str) {
-                        outln!("  {path}");
+                        outln!("  {}", visible_line(path));
                     }
                 }
             }
@@ -657,7 +658,7 @@ impl Session<'_> {
                 );
             }
             (Outcome::Waiting { question }, _) => {
-                outln!("{question}\n");
+                outln!("{}\n", visible(question));
                 outln!(
                     "run {short} waits for your answer: /resume answers it here, or `baton answer {short} \"<your answer>\"`"
                 );
@@ -666,7 +667,7 @@ impl Session<'_> {
                 outln!("stopped: run {short} is idle; /resume continues it");
             }
             (Outcome::Failed { code, message }, _) => {
-                eprintln!("error[{code}]: {message}");
+                eprintln!("error[{}]: {}", visible_line(code), visible(message));
                 eprintln!("  the run is kept; /resume retries it");
             }
         }

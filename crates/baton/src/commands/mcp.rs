@@ -105,22 +105,25 @@ fn list(args: McpListArgs) -> anyhow::Result<u8> {
                     if tools.len() == 1 { "" } else { "s" }
                 );
                 for t in tools {
+                    // A server's tool descriptions are its own words: escapes shown, not sent.
                     outln!(
                         "  {} {}",
                         crate::ui::table::pad(t["name"].as_str().unwrap_or_default(), 40),
-                        t["description"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .lines()
-                            .next()
-                            .unwrap_or_default()
+                        crate::ui::visible_line(
+                            t["description"]
+                                .as_str()
+                                .unwrap_or_default()
+                                .lines()
+                                .next()
+                                .unwrap_or_default()
+                        )
                     );
                 }
             }
             _ => outln!(
                 "{id}: error [{}] {}{note}",
                 s["error"]["code"].as_str().unwrap_or_default(),
-                s["error"]["message"].as_str().unwrap_or_default()
+                crate::ui::visible(s["error"]["message"].as_str().unwrap_or_default())
             ),
         }
     }

@@ -116,7 +116,11 @@ pub(crate) fn db_config(
         }
     };
     for w in config.warnings() {
-        eprintln!("{} {w}", err(Paint::Warn, "warning:"));
+        eprintln!(
+            "{} {}",
+            err(Paint::Warn, "warning:"),
+            crate::ui::visible(&w.to_string())
+        );
     }
     Ok(config)
 }

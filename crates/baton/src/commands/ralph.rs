@@ -365,7 +365,7 @@ fn warn(ctx: &Context, verb: &str) {
         } else {
             format!("warning: {w}\n")
         };
-        let _ = stderr.write_all(line.as_bytes());
+        let _ = stderr.write_all(crate::ui::visible(&line).as_bytes());
     }
 }
 
@@ -644,9 +644,10 @@ fn print(out: &Output, json: bool) -> u8 {
         };
         let _ = stdout.write_all(text.as_bytes());
     } else {
-        let _ = stdout.write_all(out.stdout.as_bytes());
+        // Prompts, boards and tables quote the session's files and the model's words.
+        let _ = stdout.write_all(crate::ui::visible(&out.stdout).as_bytes());
     }
-    let _ = stderr.write_all(out.stderr.as_bytes());
+    let _ = stderr.write_all(crate::ui::visible(&out.stderr).as_bytes());
     let _ = stdout.flush();
     out.exit
 }
@@ -679,7 +680,9 @@ fn report(ctx: &Context, verb: &str, json: bool, e: &RalphError) -> u8 {
         } else {
             baton_text(e, &hints)
         };
-        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+        let _ = std::io::stderr()
+            .lock()
+            .write_all(crate::ui::visible(&text).as_bytes());
     }
     e.exit_code()
 }

@@ -13,7 +13,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<u8> {
                     v["ok"] = serde_json::json!(true);
                     super::print_json(&v)?;
                 } else {
-                    out!("{}", d.text());
+                    out!("{}", crate::ui::visible(&d.text()));
                     outln!("ok: baton runs it as an epic phase");
                 }
                 Ok(exit::OK)

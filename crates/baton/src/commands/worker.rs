@@ -95,7 +95,9 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<u8> {
         keep_units: args.keep_units,
         retry_base: Duration::from_secs_f64(args.retry_base_s),
     };
-    let events: baton_worker::Events = Arc::new(|e: &WorkerEvent| eprintln!("{e}"));
+    // An event can quote a unit's outcome (a model's message): its escapes are shown.
+    let events: baton_worker::Events =
+        Arc::new(|e: &WorkerEvent| eprintln!("{}", crate::ui::visible(&e.to_string())));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(args.concurrency as usize + 1)
         .enable_all()
@@ -111,7 +113,11 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<u8> {
         Ok(()) => Ok(exit::OK),
         Err(e) if e.is_lease_lost() => {
             // Other slots may be inside a git command: leave at once, writing nothing more.
-            eprintln!("error[{}]: {e}", e.code());
+            eprintln!(
+                "error[{}]: {}",
+                e.code(),
+                crate::ui::visible(&e.to_string())
+            );
             std::process::exit(i32::from(exit::FAILURE));
         }
         Err(e) => Ok(Failure::new(e.code(), e.to_string(), exit::FAILURE)

@@ -34,7 +34,10 @@ pub fn run(args: &AdoptArgs) -> anyhow::Result<u8> {
             if args.json {
                 super::super::print_json(&to_json(&a))?;
             } else {
-                out!("{}", text(&a, "baton session continue"));
+                out!(
+                    "{}",
+                    crate::ui::visible(&text(&a, "baton session continue"))
+                );
             }
             Ok(exit::OK)
         }

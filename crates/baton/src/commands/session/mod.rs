@@ -192,7 +192,7 @@ pub(crate) const SIGNAL_HINTS: crate::signals::Hints = crate::signals::Hints {
 /// on stderr.
 fn print_warnings(ctx: &Context) {
     for w in ctx.warnings.take() {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", crate::ui::visible(&w.to_string()));
     }
 }
 

@@ -40,7 +40,7 @@ impl<'a> TickLines<'a> {
         };
         eprintln!(
             "{} · {:.1}s",
-            line(self.session().as_ref(), t),
+            crate::ui::visible(&line(self.session().as_ref(), t)),
             elapsed.as_secs_f64()
         );
     }

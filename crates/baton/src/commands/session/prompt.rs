@@ -3,6 +3,7 @@
 //! `--non-interactive` was given; otherwise the command exits 10 with the question instead.
 
 use crate::signals;
+use crate::ui::{visible, visible_line};
 use baton_lifecycle::session::infer::Question;
 use std::io::{BufRead, Write};
 
@@ -32,12 +33,18 @@ fn read_line() -> Option<String> {
 /// A build-phase question: its options numbered, a number or (when allowed) free text back.
 /// `None` when the person gave no usable answer (end of input).
 pub fn ask(q: &Question) -> Option<String> {
-    eprintln!("\n{}", q.text);
+    // The question and its options are the model's: their escapes are shown, not sent.
+    eprintln!("\n{}", visible(&q.text));
     for (i, c) in q.options.iter().enumerate() {
         if c.description.is_empty() {
-            eprintln!("  {}) {}", i + 1, c.label);
+            eprintln!("  {}) {}", i + 1, visible_line(&c.label));
         } else {
-            eprintln!("  {}) {} — {}", i + 1, c.label, c.description);
+            eprintln!(
+                "  {}) {} — {}",
+                i + 1,
+                visible_line(&c.label),
+                visible_line(&c.description)
+            );
         }
     }
     loop {
@@ -68,9 +75,9 @@ pub fn ask(q: &Question) -> Option<String> {
 
 /// One of `choices` (`(key, text)`), by number or key; `None` at end of input.
 pub fn choose(title: &str, choices: &[(&'static str, &str)]) -> Option<&'static str> {
-    eprintln!("\n{title}");
+    eprintln!("\n{}", visible(title));
     for (i, (key, text)) in choices.iter().enumerate() {
-        eprintln!("  {}) {key} — {text}", i + 1);
+        eprintln!("  {}) {key} — {}", i + 1, visible_line(text));
     }
     loop {
         eprint!("> ");
@@ -89,7 +96,7 @@ pub fn choose(title: &str, choices: &[(&'static str, &str)]) -> Option<&'static 
 
 /// Free text (a step's question); `None` when empty or at end of input.
 pub fn text(question: &str) -> Option<String> {
-    eprintln!("\n{question}\n");
+    eprintln!("\n{}\n", visible(question));
     eprint!("> ");
     read_line().filter(|l| !l.is_empty())
 }

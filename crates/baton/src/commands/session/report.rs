@@ -207,7 +207,7 @@ pub fn print_text(e: &Ended) {
         Outcome::Questions { questions, rerun } => {
             outln!("the session needs answers before its chain can be built:\n");
             for q in questions {
-                outln!("  {}: {}", q.id, text::line(&q.text, 300));
+                outln!("  {}: {}", text::line(&q.id, 100), text::line(&q.text, 300));
                 for c in &q.options {
                     outln!(
                         "      {} — {}",
@@ -267,14 +267,18 @@ pub fn print_text(e: &Ended) {
                 Pause::ByHand => "the session is paused".to_string(),
             };
             let choices: Vec<&str> = p.choices().iter().map(|(c, _)| c.as_str()).collect();
-            eprintln!("paused: {what}");
+            eprintln!("paused: {}", crate::ui::visible(&what));
             eprintln!(
                 "  decide with: baton session answer{flag} {}",
                 choices.join("|")
             );
         }
         Outcome::Failed { code, message } => {
-            eprintln!("error[{code}]: {message}");
+            eprintln!(
+                "error[{}]: {}",
+                text::line(code, 100),
+                crate::ui::visible(message)
+            );
             eprintln!("  the step is kept; try again with: baton session continue{flag}");
         }
         Outcome::Abandoned => eprintln!("abandoned: the session is given up (status failed)"),

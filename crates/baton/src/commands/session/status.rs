@@ -39,7 +39,8 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
         }
         super::super::print_json(&v)?;
     } else {
-        out!("{}", text(&s, &recent, &live));
+        // Step titles, goals, questions and decisions are the project's and the model's text.
+        out!("{}", crate::ui::visible(&text(&s, &recent, &live)));
         if let Some(u) = usage.filter(|u| !u.total.is_zero()) {
             outln!(
                 "\nUsage: {} tokens ({:.0}% of the prompt cached){}",
