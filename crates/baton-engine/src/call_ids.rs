@@ -101,6 +101,7 @@ mod tests {
                     message,
                     finish_reason: None,
                     usage: None,
+                    usage_faults: Vec::new(),
                 })
             })
         }

@@ -50,6 +50,13 @@ pub enum EngineEvent {
     },
     /// The context was compressed (or a compressed window was given up).
     Context(ContextEvent),
+    /// Something the person should know that does not stop the run (a model server's usage
+    /// figures that cannot be true).
+    Warning {
+        code: String,
+        message: String,
+        hint: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -436,12 +443,19 @@ impl<'a> Driver<'a> {
                         },
                         Ok(Err(e)) => self.step(Input::Summarized(Err(e.code().to_string())))?,
                         Ok(Ok(response)) => {
-                            let usage = self.meter.record(&estimate, response.usage);
-                            self.audit(
-                                "engine.summary",
-                                json!({"usage": usage, "estimate": estimate.to_json()}),
-                            );
-                            if let Some(u) = usage {
+                            let spend = self.meter.record(&estimate, &response);
+                            self.audit("engine.summary", spend.audit_fields(&estimate));
+                            if let Some(w) = spend.warning {
+                                let node = self.machine.node().to_string();
+                                run_io::warn_usage(
+                                    self.audit.as_mut(),
+                                    &self.run_id,
+                                    Some(&node),
+                                    self.on_event,
+                                    w,
+                                );
+                            }
+                            if let Some(u) = spend.reported {
                                 report.usage.add(u);
                                 self.emit(EngineEvent::Usage(u));
                             }

@@ -560,6 +560,7 @@ mod tests {
             message,
             finish_reason: None,
             usage: None,
+            usage_faults: Vec::new(),
         })
     }
 
@@ -764,6 +765,7 @@ mod tests {
                 message: Message::assistant(t),
                 finish_reason: None,
                 usage: None,
+                usage_faults: Vec::new(),
             })
         };
         assert!(matches!(

@@ -284,29 +284,51 @@ pub(crate) async fn model_turn(
     );
     let mut response = call_model(model, &request, cancel, turn.on_event).await?;
     *turn.calls += 1;
-    response.usage = turn.meter.record(&estimate, response.usage);
-    let fields = json!({
-        "turn": *turn.calls,
-        "agentId": turn.agent,
-        "toolCalls": response.message.tool_calls.len(),
-        "finishReason": response.finish_reason,
-        "usage": response.usage,
-        "estimate": estimate.to_json(),
-        "prompt": prompt,
-    });
+    let spend = turn.meter.record(&estimate, &response);
+    response.usage = spend.reported;
+    let mut fields = spend.audit_fields(&estimate);
+    fields["turn"] = json!(*turn.calls);
+    fields["agentId"] = json!(turn.agent);
+    fields["toolCalls"] = json!(response.message.tool_calls.len());
+    fields["finishReason"] = json!(response.finish_reason);
+    fields["prompt"] = prompt;
+    let mut audit = turn.audit;
     audit_with(
-        turn.audit,
+        audit.as_deref_mut(),
         turn.run_id,
         turn.node,
         "engine.turn",
         fields,
         turn.audit_durable,
     );
+    if let Some(w) = spend.warning {
+        warn_usage(audit, turn.run_id, turn.node, turn.on_event, w);
+    }
     if let Some(u) = response.usage {
         turn.usage.add(u);
         emit(turn.on_event, EngineEvent::Usage(u));
     }
     Ok(response)
+}
+
+/// A provider's faulty usage figures: an `engine.warning` line in the run's log, and a
+/// warning event for the person watching.
+pub(crate) fn warn_usage(
+    audit: Option<&mut JsonlWriter>,
+    run_id: &str,
+    node: Option<&str>,
+    on_event: OnEvent<'_>,
+    w: spend::UsageWarning,
+) {
+    audit_with(audit, run_id, node, "engine.warning", w.to_json(), false);
+    emit(
+        on_event,
+        EngineEvent::Warning {
+            code: w.code.to_string(),
+            message: w.message,
+            hint: w.hint,
+        },
+    );
 }
 
 /// A failed result's `error.code` (`ERROR` when the result names none).

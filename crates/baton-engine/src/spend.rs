@@ -6,9 +6,16 @@
 //! past its limit is not sent: the run stops between two steps with `BUDGET_EXCEEDED`, phase
 //! `idle`, and a later invocation with a larger budget goes on from there.
 //!
+//! What a call spent is never the provider's word alone: baton counts the prompt before
+//! sending and the completion from what came back (text, reasoning, tool names and
+//! arguments), and each figure charged is the larger of the provider's and baton's count
+//! ([`charge`]). A server answering zeros, a `total_tokens` of 0, negative or absurd figures or
+//! no usage at all still spends what it was sent and what it wrote; its faulty figures are
+//! warned about ([`PROVIDER_USAGE_INVALID`]) and never lower a sum.
+//!
 //! What a run spent is summed from its durable records, the `engine.turn` and
-//! `engine.summary` lines of its audit log (the usage the provider reported, or the estimate
-//! for a call whose answer reported none), so a budget holds across resumes and processes.
+//! `engine.summary` lines of its audit log (the usage the provider reported and baton's own
+//! count, charged as above), so a budget holds across resumes and processes.
 //!
 //! Each request's prompt is also compared with the previous one of the invocation: the bytes
 //! they share from the start, and whether it extends the previous request whole (it must
@@ -16,7 +23,7 @@
 
 use crate::context::TokenCounter;
 use baton_llm::wire::{common_prefix, request_prompt_bytes};
-use baton_llm::{ChatModel, ChatRequest, Price, ToolDef, Usage};
+use baton_llm::{ChatModel, ChatRequest, ChatResponse, Price, ToolDef, Usage};
 use baton_store::RunUsage;
 use serde_json::{Value, json};
 use std::io::{BufRead, Read};
@@ -26,6 +33,9 @@ use std::path::Path;
 pub const BUDGET_EXCEEDED: &str = "BUDGET_EXCEEDED";
 /// The code of a USD budget for a model without a known price.
 pub const BUDGET_PRICE_UNKNOWN: &str = "BUDGET_PRICE_UNKNOWN";
+/// The code of usage figures a provider reported that cannot be counts (warned about; the
+/// call is charged baton's own count where they were left out).
+pub const PROVIDER_USAGE_INVALID: &str = "PROVIDER_USAGE_INVALID";
 /// The smallest completion cap sent, however full the context window is.
 const MIN_COMPLETION_CAP: u64 = 256;
 /// The longest audit line read when summing (tool lines carry sizes and hashes, not contents).
@@ -40,9 +50,106 @@ pub struct Spent {
 
 impl Spent {
     pub fn add(&mut self, other: Spent) {
-        self.tokens += other.tokens;
+        self.tokens = self.tokens.saturating_add(other.tokens);
         self.usd += other.usd;
     }
+}
+
+/// Baton's own count of one call (or a sum of calls): the prompt counted before it was sent,
+/// the completion counted from the answer that came back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Counted {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl Counted {
+    pub fn add(&mut self, other: Counted) {
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+    }
+
+    pub fn tokens(&self) -> u64 {
+        self.prompt_tokens.saturating_add(self.completion_tokens)
+    }
+}
+
+/// What budgets charge for a call: each figure the larger of the provider's (`reported`) and
+/// baton's (`counted`); a total over prompt + completion charges the difference as
+/// completion (priced as output). The cached share is believed only within the provider's own
+/// prompt figure. Priced at `price` where one is known.
+pub fn charge(reported: Option<&Usage>, counted: Counted, price: Option<Price>) -> Usage {
+    let r = reported.copied().unwrap_or_default();
+    let prompt = r.prompt_tokens.max(counted.prompt_tokens);
+    let mut completion = r.completion_tokens.max(counted.completion_tokens);
+    let parts = prompt.saturating_add(completion);
+    if r.total_tokens > parts {
+        completion = completion.saturating_add(r.total_tokens - parts);
+    }
+    let mut u = Usage {
+        prompt_tokens: prompt,
+        cached_prompt_tokens: r.cached_prompt_tokens.min(r.prompt_tokens),
+        completion_tokens: completion,
+        reasoning_tokens: r.reasoning_tokens.min(completion),
+        total_tokens: prompt.saturating_add(completion),
+        cost_usd: None,
+    };
+    u.cost_usd = price.map(|p| p.cost(&u));
+    u
+}
+
+/// A warning about a provider's usage figures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsageWarning {
+    pub code: &'static str,
+    pub message: String,
+    pub hint: String,
+}
+
+impl UsageWarning {
+    pub fn to_json(&self) -> Value {
+        json!({"code": self.code, "message": self.message, "hint": self.hint})
+    }
+}
+
+/// One finished call, as recorded and charged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallSpend {
+    /// What the provider reported (its faulty figures left out), priced where a price is known.
+    pub reported: Option<Usage>,
+    /// Baton's own count.
+    pub counted: Counted,
+    /// What budgets charge: see [`charge`].
+    pub charged: Usage,
+    /// Set when the provider's figures had faults.
+    pub warning: Option<UsageWarning>,
+}
+
+impl CallSpend {
+    /// The fields of the call's audit line: `usage` (reported), `counted` and `estimate`.
+    pub fn audit_fields(&self, estimate: &Estimate) -> Value {
+        json!({"usage": self.reported, "counted": self.counted, "estimate": estimate.to_json()})
+    }
+}
+
+/// The warning for `faults` of a provider's usage figures (none without faults).
+pub fn usage_warning(faults: &[String]) -> Option<UsageWarning> {
+    if faults.is_empty() {
+        return None;
+    }
+    Some(UsageWarning {
+        code: PROVIDER_USAGE_INVALID,
+        message: format!(
+            "the model server reported usage that cannot be true: {}",
+            faults.join("; ")
+        ),
+        hint: "budgets charge baton's own count of what was sent and received for these \
+               figures; check the server or the proxy in front of it"
+            .into(),
+    })
 }
 
 /// One hard limit: on the run, or on a larger scope the run belongs to (a story, an epic, a
@@ -214,7 +321,7 @@ pub struct Estimate {
 
 impl Estimate {
     pub fn tokens(&self) -> u64 {
-        self.prompt_tokens + self.max_tokens
+        self.prompt_tokens.saturating_add(self.max_tokens)
     }
 
     pub fn to_json(&self) -> Value {
@@ -281,26 +388,41 @@ impl Recorded {
             .and_then(|u| serde_json::from_value::<Usage>(u.clone()).ok());
         let estimate = line.get("estimate");
         let n = |v: Option<&Value>, k: &str| v.and_then(|e| e.get(k)).and_then(Value::as_u64);
+        let counted = line
+            .get("counted")
+            .and_then(|c| serde_json::from_value::<Counted>(c.clone()).ok());
         self.calls += 1;
-        match usage {
-            Some(mut u) => {
-                if u.cost_usd.is_none() {
-                    u.cost_usd = price.map(|p| p.cost(&u));
-                }
-                self.spent.tokens += u.total_tokens;
-                self.spent.usd += u.cost_usd.unwrap_or(0.0);
-                self.usage.add(u);
+        match (usage, counted) {
+            (usage, Some(counted)) => {
+                let charged = charge(usage.as_ref(), counted, price);
+                self.spent.tokens = self.spent.tokens.saturating_add(charged.total_tokens);
+                self.spent.usd += charged
+                    .cost_usd
+                    .or(usage.and_then(|u| u.cost_usd))
+                    .unwrap_or(0.0);
+                self.add_reported(usage, price);
             }
-            None => {
-                let tokens = n(estimate, "promptTokens").unwrap_or(0)
-                    + n(estimate, "maxTokens").unwrap_or(0);
-                self.spent.tokens += tokens;
+            // Lines written before baton counted completions: the prompt it counted, at least.
+            (Some(u), None) => {
+                let counted = Counted {
+                    prompt_tokens: n(estimate, "promptTokens").unwrap_or(0),
+                    completion_tokens: 0,
+                };
+                let charged = charge(Some(&u), counted, price);
+                self.spent.tokens = self.spent.tokens.saturating_add(charged.total_tokens);
+                self.spent.usd += charged.cost_usd.or(u.cost_usd).unwrap_or(0.0);
+                self.add_reported(Some(u), price);
+            }
+            (None, None) => {
+                let tokens = n(estimate, "promptTokens")
+                    .unwrap_or(0)
+                    .saturating_add(n(estimate, "maxTokens").unwrap_or(0));
+                self.spent.tokens = self.spent.tokens.saturating_add(tokens);
                 self.spent.usd += estimate
                     .and_then(|e| e.get("usd"))
                     .and_then(Value::as_f64)
                     .unwrap_or(0.0);
-                // A call that reported nothing makes the sum's cost unknown.
-                self.usage.cost_usd = None;
+                self.add_reported(None, price);
             }
         }
         if let Some(p) = line.get("prompt") {
@@ -318,6 +440,22 @@ impl Recorded {
                     self.extensions += 1;
                 }
             }
+        }
+    }
+}
+
+impl Recorded {
+    /// Adds what a provider reported to the usage sums (a call that reported nothing makes the
+    /// sum's cost unknown).
+    fn add_reported(&mut self, usage: Option<Usage>, price: Option<Price>) {
+        match usage {
+            Some(mut u) => {
+                if u.cost_usd.is_none() {
+                    u.cost_usd = price.map(|p| p.cost(&u));
+                }
+                self.usage.add(u);
+            }
+            None => self.usage.cost_usd = None,
         }
     }
 }
@@ -535,7 +673,7 @@ impl Meter {
             let mut spent = cap.spent_elsewhere;
             spent.add(self.run.spent);
             if let Some(limit) = cap.tokens
-                && spent.tokens + estimate.tokens() > limit
+                && spent.tokens.saturating_add(estimate.tokens()) > limit
             {
                 return Err(stop(
                     cap,
@@ -564,16 +702,26 @@ impl Meter {
         Ok(())
     }
 
-    /// Counts a call made: the provider's usage (priced where a price is known), or the
-    /// estimate when it reported none. Returns the usage as recorded.
-    pub fn record(&mut self, estimate: &Estimate, usage: Option<Usage>) -> Option<Usage> {
-        let priced = usage.map(|mut u| {
+    /// Counts a call made: baton counts the answer's tokens (text, reasoning, tool names and
+    /// arguments), prices the provider's usage where a price is known, and charges the run
+    /// the larger of the two (see [`charge`]).
+    pub fn record(&mut self, estimate: &Estimate, response: &ChatResponse) -> CallSpend {
+        let counted = Counted {
+            prompt_tokens: estimate.prompt_tokens,
+            completion_tokens: self.counter.message(&response.message) as u64,
+        };
+        let reported = response.usage.map(|mut u| {
             u.cost_usd = self.price.map(|p| p.cost(&u));
             u
         });
-        let line = json!({"usage": priced, "estimate": estimate.to_json()});
-        self.run.add_line(&line, self.price);
-        priced
+        let spend = CallSpend {
+            reported,
+            counted,
+            charged: charge(reported.as_ref(), counted, self.price),
+            warning: usage_warning(&response.usage_faults),
+        };
+        self.run.add_line(&spend.audit_fields(estimate), self.price);
+        spend
     }
 
     /// How `request` (the one about to be sent) relates to the previous request of this
@@ -692,6 +840,73 @@ mod tests {
             recorded(&dir.path().join("missing"), None),
             Recorded::default()
         );
+    }
+
+    #[test]
+    fn a_call_is_charged_the_larger_of_the_providers_figures_and_batons_count() {
+        let counted = Counted {
+            prompt_tokens: 1000,
+            completion_tokens: 50,
+        };
+        let usage = |p, c, t| Usage {
+            prompt_tokens: p,
+            completion_tokens: c,
+            total_tokens: t,
+            ..Usage::default()
+        };
+        // Nothing reported, zeros, or a total of 0: baton's count.
+        for reported in [None, Some(usage(0, 0, 0)), Some(usage(1000, 50, 0))] {
+            let c = charge(reported.as_ref(), counted, None);
+            assert_eq!(
+                (c.prompt_tokens, c.completion_tokens, c.total_tokens),
+                (1000, 50, 1050)
+            );
+        }
+        // Each figure on its own: a provider counting more prompt but less completion.
+        let c = charge(Some(&usage(1200, 10, 1210)), counted, None);
+        assert_eq!(
+            (c.prompt_tokens, c.completion_tokens, c.total_tokens),
+            (1200, 50, 1250)
+        );
+        // A total over its parts is charged, the difference as completion (output price).
+        let c = charge(Some(&usage(100, 5, 5000)), counted, None);
+        assert_eq!(
+            (c.prompt_tokens, c.completion_tokens, c.total_tokens),
+            (1000, 4000, 5000)
+        );
+        // The cached discount holds within the provider's own prompt figure only.
+        let cached = Usage {
+            cached_prompt_tokens: 900,
+            ..usage(100, 50, 150)
+        };
+        let price = Price::new(1.0, 0.1, 10.0);
+        let c = charge(Some(&cached), counted, Some(price));
+        assert_eq!(c.cached_prompt_tokens, 100);
+        let expected = (900.0 * 1.0 + 100.0 * 0.1 + 50.0 * 10.0) / 1_000_000.0;
+        assert!((c.cost_usd.unwrap() - expected).abs() < 1e-12);
+
+        // The log charges the same way, and a line's figures never lower the sum.
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("execution.jsonl");
+        let lines = [
+            json!({"kind": "engine.turn", "usage": {"promptTokens": 0, "completionTokens": 0, "totalTokens": 0},
+                   "counted": {"promptTokens": 1000, "completionTokens": 50},
+                   "estimate": {"promptTokens": 1000, "maxTokens": 300}}),
+            json!({"kind": "engine.turn", "usage": null, "counted": {"promptTokens": 2000, "completionTokens": 40},
+                   "estimate": {"promptTokens": 2000, "maxTokens": 300}}),
+            json!({"kind": "engine.warning", "code": PROVIDER_USAGE_INVALID}),
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&log, text).unwrap();
+        let r = recorded(&log, Some(price));
+        assert_eq!(r.calls, 2);
+        assert_eq!(r.spent.tokens, 1050 + 2040);
+        assert_eq!(
+            r.usage.total_tokens, 0,
+            "the usage sums stay what was reported"
+        );
+        let expected = (3000.0 + 90.0 * 10.0) / 1_000_000.0;
+        assert!((r.spent.usd - expected).abs() < 1e-12, "{}", r.spent.usd);
     }
 
     #[test]

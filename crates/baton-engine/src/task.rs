@@ -38,7 +38,8 @@ pub struct TaskSpec {
 #[derive(Debug, Clone, PartialEq)]
 pub enum TaskInput {
     Begin,
-    ModelAnswered(ChatResponse),
+    // Boxed: an answer is far larger than the other inputs.
+    ModelAnswered(Box<ChatResponse>),
     /// Results of the last [`TaskAction::RunTools`], in its order, and the question a
     /// `ui.ask_user` call asked, if any.
     ToolsExecuted {
@@ -326,7 +327,7 @@ mod tests {
     }
 
     fn calls(list: &[(&str, &str, &str)]) -> TaskInput {
-        TaskInput::ModelAnswered(ChatResponse {
+        TaskInput::ModelAnswered(Box::new(ChatResponse {
             message: Message::assistant_calls(
                 list.iter()
                     .map(|(id, n, a)| ToolCall::new(*id, *n, *a))
@@ -334,15 +335,17 @@ mod tests {
             ),
             finish_reason: None,
             usage: None,
-        })
+            usage_faults: Vec::new(),
+        }))
     }
 
     fn text(t: &str) -> TaskInput {
-        TaskInput::ModelAnswered(ChatResponse {
+        TaskInput::ModelAnswered(Box::new(ChatResponse {
             message: Message::assistant(t),
             finish_reason: None,
             usage: None,
-        })
+            usage_faults: Vec::new(),
+        }))
     }
 
     fn ok(call: &ToolCall) -> ToolResult {

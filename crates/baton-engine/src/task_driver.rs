@@ -186,7 +186,7 @@ impl TaskDriver<'_> {
                     )
                     .await;
                     match answer {
-                        Ok(response) => self.step(TaskInput::ModelAnswered(response))?,
+                        Ok(response) => self.step(TaskInput::ModelAnswered(Box::new(response)))?,
                         Err((code, message)) => TaskAction::Fail { code, message },
                     }
                 }

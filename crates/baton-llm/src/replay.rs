@@ -147,6 +147,7 @@ impl ReplayModel {
                         .raw
                         .pointer("/response/usage")
                         .and_then(|u| serde_json::from_value::<Usage>(u.clone()).ok()),
+                    usage_faults: Vec::new(),
                 })
             }
         }

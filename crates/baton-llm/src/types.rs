@@ -177,11 +177,16 @@ impl Usage {
             *self = other;
             return;
         }
-        self.prompt_tokens += other.prompt_tokens;
-        self.cached_prompt_tokens += other.cached_prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-        self.reasoning_tokens += other.reasoning_tokens;
-        self.total_tokens += other.total_tokens;
+        // Saturating: a sum of figures read from files must not overflow.
+        self.prompt_tokens = self.prompt_tokens.saturating_add(other.prompt_tokens);
+        self.cached_prompt_tokens = self
+            .cached_prompt_tokens
+            .saturating_add(other.cached_prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(other.completion_tokens);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(other.reasoning_tokens);
+        self.total_tokens = self.total_tokens.saturating_add(other.total_tokens);
         self.cost_usd = match (self.cost_usd, other.cost_usd) {
             (Some(a), Some(b)) => Some(a + b),
             _ => None,
@@ -207,6 +212,10 @@ pub struct ChatResponse {
     pub finish_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// Usage figures the provider reported that cannot be counts (negative, fractional, absurd,
+    /// a total under its parts): left out of `usage`, kept to be warned about.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub usage_faults: Vec<String>,
 }
 
 /// Live output while a streamed answer arrives.

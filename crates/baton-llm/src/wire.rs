@@ -180,27 +180,90 @@ fn finish_reason(v: Option<&Value>) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The largest token figure believed for one call: no model reads or writes a billion tokens
+/// in one request, so a larger figure is a provider fault, not a count.
+pub const MAX_PLAUSIBLE_TOKENS: u64 = 1_000_000_000;
+
+/// The usage of an answer, whichever provider wrote it (see [`checked_usage`]); figures that
+/// cannot be counts are left out.
+pub fn usage(v: Option<&Value>) -> Option<Usage> {
+    checked_usage(v).0
+}
+
 /// The usage of an answer, whichever provider wrote it: OpenAI's `prompt_tokens_details.
 /// cached_tokens` and `completion_tokens_details.reasoning_tokens`, DeepSeek's
 /// `prompt_cache_hit_tokens`/`prompt_cache_miss_tokens`, Anthropic-style `input_tokens`,
 /// `output_tokens` and `cache_read_input_tokens` (where `input_tokens` leaves the cached and
 /// cache-written tokens out).
-pub fn usage(v: Option<&Value>) -> Option<Usage> {
-    let u = v?.as_object()?;
-    let get = |k: &str| u.get(k).and_then(Value::as_u64);
-    let at = |p: &str| v.and_then(|v| v.pointer(p)).and_then(Value::as_u64);
+///
+/// Also the provider's faults: a figure that is negative, fractional, not a number or over
+/// [`MAX_PLAUSIBLE_TOKENS`] is left out (so it can never lower a sum), and a `total_tokens`
+/// under prompt + completion is replaced by their sum; each is described for a warning.
+pub fn checked_usage(v: Option<&Value>) -> (Option<Usage>, Vec<String>) {
+    let Some(u) = v.and_then(Value::as_object) else {
+        return (None, Vec::new());
+    };
+    let faults = std::cell::RefCell::new(Vec::new());
+    // A figure the provider gave, if it can be a count of tokens.
+    let figure = |name: &str, x: Option<&Value>| -> Option<u64> {
+        let x = x.filter(|x| !x.is_null())?;
+        let n = match x {
+            Value::Number(n) => n,
+            other => {
+                let kind = match other {
+                    Value::String(_) => "a string",
+                    Value::Bool(_) => "a boolean",
+                    Value::Array(_) => "an array",
+                    _ => "an object",
+                };
+                faults
+                    .borrow_mut()
+                    .push(format!("{name} is {kind}, not a number"));
+                return None;
+            }
+        };
+        let count = n.as_u64().or_else(|| {
+            // `12.0` from a server that writes floats is still a count.
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= MAX_PLAUSIBLE_TOKENS as f64)
+                .map(|f| f as u64)
+        });
+        match count {
+            Some(c) if c <= MAX_PLAUSIBLE_TOKENS => Some(c),
+            Some(c) => {
+                faults
+                    .borrow_mut()
+                    .push(format!("{name} is {c}, more than any call can use"));
+                None
+            }
+            None => {
+                let what = if n.as_f64().is_some_and(|f| f < 0.0) {
+                    "negative"
+                } else if n.as_f64().is_some_and(|f| f > MAX_PLAUSIBLE_TOKENS as f64) {
+                    "more than any call can use"
+                } else {
+                    "not a whole number"
+                };
+                faults.borrow_mut().push(format!("{name} is {what} ({n})"));
+                None
+            }
+        }
+    };
+    let get = |k: &str| figure(k, u.get(k));
+    let at = |p: &str| figure(&p[1..].replace('/', "."), v.and_then(|v| v.pointer(p)));
     let cache_read = get("cache_read_input_tokens");
-    let cached = at("/prompt_tokens_details/cached_tokens")
-        .or(get("prompt_cache_hit_tokens"))
+    let cached_openai = at("/prompt_tokens_details/cached_tokens");
+    let hit = get("prompt_cache_hit_tokens");
+    let miss = get("prompt_cache_miss_tokens");
+    let cached_input = at("/input_tokens_details/cached_tokens");
+    let cached = cached_openai
+        .or(hit)
         .or(cache_read)
-        .or(at("/input_tokens_details/cached_tokens"))
+        .or(cached_input)
         .unwrap_or(0);
     let prompt = match get("prompt_tokens") {
         Some(p) => p,
-        None => match (
-            get("prompt_cache_hit_tokens"),
-            get("prompt_cache_miss_tokens"),
-        ) {
+        None => match (hit, miss) {
             (Some(hit), Some(miss)) => hit + miss,
             _ => {
                 // Anthropic's shape: the uncached input, the cache read and the cache write.
@@ -217,14 +280,27 @@ pub fn usage(v: Option<&Value>) -> Option<Usage> {
         .or(at("/output_tokens_details/reasoning_tokens"))
         .or(get("reasoning_tokens"))
         .unwrap_or(0);
-    Some(Usage {
+    let parts = prompt + completion;
+    // The total is never believed under its parts: a server answering 0 spent nothing less.
+    let total = match get("total_tokens") {
+        Some(t) if t < parts => {
+            faults.borrow_mut().push(format!(
+                "total_tokens is {t}, less than prompt + completion tokens ({parts})"
+            ));
+            parts
+        }
+        Some(t) => t,
+        None => parts,
+    };
+    let usage = Usage {
         prompt_tokens: prompt,
         cached_prompt_tokens: cached.min(prompt),
         completion_tokens: completion,
         reasoning_tokens: reasoning.min(completion),
-        total_tokens: get("total_tokens").unwrap_or(prompt + completion),
+        total_tokens: total,
         cost_usd: None,
-    })
+    };
+    (Some(usage), faults.into_inner())
 }
 
 fn provider_message(body: &Value) -> Option<String> {
@@ -305,6 +381,7 @@ pub fn parse_response(body: &[u8], names: &ToolNames) -> Result<ChatResponse, Ll
             extra.insert(k.to_string(), x.clone());
         }
     }
+    let (usage, usage_faults) = checked_usage(v.get("usage"));
     Ok(ChatResponse {
         message: Message {
             role: Role::Assistant,
@@ -314,7 +391,8 @@ pub fn parse_response(body: &[u8], names: &ToolNames) -> Result<ChatResponse, Ll
             extra,
         },
         finish_reason: finish_reason(choice.get("finish_reason")),
-        usage: usage(v.get("usage")),
+        usage,
+        usage_faults,
     })
 }
 
@@ -335,6 +413,8 @@ pub struct StreamAccumulator {
     calls: BTreeMap<usize, PartialCall>,
     finish_reason: Option<String>,
     usage: Option<Usage>,
+    /// The faults of the chunk that gave `usage`.
+    usage_faults: Vec<String>,
     pub done: bool,
 }
 
@@ -369,8 +449,9 @@ impl StreamAccumulator {
                 provider_message(&v).unwrap_or_else(|| v.to_string())
             )));
         }
-        if let Some(u) = usage(v.get("usage")) {
+        if let (Some(u), faults) = checked_usage(v.get("usage")) {
             self.usage = Some(u);
+            self.usage_faults = faults;
         }
         let mut delta_out = ChunkDelta::default();
         let Some(choice) = v
@@ -472,6 +553,7 @@ impl StreamAccumulator {
             },
             finish_reason: self.finish_reason,
             usage: self.usage,
+            usage_faults: self.usage_faults,
         })
     }
 }
@@ -610,6 +692,71 @@ mod tests {
             ),
             (0, 5, None)
         );
+    }
+
+    #[test]
+    fn usage_figures_that_cannot_be_counts_are_left_out_and_described() {
+        let check = |v: Value| checked_usage(Some(&v));
+        // Negative figures are faults, never subtracted.
+        let (u, faults) =
+            check(json!({"prompt_tokens": -500, "completion_tokens": -20, "total_tokens": -520}));
+        let u = u.unwrap();
+        assert_eq!(
+            (u.prompt_tokens, u.completion_tokens, u.total_tokens),
+            (0, 0, 0)
+        );
+        assert_eq!(faults.len(), 3, "{faults:?}");
+        assert!(
+            faults[0].contains("prompt_tokens is negative"),
+            "{faults:?}"
+        );
+        // Absurd figures are left out: no call reads or writes a billion tokens.
+        let (u, faults) = check(json!({"prompt_tokens": 18446744073709551615u64,
+            "completion_tokens": 1e300, "total_tokens": 5_000_000_000u64}));
+        assert_eq!(u.unwrap().total_tokens, 0);
+        assert_eq!(faults.len(), 3, "{faults:?}");
+        assert!(
+            faults.iter().all(|f| f.contains("more than any call")),
+            "{faults:?}"
+        );
+        // A total under its parts is replaced by their sum.
+        let (u, faults) =
+            check(json!({"prompt_tokens": 1200, "completion_tokens": 80, "total_tokens": 0}));
+        assert_eq!(u.unwrap().total_tokens, 1280);
+        assert!(faults[0].contains("total_tokens is 0"), "{faults:?}");
+        // Fractions, strings and nested faults.
+        let (_, faults) = check(json!({"prompt_tokens": 1.5, "completion_tokens": "7",
+            "prompt_tokens_details": {"cached_tokens": -1}}));
+        assert_eq!(faults.len(), 3, "{faults:?}");
+        assert!(
+            faults
+                .iter()
+                .any(|f| f.contains("prompt_tokens_details.cached_tokens"))
+        );
+        // Honest figures (whole floats included) and zeros are not faults.
+        let (u, faults) = check(json!({"prompt_tokens": 12.0, "completion_tokens": 3}));
+        assert_eq!((u.unwrap().total_tokens, faults.len()), (15, 0));
+        assert!(
+            check(json!({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}))
+                .1
+                .is_empty()
+        );
+        assert_eq!(check(json!(null)), (None, Vec::new()));
+        // The faults reach the response, streamed or not.
+        let names = ToolNames::new(["fs.read"]);
+        let body = br#"{"choices":[{"message":{"role":"assistant","content":"hi"}}],
+            "usage":{"prompt_tokens":-3,"completion_tokens":2}}"#;
+        let r = parse_response(body, &names).unwrap();
+        assert_eq!(r.usage.unwrap().prompt_tokens, 0);
+        assert_eq!(r.usage_faults.len(), 1);
+        let mut acc = StreamAccumulator::default();
+        acc.push(r#"{"choices":[{"delta":{"content":"hi"}}]}"#, &names)
+            .unwrap();
+        acc.push(r#"{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":-1}}"#, &names)
+            .unwrap();
+        let r = acc.finish(&names).unwrap();
+        assert_eq!(r.usage.unwrap().total_tokens, 15);
+        assert_eq!(r.usage_faults.len(), 1, "{:?}", r.usage_faults);
     }
 
     #[test]

@@ -114,6 +114,14 @@ impl Progress {
             EngineEvent::Context(ContextEvent::ProtocolFallback { violation }) => self.line(
                 format!("    compressed context dropped ({violation}); sending it whole"),
             ),
+            EngineEvent::Warning {
+                code,
+                message,
+                hint,
+            } => self.line(format!(
+                "{} {message}\n  {hint}",
+                err(Paint::Warn, &format!("warning[{code}]:"))
+            )),
             EngineEvent::NodeChanged { .. } | EngineEvent::Text(_) => {}
         }
         self.refresh(&c);

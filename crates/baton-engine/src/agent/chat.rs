@@ -209,6 +209,7 @@ mod tests {
                     message: Message::assistant(text),
                     finish_reason: None,
                     usage: None,
+                    usage_faults: Vec::new(),
                 })
             })
         }

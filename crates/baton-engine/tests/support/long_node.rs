@@ -128,6 +128,7 @@ impl ChatModel for LongNode {
                     )),
                     finish_reason: Some("stop".into()),
                     usage: None,
+                    usage_faults: Vec::new(),
                 });
             }
             self.observe(request);
@@ -159,6 +160,7 @@ impl ChatModel for LongNode {
                 message,
                 finish_reason: None,
                 usage: None,
+                usage_faults: Vec::new(),
             })
         })
     }

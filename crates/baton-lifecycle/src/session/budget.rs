@@ -2,14 +2,17 @@
 //! whole session — its step runs and its gate calls.
 //!
 //! What a step run spent is read from its audit log; what a gate call spent is appended to
-//! `<session dir>/usage.jsonl` in the same line shape (`engine.turn` with its usage and
-//! estimate), so both are summed the same way and survive kills and resumes. A gate call that
+//! `<session dir>/usage.jsonl` in the same line shape (`engine.turn` with its usage, baton's
+//! own count and the estimate), so both are charged the same way (the larger of the provider's
+//! figures and baton's count, see [`spend::charge`]) and survive kills and resumes. A gate call that
 //! could cross the budget is not made: the model wrapper [`Gated`] refuses it, cancels the
 //! gate's own token (the gate then ends as interrupted, having written nothing) and keeps the
 //! stop for the loop to report as `BUDGET_EXCEEDED`.
 
 use crate::ralph::session::Session;
-use baton_engine::spend::{self, BudgetConfig, BudgetStop, Cap, Meter, Spent};
+use baton_engine::spend::{
+    self, BudgetConfig, BudgetStop, Cap, Counted, Meter, Spent, UsageWarning,
+};
 use baton_llm::{
     BoxFuture, CallOptions, ChatModel, ChatRequest, ChatResponse, LlmError, ModelIdentity, Price,
     Usage,
@@ -91,24 +94,29 @@ pub fn usage(s: &Session, project: &Project) -> SessionUsage {
     }
 }
 
-/// Appends a gate call's usage (and the estimate it was allowed on) to the session's ledger
-/// (best effort, as audit lines are).
-pub fn record_gate(
-    s: &Session,
-    usage: Option<Usage>,
-    estimate: Option<spend::Estimate>,
-    price: Option<Price>,
-) {
-    record_call(s, "gate", usage, estimate, price);
+/// Appends a gate's calls (their usage, baton's count of them, the estimate the last was
+/// allowed on, the warnings about their usage figures) to the session's ledger (best effort,
+/// as audit lines are).
+pub fn record_gate(s: &Session, usage: Option<Usage>, gated: &Gated<'_>, price: Option<Price>) {
+    record_call(
+        s,
+        "gate",
+        usage,
+        gated.estimate(),
+        Some(gated.counted()),
+        price,
+    );
+    record_warnings(s, &gated.warnings());
 }
 
 /// Appends a model call made for the session outside its step runs (`source`: `gate`, or
-/// `decompose` for the start's decomposition) to its ledger.
+/// `decompose` for the start's decomposition) to its ledger, with baton's own count of it.
 pub fn record_call(
     s: &Session,
     source: &str,
     usage: Option<Usage>,
     estimate: Option<spend::Estimate>,
+    counted: Option<Counted>,
     price: Option<Price>,
 ) {
     let Ok(mut log) = baton_store::jsonl::JsonlWriter::open(&ledger(s)) else {
@@ -123,17 +131,41 @@ pub fn record_call(
     if let Some(e) = estimate {
         line["estimate"] = e.to_json();
     }
+    if let Some(c) = counted {
+        line["counted"] = json!(c);
+    }
     // Not fsynced on its own (a killed process keeps the line; the gate's decision, written
     // next, is what a power cut must not lose): one more flush per gate is not worth it.
     let _ = log.append(&line, false);
 }
 
+/// Appends warnings about a provider's usage figures to the session's ledger
+/// (`engine.warning` lines, as a run's log has them).
+pub fn record_warnings(s: &Session, warnings: &[UsageWarning]) {
+    if warnings.is_empty() {
+        return;
+    }
+    let Ok(mut log) = baton_store::jsonl::JsonlWriter::open(&ledger(s)) else {
+        return;
+    };
+    for w in warnings {
+        let mut line = w.to_json();
+        line["ts"] = json!(baton_store::time::now_rfc3339());
+        line["kind"] = json!("engine.warning");
+        let _ = log.append(&line, false);
+    }
+}
+
 /// A model that refuses a call that could cross the caps (see the module's note).
 pub struct Gated<'m> {
     inner: &'m dyn ChatModel,
+    /// Each call answered is recorded in it, so the next call is checked with what the
+    /// previous ones spent.
     meter: Mutex<Meter>,
     stop: Mutex<Option<BudgetStop>>,
     estimate: Mutex<Option<spend::Estimate>>,
+    /// Baton's count of the calls answered, and the warnings about their usage figures.
+    counted: Mutex<(Counted, Vec<UsageWarning>)>,
     cancel: CancellationToken,
 }
 
@@ -145,8 +177,19 @@ impl<'m> Gated<'m> {
             inner,
             stop: Mutex::new(None),
             estimate: Mutex::new(None),
+            counted: Mutex::new(Default::default()),
             cancel,
         }
+    }
+
+    /// Baton's own count of the calls answered so far.
+    pub fn counted(&self) -> Counted {
+        self.counted.lock().map(|c| c.0).unwrap_or_default()
+    }
+
+    /// The warnings about the usage figures of the calls answered so far.
+    pub fn warnings(&self) -> Vec<UsageWarning> {
+        self.counted.lock().map(|c| c.1.clone()).unwrap_or_default()
     }
 
     /// The estimate of the last call let through.
@@ -176,7 +219,7 @@ impl ChatModel for Gated<'_> {
                     usd: None,
                 }),
             };
-            match checked {
+            let estimate = match checked {
                 Err(stop) => {
                     if let Ok(mut s) = self.stop.lock() {
                         *s = Some(stop);
@@ -188,9 +231,18 @@ impl ChatModel for Gated<'_> {
                     if let Ok(mut last) = self.estimate.lock() {
                         *last = Some(e);
                     }
+                    e
+                }
+            };
+            let response = self.inner.chat(&sent, options).await?;
+            if let Ok(mut m) = self.meter.lock() {
+                let spend = m.record(&estimate, &response);
+                if let Ok(mut c) = self.counted.lock() {
+                    c.0.add(spend.counted);
+                    c.1.extend(spend.warning);
                 }
             }
-            self.inner.chat(&sent, options).await
+            Ok(response)
         })
     }
 

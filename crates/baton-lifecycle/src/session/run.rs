@@ -148,6 +148,9 @@ pub struct SessionReport {
 pub struct Spent {
     pub model_calls: usize,
     pub usage: Usage,
+    /// Baton's own count of the calls made outside step runs (the start's decomposition),
+    /// which the session's ledger records with their usage.
+    pub counted: baton_engine::spend::Counted,
 }
 
 impl Spent {
@@ -233,7 +236,7 @@ async fn tick(
                 }));
             }
             if t.model_calls > 0 && !matches!(t.end, GateEnd::Interrupted) {
-                budget::record_gate(&s, Some(t.usage), gated.estimate(), settings.price());
+                budget::record_gate(&s, Some(t.usage), &gated, settings.price());
             }
             match t.end {
                 GateEnd::Interrupted => {

@@ -27,6 +27,83 @@ pub fn played_model(base_url: String) -> Result<crate::HttpChatModel, crate::Llm
     })
 }
 
+/// The request a wire body (`/chat/completions`, OpenAI's shape) carries, as baton's types:
+/// what a played server received, for a test to count its tokens the way baton counts a
+/// request. Tool names stay as on the wire (`fs_read`), which counts the same.
+pub fn request_of(body: &Value) -> crate::ChatRequest {
+    use crate::{Message, Role, ToolCall, ToolDef};
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_string();
+    let messages = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            let role = match m.get("role").and_then(Value::as_str) {
+                Some("system") => Role::System,
+                Some("assistant") => Role::Assistant,
+                Some("tool") => Role::Tool,
+                _ => Role::User,
+            };
+            let tool_calls = m
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    let f = c.get("function").unwrap_or(c);
+                    ToolCall::new(
+                        text(c.get("id")),
+                        text(f.get("name")),
+                        text(f.get("arguments")),
+                    )
+                })
+                .collect();
+            let extra = m
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(k, _)| {
+                    !matches!(
+                        k.as_str(),
+                        "role" | "content" | "tool_calls" | "tool_call_id"
+                    )
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            Message {
+                role,
+                content: m.get("content").and_then(Value::as_str).map(str::to_owned),
+                tool_calls,
+                tool_call_id: m
+                    .get("tool_call_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                extra,
+            }
+        })
+        .collect();
+    let tools = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            let f = t.get("function").unwrap_or(t);
+            ToolDef {
+                name: text(f.get("name")),
+                description: text(f.get("description")),
+                parameters: f.get("parameters").cloned().unwrap_or(Value::Null),
+            }
+        })
+        .collect();
+    crate::ChatRequest {
+        messages,
+        tools,
+        options: Default::default(),
+    }
+}
+
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

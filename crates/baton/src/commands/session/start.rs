@@ -63,7 +63,7 @@ async fn plan(
     setup: &Setup,
     opts: &StartOptions,
     cancel: &CancellationToken,
-) -> Result<StartOutcome, Failure> {
+) -> Result<(StartOutcome, baton_engine::spend::Counted), Failure> {
     let Some(source) = setup.source() else {
         return Err(Failure::new(
             "MODEL_MISSING",
@@ -122,7 +122,11 @@ async fn plan(
             "nothing was created; start again with a larger --budget-tokens/--budget-usd".into(),
         )));
     }
-    outcome.map_err(|e| build_failure(&e))
+    // Baton's own count of the decomposition goes with it: the ledger charges the larger of
+    // it and the provider's figures.
+    outcome
+        .map(|o| (o, gated.counted()))
+        .map_err(|e| build_failure(&e))
 }
 
 /// A model that has no answer: the replay directory holds no decomposition trace.
@@ -171,7 +175,9 @@ async fn build(
     };
     let mut spent = Spent::default();
     loop {
-        match plan(setup, &opts, cancel).await? {
+        let (outcome, counted) = plan(setup, &opts, cancel).await?;
+        spent.counted.add(counted);
+        match outcome {
             StartOutcome::Questions(qs) => {
                 if !setup.interactive {
                     let rerun = rerun(args, &opts.answers);
@@ -298,6 +304,7 @@ pub fn run(args: &StartArgs) -> anyhow::Result<u8> {
                 "decompose",
                 Some(spent.usage),
                 None,
+                Some(spent.counted),
                 price,
             );
         }
