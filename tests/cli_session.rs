@@ -811,7 +811,7 @@ fn ctrl_c_at_a_session_prompt_names_the_session_commands() {
 }
 
 #[test]
-fn what_a_model_wrote_is_printed_without_control_characters() {
+fn what_a_model_wrote_is_printed_with_its_control_characters_escaped() {
     let fx = csvsum();
     // Long but within what session.complete accepts (4,000 characters).
     let reason = format!("away\u{1b}[2J\u{7}{}", "x".repeat(3000));
@@ -823,14 +823,15 @@ fn what_a_model_wrote_is_printed_without_control_characters() {
     let asked = played(&fx, &player, &["start", INTENT, "-y"]);
     asked.code(10);
     assert!(
-        asked.stdout.contains("Which[31m header?"),
+        asked.stdout.contains("Which\\x1b[31m header?"),
         "{}",
         asked.stdout
     );
     let paused = played(&fx, &player, &["answer", "the first line"]);
     paused.code(1);
     let all = format!("{}{}", paused.stdout, paused.stderr);
-    assert!(all.contains("failed: away[2J"), "{all}");
+    // Shown as visible escapes, never sent to the terminal.
+    assert!(all.contains("failed: away\\x1b[2J\\x07"), "{all}");
     assert!(!all.contains('\u{1b}') && !all.contains('\u{7}'), "{all}");
     assert!(all.len() < 2000, "the reason is cut: {} bytes", all.len());
     // JSON keeps the text as the model wrote it (escaped by JSON itself).
