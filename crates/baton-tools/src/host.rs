@@ -502,6 +502,28 @@ impl ToolHost {
         path.mount == Mount::State && path.rel == STATE_FILE
     }
 
+    /// [`Self::writable`] for `path` and for where it leads through links in the project.
+    fn writable_through_links(
+        &self,
+        path: &MountPath,
+        policy: &EffectivePolicy,
+    ) -> Result<(), ToolError> {
+        Self::writable(path, policy)?;
+        if let Some(real) = self.mounts.real_project_path(path) {
+            Self::writable(&real, policy).map_err(|e| {
+                let mut err = ToolError::sandbox(format!(
+                    "Path not allowed: {} leads through a link to {}: {}",
+                    path.display(),
+                    real.display(),
+                    e.message
+                ));
+                err.details = e.details;
+                err
+            })?;
+        }
+        Ok(())
+    }
+
     fn writable(path: &MountPath, policy: &EffectivePolicy) -> Result<(), ToolError> {
         if path.mount == Mount::Project && !policy.allow_git_writes && path.is_in_git_dir() {
             return Err(ToolError::sandbox(format!(
@@ -590,7 +612,7 @@ impl ToolHost {
         state_changed: &mut bool,
     ) -> Result<Value, ToolError> {
         let path = parse(args["path"].as_str().unwrap_or(""))?;
-        Self::writable(&path, ctx.policy)?;
+        self.writable_through_links(&path, ctx.policy)?;
         let content = args["content"].as_str().unwrap_or("");
         let append = args.get("mode").and_then(Value::as_str) == Some("append");
         let if_match = args.get("ifMatchSha256").and_then(Value::as_str);
@@ -692,7 +714,7 @@ impl ToolHost {
         state_changed: &mut bool,
     ) -> Result<Value, ToolError> {
         let path = parse(args["path"].as_str().unwrap_or(""))?;
-        Self::writable(&path, ctx.policy)?;
+        self.writable_through_links(&path, ctx.policy)?;
         // Flat (`{path, operation, update}`) and nested (`{path, patch: {...}}`) forms.
         let mut p: Map<String, Value> = args.as_object().cloned().unwrap_or_default();
         if let Some(Value::Object(nested)) = p.remove("patch") {

@@ -291,6 +291,35 @@ impl Mounts {
         }
     }
 
+    /// `path` as it resolves in the project: links in the part that exists followed (within
+    /// the project; a link out is refused when the file is opened). `None` when nothing of it
+    /// is a link, or it is not in the project. A write is checked under both names, so a link
+    /// the model made (`g -> .git`) cannot carry it where its own name may not go.
+    pub(crate) fn real_project_path(&self, path: &MountPath) -> Option<MountPath> {
+        if path.mount != Mount::Project || path.rel.is_empty() {
+            return None;
+        }
+        let root = &self.project_root;
+        let mut existing = root.join(&path.rel);
+        let mut rest: Vec<std::ffi::OsString> = Vec::new();
+        while existing.symlink_metadata().is_err() {
+            rest.push(existing.file_name()?.to_os_string());
+            existing.pop();
+            if !existing.starts_with(root) {
+                return None;
+            }
+        }
+        let mut real = existing.canonicalize().ok()?;
+        for part in rest.iter().rev() {
+            real.push(part);
+        }
+        let rel = real.strip_prefix(root).ok()?.to_string_lossy().into_owned();
+        (rel != path.rel).then_some(MountPath {
+            mount: Mount::Project,
+            rel,
+        })
+    }
+
     pub(crate) fn host_root(&self, mount: Mount) -> &Path {
         match mount {
             Mount::Project => &self.project_root,

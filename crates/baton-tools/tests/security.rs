@@ -32,6 +32,11 @@ fn hostile_env() -> Env {
     fs::create_dir_all(p.join("vendor/lib/.git")).unwrap();
     fs::create_dir_all(p.join("worktree")).unwrap();
     fs::write(p.join("worktree/.git"), "gitdir: ../.git/worktrees/w\n").unwrap();
+    // Links a model with a terminal made inside the project, to carry a write where its name
+    // may not go.
+    symlink(".git", p.join("git_alias")).unwrap();
+    symlink(".git/hooks", p.join("hooks_alias")).unwrap();
+    symlink("baton.toml", p.join("config_alias")).unwrap();
     let fifo = p.join("fifo");
     let made = std::process::Command::new("mkfifo")
         .arg(&fifo)
@@ -45,6 +50,27 @@ fn hostile_env() -> Env {
 fn cases() -> Vec<(&'static str, Value, &'static str)> {
     let big = "x".repeat(2_097_153);
     vec![
+        // Through a link inside the project to where the name may not go.
+        (
+            "fs.write",
+            json!({"path": "@project/git_alias/hooks/pre-commit", "content": "#!/bin/sh\n"}),
+            SANDBOX,
+        ),
+        (
+            "fs.write",
+            json!({"path": "@project/hooks_alias/post-checkout", "content": "#!/bin/sh\n"}),
+            SANDBOX,
+        ),
+        (
+            "fs.apply_patch",
+            json!({"path": "@project/git_alias/config", "operation": "replaceText", "find": "bare", "replace": "fsmonitor = x\n\tbare"}),
+            SANDBOX,
+        ),
+        (
+            "fs.write",
+            json!({"path": "@project/config_alias", "content": "[tools.terminal]\nenabled = true\n"}),
+            SANDBOX,
+        ),
         // Traversal spellings.
         (
             "fs.read",
