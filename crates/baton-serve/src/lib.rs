@@ -7,6 +7,7 @@
 //! - [`pages`]: the embedded HTML pages (server-rendered, a little JS, works offline).
 //! - [`bounded`]: the permit and deadline every handler's blocking call goes through.
 //! - [`connections`]: accepting connections with a header deadline, a limit and a bounded stop.
+//! - [`slots`]: which connection gives its slot up at the limit (the longest waiting for headers).
 //! - [`server`]: binding, the router, and the state shared by handlers.
 //! - [`drive`]: starting and answering runs in the background (`baton run`/`answer`).
 //! - [`jobs`]: runs and epics driven in the background, and what the server remembers.
@@ -21,6 +22,7 @@ pub mod drive;
 pub mod jobs;
 pub mod pages;
 pub mod server;
+pub mod slots;
 
 pub use api::ApiError;
 pub use server::{AppState, Bound, ServeError, ServeOptions, bind, router};

@@ -4,6 +4,7 @@ use crate::auth::{self, Token};
 use crate::bounded::Bounded;
 use crate::connections::{self, Limits};
 use crate::jobs::Jobs;
+use crate::slots::Slots;
 use axum::Router;
 use baton_queue::DbConfig;
 use baton_store::Store;
@@ -143,6 +144,7 @@ pub struct Bound {
     state: AppState,
     addr: SocketAddr,
     limits: Limits,
+    slots: Slots,
 }
 
 /// Binds the address and makes the token.
@@ -154,12 +156,10 @@ pub async fn bind(options: ServeOptions) -> Result<Bound, ServeError> {
 /// [`bind`] with a given token (tests).
 pub async fn bind_with_token(options: ServeOptions, token: Token) -> Result<Bound, ServeError> {
     let wanted = SocketAddr::new(options.bind, options.port);
-    let listener = TcpListener::bind(wanted)
-        .await
-        .map_err(|source| ServeError::Bind {
-            addr: wanted,
-            source,
-        })?;
+    let listener = connections::listen(wanted).map_err(|source| ServeError::Bind {
+        addr: wanted,
+        source,
+    })?;
     let addr = listener.local_addr().map_err(|source| ServeError::Bind {
         addr: wanted,
         source,
@@ -183,6 +183,7 @@ pub async fn bind_with_token(options: ServeOptions, token: Token) -> Result<Boun
         state,
         addr,
         limits: Limits::default(),
+        slots: Slots::new(Limits::default().connections),
     })
 }
 
@@ -215,7 +216,14 @@ impl Bound {
     /// Other connection limits (tests use small ones).
     pub fn with_limits(mut self, limits: Limits) -> Bound {
         self.limits = limits;
+        self.slots = Slots::new(limits.connections);
         self
+    }
+
+    /// The connections' slots: how many are open and how many wait for headers (tests wait
+    /// on these).
+    pub fn slots(&self) -> Slots {
+        self.slots.clone()
     }
 
     /// Another bound on handlers' blocking calls (tests use a short deadline).
@@ -246,7 +254,14 @@ impl Bound {
         let watcher = tokio::spawn(signal);
         // Connections still open `grace` after the stop (a slow reader, a handler at its
         // deadline) are dropped: stopping never waits on a client.
-        connections::serve(self.listener, app, self.limits, shutdown.clone()).await;
+        connections::serve(
+            self.listener,
+            app,
+            self.limits,
+            self.slots,
+            shutdown.clone(),
+        )
+        .await;
         watcher.abort();
         shutdown.cancel();
         state.jobs.wait(JOB_GRACE).await;
