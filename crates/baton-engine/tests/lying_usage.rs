@@ -12,7 +12,7 @@ use baton_engine::runner::{self, Finished, Settings, StartRun};
 use baton_engine::spend::{self, Cap};
 use baton_engine::{ContextPolicy, EngineEvent, Outcome, TokenCounter};
 use baton_llm::testing::{Reply, ScriptedServer, request_of};
-use baton_llm::{HttpChatModel, LlmConfig, Message, ToolCall};
+use baton_llm::{HttpChatModel, LlmConfig, Message, Price, ToolCall};
 use baton_store::{Phase, Store};
 use baton_testkit::json_server::JsonServer;
 use baton_testkit::{copy_dir, repo};
@@ -24,6 +24,8 @@ use std::time::Duration;
 const MODEL: &str = "liar";
 const BUDGET: u64 = 20_000;
 const CAP: u32 = 200;
+/// USD per million tokens: input, cached input, output.
+const PRICE: Price = Price::new(2.0, 0.5, 8.0);
 /// What the liar asks for on every turn: a file of the package, so the prompt grows.
 const ARGS: &str = r#"{"path":"@pkg/workflow.graph.json"}"#;
 
@@ -121,7 +123,7 @@ impl World {
     }
 
     fn model(base_url: String, stream: bool) -> HttpChatModel {
-        HttpChatModel::new(LlmConfig {
+        let mut config = LlmConfig {
             base_url,
             model: Some(MODEL.into()),
             stream,
@@ -129,18 +131,23 @@ impl World {
             retry_base_delay: Duration::from_millis(1),
             max_completion_tokens: CAP,
             ..LlmConfig::default()
-        })
-        .unwrap()
+        };
+        config.model_prices.insert(MODEL.into(), PRICE);
+        HttpChatModel::new(config).unwrap()
     }
 
     /// A run of the demo workflow under a token budget; the events it emitted.
     async fn run(&self, model: &HttpChatModel) -> (Finished, Vec<EngineEvent>) {
+        self.run_capped(model, Cap::run(Some(BUDGET), None)).await
+    }
+
+    async fn run_capped(&self, model: &HttpChatModel, cap: Cap) -> (Finished, Vec<EngineEvent>) {
         let events = Mutex::new(Vec::new());
         let on_event = |e: EngineEvent| events.lock().unwrap().push(e);
         let mut settings = Settings::new(model);
         settings.inputs.push_back("1-2-user-authentication".into());
         settings.context = Some(ContextPolicy::Node);
-        settings.caps = vec![Cap::run(Some(BUDGET), None)];
+        settings.caps = vec![cap];
         settings.on_event = Some(&on_event);
         let pkg = repo().join("examples/packages/create-story-micro");
         let finished = runner::start(&self.store, StartRun::new(&pkg, &self.project), settings)
@@ -299,4 +306,38 @@ async fn a_streamed_answer_with_zero_usage_still_stops_on_the_budget() {
         })
         .collect();
     assert_held(&w, &finished, &events, &seen, Lie::Zeros);
+}
+
+/// A USD budget prices baton's count the same way: zeros from the server cost what was sent
+/// and received at the model's price.
+#[tokio::test]
+async fn a_usd_budget_prices_what_was_sent_and_received() {
+    const USD: f64 = 0.05;
+    let w = World::new();
+    let (server, seen) = liar(Lie::Zeros);
+    let model = World::model(server.base_url(), false);
+    let (finished, _) = w.run_capped(&model, Cap::run(None, Some(USD))).await;
+    let seen = seen.lock().unwrap().clone();
+    match &finished.report.outcome {
+        Outcome::Failed { code, .. } => assert_eq!(code, spend::BUDGET_EXCEEDED),
+        other => panic!("the run did not stop on its budget: {other:?}"),
+    }
+    let b = &finished.run.waiting_for.as_ref().unwrap()["error"]["budget"];
+    assert_eq!(b["kind"], "usd");
+    let completion = completion_tokens();
+    let cost = |prompt: u64, completion: u64| {
+        (prompt as f64 * PRICE.input + completion as f64 * PRICE.output) / 1_000_000.0
+    };
+    let honest: f64 = seen.iter().map(|(p, _)| cost(*p, completion)).sum();
+    let (last_prompt, last_cap) = *seen.last().unwrap();
+    assert!(seen.len() >= 2, "{seen:?}");
+    assert!(
+        honest <= USD + cost(last_prompt, last_cap),
+        "{} requests, ${honest} for a budget of ${USD}",
+        seen.len()
+    );
+    assert!(
+        b["spent"].as_f64().unwrap() >= honest * 0.999_999,
+        "{b} < {honest}"
+    );
 }

@@ -266,3 +266,55 @@ impl ChatModel for Gated<'_> {
         self.inner.context_tokens()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // test code
+
+    use super::*;
+    use baton_llm::testing::{Reply, ScriptedServer, played_model};
+    use baton_llm::{ChatRequest, Message};
+
+    /// A gate's calls against a server answering usage all zero: each call is charged baton's
+    /// count, so the next one is checked with it and refused once the cap would be crossed.
+    #[tokio::test]
+    async fn a_gates_calls_are_charged_baton_s_count_one_after_another() {
+        let answer = json!({"id": "c", "object": "chat.completion",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "y".repeat(400)}}],
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": -7}});
+        let server = ScriptedServer::start(vec![Reply::json(200, answer.clone()); 3])
+            .await
+            .unwrap();
+        let model = played_model(server.base_url()).unwrap();
+        let request = ChatRequest {
+            messages: vec![Message::user("x".repeat(4000))],
+            options: baton_llm::ChatOptions {
+                max_tokens: Some(100),
+                ..Default::default()
+            },
+            ..ChatRequest::default()
+        };
+        // Room for one call (about 1,000 prompt tokens and a cap of 100), not two.
+        let cap = Cap::run(Some(2_000), None);
+        let cancel = CancellationToken::new();
+        let gated = Gated::new(&model, vec![cap], cancel.clone());
+        let options = || CallOptions {
+            on_event: None,
+            cancel: None,
+        };
+        gated.chat(&request, options()).await.unwrap();
+        let counted = gated.counted();
+        assert!(counted.prompt_tokens > 1_000, "{counted:?}");
+        assert!(counted.completion_tokens >= 100, "{counted:?}");
+        // The total of -7 was a fault: warned about, not believed.
+        let warnings = gated.warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert_eq!(warnings[0].code, spend::PROVIDER_USAGE_INVALID);
+        let refused = gated.chat(&request, options()).await;
+        assert!(matches!(refused, Err(LlmError::Cancelled)), "{refused:?}");
+        assert!(cancel.is_cancelled());
+        assert_eq!(gated.stopped().unwrap().code, spend::BUDGET_EXCEEDED);
+        assert_eq!(server.received().len(), 1);
+    }
+}
