@@ -128,9 +128,14 @@ impl World {
                 .filter(|l| l["kind"] == "engine.turn")
                 .map(|l| {
                     let e = &l["estimate"];
+                    // What budgets charge: the larger of the server's figures and baton's count.
+                    let usage: baton_llm::Usage =
+                        serde_json::from_value(l["usage"].clone()).unwrap();
+                    let counted: baton_engine::spend::Counted =
+                        serde_json::from_value(l["counted"].clone()).unwrap();
                     (
                         e["promptTokens"].as_u64().unwrap() + e["maxTokens"].as_u64().unwrap(),
-                        l["usage"]["totalTokens"].as_u64().unwrap(),
+                        baton_engine::spend::charge(Some(&usage), counted, None).total_tokens,
                     )
                 })
                 .collect()
