@@ -6,7 +6,7 @@
 
 mod support;
 
-use baton_engine::spend::BudgetConfig;
+use baton_engine::spend::{self, BudgetConfig};
 use baton_epic::{Command, EpicOutcome, EpicSettings, ModelSource, execute};
 use baton_store::Phase;
 use support::player::Scenario;
@@ -45,7 +45,8 @@ fn per_story(tokens: u64) -> BudgetConfig {
     }
 }
 
-/// Reported tokens of every model call of `run_id`, and the refused call's figures if any.
+/// The tokens budgets charged for every model call of `run_id`: the larger of the model's
+/// reported figures and baton's own count.
 fn turns(f: &Fixture, run_id: &str) -> Vec<u64> {
     let project = f.store.project(&f.project).unwrap();
     std::fs::read_to_string(project.run_paths(run_id).execution_log)
@@ -53,7 +54,11 @@ fn turns(f: &Fixture, run_id: &str) -> Vec<u64> {
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .filter(|l| l["kind"] == "engine.turn")
-        .map(|l| l["usage"]["totalTokens"].as_u64().unwrap())
+        .map(|l| {
+            let usage: baton_llm::Usage = serde_json::from_value(l["usage"].clone()).unwrap();
+            let counted: spend::Counted = serde_json::from_value(l["counted"].clone()).unwrap();
+            spend::charge(Some(&usage), counted, None).total_tokens
+        })
         .collect()
 }
 
@@ -61,9 +66,10 @@ fn turns(f: &Fixture, run_id: &str) -> Vec<u64> {
 async fn a_story_budget_pauses_the_loop_on_that_story_and_a_larger_one_finishes_the_epic() {
     let f = Fixture::new(Scenario::default());
     let original = f.sprint();
-    // Each call is estimated at its counted prompt plus the 8,192-token cap, and costs the
-    // played model 15 to 29 tokens: 10,500 tokens let a story make a few calls, not all.
-    let budget = 10_500;
+    // Each call is estimated at its counted prompt plus the 8,192-token cap, and is charged
+    // its counted prompt and answer (the played model reports only 15 to 29 tokens): 14,000
+    // tokens let a story make a couple of calls, not all.
+    let budget = 14_000;
     let report = run(
         &f,
         Command::Run {
