@@ -813,3 +813,41 @@ fn a_normal_request_is_answered_within_a_second_while_2000_half_open_connections
     assert_eq!(in_flight.status(Duration::from_secs(60)), 200);
     drop(flood);
 }
+
+/// The figure for docs/BENCHMARKS.md: how long a normal request takes with and without 2,000
+/// half-open connections held (and reopened) by other processes. Run with
+/// `cargo test --release -p baton-serve --test serve_bounds half_open_flood_figures -- --ignored --nocapture`.
+#[test]
+#[ignore = "a figure, not a check: run by hand"]
+fn half_open_flood_figures() {
+    const N: usize = 50;
+    let server = Server::start_with(Limits::default());
+    let other = tempfile::tempdir().unwrap();
+    let sessions = format!("/api/sessions?project={}", other.path().display());
+    let times = |what: &str| {
+        let mut took: Vec<Duration> = (0..N)
+            .map(|_| {
+                let start = Instant::now();
+                let (status, body) = server.get(&sessions);
+                assert_eq!(status, 200, "{body}");
+                start.elapsed()
+            })
+            .collect();
+        took.sort();
+        println!(
+            "{what}: median {:?}, p90 {:?}, max {:?} (N = {N})",
+            took[N / 2],
+            took[N * 9 / 10],
+            took[N - 1]
+        );
+    };
+    times("no flood");
+    let mut flood = Flood::start(server.addr, 2000);
+    flood.wait_ready(Duration::from_secs(120));
+    times("2,000 half-open connections");
+    flood.wait_closed(10_000, Duration::from_secs(120));
+    println!(
+        "the flood saw {} connections closed",
+        flood.closed.iter().sum::<u64>()
+    );
+}
