@@ -12,11 +12,11 @@ mod worker_support;
 use baton_llm::Trace;
 use baton_llm::testing::{Reply, ScriptedServer};
 use baton_testkit::demo_trace;
-use baton_testkit::git::{git, project_with_remote};
+use baton_testkit::git::project_with_remote;
 use baton_testkit::pg::postgres_or_skip;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use worker_support::{KEY, baton, psql, queue, unit_state, until_received};
+use worker_support::{KEY, psql, queue, submit_package, unit_state, until_received};
 
 /// `baton` with its home at `home` (BATON_HOME) and `$HOME` elsewhere, so nothing of the home
 /// is hidden by the rules for `$HOME`: the worker's own isolation is what is tested.
@@ -36,26 +36,11 @@ fn baton_outside_home(root: &Path, home: &Path) -> Command {
 }
 
 /// `baton run --queue` of the shell-enabled create-story package on `project`, answered by the
-/// model at `base_url`.
-fn submit(submitter: &Path, project: &Path, url: &str, base_url: &str, extra: &[&str]) {
+/// model at `base_url`, the first question answered in advance.
+fn submit(submitter: &Path, project: &Path, url: &str, base_url: &str) {
     let pkg = attacker::shell_package(submitter.parent().unwrap());
-    let out = baton(submitter)
-        .args([
-            "run",
-            pkg.to_str().unwrap(),
-            "--project",
-            project.to_str().unwrap(),
-            "--queue",
-            url,
-            "--model",
-            "scripted",
-            "--base-url",
-            base_url,
-        ])
-        .args(extra)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let input = ["--input", "1-2-user-authentication"];
+    submit_package(submitter, &pkg, project, url, base_url, &input);
 }
 
 /// The sample project pushed to its own bare remote under `root`, with the shell tools on and
@@ -67,9 +52,9 @@ fn project(root: &Path, files: &[(&str, &str)]) -> (PathBuf, PathBuf) {
     for (name, text) in files {
         std::fs::write(project.join(name), text).unwrap();
     }
-    git(&project, &["add", "-A"]);
-    git(&project, &["commit", "-q", "-m", "tools"]);
-    git(&project, &["push", "-q", "origin", "main"]);
+    baton_testkit::git::git(&project, &["add", "-A"]);
+    baton_testkit::git::git(&project, &["commit", "-q", "-m", "tools"]);
+    baton_testkit::git::git(&project, &["push", "-q", "origin", "main"]);
     (project, bare)
 }
 
@@ -134,7 +119,6 @@ async fn a_nested_repositorys_fsmonitor_never_runs_in_the_workers_git() {
         &project,
         &url,
         &server.base_url(),
-        &["--input", "1-2-user-authentication"],
     );
     let home = tmp.path().join("srv/baton");
     let out = finish(worker(
@@ -152,7 +136,7 @@ async fn a_nested_repositorys_fsmonitor_never_runs_in_the_workers_git() {
     assert!(attack_result.contains("exitCode"), "{attack_result}");
     assert_eq!(unit_state(&pg, 1), "done:1");
     let branch = "refs/heads/baton/unit-1/epoch-1";
-    let files = git(&bare, &["ls-tree", "-r", "--name-only", branch]);
+    let files = baton_testkit::git::git(&bare, &["ls-tree", "-r", "--name-only", branch]);
     assert!(files.contains("artifacts/"), "{files}");
     // No git of the worker's ran it: no marker, no environment in the tree or on the remote.
     assert!(!marker.exists(), "the nested repository's fsmonitor ran");
@@ -166,25 +150,13 @@ async fn a_nested_repositorys_fsmonitor_never_runs_in_the_workers_git() {
 /// Project B's secrets, which project A's model hunts for on the worker they share.
 const B_SECRET: &str = "token-of-project-b-5c1f0e";
 
-async fn steal_from(
-    pg: &baton_testkit::pg::PgServer,
-    tmp: &Path,
-    url: &str,
-    a_project: &Path,
-) -> ScriptedServer {
+async fn steal_from(tmp: &Path, url: &str, a_project: &Path) -> ScriptedServer {
     let server = model(attacker::shell(
         "call-steal",
         attacker::STEAL_FROM_WORKER_HOME,
     ))
     .await;
-    submit(
-        &tmp.join("submitter"),
-        a_project,
-        url,
-        &server.base_url(),
-        &["--input", "1-2-user-authentication"],
-    );
-    let _ = pg;
+    submit(&tmp.join("submitter"), a_project, url, &server.base_url());
     server
 }
 
@@ -206,7 +178,6 @@ async fn a_unit_sees_nothing_of_a_project_that_ran_before_it_on_the_same_worker(
         &b_project,
         &url,
         &b_model.base_url(),
-        &["--input", "1-2-user-authentication"],
     );
     let out = finish(worker(
         tmp.path(),
@@ -219,7 +190,7 @@ async fn a_unit_sees_nothing_of_a_project_that_ran_before_it_on_the_same_worker(
     assert_eq!(unit_state(&pg, 1), "done:1");
     // Then A, whose model looks everywhere it can reach from its worktree.
     let (a_project, a_bare) = project(&tmp.path().join("a"), &[]);
-    let a_model = steal_from(&pg, tmp.path(), &url, &a_project).await;
+    let a_model = steal_from(tmp.path(), &url, &a_project).await;
     let out = finish(worker(
         tmp.path(),
         &home,
@@ -231,7 +202,7 @@ async fn a_unit_sees_nothing_of_a_project_that_ran_before_it_on_the_same_worker(
     assert_eq!(unit_state(&pg, 2), "done:1");
     assert_eq!(a_model.remaining(), 0);
     let branch = "refs/heads/baton/unit-2/epoch-1";
-    let stolen = git(&a_bare, &["show", &format!("{branch}:stolen.txt")]);
+    let stolen = baton_testkit::git::git(&a_bare, &["show", &format!("{branch}:stolen.txt")]);
     assert!(!stolen.contains(B_SECRET), "{stolen}");
     attacker::assert_nowhere_in(&a_bare, B_SECRET);
     // Unit folders are not named by their id alone.
@@ -272,7 +243,6 @@ async fn a_unit_sees_nothing_of_a_unit_running_beside_it() {
         &b_project,
         &url,
         &b_model.base_url(),
-        &["--input", "1-2-user-authentication"],
     );
     let mut w = worker(tmp.path(), &home, &url, &["--concurrency", "2"]);
     until_received(2, "B's second request never came", || {
@@ -280,7 +250,7 @@ async fn a_unit_sees_nothing_of_a_unit_running_beside_it() {
     })
     .await;
     let (a_project, a_bare) = project(&tmp.path().join("a"), &[]);
-    let a_model = steal_from(&pg, tmp.path(), &url, &a_project).await;
+    let a_model = steal_from(tmp.path(), &url, &a_project).await;
     // A completes while B still waits on its model.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     while psql(&pg, "SELECT state FROM baton.work_units WHERE id = 2") != "done" {
@@ -295,7 +265,7 @@ async fn a_unit_sees_nothing_of_a_unit_running_beside_it() {
     w.kill().unwrap();
     let _ = w.wait();
     assert_eq!(a_model.remaining(), 0);
-    let stolen = git(
+    let stolen = baton_testkit::git::git(
         &a_bare,
         &["show", "refs/heads/baton/unit-2/epoch-1:stolen.txt"],
     );

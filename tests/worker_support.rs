@@ -57,7 +57,25 @@ pub fn queue_with(mut baton: Command, pg: &PgServer) -> String {
 /// `baton run` of the create-story example submitted to the queue at `url`, answered by the
 /// model at `base_url`, with `extra` arguments; it must succeed.
 pub fn submit(home: &Path, project: &Path, url: &str, base_url: &str, extra: &[&str]) {
-    let pkg = example("create-story-micro");
+    submit_package(
+        home,
+        &example("create-story-micro"),
+        project,
+        url,
+        base_url,
+        extra,
+    );
+}
+
+/// [`submit`] of the package at `pkg`.
+pub fn submit_package(
+    home: &Path,
+    pkg: &Path,
+    project: &Path,
+    url: &str,
+    base_url: &str,
+    extra: &[&str],
+) {
     let out = baton(home)
         .args([
             "run",

@@ -93,21 +93,7 @@ pub fn shell(id: &str, script: &str) -> Reply {
     Reply::tool_calls(&[(id, "shell_exec", &args)])
 }
 
-/// Runs git for a check; it must succeed.
-pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+pub use baton_testkit::git::git;
 
 /// Asserts that no blob reachable from any ref of the repository `repo` holds `needle`.
 pub fn assert_nowhere_in(repo: &Path, needle: &str) {

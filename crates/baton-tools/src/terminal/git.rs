@@ -33,14 +33,8 @@ impl GitSandbox {
         settings.max_stdout_bytes = GIT_STDOUT;
         settings.max_stderr_bytes = 64 * 1024;
         settings.max_output_bytes = settings.max_output_bytes.max(GIT_STDOUT * 2);
-        let root = runtime
-            .temp_root
-            .clone()
-            .unwrap_or_else(super::hidden::temp_root);
-        let home = tempfile::Builder::new()
-            .prefix("baton-git-")
-            .tempdir_in(root)
-            .map_err(|e| {
+        let home =
+            super::hidden::temp_home(runtime.temp_root.as_deref(), "baton-git-").map_err(|e| {
                 GitError::new(
                     GIT_FAILED,
                     format!("git's temporary directory cannot be created ({})", e.kind()),

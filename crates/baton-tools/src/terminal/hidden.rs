@@ -40,3 +40,13 @@ pub(super) fn temp_root() -> PathBuf {
         .filter(|p| p.is_dir())
         .unwrap_or_else(std::env::temp_dir)
 }
+
+/// A temporary home for commands, `prefix…`, under the runtime's `temp_root` or
+/// [`temp_root`]; removed with the value.
+pub(super) fn temp_home(
+    runtime_root: Option<&Path>,
+    prefix: &str,
+) -> std::io::Result<tempfile::TempDir> {
+    let root = runtime_root.map_or_else(temp_root, Path::to_path_buf);
+    tempfile::Builder::new().prefix(prefix).tempdir_in(root)
+}

@@ -58,14 +58,8 @@ impl ProjectShell {
                 format!("the project cannot be opened ({})", e.kind()),
             )
         })?;
-        let root = runtime
-            .temp_root
-            .clone()
-            .unwrap_or_else(super::hidden::temp_root);
-        let home = tempfile::Builder::new()
-            .prefix("baton-cmd-")
-            .tempdir_in(root)
-            .map_err(|e| {
+        let home =
+            super::hidden::temp_home(runtime.temp_root.as_deref(), "baton-cmd-").map_err(|e| {
                 ToolError::new(
                     "SANDBOX_SETUP_FAILED",
                     format!("a temporary directory cannot be created ({})", e.kind()),
