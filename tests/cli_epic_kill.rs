@@ -250,6 +250,7 @@ fn normalized(project: &Path, runs: &[String]) -> BTreeMap<String, String> {
                         || t.starts_with("\"startedAt\"")
                         || t.starts_with("\"completedAt\"")
                         || t.starts_with("\"at\"")
+                        || t.starts_with("\"takenAt\"")
                     {
                         "<time>".to_string()
                     } else {
