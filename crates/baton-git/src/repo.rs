@@ -62,11 +62,25 @@ impl RepoDirs {
         let work_tree = canonical_dir(work_tree, "the work tree")?;
         let dot = work_tree.join(".git");
         let meta = dot.symlink_metadata().map_err(|e| {
-            not_repo(format!(
-                "{} is not a git work tree (no .git: {})",
-                work_tree.display(),
-                e.kind()
-            ))
+            let above = work_tree
+                .ancestors()
+                .skip(1)
+                .find(|a| a.join(".git").symlink_metadata().is_ok());
+            match above {
+                // Its repository is found by baton at the work tree's root only: git's own
+                // search upwards would also find one the tree made.
+                Some(root) => not_repo(format!(
+                    "{} is inside the git repository at {}, not at its root",
+                    work_tree.display(),
+                    root.display()
+                ))
+                .hint("baton's git commits run on a project at the root of its repository: point --project at the repository's root"),
+                None => not_repo(format!(
+                    "{} is not a git work tree (no .git: {})",
+                    work_tree.display(),
+                    e.kind()
+                )),
+            }
         })?;
         let git_dir = if meta.is_dir() {
             canonical_dir(&dot, "the repository")?
@@ -102,5 +116,46 @@ impl RepoDirs {
     /// Whether `path` (absolute, normalized) is inside one of the repository folders.
     pub fn in_repository(&self, path: &Path) -> bool {
         path.starts_with(&self.git_dir) || path.starts_with(&self.common_dir)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn init(dir: &Path) {
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        std::fs::write(dir.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    }
+
+    #[test]
+    fn a_folder_a_worktree_file_and_a_subfolder_of_a_repository() {
+        let tmp = tempfile::tempdir().unwrap();
+        let main = tmp.path().join("main");
+        init(&main);
+        let dirs = RepoDirs::resolve(&main).unwrap();
+        assert_eq!(dirs.git_dir, dirs.common_dir);
+        // A linked worktree: `.git` names its folder in the main repository.
+        let admin = main.join(".git/worktrees/w");
+        std::fs::create_dir_all(&admin).unwrap();
+        std::fs::write(admin.join("HEAD"), "0000\n").unwrap();
+        std::fs::write(admin.join("commondir"), "../..\n").unwrap();
+        let wt = tmp.path().join("w");
+        std::fs::create_dir_all(&wt).unwrap();
+        std::fs::write(wt.join(".git"), format!("gitdir: {}\n", admin.display())).unwrap();
+        let dirs = RepoDirs::resolve(&wt).unwrap();
+        assert_eq!(dirs.git_dir, admin.canonicalize().unwrap());
+        assert_eq!(dirs.common_dir, main.join(".git").canonicalize().unwrap());
+        // A subfolder: refused, saying where the repository is.
+        std::fs::create_dir_all(main.join("sub")).unwrap();
+        let e = RepoDirs::resolve(&main.join("sub")).unwrap_err();
+        assert_eq!(e.code, GIT_NOT_A_REPOSITORY);
+        assert!(e.message.contains("not at its root"), "{e}");
+        // A link as `.git` is not followed.
+        let linked = tmp.path().join("linked");
+        std::fs::create_dir_all(&linked).unwrap();
+        std::os::unix::fs::symlink(main.join(".git"), linked.join(".git")).unwrap();
+        assert!(RepoDirs::resolve(&linked).is_err());
     }
 }
