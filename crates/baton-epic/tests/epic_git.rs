@@ -140,19 +140,13 @@ async fn no_hook_of_the_repository_runs_when_baton_commits() {
     )
     .unwrap();
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let caps = baton_sandbox::capabilities();
-    let complete = caps.landlock_abi.is_some()
-        && caps.seccomp
-        && caps.namespaces != baton_sandbox::NamespaceMode::Unavailable;
+    // With every sandbox layer or without some (git runs with those the machine has), the
+    // commit is made and the hook never runs.
     let report = f
         .run(Command::Story {
             key: "1-1-project-scaffold".into(),
         })
         .await;
-    if !complete {
-        assert_eq!(report.unwrap_err().code, "EPIC_GIT_FAILED");
-        return;
-    }
     let report = report.unwrap();
     assert_eq!(report.outcome, EpicOutcome::Done { epic_done: false });
     let log = git(&f.project, &["log", "-1", "--format=%s"]);

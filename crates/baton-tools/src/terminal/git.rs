@@ -22,14 +22,19 @@ pub struct GitSandbox {
 }
 
 impl GitSandbox {
-    /// `settings` are the project's terminal settings (limits, whether a missing sandbox
-    /// layer is an error); the network is off whatever they say. `runtime.store_home` should
-    /// name baton's store.
+    /// `settings` are the project's terminal settings (limits); the network is off whatever
+    /// they say. `runtime.store_home` should name baton's store.
+    ///
+    /// Every layer the machine has is applied, but a missing one does not stop git (as it stops
+    /// a model's command under `require_sandbox`): what keeps baton's git from running what the
+    /// tree says is its configuration (see `baton-git`); the sandbox is a second wall. A worker
+    /// in a container without namespaces still checkpoints.
     pub fn new(
         mut settings: TerminalSettings,
         runtime: TerminalRuntime,
     ) -> Result<GitSandbox, GitError> {
         settings.network = false;
+        settings.require_sandbox = false;
         settings.max_stdout_bytes = GIT_STDOUT;
         settings.max_stderr_bytes = 64 * 1024;
         settings.max_output_bytes = settings.max_output_bytes.max(GIT_STDOUT * 2);
@@ -94,5 +99,50 @@ impl Confine for GitSandbox {
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use baton_git::{Identity, TreeGit};
+
+    fn repo(dir: &std::path::Path) {
+        let run = |args: &[&str]| {
+            let out = baton_git::hardening::remote_command(dir)
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{args:?}: {out:?}");
+        };
+        run(&["init", "-q", "-b", "main"]);
+        std::fs::write(dir.join("a.txt"), "a\n").unwrap();
+    }
+
+    #[test]
+    fn git_runs_with_the_layers_a_machine_has_even_where_a_models_command_would_be_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        repo(tmp.path());
+        let runtime = TerminalRuntime {
+            capabilities: Some(baton_sandbox::Capabilities::none()),
+            ..TerminalRuntime::default()
+        };
+        let settings = TerminalSettings {
+            require_sandbox: true,
+            ..TerminalSettings::default()
+        };
+        // A model's command (ProjectShell, the same settings) is refused here...
+        let shell =
+            super::super::ProjectShell::new(tmp.path(), settings.clone(), false, runtime.clone())
+                .unwrap();
+        let refused = shell.run("git", &["status"], &[], GIT_TIMEOUT).unwrap_err();
+        assert_eq!(refused.code, "SANDBOX_UNAVAILABLE");
+        // ... baton's git, whose configuration is what keeps the tree's programs out, runs.
+        let sandbox = GitSandbox::new(settings, runtime).unwrap();
+        let git = TreeGit::open(tmp.path(), &sandbox, None, Identity::baton()).unwrap();
+        git.ok(&["add", "-A"]).unwrap();
+        git.ok(&["commit", "-q", "-m", "one"]).unwrap();
+        assert_eq!(git.ok(&["log", "--format=%an"]).unwrap().trim(), "baton");
     }
 }
