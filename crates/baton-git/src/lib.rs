@@ -38,8 +38,10 @@ use std::path::{Path, PathBuf};
 /// One git command to run confined, as [`TreeGit`] prepared it.
 #[derive(Debug)]
 pub struct Invocation<'a> {
-    /// The work tree: the working directory, writable.
+    /// The work tree: writable.
     pub work_tree: &'a Path,
+    /// Where the command starts: the work tree or a folder of it.
+    pub cwd: &'a Path,
     /// git's arguments (without `git`).
     pub args: &'a [String],
     /// Its whole environment, but `HOME` and `TMPDIR`, which the sandbox gives.
@@ -128,7 +130,7 @@ pub struct TreeGit<'c> {
 }
 
 impl<'c> TreeGit<'c> {
-    /// Locates the repository of `work_tree` and checks that no configuration file it reads
+    /// Locates the repository of the folder `work_tree` (see [`RepoDirs::resolve`]) and checks that no configuration file it reads
     /// (the `global` one included) includes a file of the tree.
     pub fn open(
         work_tree: &Path,
@@ -246,6 +248,7 @@ impl<'c> TreeGit<'c> {
         let before = guard::Snapshot::take(&self.dirs)?;
         let out = self.confine.run(&Invocation {
             work_tree: &self.dirs.work_tree,
+            cwd: &self.dirs.start,
             args: &argv,
             env: &env,
             writable: &writable,

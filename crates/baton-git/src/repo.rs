@@ -18,6 +18,9 @@ pub struct RepoDirs {
     /// Where objects, refs and the configuration are (the same as `git_dir` but for a linked
     /// worktree).
     pub common_dir: PathBuf,
+    /// The folder git was asked about (the project), where its commands start: pathspecs are
+    /// relative to it. The work tree or a folder of it.
+    pub start: PathBuf,
 }
 
 fn not_repo(message: String) -> GitError {
@@ -56,32 +59,28 @@ fn canonical_dir(path: &Path, what: &str) -> Result<PathBuf, GitError> {
 }
 
 impl RepoDirs {
-    /// The repository of `work_tree`, from its `.git` entry (a symbolic link is refused: a
-    /// tree could point it anywhere).
-    pub fn resolve(work_tree: &Path) -> Result<RepoDirs, GitError> {
-        let work_tree = canonical_dir(work_tree, "the work tree")?;
+    /// The repository of the folder `start`: the nearest `.git` entry at `start` or above it,
+    /// as git finds it (a project may be a folder of its repository). Only the folders from
+    /// `start` up are looked at, never beneath it, so a repository nested in the tree is never
+    /// taken for the project's; `start`'s own `.git` is one a model cannot make (the tools
+    /// refuse it, and one a command made is removed). A link as `.git` is refused: a tree could
+    /// point it anywhere.
+    pub fn resolve(start: &Path) -> Result<RepoDirs, GitError> {
+        let start = canonical_dir(start, "the work tree")?;
+        let Some(work_tree) = start
+            .ancestors()
+            .find(|a| a.join(".git").symlink_metadata().is_ok())
+            .map(Path::to_path_buf)
+        else {
+            return Err(not_repo(format!(
+                "{} is not in a git work tree (no .git in it or above it)",
+                start.display()
+            )));
+        };
         let dot = work_tree.join(".git");
-        let meta = dot.symlink_metadata().map_err(|e| {
-            let above = work_tree
-                .ancestors()
-                .skip(1)
-                .find(|a| a.join(".git").symlink_metadata().is_ok());
-            match above {
-                // Its repository is found by baton at the work tree's root only: git's own
-                // search upwards would also find one the tree made.
-                Some(root) => not_repo(format!(
-                    "{} is inside the git repository at {}, not at its root",
-                    work_tree.display(),
-                    root.display()
-                ))
-                .hint("baton's git commits run on a project at the root of its repository: point --project at the repository's root"),
-                None => not_repo(format!(
-                    "{} is not a git work tree (no .git: {})",
-                    work_tree.display(),
-                    e.kind()
-                )),
-            }
-        })?;
+        let meta = dot
+            .symlink_metadata()
+            .map_err(|e| not_repo(format!("{} cannot be read ({})", dot.display(), e.kind())))?;
         let git_dir = if meta.is_dir() {
             canonical_dir(&dot, "the repository")?
         } else if meta.is_file() {
@@ -110,6 +109,7 @@ impl RepoDirs {
             work_tree,
             git_dir,
             common_dir,
+            start,
         })
     }
 
@@ -130,7 +130,7 @@ mod tests {
     }
 
     #[test]
-    fn a_folder_a_worktree_file_and_a_subfolder_of_a_repository() {
+    fn a_folder_a_worktree_file_and_a_folder_inside_a_repository() {
         let tmp = tempfile::tempdir().unwrap();
         let main = tmp.path().join("main");
         init(&main);
@@ -147,11 +147,17 @@ mod tests {
         let dirs = RepoDirs::resolve(&wt).unwrap();
         assert_eq!(dirs.git_dir, admin.canonicalize().unwrap());
         assert_eq!(dirs.common_dir, main.join(".git").canonicalize().unwrap());
-        // A subfolder: refused, saying where the repository is.
+        // A folder of the repository: its repository, commands starting there.
         std::fs::create_dir_all(main.join("sub")).unwrap();
-        let e = RepoDirs::resolve(&main.join("sub")).unwrap_err();
-        assert_eq!(e.code, GIT_NOT_A_REPOSITORY);
-        assert!(e.message.contains("not at its root"), "{e}");
+        let dirs = RepoDirs::resolve(&main.join("sub")).unwrap();
+        assert_eq!(dirs.work_tree, main.canonicalize().unwrap());
+        assert_eq!(dirs.start, main.join("sub").canonicalize().unwrap());
+        // Nothing above: not a repository.
+        let alone = tempfile::tempdir().unwrap();
+        assert_eq!(
+            RepoDirs::resolve(alone.path()).unwrap_err().code,
+            GIT_NOT_A_REPOSITORY
+        );
         // A link as `.git` is not followed.
         let linked = tmp.path().join("linked");
         std::fs::create_dir_all(&linked).unwrap();

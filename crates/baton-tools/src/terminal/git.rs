@@ -75,7 +75,7 @@ impl Confine for GitSandbox {
         runtime.read_only.extend(inv.read_only.iter().cloned());
         let out = run_confined(ConfinedRequest {
             project: inv.work_tree,
-            cwd: open_project_dir(inv.work_tree).map_err(fail)?,
+            cwd: open_project_dir(inv.cwd).map_err(fail)?,
             program,
             args: inv.args.iter().map(OsString::from).collect(),
             env,
@@ -144,5 +144,32 @@ mod tests {
         git.ok(&["add", "-A"]).unwrap();
         git.ok(&["commit", "-q", "-m", "one"]).unwrap();
         assert_eq!(git.ok(&["log", "--format=%an"]).unwrap().trim(), "baton");
+    }
+
+    #[test]
+    fn a_project_in_a_folder_of_its_repository_runs_git_from_that_folder() {
+        let tmp = tempfile::tempdir().unwrap();
+        repo(tmp.path());
+        let project = tmp.path().join("apps/web");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::write(project.join("b.txt"), "b\n").unwrap();
+        let sandbox =
+            GitSandbox::new(TerminalSettings::default(), TerminalRuntime::default()).unwrap();
+        let git = TreeGit::open(&project, &sandbox, None, Identity::baton()).unwrap();
+        assert_eq!(git.dirs().work_tree, tmp.path().canonicalize().unwrap());
+        // Pathspecs are the project's: `.` is the project's folder.
+        assert_eq!(
+            git.ok(&["ls-files", "--others", "--", "."]).unwrap().trim(),
+            "b.txt"
+        );
+        git.ok(&["add", "-A"]).unwrap();
+        git.ok(&["commit", "-q", "-m", "both"]).unwrap();
+        let files = git
+            .ok(&["ls-tree", "--full-tree", "-r", "--name-only", "HEAD"])
+            .unwrap();
+        assert_eq!(
+            files.lines().collect::<Vec<_>>(),
+            ["a.txt", "apps/web/b.txt"]
+        );
     }
 }
