@@ -7,8 +7,8 @@
 //! runs on such a tree goes through [`TreeGit`]:
 //! - its configuration cannot be extended from the tree: [`hardening::HARDENING`] on the
 //!   command line (no fsmonitor, no hooks, nested repositories and submodules never entered),
-//!   the repository located by baton ([`repo::RepoDirs`], never by git's search from the
-//!   tree), and a repository whose configuration includes a file of the tree refused
+//!   the repository located by baton ([`repo::RepoDirs`]: from the project up, never from a
+//!   folder of the tree) and given to git, and a repository whose configuration includes a file of the tree refused
 //!   ([`includes`]); filter, diff and merge drivers are only those the person's own
 //!   configuration files define;
 //! - its environment holds nothing of baton's but `PATH` and the locale (no model key, no
