@@ -161,6 +161,26 @@ impl AgentState {
         self.questions.push(question);
     }
 
+    /// Adds a new pending question `text` (with `context`) under the next free id, with where
+    /// the phase stopped; returns it.
+    pub fn ask_new(
+        &mut self,
+        phase: &str,
+        text: String,
+        context: String,
+        blocked_at: &str,
+        reason: &str,
+    ) -> Question {
+        let q = Question {
+            id: self.next_id(),
+            question: text,
+            context: Some(context),
+            answer: None,
+        };
+        self.ask(phase, q.clone(), blocked_at, reason);
+        q
+    }
+
     /// Records an answer.
     pub fn answer(&mut self, id: &str, text: &str) {
         if let Some(q) = self.questions.iter_mut().find(|q| q.id == id) {

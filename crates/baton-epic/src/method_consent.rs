@@ -208,13 +208,7 @@ impl Ctx<'_> {
         text: String,
         context: String,
     ) -> Result<Question> {
-        let q = Question {
-            id: agent.next_id(),
-            question: text,
-            context: Some(context),
-            answer: None,
-        };
-        agent.ask(phase.as_str(), q.clone(), BLOCKED_AT, REASON);
+        let q = agent.ask_new(phase.as_str(), text, context, BLOCKED_AT, REASON);
         agent.save(&self.layout.dir)?;
         Ok(q)
     }

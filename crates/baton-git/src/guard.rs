@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 /// Entries kept of the protected folders; a repository with more is refused.
 const MAX_ENTRIES: usize = 2048;
-/// A file larger than this is kept as its size and digest only (its change is reported, and
-/// the file removed if it is new, but cannot be put back).
+/// A file larger than this is kept as its size and time only, unread (its change is reported,
+/// and the file removed if it is new, but cannot be put back).
 const MAX_KEPT: u64 = 1 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,9 +20,10 @@ enum Entry {
         bytes: Vec<u8>,
         mode: u32,
     },
+    /// Not read: its size, time and mode stand for it.
     Large {
         len: u64,
-        digest: [u8; 32],
+        modified: Option<std::time::SystemTime>,
         mode: u32,
     },
     Dir {
@@ -52,11 +53,6 @@ pub fn protected_paths(dirs: &RepoDirs) -> Vec<PathBuf> {
     paths
 }
 
-fn digest(bytes: &[u8]) -> [u8; 32] {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(bytes).into()
-}
-
 fn read_entry(path: &Path) -> Option<Entry> {
     let meta = path.symlink_metadata().ok()?;
     let mode = meta.permissions().mode() & 0o7777;
@@ -66,22 +62,16 @@ fn read_entry(path: &Path) -> Option<Entry> {
     if meta.is_dir() {
         return Some(Entry::Dir { mode });
     }
-    // Read whatever it is (a FIFO would block: only regular files are read).
-    if !meta.is_file() {
+    // Only regular files within the limit are read: a FIFO would block, a huge (or sparse)
+    // file would be read whole.
+    if !meta.is_file() || meta.len() > MAX_KEPT {
         return Some(Entry::Large {
-            len: 0,
-            digest: [0; 32],
-            mode: mode | 0o100000,
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            mode: mode | if meta.is_file() { 0 } else { 0o100000 },
         });
     }
     let bytes = std::fs::read(path).ok()?;
-    if meta.len() > MAX_KEPT {
-        return Some(Entry::Large {
-            len: meta.len(),
-            digest: digest(&bytes),
-            mode,
-        });
-    }
     Some(Entry::File { bytes, mode })
 }
 
@@ -257,6 +247,36 @@ mod tests {
         );
         // And the next check finds everything as it was.
         snap.verify_and_undo().unwrap();
+    }
+
+    #[test]
+    fn a_huge_sparse_hook_and_a_fifo_are_never_read_and_a_change_to_them_is_seen() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dirs = repo(tmp.path());
+        let huge = dirs.git_dir.join("hooks/huge");
+        std::fs::File::create(&huge)
+            .unwrap()
+            .set_len(8 << 30)
+            .unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(dirs.git_dir.join("info/fifo"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        // Reading either would take minutes or block forever.
+        let snap = Snapshot::take(&dirs).unwrap();
+        snap.verify_and_undo().unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&huge)
+            .unwrap()
+            .set_len(9 << 30)
+            .unwrap();
+        let e = snap.verify_and_undo().unwrap_err();
+        assert!(
+            e.message.contains("huge") && e.message.contains("could not be put back"),
+            "{e}"
+        );
     }
 
     #[test]

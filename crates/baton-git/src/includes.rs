@@ -205,6 +205,37 @@ mod tests {
     }
 
     #[test]
+    fn an_include_that_is_a_fifo_a_huge_file_or_a_loop_is_not_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dirs = repo(tmp.path());
+        let fifo = tmp.path().join("fifo.cfg");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let huge = tmp.path().join("huge.cfg");
+        std::fs::File::create(&huge)
+            .unwrap()
+            .set_len(4 << 30)
+            .unwrap();
+        let looped = tmp.path().join("loop.cfg");
+        std::fs::write(&looped, format!("[include]\npath = {}\n", looped.display())).unwrap();
+        std::fs::write(
+            dirs.common_dir.join("config"),
+            format!(
+                "[include]\npath = {}\npath = {}\npath = {}\n",
+                fifo.display(),
+                huge.display(),
+                looped.display()
+            ),
+        )
+        .unwrap();
+        // Returns (a read of the FIFO would block forever, of the file take minutes).
+        check(&dirs, None, None).unwrap();
+    }
+
+    #[test]
     fn the_persons_global_file_and_a_home_relative_include_are_checked() {
         let tmp = tempfile::tempdir().unwrap();
         let dirs = repo(tmp.path());

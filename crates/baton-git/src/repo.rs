@@ -158,6 +158,25 @@ mod tests {
             RepoDirs::resolve(alone.path()).unwrap_err().code,
             GIT_NOT_A_REPOSITORY
         );
+        // A `.git` file too large to be git's, and a FIFO as `.git`: refused, not read whole or
+        // waited on.
+        let big = tmp.path().join("big");
+        std::fs::create_dir_all(&big).unwrap();
+        std::fs::write(big.join(".git"), format!("gitdir: {}\n", "x".repeat(8192))).unwrap();
+        assert!(
+            RepoDirs::resolve(&big)
+                .unwrap_err()
+                .message
+                .contains("too large")
+        );
+        let fifo = tmp.path().join("fifo");
+        std::fs::create_dir_all(&fifo).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(fifo.join(".git"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        assert!(RepoDirs::resolve(&fifo).is_err());
         // A link as `.git` is not followed.
         let linked = tmp.path().join("linked");
         std::fs::create_dir_all(&linked).unwrap();

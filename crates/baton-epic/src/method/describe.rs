@@ -214,11 +214,7 @@ impl Description {
 mod tests {
     use super::*;
 
-    fn write(root: &Path, rel: &str, text: &str) {
-        let p = root.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
+    use super::super::write_test_file as write;
 
     #[test]
     fn a_skill_folder_within_its_project_and_a_package_is_not_described() {

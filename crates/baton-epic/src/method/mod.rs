@@ -26,6 +26,15 @@ pub mod prompt;
 pub mod render;
 pub mod snapshot;
 
+/// Writes `text` at `rel` under `root`, parents made (the method modules' tests).
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) fn write_test_file(root: &std::path::Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
 use crate::error::{EpicError, Result};
 use crate::phase::Phase;
 use files::Reader;
@@ -322,11 +331,7 @@ pub fn installed_names(reader: &Reader) -> Vec<(String, String)> {
 mod tests {
     use super::*;
 
-    fn write(root: &std::path::Path, rel: &str, text: &str) {
-        let p = root.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
+    use super::write_test_file as write;
 
     #[test]
     fn skills_before_classic_workflows_and_the_phase_defaults() {

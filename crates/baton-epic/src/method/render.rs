@@ -627,11 +627,7 @@ pub fn from_script_output(
 mod tests {
     use super::*;
 
-    fn write(root: &Path, rel: &str, text: &str) {
-        let p = root.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
+    use super::super::write_test_file as write;
 
     fn skill_project(root: &Path) {
         write(

@@ -244,11 +244,7 @@ pub fn protected_paths(artifacts_rel: &str, chosen: &[String]) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn write(root: &Path, rel: &str, text: &str) {
-        let p = root.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
+    use super::super::write_test_file as write;
 
     #[test]
     fn a_changed_layer_and_a_new_skill_are_told_apart_from_the_snapshot() {
