@@ -11,6 +11,7 @@
 pub mod cdp;
 pub mod git;
 pub mod html_server;
+pub mod imports;
 pub mod json_server;
 pub mod pg;
 pub mod rng;
