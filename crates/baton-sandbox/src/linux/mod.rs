@@ -2,7 +2,9 @@ mod child;
 mod fs_rules;
 mod seccomp;
 
-use crate::{Capabilities, Layer, NamespaceMode, SandboxError, SandboxSpec, SpawnFailure};
+use crate::error::{SandboxError, SpawnFailure};
+use crate::layers::{Capabilities, Layer, NamespaceMode};
+use crate::spec::SandboxSpec;
 use child::{Bind, ChildSetup, UserMaps};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
