@@ -4,7 +4,7 @@
 //! entry point that pairs a project with the store ([`crate::Store::project`], and the CLI
 //! before any work) refuses both.
 
-use crate::runs::RunError;
+use crate::run_error::RunError;
 use std::path::{Component, Path, PathBuf};
 
 /// The store's directory of demo copies: a copy directly inside it is the one project allowed

@@ -13,7 +13,8 @@
 use crate::durable::atomic_write;
 use crate::home::{StoreError, resolve_home};
 use crate::packages::PackageStore;
-use crate::runs::{RunError, RunMetadata};
+use crate::run_error::{RunError, unique_match};
+use crate::run_meta::RunMetadata;
 use crate::runs_index::StoreWarning;
 use crate::time::now_rfc3339;
 use baton_package::digest::sha256_hex;
@@ -247,7 +248,7 @@ impl Store {
                 }
             }
         }
-        crate::runs::unique_match(query, found, unsearched)
+        unique_match(query, found, unsearched)
     }
 }
 

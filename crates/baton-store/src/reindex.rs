@@ -22,11 +22,12 @@
 use crate::home::StoreError;
 use crate::packages::{InstalledPackage, PackageStore};
 use crate::projects::Project;
+use crate::run_error::RunError;
 use crate::run_meta::{
     Phase, RunJsonError, RunKind, RunMetadata, is_run_id, read_run_json, state_facts, uuid_v7_time,
     write_recovered_run_json,
 };
-use crate::runs::{RUN_JSON, RunError, RunPaths};
+use crate::runs::{RUN_JSON, RunPaths};
 use crate::runs_index::{COMPACT_AT, LoadError, Loaded, Problem, RunsIndex, StoreWarning};
 use crate::time::now_secs;
 use std::collections::HashMap;

@@ -7,8 +7,8 @@
 
 use crate::home::StoreError;
 use crate::projects::Project;
+use crate::run_error::RunError;
 use crate::run_meta::{RunJsonError, is_run_id, read_run_json};
-use crate::runs::RunError;
 use crate::runs_index::Problem;
 use std::fs;
 use std::path::Path;

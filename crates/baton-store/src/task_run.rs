@@ -4,9 +4,9 @@
 //! and indexed the same way, so `baton runs` lists it and nothing is ever half created.
 
 use crate::projects::Project;
+use crate::run_error::RunError;
 use crate::run_gc::{PENDING_AFTER, STALE_AFTER};
 use crate::run_meta::{Phase, RunKind, RunMetadata, uuid_v7_time};
-use crate::runs::RunError;
 use crate::time::now_rfc3339;
 
 /// Longest `taskRef` or agent id accepted (characters): they are shown in tables.
