@@ -1,7 +1,8 @@
 //! What every kind of unit does with its lease while it runs: renew it, and say it was lost.
 
+use crate::WorkerError;
+use crate::ctx::Ctx;
 use crate::error::LEASE_LOST;
-use crate::{Ctx, WorkerError};
 use baton_queue::{Lease, Queue};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

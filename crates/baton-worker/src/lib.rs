@@ -16,9 +16,12 @@
 
 pub mod answers;
 pub mod checkpoint;
+mod ctx;
 mod error;
+mod event;
 mod git;
 mod lease;
+mod options;
 pub mod payload;
 pub mod read;
 pub mod retry;
@@ -28,234 +31,15 @@ mod unit;
 
 pub use answers::{AnswerReceipt, PendingQuestion, answer_unit, pending_questions};
 pub use error::{LEASE_LOST, WorkerError};
+pub use event::{Events, WorkerEvent};
+pub use options::WorkerOptions;
 pub use payload::RunPayload;
 pub use read::{ScratchRun, UnitRun, read_unit_run};
 
-use baton_queue::{DbConfig, Queue};
-use std::fmt;
-use std::path::PathBuf;
+use baton_queue::Queue;
+use ctx::Ctx;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
-
-/// How a worker runs.
-#[derive(Debug, Clone)]
-pub struct WorkerOptions {
-    pub config: DbConfig,
-    /// Its name in the queue (owner of its leases): unique per process.
-    pub worker: String,
-    /// The host it runs on, as the queue shows it.
-    pub host: String,
-    /// Caches (mirrors of remotes) and each unit's scratch folder go under it.
-    pub home: PathBuf,
-    /// Units run at once.
-    pub concurrency: u32,
-    /// Lease length; renewed every third of it.
-    pub lease: Duration,
-    /// The queues to take work from, in order.
-    pub queues: Vec<String>,
-    /// Return once no unit is ready instead of waiting for more.
-    pub exit_when_idle: bool,
-    /// Cancelled to stop the worker gracefully: no more claims, and each unit in flight is
-    /// handed back to the queue at its run's next durable point (after the model turn in
-    /// flight), so the next worker goes on without waiting for a lease to expire or redoing a
-    /// turn.
-    pub stop: CancellationToken,
-    /// Keep each unit's folder (worktree, package, scratch store) once the unit is left,
-    /// instead of removing it.
-    pub keep_units: bool,
-    /// The first wait before a unit whose failure may pass is tried again; it doubles with
-    /// each failure in a row, up to [`retry::MAX_DELAY`].
-    pub retry_base: Duration,
-}
-
-/// What a worker reports as it goes (the CLI prints these on stderr).
-#[derive(Debug, Clone, PartialEq)]
-pub enum WorkerEvent {
-    Started {
-        worker: String,
-        database: String,
-    },
-    Claimed {
-        unit: i64,
-        epoch: i64,
-    },
-    Resuming {
-        unit: i64,
-        run_id: String,
-        commit: String,
-    },
-    /// A waiting unit answered from the database: its run goes on with the answer.
-    Answering {
-        unit: i64,
-        run_id: String,
-    },
-    Completed {
-        unit: i64,
-        branch: String,
-        commit: String,
-    },
-    /// A failure that may pass: the unit is queued again, claimable after `delay`.
-    Retrying {
-        unit: i64,
-        code: String,
-        message: String,
-        attempt: i64,
-        of: i64,
-        delay: Duration,
-    },
-    Waiting {
-        unit: i64,
-    },
-    /// The database connection was lost; the worker connects again once it answers.
-    DatabaseLost {
-        message: String,
-    },
-    /// Handed back to the queue as the worker stops.
-    Released {
-        unit: i64,
-    },
-    /// Folders of units that workers stopped on this home left behind were removed.
-    LeftFoldersRemoved {
-        count: usize,
-    },
-    /// The unit's folder could not be removed (the worker goes on).
-    CleanFailed {
-        unit: i64,
-        message: String,
-    },
-    Failed {
-        unit: i64,
-        code: String,
-        message: String,
-    },
-}
-
-fn short(commit: &str) -> &str {
-    &commit[..commit.len().min(12)]
-}
-
-impl fmt::Display for WorkerEvent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WorkerEvent::Started { worker, database } => write!(f, "worker {worker} on {database}"),
-            WorkerEvent::Claimed { unit, epoch } => {
-                write!(f, "claimed unit {unit} at epoch {epoch}")
-            }
-            WorkerEvent::Resuming {
-                unit,
-                run_id,
-                commit,
-            } => write!(
-                f,
-                "unit {unit}: resuming run {run_id} from its checkpoint at {}",
-                short(commit)
-            ),
-            WorkerEvent::Completed {
-                unit,
-                branch,
-                commit,
-            } => {
-                write!(f, "unit {unit} completed: {branch} at {}", short(commit))
-            }
-            WorkerEvent::Waiting { unit } => write!(f, "unit {unit} waits for a person"),
-            WorkerEvent::Answering { unit, run_id } => {
-                write!(f, "unit {unit}: answering run {run_id} from the database")
-            }
-            WorkerEvent::Retrying {
-                unit,
-                code,
-                message,
-                attempt,
-                of,
-                delay,
-            } => write!(
-                f,
-                "unit {unit}: {code}: {message} (failure {attempt} of {of} in a row): tried \
-                 again in {:.1}s",
-                delay.as_secs_f64()
-            ),
-            WorkerEvent::LeftFoldersRemoved { count } => write!(
-                f,
-                "removed {count} unit folder{} left by workers that stopped on this home",
-                if *count == 1 { "" } else { "s" }
-            ),
-            WorkerEvent::CleanFailed { unit, message } => {
-                write!(f, "warning: unit {unit}: its folder stays: {message}")
-            }
-            WorkerEvent::DatabaseLost { message } => {
-                write!(
-                    f,
-                    "the database connection was lost ({message}); connecting again"
-                )
-            }
-            WorkerEvent::Released { unit } => {
-                write!(
-                    f,
-                    "unit {unit} handed back to the queue at its last checkpoint"
-                )
-            }
-            WorkerEvent::Failed {
-                unit,
-                code,
-                message,
-            } => {
-                write!(f, "unit {unit} failed: {code}: {message}")
-            }
-        }
-    }
-}
-
-/// Where a worker's events go.
-pub type Events = Arc<dyn Fn(&WorkerEvent) + Send + Sync>;
-
-pub(crate) struct Ctx {
-    options: WorkerOptions,
-    events: Events,
-    /// Git commands on the shared mirror cache, one at a time.
-    git_lock: std::sync::Mutex<()>,
-    /// This process's secret for unit folder names.
-    folder_key: [u8; 32],
-}
-
-impl Ctx {
-    fn emit(&self, event: WorkerEvent) {
-        (self.events)(&event);
-    }
-
-    /// Where a claimed unit's worktree, package and scratch store go:
-    /// `<home>/worker/units/<id>-<epoch>-<tag>`, the tag derived from a secret of this process,
-    /// so no unit can name another's folder (and none can see the folder that holds them: the
-    /// whole home is hidden from commands, see [`run`]).
-    fn unit_folder(&self, lease: &baton_queue::Lease) -> PathBuf {
-        use sha2::{Digest, Sha256};
-        let mut h = Sha256::new();
-        h.update(self.folder_key);
-        h.update(lease.id.to_le_bytes());
-        h.update(lease.epoch.to_le_bytes());
-        let tag = git::hex(&h.finalize()[..12]);
-        self.options
-            .home
-            .join("worker/units")
-            .join(format!("{}-{}-{tag}", lease.id, lease.epoch))
-    }
-}
-
-/// A secret of this process: the kernel's random bytes, or (should they fail) the time and
-/// the process id hashed.
-fn process_secret() -> [u8; 32] {
-    use sha2::{Digest, Sha256};
-    use std::io::Read;
-    let mut bytes = [0u8; 32];
-    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
-    if random.is_err() {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        bytes = Sha256::digest(format!("{now}:{}", std::process::id())).into();
-    }
-    bytes
-}
 
 /// Hides the worker's home from every command this process starts (a unit's own folder stays
 /// visible to it, being its writable project), and puts the commands' temporary homes there:
@@ -275,12 +59,7 @@ fn isolate_units(home: &std::path::Path) -> Result<(), WorkerError> {
 /// returns `LEASE_LOST` at once, leaving the other slots' units to expire and be claimed again.
 pub async fn run(options: WorkerOptions, events: Events) -> Result<(), WorkerError> {
     isolate_units(&options.home)?;
-    let ctx = Arc::new(Ctx {
-        options,
-        events,
-        git_lock: std::sync::Mutex::new(()),
-        folder_key: process_secret(),
-    });
+    let ctx = Arc::new(Ctx::new(options, events));
     let queue = Queue::open(&ctx.options.config).await?;
     queue
         .register_worker(&ctx.options.worker, &ctx.options.host)

@@ -12,7 +12,9 @@
 //! Everything else fails at once: a payload or package that cannot be used, the run's own
 //! failure (a workflow error, a budget crossed), a model configuration error, a missing key.
 
-use crate::{Ctx, WorkerError, WorkerEvent};
+use crate::WorkerError;
+use crate::ctx::Ctx;
+use crate::event::WorkerEvent;
 use baton_queue::{Lease, Queue, QueueError};
 use serde_json::json;
 use std::time::Duration;

@@ -10,10 +10,12 @@
 //! transaction as the last checkpoint; a question parks the unit for a person's answer, which
 //! the next worker puts into the story's agent-state file before the phase runs again.
 
+use crate::WorkerError;
+use crate::ctx::Ctx;
 use crate::error::LEASE_LOST;
+use crate::event::WorkerEvent;
 use crate::git::checkout;
 use crate::lease::{AbortOnDrop, heartbeat, lease_lost};
-use crate::{Ctx, WorkerError, WorkerEvent};
 use baton_epic::EpicError;
 use baton_epic::queued::payload::{
     QUEUE_PAYLOAD_INVALID, StoryAnswer, StoryCheckpoint, StoryPayload, question_body,

@@ -1,12 +1,14 @@
 //! One claimed run unit, from checkout to its outcome.
 
+use crate::WorkerError;
 use crate::answers::{QUEUE_ANSWER_INVALID, answer_text};
 use crate::checkpoint::{Checkpoints, Restored, WORKER_STOPPING, restore_point, restore_run};
+use crate::ctx::Ctx;
+use crate::event::WorkerEvent;
 use crate::git::checkout;
 use crate::lease::{heartbeat, lease_lost};
 use crate::payload::{QUEUE_PAYLOAD_INVALID, RunPayload};
 use crate::retry;
-use crate::{Ctx, WorkerError, WorkerEvent};
 use baton_engine::model_choice::{self, Requested};
 use baton_engine::runner::{self, Settings, StartRun};
 use baton_engine::{ContextPolicy, Outcome};
