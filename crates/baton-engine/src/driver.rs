@@ -8,56 +8,19 @@ use crate::spend::{self, Meter};
 use baton_llm::{CallOptions, ChatModel, LlmError, TraceRecorder, Usage};
 use baton_package::Workflow;
 use baton_store::durable::Group;
-use baton_store::{Durability, Phase, Project, RunError, StateFile};
+use baton_store::{Durability, Phase, Project, StateFile};
 use baton_tools::{CallContext, ToolHost};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// The code of a run stopped on request (cancellation, Ctrl-C, SIGTERM).
-pub const ABORTED: &str = "ENGINE_ABORTED";
+pub use crate::durable::{DurableFuture, DurablePoint, DurableStop, OnDurable};
+pub use crate::error::{ABORTED, EngineError};
+pub use crate::event::EngineEvent;
+
 /// The longest a summary model call may take before the deterministic summary is used.
 pub const SUMMARY_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// Something to show while a run goes.
-#[derive(Debug, Clone, PartialEq)]
-pub enum EngineEvent {
-    ModelCall {
-        turn: usize,
-        node: String,
-        agent: String,
-    },
-    Text(String),
-    /// Tokens the model reported for one answer.
-    Usage(Usage),
-    /// A question answered without a person (a recorded input, or one given in advance).
-    Answered {
-        question: String,
-        answer: String,
-    },
-    ToolCall {
-        name: String,
-        ok: bool,
-        /// A failed call's error code (`ENOENT`, `E_SANDBOX_VIOLATION`, …).
-        error: Option<String>,
-        /// What the call was about, as the model named it (`@project/…`, a command), cut
-        /// to one short line.
-        target: Option<String>,
-    },
-    NodeChanged {
-        node: String,
-    },
-    /// The context was compressed (or a compressed window was given up).
-    Context(ContextEvent),
-    /// Something the person should know that does not stop the run (a model server's usage
-    /// figures that cannot be true).
-    Warning {
-        code: String,
-        message: String,
-        hint: String,
-    },
-}
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
@@ -75,48 +38,6 @@ pub struct RunReport {
     /// Stops for the user, answered automatically or not.
     pub waits: usize,
     pub usage: Usage,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    #[error(transparent)]
-    Run(#[from] RunError),
-    #[error("cannot read the run state: {0}")]
-    State(String),
-    /// The [`OnDurable`] hook stopped the invocation; nothing more was written or sent.
-    #[error(transparent)]
-    Stopped(DurableStop),
-}
-
-/// Where an invocation just made its writes durable (see [`OnDurable`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DurablePoint {
-    /// A model turn's writes (tool files, state, `run.json`, conversation and audit lines),
-    /// flushed before the next model call.
-    Turn,
-    /// The end of the invocation (completed, failed, stopped, waiting for a person).
-    Phase(Phase),
-}
-
-/// A hook's future (boxed, so the hook can be a trait object).
-pub type DurableFuture<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), DurableStop>> + Send + 'a>>;
-
-/// Told at every durable point of an invocation, after the driver's flush and before anything
-/// else is written or sent: a worker of the work queue copies the run's durable files (and
-/// the project's changes) to its database there, under its lease. An error stops the drive at
-/// once with [`EngineError::Stopped`]: the driver writes nothing more, and the next model call
-/// is not made.
-pub trait OnDurable: Send + Sync {
-    fn durable<'a>(&'a self, run_id: &'a str, at: DurablePoint) -> DurableFuture<'a>;
-}
-
-/// Why an [`OnDurable`] hook stopped the invocation (e.g. `LEASE_LOST`).
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{message}")]
-pub struct DurableStop {
-    pub code: &'static str,
-    pub message: String,
 }
 
 /// Gives the answer to a question, if it has one.

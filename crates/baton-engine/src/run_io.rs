@@ -3,7 +3,8 @@
 //! offloaded, and the trace recorder.
 
 use crate::context::offload;
-use crate::driver::{ABORTED, EngineError, EngineEvent};
+use crate::error::{ABORTED, EngineError};
+use crate::event::EngineEvent;
 use crate::machine::{ToolResult, WaitReason};
 use crate::spend::{self, Meter};
 use baton_llm::{CallOptions, ChatModel, ChatRequest, ChatResponse, LlmError, StreamEvent};

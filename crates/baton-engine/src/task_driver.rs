@@ -11,7 +11,9 @@
 //! end of the invocation (completed, failed, stopped, waiting for a person) is durable, with
 //! the conversation log and the audit log fsynced together with `run.json`.
 
-use crate::driver::{ABORTED, AnswerFn, EngineError, EngineEvent};
+use crate::driver::AnswerFn;
+use crate::error::{ABORTED, EngineError};
+use crate::event::EngineEvent;
 use crate::machine::WaitReason;
 use crate::run_io::{self, OnEvent};
 use crate::task::{TaskAction, TaskInput, TaskMachine};

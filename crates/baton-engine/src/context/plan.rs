@@ -15,7 +15,7 @@
 //!
 //! The result is checked against the tool protocol before it replaces anything.
 
-use super::Budget;
+use super::budget::Budget;
 use super::elide;
 use super::groups::{self, Kind, Unit, tool_group_summary, units};
 use super::summary::{self, Source};

@@ -5,10 +5,12 @@
 //!
 //! Used by the run machine and by agent chats; pure like them.
 
+use super::budget::{Budget, CONTEXT_STILL_TOO_LARGE};
 use super::elide;
+use super::event::ContextEvent;
 use super::groups::CONTEXT_RESTART;
-use super::plan::{self, Mode, Pending, Plan, Report};
-use super::{Budget, CONTEXT_STILL_TOO_LARGE, Compaction, ContextEvent, TokenCounter};
+use super::plan::{self, Compaction, Mode, Pending, Plan, Report};
+use super::tokens::TokenCounter;
 use baton_llm::{ChatRequest, Message, ToolDef};
 
 /// What to do for the next request.

@@ -1,8 +1,8 @@
 //! Turning a menu item's target into refs: which workflow, script, prompt or data file it
 //! names, with the errors of a target that cannot be used.
 
+use super::command::{ActionRef, DataRef, ExecRef, Kind, RouteError, WorkflowRef};
 use super::menu::MenuItem;
-use super::{ActionRef, DataRef, ExecRef, Kind, RouteError, WorkflowRef};
 use baton_package::Package;
 use baton_package::model::Agent;
 

@@ -3,9 +3,9 @@
 //! or handler match (a leading `*` ignored); a unique best fuzzy match; otherwise chat.
 //! Only the first line is matched; the lines after it are the detail, kept for the agent.
 
+use super::command::{Candidate, Confidence, Kind, ResolvedCommand, RouteError};
 use super::menu::{Handler, Menu, MenuItem, Target, bare};
 use super::refs::{self, Exec};
-use super::{Candidate, Confidence, Kind, ResolvedCommand, RouteError};
 use baton_package::Package;
 use baton_package::model::Agent;
 
