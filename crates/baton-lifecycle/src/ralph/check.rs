@@ -10,51 +10,11 @@
 //!   edit); `next` would run past it. `resume` puts it back to pending.
 
 use super::context::Context;
+pub use super::finding::{Finding, Level};
 use super::manifest::{self, Manifest};
 use super::schema::SchemaIssue;
 use super::session::Step;
-use serde::Serialize;
 use serde_json::{Map, Value};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Level {
-    E,
-    W,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    pub level: Level,
-    pub code: &'static str,
-    pub message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub step_index: Option<usize>,
-}
-
-impl Finding {
-    fn new(
-        level: Level,
-        code: &'static str,
-        message: impl Into<String>,
-        step: Option<usize>,
-    ) -> Self {
-        Finding {
-            level,
-            code,
-            message: message.into(),
-            step_index: step,
-        }
-    }
-
-    /// `E008 [step 2]: …`
-    pub fn line(&self) -> String {
-        let loc = self
-            .step_index
-            .map(|i| format!(" [step {i}]"))
-            .unwrap_or_default();
-        format!("{}{loc}: {}", self.code, self.message)
-    }
-}
 
 /// Which steps' command files are checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

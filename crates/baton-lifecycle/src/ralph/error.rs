@@ -1,6 +1,6 @@
 //! Every way a ralph verb can refuse, with a stable code, maestro's exit code and a hint.
 
-use super::check::Finding;
+use super::finding::{Finding, Level};
 use super::schema::SchemaIssue;
 use std::path::PathBuf;
 
@@ -189,7 +189,7 @@ impl RalphError {
             NotActive { .. } => "SESSION_NOT_ACTIVE",
             Findings(f) | FindingsPaused(f) => f
                 .iter()
-                .find(|f| f.level == super::check::Level::E)
+                .find(|f| f.level == Level::E)
                 .map_or("CHECK_FAILED", |f| f.code),
             LeaseConflict(_) => "LEASE_CONFLICT",
             // maestro's own word for it: `[ralph complete] BLOCK: conflicting completion …`.
@@ -241,7 +241,7 @@ impl RalphError {
         match self {
             RalphError::Findings(findings) | RalphError::FindingsPaused(findings) => findings
                 .iter()
-                .filter(|f| f.level == super::check::Level::E)
+                .filter(|f| f.level == Level::E)
                 .map(|f| format!("  {}", f.line()))
                 .collect(),
             RalphError::RequiredMissing { missing, .. } => {

@@ -21,6 +21,7 @@ pub mod context;
 pub mod decisions;
 pub mod discovery;
 pub mod error;
+pub mod finding;
 pub mod lease;
 pub mod manifest;
 pub mod prompt;

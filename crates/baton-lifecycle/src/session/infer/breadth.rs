@@ -1,8 +1,8 @@
 //! Intent breadth (A_DECOMPOSE_TASKS step 1) and the clarification rounds it calls for:
 //! broad intents are clarified even with `-y`, medium ones unless `-y`, narrow ones never.
 
+use super::inference::{Breadth, Choice, Clarification, Question, question};
 use super::intent::words;
-use super::{Breadth, Choice, Clarification, Question, question};
 use std::collections::BTreeMap;
 
 /// Words of a broad intent (the seed's list, with its Chinese terms).

@@ -3,10 +3,10 @@
 //! for a multi-phase milestone without `-y`).
 
 use super::error::{InferError, Result};
+use super::inference::{Choice, QualityMode, Question, ScopeVerdict, question};
 use super::position::{self, EARLY};
 use super::results;
 use super::state_file::{Artifact, State};
-use super::{Choice, QualityMode, Question, ScopeVerdict, question};
 use crate::ralph::chain::PlanningMode;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -2,9 +2,9 @@
 //! priority order. Ambiguity becomes a question, even with `-y`.
 
 use super::error::{InferError, Result};
+use super::inference::{Choice, Question, question};
 use super::intent;
 use super::state_file::{ArtifactStatus, State, phase_number_str};
-use super::{Choice, Question, question};
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

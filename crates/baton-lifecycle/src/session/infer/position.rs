@@ -14,9 +14,10 @@
 
 use super::error::Result;
 use super::files;
+use super::inference::{Breadth, Failed, Position};
+use super::intent;
 use super::results::{self, Uat};
 use super::state_file::{Artifact, ArtifactStatus, State};
-use super::{Breadth, Failed, Position, intent};
 use crate::ralph::chain::STAGES;
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -2,9 +2,9 @@
 //! located errors: `verification.json` (`passed`, `gaps`), `review.json` (`verdict`), `uat.md`
 //! (pass/fail lines) and a macro analysis's `conclusions.json` (`scope_verdict`).
 
-use super::ScopeVerdict;
 use super::error::{InferError, Result};
 use super::files::{self, MAX_RESULT_BYTES};
+use super::inference::ScopeVerdict;
 use serde_json::Value;
 use std::path::Path;
 
