@@ -4,10 +4,8 @@ use crate::diagnostic::Diagnostic;
 use crate::files::PackageFiles;
 use crate::graph::Graph;
 use crate::model::{Agent, Manifest, Step};
-use crate::validate::{self, Report, ValidateOptions};
 use crate::workflow_ref;
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// One workflow of a package: its state template, graph and step files.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,20 +35,6 @@ pub struct Package {
     content_sha256: String,
 }
 
-/// Why a package could not be loaded: the validation report with at least one error.
-#[derive(Debug, thiserror::Error)]
-#[error("package is invalid: {}", first_error(.0))]
-pub struct InvalidPackage(pub Box<Report>);
-
-fn first_error(report: &Report) -> String {
-    report
-        .diagnostics
-        .errors()
-        .next()
-        .map(ToString::to_string)
-        .unwrap_or_else(|| "unknown error".into())
-}
-
 impl Package {
     pub(crate) fn new(
         files: PackageFiles,
@@ -67,15 +51,6 @@ impl Package {
             workflows,
             workflow_ids,
             content_sha256,
-        }
-    }
-
-    /// Loads and validates the whole package at `path`.
-    pub fn load(path: &Path) -> Result<Package, InvalidPackage> {
-        let report = validate::validate_path(path, &ValidateOptions::default());
-        match report.package.clone() {
-            Some(p) => Ok(p),
-            None => Err(InvalidPackage(Box::new(report))),
         }
     }
 
