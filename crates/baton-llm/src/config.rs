@@ -12,6 +12,9 @@ use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
+// Defined with the request body that sends it; kept at its old public path.
+pub use crate::wire::DEFAULT_MAX_COMPLETION_TOKENS;
+
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
 /// An API key. Its `Debug` never shows it, and it has no `Display` or `Serialize`.
@@ -72,8 +75,6 @@ pub struct LlmConfig {
     pub model_prices: BTreeMap<String, Price>,
 }
 
-/// The completion cap sent when nothing else is configured.
-pub const DEFAULT_MAX_COMPLETION_TOKENS: u32 = 8_192;
 /// Bounds of `max_completion_tokens`.
 const MAX_COMPLETION_TOKENS_RANGE: std::ops::RangeInclusive<u32> = 16..=1_000_000;
 

@@ -54,7 +54,7 @@ pub trait ChatModel: Send + Sync {
     /// `max_tokens` or `max_completion_tokens`): with the counted prompt, the most a call can
     /// cost in tokens.
     fn max_completion_tokens(&self) -> u32 {
-        crate::config::DEFAULT_MAX_COMPLETION_TOKENS
+        crate::wire::DEFAULT_MAX_COMPLETION_TOKENS
     }
 
     /// What this model's tokens cost, when a price is known (configured or built in).

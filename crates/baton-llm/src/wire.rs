@@ -10,6 +10,9 @@ use std::collections::BTreeMap;
 /// Provider fields of an assistant message that must be sent back on the next turn.
 const KEPT_EXTRAS: [&str; 2] = ["reasoning_content", "reasoning"];
 
+/// The completion cap sent when nothing else is configured.
+pub const DEFAULT_MAX_COMPLETION_TOKENS: u32 = 8_192;
+
 /// Which body field carries the completion cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CapField {
@@ -42,7 +45,7 @@ impl Default for BodyOptions {
     fn default() -> Self {
         BodyOptions {
             cap_field: CapField::MaxTokens,
-            default_cap: crate::config::DEFAULT_MAX_COMPLETION_TOKENS,
+            default_cap: DEFAULT_MAX_COMPLETION_TOKENS,
             prompt_cache_key: false,
         }
     }
