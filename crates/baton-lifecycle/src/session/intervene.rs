@@ -184,17 +184,7 @@ impl Pause {
     }
 }
 
-/// The step field that records a question a code-settled gate asked (`scope`,
-/// `planning-mode`); it stays on the gate once it is settled.
-pub const ASKED: &str = "asked";
-
-/// Pauses the session at gate `index` to ask `question` (inside the caller's transaction):
-/// the gate stays pending, marked with the question.
-pub(crate) fn mark_asked(s: &mut Session, index: usize, question: &str) {
-    s.set_step(index, ASKED, json!(question));
-    s.set("status", json!("paused"));
-    s.release();
-}
+pub use crate::ralph::gate::ASKED;
 
 /// Why `s` is paused, or `None` when it is not paused.
 pub fn why_paused(s: &Session) -> Option<Pause> {

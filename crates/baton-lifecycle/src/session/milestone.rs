@@ -32,45 +32,14 @@ use super::infer::{Breadth, Clarification, Inference, Position, QualityMode};
 use crate::ralph::Context;
 use crate::ralph::chain::PlanningMode;
 use crate::ralph::error::{RalphError, Result};
+use crate::ralph::milestone_gate::MilestonePlanner;
+pub use crate::ralph::milestone_gate::{GATE, Outcome, QUESTION, advance_fields, parse_planning};
 use crate::ralph::session::Session;
 use serde_json::{Map, Value, json};
 use std::path::Path;
 
-/// The gate this module settles.
-pub const GATE: &str = "post-milestone";
-
-/// The id of the question asked for a multi-phase next milestone without `-y`.
-pub const QUESTION: &str = "planning-mode";
-
 /// Stages run once per milestone, after the phases' stages.
 const MILESTONE_STAGES: [&str; 3] = ["milestone-audit", "goal-audit", "milestone-complete"];
-
-/// What the milestone gate does.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
-    /// Go on with the next milestone: these steps after the gate.
-    Advance {
-        from: String,
-        to: String,
-        phase: Option<u64>,
-        planning: PlanningMode,
-        steps: Vec<Value>,
-    },
-    /// The session ends here.
-    End {
-        from: Option<String>,
-        kind: String,
-        reason: String,
-        /// `adhoc`: state.json's `current_milestone` is set to null.
-        clear_current: bool,
-    },
-    /// The next milestone has several phases and nobody said how to plan them.
-    Ask {
-        from: String,
-        to: String,
-        phases: usize,
-    },
-}
 
 fn state_error(e: super::infer::InferError) -> RalphError {
     RalphError::failed(e.code(), e.to_string())
@@ -297,24 +266,6 @@ fn chain(
     Ok(steps)
 }
 
-/// Applies an advance to the session fields (A_ADVANCE_MILESTONE step 1); the steps are
-/// inserted by the caller.
-pub fn advance_fields(s: &mut Session, to: &str, phase: Option<u64>, planning: PlanningMode) {
-    s.set("milestone", json!(to));
-    s.set("phase", phase.map_or(Value::Null, |p| json!(p)));
-    if s.doc.contains_key("phase_is_new") {
-        s.set("phase_is_new", json!(false));
-    }
-    s.set(
-        "planning_mode",
-        json!(match planning {
-            PlanningMode::Unified => "unified",
-            PlanningMode::Independent => "independent",
-        }),
-    );
-    s.set("passed_gates", json!([]));
-}
-
 /// `adhoc`: state.json's `current_milestone` set to null in place (keys, their order and
 /// unknown fields kept; written durably), when it still names `milestone`.
 pub fn clear_current(ctx: &Context, milestone: &str) -> Result<()> {
@@ -340,15 +291,22 @@ pub fn clear_current(ctx: &Context, milestone: &str) -> Result<()> {
     Ok(())
 }
 
-/// The person's planning-mode choice for the next milestone.
-pub fn parse_planning(raw: &str) -> Result<PlanningMode> {
-    match raw.trim() {
-        "unified" => Ok(PlanningMode::Unified),
-        "independent" => Ok(PlanningMode::Independent),
-        other => Err(RalphError::usage(
-            "PLANNING_MODE_INVALID",
-            format!("--planning-mode must be unified or independent (got \"{other}\")"),
-        )),
+/// The milestone gate's planner: [`evaluate`] and [`clear_current`], for ralph's `decide`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Planner;
+
+impl MilestonePlanner for Planner {
+    fn evaluate(
+        &self,
+        ctx: &Context,
+        s: &Session,
+        planning: Option<PlanningMode>,
+    ) -> Result<Outcome> {
+        evaluate(ctx, s, planning)
+    }
+
+    fn clear_current(&self, ctx: &Context, milestone: &str) -> Result<()> {
+        clear_current(ctx, milestone)
     }
 }
 
@@ -375,7 +333,7 @@ pub fn settle(ctx: &Context, session: Option<&str>, index: usize) -> Result<Sett
             return Ok(Change::keep(false));
         }
         if matches!(evaluate(ctx, s, None)?, Outcome::Ask { .. }) {
-            super::intervene::mark_asked(s, index, QUESTION);
+            crate::ralph::gate::mark_asked(s, index, QUESTION);
             return Ok(Change::write(true));
         }
         Ok(Change::keep(false))

@@ -282,7 +282,7 @@ pub fn settle_with(
                     ))));
                 }
                 None if !auto => {
-                    super::intervene::mark_asked(s, index, QUESTION);
+                    crate::ralph::gate::mark_asked(s, index, QUESTION);
                     return Ok(Change::write(Step::Ask));
                 }
                 None => {}

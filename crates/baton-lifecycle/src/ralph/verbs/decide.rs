@@ -1,31 +1,28 @@
 //! `decide <i> --verdict proceed|fix|escalate --confidence N [--reason T] [--gap T]...`:
-//! settle a decision gate the way seed 003's S_TICK_APPLY does, as code.
+//! settle a decision gate the way seed 003's S_TICK_APPLY does, as code: the gate's rules
+//! ([`crate::ralph::gate`]) applied under the session lock, recorded and reported.
 //!
 //! Guards (quality and goal gates): confidence < 60 turns `proceed` into `fix`; a `fix` at
 //! `retry_count >= max_retries` becomes `escalate` (W002); a `fix` with confidence > 95 after a
 //! retry *suggests* `proceed` (reported, not applied: `--dry-run` shows it before deciding).
 //!
-//! Release protocol, with seed 003's defect fixed: the gate is *consumed* by its verdict
-//! (completed, confirmed, `verdict` recorded, active pointer released). A `fix` inserts the
-//! template of the gate, which closes with exactly one follow-up gate carrying `retry + 1`;
-//! the seed's literal protocol would also put the gate itself back to pending *before* the fix
-//! steps, so it would be evaluated again before any fix ran, and duplicated.
-//!
 //! `proceed` on `post-milestone` is A_STRUCTURAL_EVALUATE: the next milestone's chain is
-//! inserted (A_ADVANCE_MILESTONE) or the session ends ([`crate::session::milestone`]).
+//! inserted (A_ADVANCE_MILESTONE) or the session ends, as the caller's [`MilestonePlanner`]
+//! says ([`crate::ralph::milestone_gate`]).
 //!
 //! Every settled gate appends a line to `decisions.ndjson` (before status.json is written);
 //! a line a crash left for the same gate, never applied, is removed first.
 
 use crate::ralph::Context;
-use crate::ralph::chain::{self, Item, PlanningMode};
 use crate::ralph::decisions;
 use crate::ralph::error::{RalphError, Result};
+pub use crate::ralph::gate::{Adjusted, apply_guards, parse_confidence, parse_verdict};
+use crate::ralph::gate::{Class, claimable_gate, class, kind, settle};
+use crate::ralph::milestone_gate::{self as milestone, MilestonePlanner};
 use crate::ralph::session::Session;
 use crate::ralph::store::{self, Change};
 use crate::ralph::time;
 use crate::ralph::verbs::{Output, index_in, parse_index};
-use crate::session::milestone;
 use serde_json::{Map, Value, json};
 
 #[derive(Debug, Clone, Default)]
@@ -43,102 +40,6 @@ pub struct DecideArgs {
     pub planning_mode: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Class {
-    Quality,
-    Goal,
-    Scope,
-    Structural,
-}
-
-fn class(gate: &str) -> Class {
-    match gate {
-        "post-verify" | "post-business-test" | "post-review" | "post-test" => Class::Quality,
-        "post-goal-audit" => Class::Goal,
-        "post-analyze-scope" => Class::Scope,
-        _ => Class::Structural,
-    }
-}
-
-fn kind(class: Class) -> &'static str {
-    match class {
-        Class::Quality => "quality-gate",
-        Class::Goal => "goal-gate",
-        Class::Scope => "scope-gate",
-        Class::Structural => "structural-gate",
-    }
-}
-
-/// The verdict the guards make of the requested one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Adjusted {
-    pub verdict: &'static str,
-    pub guards: Vec<String>,
-    pub warnings: Vec<String>,
-    pub suggested: Option<&'static str>,
-    pub close_call: bool,
-}
-
-/// Seed 003's S_TICK_APPLY guards for quality and goal gates.
-pub fn apply_guards(
-    requested: &'static str,
-    confidence: u8,
-    retry: u64,
-    max: u64,
-    guarded: bool,
-) -> Adjusted {
-    let mut a = Adjusted {
-        verdict: requested,
-        guards: Vec::new(),
-        warnings: Vec::new(),
-        suggested: None,
-        close_call: (50..=70).contains(&confidence),
-    };
-    if !guarded {
-        return a;
-    }
-    if a.verdict == "proceed" && confidence < 60 {
-        a.verdict = "fix";
-        a.guards
-            .push(format!("confidence {confidence} < 60: proceed → fix"));
-    }
-    if a.verdict == "fix" && retry >= max {
-        a.verdict = "escalate";
-        a.guards
-            .push(format!("retries {retry}/{max} reached: fix → escalate"));
-        a.warnings.push("W002: max retries, escalating".into());
-    }
-    if a.verdict == "fix" && confidence > 95 && retry > 0 {
-        a.suggested = Some("proceed");
-    }
-    if confidence < 60 {
-        a.warnings
-            .push(format!("W004: low confidence ({confidence})"));
-    }
-    a
-}
-
-pub fn parse_verdict(raw: &str) -> Result<&'static str> {
-    ["proceed", "fix", "escalate"]
-        .into_iter()
-        .find(|v| v.eq_ignore_ascii_case(raw))
-        .ok_or_else(|| {
-            RalphError::usage(
-                "VERDICT_INVALID",
-                format!("--verdict must be one of: proceed, fix, escalate (got \"{raw}\")"),
-            )
-        })
-}
-
-pub fn parse_confidence(raw: &str) -> Result<u8> {
-    raw.parse::<u8>().ok().filter(|c| *c <= 100).ok_or_else(|| {
-        RalphError::usage(
-            "CONFIDENCE_INVALID",
-            format!("--confidence must be an integer from 0 to 100 (got \"{raw}\")"),
-        )
-    })
-}
-
 /// What deciding did.
 struct Decided {
     index: usize,
@@ -151,6 +52,16 @@ struct Decided {
 }
 
 pub fn run(ctx: &Context, session: Option<&str>, args: &DecideArgs) -> Result<Output> {
+    run_with(ctx, session, args, &crate::session::milestone::Planner)
+}
+
+/// [`run`] with the milestone gate worked out by `planner`.
+pub fn run_with(
+    ctx: &Context,
+    session: Option<&str>,
+    args: &DecideArgs,
+    planner: &dyn MilestonePlanner,
+) -> Result<Output> {
     let requested = parse_verdict(&args.verdict)?;
     let confidence = parse_confidence(&args.confidence)?;
     parse_index(&args.index)?;
@@ -173,7 +84,7 @@ pub fn run(ctx: &Context, session: Option<&str>, args: &DecideArgs) -> Result<Ou
         let (effect, inserted, extra) = if args.dry_run {
             ("dry-run", 0, Map::new())
         } else if gate == milestone::GATE && adjusted.verdict == "proceed" {
-            settle_milestone(ctx, s, index, planning)?
+            milestone::settle(ctx, s, index, planning, planner)?
         } else {
             let (effect, inserted) = settle(ctx, s, index, &gate, class, &adjusted, &args.gaps)?;
             (effect, inserted, Map::new())
@@ -264,214 +175,6 @@ pub fn advance(
         ..DecideArgs::default()
     };
     run(ctx, session.or(Some(&s.id)), &args)
-}
-
-/// The gate at `index`, if it may be decided now: a decision node, pending (or running and
-/// claimed by the caller through a hand edit, as maestro's skill does), nothing else active,
-/// and every earlier step finished (a gate judges the steps before it).
-fn claimable_gate(s: &Session, index: usize) -> Result<(String, u64, u64)> {
-    let step = s.step(index).ok_or(RalphError::NoClaim)?;
-    let Some(gate) = step.decision() else {
-        return Err(RalphError::NotDecision { index });
-    };
-    let active = s.active_index();
-    if s.active_raw().is_some_and(|a| a != index as i64) {
-        return Err(RalphError::NotActiveStep {
-            index,
-            active: s.active_raw(),
-        });
-    }
-    match step.status() {
-        "pending" => {}
-        "running" if active == Some(index) => {}
-        other => {
-            return Err(RalphError::StepState {
-                index,
-                status: format!("\"{other}\""),
-                action: "decide it (only a pending gate is decided)",
-            });
-        }
-    }
-    if let Some(blocking) = s
-        .all_steps()
-        .take(index)
-        .find(|st| !matches!(st.status(), "completed" | "skipped"))
-    {
-        return Err(RalphError::GateOrder {
-            index,
-            gate: gate.to_string(),
-            blocking: blocking.index(),
-            blocking_status: blocking.status().to_string(),
-        });
-    }
-    Ok((gate.to_string(), step.retry_count(), step.max_retries()))
-}
-
-/// Applies the adjusted verdict. Returns what happened and how many steps were inserted.
-fn settle(
-    ctx: &Context,
-    s: &mut Session,
-    index: usize,
-    gate: &str,
-    class: Class,
-    adjusted: &Adjusted,
-    gaps: &[String],
-) -> Result<(&'static str, usize)> {
-    let verdict = adjusted.verdict;
-    let items: Option<Vec<Item>> = match (class, verdict) {
-        (_, "proceed") => None,
-        (Class::Quality | Class::Goal, "fix") => {
-            let retry = s.step(index).map_or(0, |st| st.retry_count()) + 1;
-            chain::template_items(gate, gaps, retry)
-        }
-        (Class::Quality | Class::Goal, _) => Some(chain::escalate_items(gaps)),
-        (_, "fix") => {
-            return Err(RalphError::VerdictNotApplicable {
-                gate: gate.to_string(),
-                verdict: verdict.to_string(),
-            });
-        }
-        // escalate on a scope or structural gate: a person decides; the gate stays pending.
-        _ => {
-            s.set("status", json!("paused"));
-            s.release();
-            if s.step(index).is_some_and(|st| st.status() == "running") {
-                s.set_step(index, "status", json!("pending"));
-            }
-            return Ok(("paused", 0));
-        }
-    };
-    let inserted = match &items {
-        Some(items) => chain::insert_after(ctx, s, index, items)?,
-        None => 0,
-    };
-    consume(s, index, verdict);
-    if verdict == "proceed" && class == Class::Goal {
-        goals_done(s);
-    }
-    if verdict == "proceed"
-        && class == Class::Quality
-        && let Some(Value::Array(passed)) = s.doc.get_mut("passed_gates")
-        && !passed.iter().any(|g| g.as_str() == Some(gate))
-    {
-        passed.push(json!(gate));
-    }
-    if verdict == "proceed" && finished(s) {
-        s.set("status", json!("completed"));
-        return Ok(("session-completed", inserted));
-    }
-    Ok((
-        if inserted > 0 {
-            "inserted"
-        } else {
-            "completed"
-        },
-        inserted,
-    ))
-}
-
-/// `proceed` on the milestone gate: the next milestone's chain inserted after it, or the end
-/// of the session (see [`milestone`]). Returns the effect, the steps inserted and the fields
-/// the decision line gets (`milestone_from`, `milestone_to`, `milestone_type`).
-fn settle_milestone(
-    ctx: &Context,
-    s: &mut Session,
-    index: usize,
-    planning: Option<PlanningMode>,
-) -> Result<(&'static str, usize, Map<String, Value>)> {
-    let mut extra = Map::new();
-    match milestone::evaluate(ctx, s, planning)? {
-        milestone::Outcome::Ask { from, to, phases } => Err(RalphError::usage(
-            "PLANNING_MODE_REQUIRED",
-            format!(
-                "milestone {from} is done; the next one, {to}, has {phases} phases: say how to \
-                 plan them with --planning-mode unified|independent"
-            ),
-        )),
-        milestone::Outcome::Advance {
-            from,
-            to,
-            phase,
-            planning,
-            steps,
-        } => {
-            let inserted = chain::insert_steps_after(ctx, s, index, steps)?;
-            milestone::advance_fields(s, &to, phase, planning);
-            // The gate closes its milestone: the board groups the steps by it.
-            s.set_step(index, "milestone_id", json!(from));
-            consume(s, index, "proceed");
-            extra.insert("milestone_from".into(), json!(from));
-            extra.insert("milestone_to".into(), json!(to));
-            extra.insert("milestone_type".into(), json!("standard"));
-            Ok(("milestone-advanced", inserted, extra))
-        }
-        milestone::Outcome::End {
-            from,
-            kind,
-            reason,
-            clear_current,
-        } => {
-            if clear_current && let Some(m) = &from {
-                // state.json first: a kill before status.json's write finds the gate pending
-                // and clears (nothing) again.
-                milestone::clear_current(ctx, m)?;
-            }
-            if let Some(m) = &from {
-                s.set_step(index, "milestone_id", json!(m));
-            }
-            consume(s, index, "proceed");
-            extra.insert("milestone_from".into(), json!(from));
-            extra.insert("milestone_to".into(), Value::Null);
-            extra.insert("milestone_type".into(), json!(kind));
-            extra.insert("milestone_end".into(), json!(reason));
-            if finished(s) {
-                s.set("status", json!("completed"));
-                return Ok(("session-completed", 0, extra));
-            }
-            Ok(("completed", 0, extra))
-        }
-    }
-}
-
-/// The gate yielded its verdict: completed, confirmed, released.
-fn consume(s: &mut Session, index: usize, verdict: &str) {
-    s.set_step(index, "status", json!("completed"));
-    s.set_step(index, "completion_confirmed", json!(true));
-    s.set_step(index, "completed_at", json!(time::now_iso()));
-    s.set_step(index, "verdict", json!(verdict));
-    s.release();
-}
-
-/// A_APPLY_GOAL_DONE: every sub-goal done and confirmed, and the session's flag that lets it
-/// complete.
-fn goals_done(s: &mut Session) {
-    let now = time::now_iso();
-    if let Some(Value::Array(goals)) = s.doc.get_mut("task_decomposition") {
-        for goal in goals.iter_mut().filter_map(Value::as_object_mut) {
-            goal.insert("status".into(), json!("done"));
-            goal.insert("completion_confirmed".into(), json!(true));
-            goal.insert("completed_at".into(), json!(now));
-        }
-        s.set("task_decomposition_all_done", json!(true));
-    }
-}
-
-/// A_COMPLETE_SESSION's test: nothing left to run, every non-skipped step confirmed, and the
-/// sub-goals all done when the session has them.
-pub(crate) fn finished(s: &Session) -> bool {
-    let steps_done = s
-        .all_steps()
-        .all(|st| st.status() == "skipped" || (st.status() == "completed" && st.confirmed()));
-    let goals_done = match s.doc.get("task_decomposition") {
-        Some(Value::Array(goals)) if !goals.is_empty() => {
-            s.doc
-                .get("task_decomposition_all_done")
-                .and_then(Value::as_bool)
-                == Some(true)
-        }
-        _ => true,
-    };
-    steps_done && goals_done
 }
 
 fn report(s: &Session, d: &Decided, args: &DecideArgs) -> Output {
