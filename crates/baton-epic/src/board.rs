@@ -7,13 +7,13 @@ use super::config::AutopilotConfig;
 use super::consent;
 use super::error::{EpicError, Result};
 use super::findings::{self, Findings};
-use super::keys::{self, KeyKind};
-use super::layout;
 use super::lock;
 use super::progress::{FailureDetail, Progress, RunRecord};
 use super::review::{self, Review};
 use super::run_state::{self, RunEpicState};
-use super::sprint::{self, SprintStatus};
+use baton_bmad::keys::{self, KeyKind};
+use baton_bmad::layout;
+use baton_bmad::sprint::{self, SprintStatus};
 use baton_store::Store;
 use serde::Serialize;
 use std::collections::HashSet;
@@ -172,7 +172,7 @@ pub struct Board {
     /// the other files found.
     pub sprint_status: layout::SprintStatusInfo,
     /// Where story files were looked for.
-    pub story_files: super::story_files::SearchInfo,
+    pub story_files: baton_bmad::story_files::SearchInfo,
     /// A parallel epic: the stories in flight with their phase, worktree branch and folder, and
     /// why the others wait (see [`super::parallel_board`]). Set by [`status_board`].
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -209,7 +209,7 @@ pub fn status(project: &Path, epic: Option<&str>) -> Result<Board> {
     }
     // One listing tells which story files exist; only those are read.
     let present: HashSet<String> = layout.dir.names(100_000).into_iter().collect();
-    let files = super::story_files::StoryFiles::scan(&layout, &sprint);
+    let files = baton_bmad::story_files::StoryFiles::scan(&layout, &sprint);
     let in_flight = progress.as_ref().and_then(|p| p.story.clone());
     let recorded: &[RunRecord] = progress.as_ref().map_or(&[], |p| p.runs.as_slice());
     let mut epics: Vec<EpicRow> = Vec::new();
@@ -425,8 +425,8 @@ pub(crate) fn review_verdict(
 }
 
 /// The story's file on its row; a story found twice is its row's problem.
-fn file_of(row: &mut StoryRow, lookup: super::story_files::Lookup) {
-    use super::story_files::Lookup;
+fn file_of(row: &mut StoryRow, lookup: baton_bmad::story_files::Lookup) {
+    use baton_bmad::story_files::Lookup;
     match lookup {
         Lookup::Found(f) => {
             row.file_status = f.status;
@@ -436,7 +436,7 @@ fn file_of(row: &mut StoryRow, lookup: super::story_files::Lookup) {
             row.file = Some(f.path);
         }
         Lookup::Ambiguous(files) => {
-            let e = super::story_files::ambiguous_error(&row.key, &files);
+            let e = baton_bmad::story_files::ambiguous_error(&row.key, &files);
             row.problem
                 .get_or_insert(format!("{}: {}", e.code, e.message));
         }

@@ -49,7 +49,7 @@ pub(super) fn caps_for(ctx: &Ctx<'_>, story: &str, run_id: &str, price: Option<P
             spent_elsewhere: of_story,
         },
         Cap {
-            scope: format!("epic {}", super::keys::epic_key(ctx.epic)),
+            scope: format!("epic {}", baton_bmad::keys::epic_key(ctx.epic)),
             tokens: b.tokens,
             usd: b.usd,
             spent_elsewhere: epic,

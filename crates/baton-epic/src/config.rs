@@ -30,7 +30,7 @@
 //! ```
 
 use super::error::{EpicError, Result};
-use super::phase::Phase;
+use baton_bmad::phase::Phase;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -146,7 +146,7 @@ impl AutopilotConfig {
         match baton_autopilot::untrusted::read_in(&root, Path::new(CONFIG_FILE), limit) {
             Ok(Some(bytes)) => AutopilotConfig::parse(&String::from_utf8_lossy(&bytes)),
             Ok(None) => Ok(AutopilotConfig::default()),
-            Err(e) => Err(super::layout::refused(CONFIG_FILE, &e)),
+            Err(e) => Err(baton_bmad::error::refused(CONFIG_FILE, &e)),
         }
     }
 

@@ -16,12 +16,12 @@ use super::agent_state::{AgentState, Question};
 use super::error::Result;
 use super::events::EpicEvent;
 use super::findings::Findings;
-use super::keys::{self, KeyKind};
-use super::layout::Layout;
 use super::orchestrator::{EpicOutcome, now};
-use super::phase::Phase;
-use super::sprint::{self, Entry, SprintStatus};
 use super::story::Ctx;
+use baton_bmad::keys::{self, KeyKind};
+use baton_bmad::layout::Layout;
+use baton_bmad::phase::Phase;
+use baton_bmad::sprint::{self, Entry, SprintStatus};
 
 /// Why the block fields of an agent-state file name the sprint status.
 const BLOCKED_AT: &str = "sprint-status";

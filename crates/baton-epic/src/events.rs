@@ -1,6 +1,6 @@
 //! What the loop reports while it goes, for a terminal or a log.
 
-use super::phase::Phase;
+use baton_bmad::phase::Phase;
 use baton_engine::EngineEvent;
 
 #[derive(Debug, Clone, PartialEq)]

@@ -6,8 +6,8 @@
 //! against the same grammar, so a key that is in the file is never called missing.
 
 use super::error::{EpicError, Result};
-use super::keys::{self, KeyKind};
-use super::sprint::SprintStatus;
+use baton_bmad::keys::{self, KeyKind};
+use baton_bmad::sprint::SprintStatus;
 use serde::Serialize;
 
 /// A key outside BMAD's grammar: kept byte for byte, never run.

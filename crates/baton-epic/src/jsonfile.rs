@@ -2,8 +2,8 @@
 //! that name the field (a JSON pointer), and durable writes.
 
 use super::error::{EpicError, Result};
-use super::layout::ArtifactFile;
 use baton_autopilot::json_kind::json_kind;
+use baton_bmad::layout::ArtifactFile;
 use serde_json::{Map, Value};
 
 /// Reads a JSON object of at most `limit` bytes (a regular file, through the folder's

@@ -6,7 +6,7 @@
 //! (`storiesFolder`): `baton epic resume` goes on only in the folder recorded.
 
 use super::error::{EpicError, Result};
-use super::layout::Layout;
+use baton_bmad::layout::Layout;
 use baton_store::Store;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};

@@ -5,7 +5,6 @@
 //! baton run of a package workflow, so it is resumable, audited and replayable.
 
 pub mod agent_state;
-pub mod bmad_config;
 pub mod board;
 pub mod budget;
 pub mod bundled;
@@ -16,8 +15,6 @@ pub mod events;
 pub mod findings;
 pub mod git;
 pub mod jsonfile;
-pub mod keys;
-pub mod layout;
 pub mod layout_record;
 pub mod lock;
 pub mod merge;
@@ -29,8 +26,8 @@ pub mod models;
 pub mod orchestrator;
 pub mod parallel;
 pub mod parallel_board;
-pub mod phase;
 pub mod phase_run;
+pub mod pipeline;
 pub mod progress;
 pub mod queued;
 pub mod report;
@@ -38,14 +35,14 @@ pub mod review;
 pub mod run_state;
 pub mod schedule;
 pub mod specs;
-pub mod sprint;
 pub mod stories_mode;
 pub mod story;
-pub mod story_files;
+mod story_lookup;
 pub mod verify;
 pub mod worktree;
 
 pub use agent_state::{AgentState, Question};
+pub use baton_bmad::Phase;
 pub use board::{Board, status, status_board};
 pub use error::{EpicError, ErrorKind};
 pub use events::EpicEvent;
@@ -54,7 +51,6 @@ pub use orchestrator::{
     AskFn, Command, EpicOutcome, EpicReport, EpicSettings, PlannedStory, execute, execute_parallel,
     execute_queued, preflight,
 };
-pub use phase::Phase;
 
 use std::path::Path;
 
@@ -68,7 +64,7 @@ pub fn stop(project: &Path) -> error::Result<()> {
         )
     })?;
     let config = config::AutopilotConfig::load(&root)?;
-    let layout = layout::resolve(&root, config.implementation_artifacts.as_deref())?;
+    let layout = baton_bmad::layout::resolve(&root, config.implementation_artifacts.as_deref())?;
     if !lock::is_held(&layout.dir) {
         return Err(EpicError::failure(
             "EPIC_NOT_RUNNING",

@@ -6,7 +6,7 @@
 //! `baton epic stop` asks the holder to pause at the next phase boundary with a request file.
 
 use super::error::{EpicError, Result};
-use super::layout::{ArtifactFile, Artifacts};
+use baton_bmad::layout::{ArtifactFile, Artifacts};
 use std::fs::TryLockError;
 
 pub const STOP_FILE: &str = ".run-epic.stop";
@@ -83,7 +83,7 @@ mod tests {
     fn a_second_holder_is_refused_until_the_first_lets_go() {
         let project = tempfile::tempdir().unwrap();
         std::fs::create_dir(project.path().join("impl")).unwrap();
-        let layout = super::super::layout::resolve(project.path(), Some("impl")).unwrap();
+        let layout = baton_bmad::layout::resolve(project.path(), Some("impl")).unwrap();
         let dir = &layout.dir;
         assert!(!is_held(dir));
         let first = acquire(dir, "impl").unwrap();

@@ -18,10 +18,10 @@ use super::error::Result;
 use super::events::EpicEvent;
 use super::method::snapshot::{self, MethodSnapshot};
 use super::orchestrator::EpicOutcome;
-use super::phase::Phase;
 use super::progress::FailureDetail;
 use super::specs::{self, Specs};
 use super::story::Ctx;
+use baton_bmad::phase::Phase;
 
 /// The code the loop stops with when nobody can answer.
 pub const CODE: &str = "EPIC_METHOD_CHANGED";

@@ -17,10 +17,10 @@
 
 use super::error::{EpicError, Result};
 use super::method::files::Reader;
-use super::phase::Phase;
 use super::progress::{InFlight, Mark};
 use super::review::{self, Review};
 use super::story::Ctx;
+use baton_bmad::phase::Phase;
 use sha2::{Digest, Sha256};
 
 /// Longest review summary taken from a findings section.
@@ -193,7 +193,7 @@ impl Ctx<'_> {
             let text = String::from_utf8_lossy(&bytes).into_owned();
             out.push(Seen {
                 changed: was.as_deref() != Some(now.as_str()),
-                status: super::story_files::declared_status(&text).map(|(s, _)| s),
+                status: baton_bmad::story_files::declared_status(&text).map(|(s, _)| s),
                 path,
                 text,
             });

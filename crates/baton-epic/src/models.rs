@@ -4,7 +4,7 @@
 //! conversation is written there under the same name, invocation after invocation.
 
 use super::error::{EpicError, Result};
-use super::phase::Phase;
+use baton_bmad::phase::Phase;
 use baton_llm::{ChatModel, ReplayModel, Trace, TraceRecorder};
 use serde_json::Value;
 use std::collections::HashMap;

@@ -9,16 +9,17 @@ use super::error::{EpicError, Result};
 use super::events::EpicEvent;
 use super::findings::{self, Findings};
 use super::git;
-use super::keys::{self, KeyKind};
-use super::layout::{self, Layout};
 use super::lock;
 use super::models::{ModelSource, Models};
-use super::phase::Phase;
+use super::pipeline::Pipeline;
 use super::progress::{FailureDetail, Progress, Target};
 use super::review::Review;
 use super::run_state::{self, RunEpicState};
 use super::specs;
-use super::sprint::{self, SprintStatus};
+use baton_bmad::keys::{self, KeyKind};
+use baton_bmad::layout::{self, Layout};
+use baton_bmad::phase::Phase;
+use baton_bmad::sprint::{self, SprintStatus};
 use baton_store::Store;
 use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
@@ -404,6 +405,7 @@ async fn execute_with<'a>(
         store,
         project,
         layout,
+        pipeline: Pipeline::for_config(&config),
         config,
         specs,
         tools,
@@ -594,7 +596,7 @@ fn dry_plan(
     epic: u32,
 ) -> Vec<PlannedStory> {
     let mut plan = Vec::new();
-    let files = super::story_files::StoryFiles::scan(layout, sprint);
+    let files = baton_bmad::story_files::StoryFiles::scan(layout, sprint);
     for e in sprint.stories_of(epic) {
         if let Target::Story { story_key } = &progress.target
             && *story_key != e.key

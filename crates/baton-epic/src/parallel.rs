@@ -18,19 +18,19 @@
 use super::agent_state::{self, AgentState};
 use super::error::{EpicError, Result};
 use super::events::EpicEvent;
-use super::keys;
-use super::layout::{self, Artifacts, Layout};
 use super::lock;
 use super::merge::{self, MergeOutcome, MergeSettings};
 use super::orchestrator::{EpicOutcome, now};
-use super::phase::Phase;
 use super::progress::{FailureDetail, Instruction, Progress, StoryProgress, Target};
 use super::run_state::{self, Failure, RunEpicState};
 use super::schedule::{self, Activity, PlanInput};
-use super::sprint::{self, SprintStatus};
 use super::story::Ctx;
 use super::worktree::Worktrees;
 use baton_autopilot::untrusted::limit;
+use baton_bmad::keys;
+use baton_bmad::layout::{self, Artifacts, Layout};
+use baton_bmad::phase::Phase;
+use baton_bmad::sprint::{self, SprintStatus};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -594,6 +594,7 @@ fn story_ctx<'a: 'b, 'b>(
         layout,
         config,
         specs: ctx.specs.clone(),
+        pipeline: ctx.pipeline.clone(),
         tools: ctx.tools.clone(),
         models: ctx.models.sibling(),
         ask: None,
@@ -769,6 +770,7 @@ fn story_probe<'b>(ctx: &Ctx<'b>) -> Result<Ctx<'b>> {
         layout: ctx.layout.clone(),
         config: ctx.config.clone(),
         specs: ctx.specs.clone(),
+        pipeline: ctx.pipeline.clone(),
         tools: ctx.tools.clone(),
         models: ctx.models.sibling(),
         ask: None,

@@ -6,12 +6,13 @@ use super::agent_state::{AgentState, Question};
 use super::error::{EpicError, Result};
 use super::events::EpicEvent;
 use super::git;
-use super::layout::Layout;
-use super::phase::Phase;
+use super::pipeline::Leaves;
 use super::progress::{InFlight, Instruction, RunRecord, StoryProgress};
 use super::review;
 use super::run_state;
-use super::sprint;
+use baton_bmad::layout::Layout;
+use baton_bmad::phase::Phase;
+use baton_bmad::sprint;
 use baton_engine::runner::{self, Continuation, Finished, RunnerError, Settings, StartRun};
 use baton_engine::{EngineEvent, Outcome};
 use baton_store::Phase as RunPhase;
@@ -121,14 +122,19 @@ impl Ctx<'_> {
             if self.stories.is_none() {
                 self.story_file_var(&sp.key)?;
             }
-            if phase == Phase::CodeReview {
+            let stage = self.pipeline.stage(phase).cloned();
+            let leaves = stage.as_ref().map(|s| s.leaves);
+            if leaves == Some(Leaves::Verdict) {
                 super::jsonfile::remove(&review::path(&self.layout.dir, &sp.key))?;
             }
-            if phase == Phase::Dev {
-                if self.config.git.commit && sp.baseline.is_none() {
-                    sp.baseline = Some(git::head(&self.layout.project)?);
-                }
-                self.raise(&sp.key, "in-progress")?;
+            if matches!(leaves, Some(Leaves::Code { diff: true, .. }))
+                && self.config.git.commit
+                && sp.baseline.is_none()
+            {
+                sp.baseline = Some(git::head(&self.layout.project)?);
+            }
+            if let Some(status) = stage.and_then(|s| s.raises_on_start) {
+                self.raise(&sp.key, status)?;
             }
             sp.run = Some(InFlight {
                 n: self.progress.next_n(&sp.key, phase),
@@ -548,7 +554,7 @@ pub(super) fn failure_of(waiting_for: Option<&Value>) -> (String, String) {
 /// The files only the orchestrator writes. A phase run that changes them (a model is not to be
 /// trusted) has its change undone.
 pub(super) struct OwnedFiles {
-    saved: Vec<(super::layout::ArtifactFile, Option<Vec<u8>>)>,
+    saved: Vec<(baton_bmad::layout::ArtifactFile, Option<Vec<u8>>)>,
 }
 
 impl OwnedFiles {

@@ -5,9 +5,9 @@
 //! that run instead of starting a second one.
 
 use super::error::{EpicError, Result};
-use super::layout::{ArtifactFile, Artifacts};
-use super::phase::Phase;
 use baton_autopilot::untrusted::limit;
+use baton_bmad::layout::{ArtifactFile, Artifacts};
+use baton_bmad::phase::Phase;
 use serde::{Deserialize, Serialize};
 
 pub const FILE_NAME: &str = ".baton-epic-progress.json";

@@ -3,8 +3,8 @@
 
 use super::error::{EpicError, Result};
 use super::jsonfile::{self, Fields};
-use super::layout::{ArtifactFile, Artifacts};
 use baton_autopilot::untrusted::limit;
+use baton_bmad::layout::{ArtifactFile, Artifacts};
 
 pub const SUFFIX: &str = ".review.json";
 const CODE: &str = "REVIEW_INVALID";

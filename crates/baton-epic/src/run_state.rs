@@ -7,8 +7,8 @@
 
 use super::error::{EpicError, Result};
 use super::jsonfile::{self, Fields};
-use super::layout::{ArtifactFile, Artifacts};
 use baton_autopilot::untrusted::{count, limit};
+use baton_bmad::layout::{ArtifactFile, Artifacts};
 use serde_json::{Map, Value, json};
 
 pub const FILE_NAME: &str = ".run-epic-state.json";

@@ -366,9 +366,9 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     out
 }
 
-/// Statuses a story can be started from (as [`super::phase::Phase::start_for`]).
+/// Statuses a story can be started from (as [`baton_bmad::phase::Phase::start_for`]).
 fn runnable(status: &str) -> bool {
-    super::phase::Phase::start_for(status).is_some()
+    baton_bmad::phase::Phase::start_for(status).is_some()
 }
 
 /// `--dry-run`: the stories that would run together, wave after wave, if each wave ended

@@ -8,7 +8,8 @@ use super::config::AutopilotConfig;
 use super::error::{EpicError, Result};
 use super::method::render::{self, Rendered, Renderer};
 use super::method::{self, Installed, Kind, files::Reader};
-use super::phase::Phase;
+use super::pipeline::{Pipeline, Runner};
+use baton_bmad::phase::Phase;
 use baton_package::{ValidateOptions, validate_path};
 use baton_store::Store;
 use std::collections::BTreeMap;
@@ -165,12 +166,13 @@ fn method_spec(
     })
 }
 
-/// Resolves and validates the five phases.
+/// Resolves and validates the pipeline's phases.
 pub fn resolve(config: &AutopilotConfig, project: &Path, store: &Store) -> Result<Specs> {
     let mut out = BTreeMap::new();
     let mut bundled_dir = None;
     let reader = Reader::open(project)?;
-    for phase in Phase::ALL {
+    for stage in Pipeline::for_config(config).stages() {
+        let phase = stage.phase;
         if let Some((installed, chosen)) = installed_for(config, phase, &reader)? {
             let m = method_spec(config, &reader, installed, chosen)?;
             out.insert(
@@ -187,7 +189,10 @@ pub fn resolve(config: &AutopilotConfig, project: &Path, store: &Store) -> Resul
             continue;
         }
         let c = config.phase(phase);
-        let (default_workflow, default_agent) = phase.default_workflow();
+        let Runner {
+            workflow: default_workflow,
+            agent: default_agent,
+        } = stage.runs;
         let named = c
             .package
             .as_deref()

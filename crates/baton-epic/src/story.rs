@@ -17,18 +17,19 @@ use super::consent::{EpicConsent, StoryConsent};
 use super::error::{EpicError, Result};
 use super::events::EpicEvent;
 use super::git;
-use super::keys;
-use super::layout::Layout;
 use super::lock;
 use super::method_consent::MethodConsent;
 use super::method_verdict::Judged;
 use super::models::Models;
-use super::phase::Phase;
+use super::pipeline::{Leaves, Pipeline};
 use super::progress::{FailureDetail, Instruction, Progress, StoryProgress, Target};
 use super::run_state::{Failure, RunEpicState};
 use super::specs::Specs;
-use super::sprint::{self, SprintStatus};
 use super::verify;
+use baton_bmad::keys;
+use baton_bmad::layout::Layout;
+use baton_bmad::phase::Phase;
+use baton_bmad::sprint::{self, SprintStatus};
 use baton_store::{Project, Store};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -42,6 +43,8 @@ pub(super) struct Ctx<'a> {
     pub(super) layout: Layout,
     pub(super) config: AutopilotConfig,
     pub(super) specs: Specs,
+    /// The phases a story goes through (see `pipeline`).
+    pub(super) pipeline: Pipeline,
     /// `[tools.*]` and `[mcp]` of the store's config and the project's `baton.toml`: the
     /// ceiling of every phase agent's tools (a dev agent gets `terminal.run` only if enabled).
     pub(super) tools: baton_tools::ToolsConfig,
@@ -232,7 +235,7 @@ impl<'a> Ctx<'a> {
         {
             return Ok(Pick::Nothing);
         }
-        let files = super::story_files::StoryFiles::scan(&self.layout, &sprint);
+        let files = baton_bmad::story_files::StoryFiles::scan(&self.layout, &sprint);
         for e in &stories {
             if let Target::Story { story_key } = &self.progress.target
                 && *story_key != e.key
@@ -257,7 +260,7 @@ impl<'a> Ctx<'a> {
             let start = files.start(&self.layout, &e.key, status);
             if !start.ambiguous.is_empty() {
                 // Found twice: never guessed; nothing is written for it.
-                return Err(super::story_files::ambiguous_error(
+                return Err(baton_bmad::story_files::ambiguous_error(
                     &e.key,
                     &start.ambiguous,
                 ));
@@ -284,7 +287,8 @@ impl<'a> Ctx<'a> {
         let mut announced: Option<String> = None;
         loop {
             // Between two phases: what a phase's model did to the layout is refused here.
-            self.layout.recheck()?;
+            self.layout
+                .recheck(|project| Ok(AutopilotConfig::load(project)?.implementation_artifacts))?;
             if lock::stop_requested(&self.layout.dir) {
                 lock::clear_stop(&self.layout.dir)?;
                 return self.pause(EpicOutcome::Stopped);
@@ -554,26 +558,25 @@ impl<'a> Ctx<'a> {
             }
         }
         let now = now();
-        match phase {
-            Phase::CreateStory => {
-                self.raise(&key, "ready-for-dev")?;
-                self.advance(&key, phase, &now)
-            }
-            Phase::Validate => self.advance(&key, phase, &now),
-            Phase::Dev | Phase::Revision => {
+        let Some(stage) = self.pipeline.stage(phase).cloned() else {
+            return Ok(Next::Continue);
+        };
+        match stage.leaves {
+            Leaves::Verdict => return self.reviewed(phase, &key, run_id, &now),
+            Leaves::StoryFile => {}
+            Leaves::Code { diff, .. } => {
                 if let Some(next) = self.verify(phase)? {
                     return Ok(next);
                 }
-                if phase == Phase::Dev {
-                    if let Err(e) = self.check_diff(&key) {
-                        return self.contract_failed(phase, e, run_id);
-                    }
-                    self.raise(&key, "review")?;
+                if diff && let Err(e) = self.check_diff(&key) {
+                    return self.contract_failed(phase, e, run_id);
                 }
-                self.advance(&key, phase, &now)
             }
-            Phase::CodeReview => self.reviewed(&key, run_id, &now),
         }
+        if let Some(status) = stage.raises_when_done {
+            self.raise(&key, status)?;
+        }
+        self.advance(&key, phase, &now)
     }
 
     pub(super) fn contract_failed(
@@ -605,9 +608,10 @@ impl<'a> Ctx<'a> {
             self.stories_spec_checkpoint(key)?;
         }
         self.state.push_step(key, phase.as_str(), now);
-        if let (Some(sp), Some(next)) = (self.progress.story.as_mut(), phase.next()) {
+        if let (Some(sp), Some(next)) = (self.progress.story.as_mut(), self.pipeline.next(phase)) {
             sp.go(next);
-            if phase == Phase::Dev {
+            // A review's or verify's instruction was for the phase failures go back to.
+            if self.pipeline.receives_failures(phase) {
                 sp.instruction = None;
             }
         }
@@ -684,7 +688,7 @@ impl<'a> Ctx<'a> {
                 failed.report()
             );
             sp.verify_failures = 0;
-            sp.go(Phase::Dev);
+            sp.go(self.pipeline.back_from(phase));
             return Ok(Some(Next::Pause(self.fail(
                 phase,
                 "VERIFY_FAILED",
@@ -699,7 +703,7 @@ impl<'a> Ctx<'a> {
         sp.instruction = Some(Instruction::Verify {
             output: failed.report(),
         });
-        sp.go(Phase::Dev);
+        sp.go(self.pipeline.back_from(phase));
         self.emit(EpicEvent::Note(note));
         self.progress.save(&self.layout.dir)?;
         Ok(Some(Next::Continue))
@@ -741,22 +745,25 @@ impl<'a> Ctx<'a> {
         Ok(())
     }
 
-    /// The code-review verdict.
+    /// The verdict of a review phase (`phase`): approved ends the story, changes requested send
+    /// it back.
     pub(super) fn reviewed(
         &mut self,
+        phase: Phase,
         key: &str,
         run_id: Option<String>,
         now: &str,
     ) -> Result<Next> {
         let review = match self.review_of(key) {
             Ok(r) => r,
-            Err(e) => return self.contract_failed(Phase::CodeReview, e, run_id),
+            Err(e) => return self.contract_failed(phase, e, run_id),
         };
-        self.state.push_step(key, Phase::CodeReview.as_str(), now);
+        self.state.push_step(key, phase.as_str(), now);
         if review.approved {
             return self.story_done(key);
         }
         let max = self.config.max_review_cycles;
+        let back = self.pipeline.back_from(phase);
         let Some(sp) = self.progress.story.as_mut() else {
             return Ok(Next::Continue);
         };
@@ -765,13 +772,13 @@ impl<'a> Ctx<'a> {
                 "code review still requests changes after {} cycles: {}",
                 sp.review_cycle, review.summary
             );
-            sp.go(Phase::Dev);
+            sp.go(back);
             sp.review_cycle += 1;
             sp.instruction = Some(Instruction::Review {
                 summary: review.summary,
             });
             return Ok(Next::Pause(self.fail(
-                Phase::CodeReview,
+                phase,
                 "REVIEW_CYCLES_EXHAUSTED",
                 message,
                 run_id,
@@ -782,7 +789,7 @@ impl<'a> Ctx<'a> {
         sp.instruction = Some(Instruction::Review {
             summary: review.summary,
         });
-        sp.go(Phase::Dev);
+        sp.go(back);
         let note = format!("{key}: changes requested; review cycle {}", sp.review_cycle);
         self.emit(EpicEvent::Note(note));
         self.save()?;

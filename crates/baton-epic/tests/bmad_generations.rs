@@ -5,11 +5,10 @@
 
 mod support;
 
+use baton_bmad::layout;
+use baton_bmad::story_files::{Lookup, StoryFiles};
 use baton_epic::board::{Board, StoryRow};
-use baton_epic::story_files::{Lookup, StoryFiles};
-use baton_epic::{
-    Command, EpicOutcome, EpicSettings, ModelSource, PlannedStory, execute, layout, status,
-};
+use baton_epic::{Command, EpicOutcome, EpicSettings, ModelSource, PlannedStory, execute, status};
 use baton_store::Store;
 use std::path::{Path, PathBuf};
 use support::player::Scenario;
@@ -55,7 +54,7 @@ fn found(project: &Path, key: &str) -> (String, Option<String>) {
 
 fn find(project: &Path, key: &str) -> Lookup {
     let layout = layout::resolve(project, None).unwrap();
-    let sprint = baton_epic::sprint::SprintStatus::load(
+    let sprint = baton_bmad::sprint::SprintStatus::load(
         &layout.file("sprint-status.yaml"),
         &layout.rel_file("sprint-status.yaml"),
     )

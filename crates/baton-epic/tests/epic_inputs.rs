@@ -192,7 +192,7 @@ async fn a_malformed_review_file_is_named_with_its_field() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_orchestrator_on_the_project_is_refused() {
     let f = Fixture::new(Scenario::default());
-    let layout = baton_epic::layout::resolve(&f.project, None).unwrap();
+    let layout = baton_bmad::layout::resolve(&f.project, None).unwrap();
     let held = lock::acquire(&layout.dir, IMPL).unwrap();
     let m = refused(&f, run("epic-1"), "EPIC_BUSY").await;
     assert!(m.contains("another `baton epic` process"), "{m}");

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Default)]
 pub struct CrateGraph {
     pub name: String,
+    /// Lines of every `.rs` file under `src/`, test code included.
     pub lines: usize,
     /// file → files it imports (never itself).
     pub edges: BTreeMap<String, BTreeSet<String>>,
@@ -66,7 +67,6 @@ pub fn crate_graph(name: &str, src: &Path) -> std::io::Result<CrateGraph> {
             continue;
         };
         let text = std::fs::read_to_string(src.join(rel))?;
-        graph.lines += text.lines().count();
         let code = strip_tests(&strip_comments_and_strings(&text));
         let (paths, leaves) = referenced_paths(&code);
         let mut names = BTreeMap::new();
@@ -86,6 +86,7 @@ pub fn crate_graph(name: &str, src: &Path) -> std::io::Result<CrateGraph> {
             .collect();
         mentioned.insert(rel.clone(), absolute);
     }
+    graph.lines = count_lines(src)?;
     // Second pass: a name taken through a facade's `pub use` is an import of the file that
     // defines it, not of the facade.
     for (rel, paths) in &mentioned {
@@ -127,6 +128,19 @@ pub fn loops(graph: &CrateGraph) -> Vec<ImportLoop> {
             }
         })
         .collect()
+}
+
+fn count_lines(dir: &Path) -> std::io::Result<usize> {
+    let mut lines = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            lines += count_lines(&path)?;
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            lines += std::fs::read_to_string(&path)?.lines().count();
+        }
+    }
+    Ok(lines)
 }
 
 fn collect_rs(root: &Path, dir: &Path, out: &mut Vec<String>) -> std::io::Result<()> {

@@ -91,3 +91,10 @@ pub fn files_on_disk(root: &Path) -> Vec<String> {
     found.sort();
     found
 }
+
+/// Writes `text` at `rel` under `root`, parent folders made.
+pub fn write_file(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    fs::write(p, text).unwrap();
+}

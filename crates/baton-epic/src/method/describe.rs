@@ -8,7 +8,7 @@ use super::files::Reader;
 use super::render::{self, Renderer};
 use super::{Installed, Kind};
 use crate::error::{EpicError, Result};
-use crate::phase::Phase;
+use baton_bmad::phase::Phase;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -214,7 +214,7 @@ impl Description {
 mod tests {
     use super::*;
 
-    use super::super::write_test_file as write;
+    use baton_testkit::write_file as write;
 
     #[test]
     fn a_skill_folder_within_its_project_and_a_package_is_not_described() {

@@ -5,7 +5,7 @@
 
 use super::Installed;
 use super::render::Rendered;
-use crate::phase::Phase;
+use baton_bmad::phase::Phase;
 use baton_llm::ToolDef;
 use serde_json::{Value, json};
 

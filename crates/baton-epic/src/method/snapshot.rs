@@ -14,9 +14,9 @@ use super::layers;
 use super::{CLASSIC_ROOTS, Kind, SKILL_FOLDERS};
 use crate::config::AutopilotConfig;
 use crate::error::{EpicError, Result};
-use crate::layout::Artifacts;
-use crate::phase::Phase;
 use baton_autopilot::untrusted::limit;
+use baton_bmad::layout::Artifacts;
+use baton_bmad::phase::Phase;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -244,7 +244,7 @@ pub fn protected_paths(artifacts_rel: &str, chosen: &[String]) -> Vec<String> {
 mod tests {
     use super::*;
 
-    use super::super::write_test_file as write;
+    use baton_testkit::write_file as write;
 
     #[test]
     fn a_changed_layer_and_a_new_skill_are_told_apart_from_the_snapshot() {

@@ -25,7 +25,7 @@ pub use payload::{StoryModel, StoryPayload};
 pub use state::{QueuedState, Remembered};
 
 use super::error::{EpicError, Result};
-use super::layout::Layout;
+use baton_bmad::layout::Layout;
 use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
@@ -82,7 +82,8 @@ pub fn refuse_local(layout: &Layout, epic_id: &str) -> Result<()> {
 pub fn remembered(project: &Path) -> Option<Remembered> {
     let root = std::fs::canonicalize(project).ok()?;
     let config = super::config::AutopilotConfig::load(&root).ok()?;
-    let layout = super::layout::resolve(&root, config.implementation_artifacts.as_deref()).ok()?;
+    let layout =
+        baton_bmad::layout::resolve(&root, config.implementation_artifacts.as_deref()).ok()?;
     let st = QueuedState::load(&layout.dir).ok()??;
     let progress = super::progress::Progress::load(&layout.dir, &layout.rel).ok()?;
     // Only the epic the project works on now.

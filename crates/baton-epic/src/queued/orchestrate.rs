@@ -16,15 +16,16 @@ use crate::events::EpicEvent;
 use crate::merge::{self, MergeOutcome};
 use crate::orchestrator::{EpicOutcome, now};
 use crate::parallel::{merge_story_onto, worktree_root};
-use crate::phase::Phase;
 use crate::progress::FailureDetail;
 use crate::run_state::Failure;
 use crate::schedule::{self, Activity, PlanInput};
-use crate::sprint;
 use crate::story::Ctx;
 use crate::worktree::{Worktrees, tail};
-use crate::{keys, lock, parallel_board};
+use crate::{lock, parallel_board};
 use baton_autopilot::untrusted::limit;
+use baton_bmad::keys;
+use baton_bmad::phase::Phase;
+use baton_bmad::sprint;
 use baton_queue::source::{
     ProjectSource, QUEUE_COMMIT_NOT_PUSHED, SubmitError, check_pushed, project_remote,
 };
@@ -1020,7 +1021,7 @@ fn check_phases_travel(project: &Path, specs: &crate::specs::Specs) -> Result<()
 }
 
 /// A question waits in `key`'s agent-state file of the main work tree.
-fn pending_question(layout: &crate::layout::Layout, key: &str) -> bool {
+fn pending_question(layout: &baton_bmad::layout::Layout, key: &str) -> bool {
     matches!(AgentState::load(&layout.dir, &layout.rel, key), Ok(Some(a)) if a.pending().is_some())
 }
 

@@ -2,8 +2,8 @@
 //! Anyone with the database can write both: a worker validates a payload, an orchestrator a
 //! checkpoint, before using them.
 
-use crate::keys;
 use crate::worktree::check_name;
+use baton_bmad::keys;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -60,7 +60,7 @@ pub struct StoryPayload {
 /// The names a payload or a checkpoint may carry for `story`.
 pub fn carried(story: &str) -> [String; 4] {
     [
-        crate::sprint::FILE_NAME.to_string(),
+        baton_bmad::sprint::FILE_NAME.to_string(),
         crate::run_state::FILE_NAME.to_string(),
         crate::progress::FILE_NAME.to_string(),
         format!("{story}{}", crate::agent_state::SUFFIX),

@@ -3,8 +3,8 @@
 
 use super::payload::StoryModel;
 use crate::error::{EpicError, Result};
-use crate::layout::Artifacts;
 use baton_autopilot::untrusted::limit;
+use baton_bmad::layout::Artifacts;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

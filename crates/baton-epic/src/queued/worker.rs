@@ -10,16 +10,18 @@ use crate::agent_state::{AgentState, Question};
 use crate::config::AutopilotConfig;
 use crate::error::{EpicError, Result};
 use crate::events::EpicEvent;
-use crate::layout::{self, Layout};
 use crate::models::{ModelSource, Models};
 use crate::orchestrator::{EpicOutcome, now};
-use crate::phase::Phase;
+use crate::pipeline::Pipeline;
 use crate::progress::{FailureDetail, Instruction, Progress, StoryProgress, Target};
 use crate::run_state::{self, RunEpicState};
-use crate::sprint::{self, SprintStatus};
 use crate::story::Ctx;
-use crate::{keys, lock, specs};
+use crate::{lock, specs};
 use baton_autopilot::untrusted::limit;
+use baton_bmad::keys;
+use baton_bmad::layout::{self, Layout};
+use baton_bmad::phase::Phase;
+use baton_bmad::sprint::{self, SprintStatus};
 use baton_llm::ChatModel;
 use baton_store::Store;
 use std::collections::BTreeMap;
@@ -227,6 +229,7 @@ pub async fn run_story(job: StoryJob<'_>) -> Result<StoryEnd> {
         store: job.store,
         project,
         layout,
+        pipeline: Pipeline::for_config(&config),
         config,
         specs,
         tools,

@@ -4,14 +4,14 @@
 //! verdict and phase runs. Read-only and lock-free; a story whose file is ambiguous or
 //! unreadable is shown with its problem.
 
-use super::{SpecFolder, Standing};
+use baton_bmad::stories_mode::{SpecFolder, Standing};
 use crate::board::{PendingQuestion, PhaseRunLink, Standing as Where};
 use crate::config::AutopilotConfig;
 use crate::error::{EpicError, Result};
-use crate::layout;
 use crate::lock;
 use crate::progress::{FailureDetail, Progress};
 use crate::run_state::{self, RunEpicState};
+use baton_bmad::layout;
 use serde::Serialize;
 use std::path::Path;
 
@@ -92,7 +92,7 @@ pub fn status(project: &Path, folder: &str) -> Result<StoriesBoard> {
     let rows = folder.scan()?;
     let config = AutopilotConfig::load(&root)?;
     let layout = layout::resolve(&root, config.implementation_artifacts.as_deref())?;
-    let epic_id = super::epic_id(&folder.rel);
+    let epic_id = baton_bmad::stories_mode::epic_id(&folder.rel);
     let state = RunEpicState::load(&layout.dir, &layout.rel_file(run_state::FILE_NAME))?;
     let ours = state
         .as_ref()

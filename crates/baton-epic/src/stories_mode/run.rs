@@ -4,15 +4,15 @@
 //! dev phase's `invoke_dev_with`, and a guard that undoes what a phase run's model changed in
 //! statuses only the orchestrator writes.
 
-use super::{SpecFolder, Standing, StoryEntry, StoryState, derived_name, frontmatter, matches};
+use baton_bmad::stories_mode::{SpecFolder, Standing, StoryEntry, StoryState, derived_name, frontmatter, matches};
 use crate::agent_state::{AgentState, Question};
 use crate::error::{EpicError, Result};
 use crate::events::EpicEvent;
 use crate::orchestrator::{Command, EpicOutcome, PlannedStory};
-use crate::phase::Phase;
 use crate::progress::{Progress, StoryProgress, Target};
 use crate::run_state::RunEpicState;
 use crate::story::Ctx;
+use baton_bmad::phase::Phase;
 use baton_store::Store;
 use serde_json::{Map, Value, json};
 use std::path::Path;
@@ -90,7 +90,7 @@ fn not_runnable(folder: &SpecFolder, row: &StoryState, status: &str) -> EpicErro
         "EPIC_STORY_NOT_RUNNABLE",
         format!(
             "{} (line {}): story {:?} cannot be run: {why}; stories run in list order, so the walk stops here",
-            folder.shown(super::schema::FILE_NAME),
+            folder.shown(baton_bmad::stories_mode::schema::FILE_NAME),
             row.entry.line,
             row.entry.id
         ),
@@ -100,7 +100,7 @@ fn not_runnable(folder: &SpecFolder, row: &StoryState, status: &str) -> EpicErro
 
 impl StoriesRun {
     pub(crate) fn epic_id(&self) -> String {
-        super::epic_id(&self.folder.rel)
+        baton_bmad::stories_mode::epic_id(&self.folder.rel)
     }
 
     /// The progress the command continues or starts (one epic in flight per project).
@@ -149,7 +149,7 @@ impl StoriesRun {
                 "STORIES_SPEC_MISSING",
                 format!(
                     "{} does not exist: the stories of a spec folder are planned from it",
-                    self.folder.shown(super::SPEC_FILE)
+                    self.folder.shown(baton_bmad::stories_mode::SPEC_FILE)
                 ),
             )
             .hint("run bmad-spec on the folder first (it writes SPEC.md, then stories.yaml)"));
@@ -164,7 +164,7 @@ impl StoriesRun {
                     format!(
                         "story {:?} is in progress but {} no longer lists it",
                         sp.key,
-                        self.folder.shown(super::schema::FILE_NAME)
+                        self.folder.shown(baton_bmad::stories_mode::schema::FILE_NAME)
                     ),
                 )
                 .hint("put the story back in stories.yaml to finish it, or remove .baton-epic-progress.json from the implementation artifacts to start over"));
@@ -282,7 +282,7 @@ impl Guard {
             && self.folder.stories_bytes().as_ref() != Some(before)
         {
             self.folder.write_stories_bytes(before)?;
-            note(self.folder.shown(super::schema::FILE_NAME));
+            note(self.folder.shown(baton_bmad::stories_mode::schema::FILE_NAME));
         }
         let names = self.folder.story_names()?;
         for name in &names {
@@ -359,7 +359,7 @@ impl Ctx<'_> {
                     "STORY_NOT_FOUND",
                     format!(
                         "{} no longer lists story {key:?}",
-                        run.folder.shown(super::schema::FILE_NAME)
+                        run.folder.shown(baton_bmad::stories_mode::schema::FILE_NAME)
                     ),
                 )
             })
@@ -493,7 +493,11 @@ impl Ctx<'_> {
     /// What a phase must leave in stories mode: the story's one file, not empty, with a
     /// readable frontmatter.
     pub(crate) fn stories_contract(&self, phase: Phase, key: &str) -> Result<()> {
-        if !matches!(phase, Phase::CreateStory | Phase::Validate | Phase::Dev) {
+        if !self
+            .pipeline
+            .stage(phase)
+            .is_some_and(|s| s.leaves.story_file())
+        {
             return Ok(());
         }
         let run = self.stories_run()?;

@@ -5,12 +5,14 @@
 //! says which rule chose the folder, which rules fell through and why, and which other
 //! `sprint-status.yaml` files the rules lead to ([`Source`]).
 
-use super::error::{EpicError, Result};
-use super::sprint;
+use super::error::{BmadError, Result, refused};
 use baton_autopilot::untrusted::{self, UntrustedError};
 use cap_std::fs::Dir;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// The file a layout is found by: BMAD's sprint status.
+pub const SPRINT_STATUS: &str = "sprint-status.yaml";
 
 pub const DEFAULT_DIR: &str = "_bmad-output/implementation-artifacts";
 pub const BMM_CONFIG: &str = "_bmad/bmm/config.yaml";
@@ -167,23 +169,15 @@ impl ArtifactFile {
     }
 
     /// The error of a refused file, located.
-    pub fn refused(&self, e: &UntrustedError) -> EpicError {
+    pub fn refused(&self, e: &UntrustedError) -> BmadError {
         refused(&self.shown(), e)
     }
 }
 
-/// A file the orchestrator will not read or write (a FIFO, too large, a link out), located.
-pub fn refused(shown: &str, e: &UntrustedError) -> EpicError {
-    let error = match e {
-        UntrustedError::Io(_) => EpicError::failure(e.code(), format!("{shown}: {e}")),
-        _ => EpicError::usage(e.code(), format!("{shown}: {e}")),
-    };
-    error.hint("a phase's model (or a command it ran) may have replaced it: remove or restore the file, then run the command again")
-}
 
 impl Artifacts {
     fn open(project: &Path, rel: &str, from: &str, value: &str) -> Result<Artifacts> {
-        let root = untrusted::open_root(project).map_err(|e| EpicError::io("open", project)(e))?;
+        let root = untrusted::open_root(project).map_err(|e| BmadError::io("open", project)(e))?;
         let cap = untrusted::open_dir_in(&root, Path::new(rel)).map_err(|e| match e {
             UntrustedError::Outside => layout_error(format!(
                 "{from} ({value}) leads outside the project (through a symlink)"
@@ -236,7 +230,7 @@ impl Artifacts {
 
     fn cap(&self) -> Result<&Dir> {
         self.cap.as_deref().ok_or_else(|| {
-            EpicError::usage(
+            BmadError::usage(
                 "SPRINT_STATUS_MISSING",
                 format!("the folder {} does not exist", self.rel),
             )
@@ -293,7 +287,7 @@ impl Artifacts {
 
     /// The folder as an ordinary descriptor, for `flock`.
     pub fn lock_handle(&self) -> Result<std::fs::File> {
-        untrusted::open_self(self.cap()?).map_err(|e| EpicError::io("open", &self.path)(e))
+        untrusted::open_self(self.cap()?).map_err(|e| BmadError::io("open", &self.path)(e))
     }
 
     /// Whether the folder's path still leads to the folder that was resolved: a phase's model
@@ -303,7 +297,7 @@ impl Artifacts {
             return Ok(());
         };
         let moved = || {
-            EpicError::failure(
+            BmadError::failure(
                 "EPIC_LAYOUT_CHANGED",
                 format!(
                     "the implementation artifacts folder {} was moved or replaced during the epic; baton keeps working in the folder it resolved and does not follow it",
@@ -328,20 +322,20 @@ impl Layout {
     /// The layout is still the one resolved when the command started: the configuration names
     /// the same folder, and the folder's path still leads to the folder opened then. A change
     /// (a phase's model that edited `_bmad/bmm/config.yaml` or `baton.toml`, or moved the
-    /// folder) stops the loop; it is never followed.
-    pub fn recheck(&self) -> Result<()> {
-        let changed = |e: EpicError| {
-            EpicError::failure(
+    /// folder) stops the loop; it is never followed. `configured` reads baton's own setting of
+    /// the folder again (`[autopilot] implementation_artifacts`).
+    pub fn recheck(&self, configured: impl FnOnce(&Path) -> Result<Option<String>>) -> Result<()> {
+        let changed = |e: BmadError| {
+            BmadError::failure(
                 "EPIC_LAYOUT_CHANGED",
                 format!("during the epic: {}", e.message),
             )
             .hint("a phase's model may have changed it: restore it, then `baton epic resume`")
         };
-        let config = super::config::AutopilotConfig::load(&self.project).map_err(changed)?;
-        let again =
-            resolve(&self.project, config.implementation_artifacts.as_deref()).map_err(changed)?;
+        let configured = configured(&self.project).map_err(changed)?;
+        let again = resolve(&self.project, configured.as_deref()).map_err(changed)?;
         if again.rel != self.rel {
-            return Err(EpicError::failure(
+            return Err(BmadError::failure(
                 "EPIC_LAYOUT_CHANGED",
                 format!(
                     "{} was changed during the epic to name {:?}; the epic works in {:?} and does not follow the change",
@@ -356,9 +350,9 @@ impl Layout {
     /// Which `sprint-status.yaml` this layout reads, and why.
     pub fn sprint_status_info(&self) -> SprintStatusInfo {
         SprintStatusInfo {
-            path: self.rel_file(sprint::FILE_NAME),
+            path: self.rel_file(SPRINT_STATUS),
             rule: self.source.rule.clone(),
-            exists: self.dir.has(sprint::FILE_NAME),
+            exists: self.dir.has(SPRINT_STATUS),
             notes: self.source.notes.clone(),
             others: self.source.others.clone(),
         }
@@ -378,8 +372,8 @@ impl Layout {
     }
 }
 
-fn layout_error(message: String) -> EpicError {
-    EpicError::usage("EPIC_LAYOUT_INVALID", message).hint(
+fn layout_error(message: String) -> BmadError {
+    BmadError::usage("EPIC_LAYOUT_INVALID", message).hint(
         "implementation artifacts must be a folder inside the project; set [autopilot] implementation_artifacts in baton.toml",
     )
 }
@@ -394,7 +388,7 @@ fn layout_error(message: String) -> EpicError {
 /// finds the file, the first configured folder (else the default) is the layout, so the
 /// refusal names it.
 pub fn resolve(project: &Path, configured: Option<&str>) -> Result<Layout> {
-    let root = untrusted::open_root(project).map_err(|e| EpicError::io("open", project)(e))?;
+    let root = untrusted::open_root(project).map_err(|e| BmadError::io("open", project)(e))?;
     let bmad = super::bmad_config::load(&root, project)?;
     let mut source = Source {
         story_dirs: bmad.story_dirs.clone(),
@@ -430,7 +424,7 @@ pub fn resolve(project: &Path, configured: Option<&str>) -> Result<Layout> {
         if first_configured.is_none() {
             first_configured = Some((rel.clone(), s.rule.clone(), s.value.clone()));
         }
-        if dir.has(sprint::FILE_NAME) {
+        if dir.has(SPRINT_STATUS) {
             source.rule = s.rule.clone();
             source.notes = skipped;
             source.others = others(&root, &bmad, rel);
@@ -446,7 +440,7 @@ pub fn resolve(project: &Path, configured: Option<&str>) -> Result<Layout> {
             "{} names {}, which has no {}{}",
             s.rule,
             shown_dir(rel),
-            sprint::FILE_NAME,
+            SPRINT_STATUS,
             if dir.is_open() {
                 ""
             } else {
@@ -464,7 +458,7 @@ pub fn resolve(project: &Path, configured: Option<&str>) -> Result<Layout> {
                 continue;
             }
         };
-        if dir.has(sprint::FILE_NAME) {
+        if dir.has(SPRINT_STATUS) {
             source.rule = rule.clone();
             source.notes = skipped;
             source.others = others(&root, &bmad, rel);
@@ -527,15 +521,15 @@ fn others(root: &Dir, bmad: &super::bmad_config::BmadConfig, chosen: &str) -> Ve
         }
         seen.push(rel.clone());
         let file = if rel.is_empty() {
-            sprint::FILE_NAME.to_string()
+            SPRINT_STATUS.to_string()
         } else {
-            format!("{rel}/{}", sprint::FILE_NAME)
+            format!("{rel}/{}", SPRINT_STATUS)
         };
         let present = untrusted::open_dir_in(root, Path::new(&rel))
             .ok()
             .flatten()
             .is_some_and(|d| {
-                untrusted::kind_in(&d, Path::new(sprint::FILE_NAME)).is_ok_and(|m| m.is_some())
+                untrusted::kind_in(&d, Path::new(SPRINT_STATUS)).is_ok_and(|m| m.is_some())
             });
         if present {
             out.push(OtherFile { path: file, rule });

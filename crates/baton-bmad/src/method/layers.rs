@@ -7,7 +7,7 @@
 //! `_bmad/bmm/config.yaml` and `_bmad/core/config.yaml`; those are read as one flat table.
 
 use super::files::Reader;
-use crate::error::{EpicError, Result};
+use crate::error::{BmadError, Result};
 use toml::{Table, Value};
 
 pub const CENTRAL: [&str; 4] = [
@@ -26,8 +26,8 @@ pub struct Layers {
     pub files: Vec<String>,
 }
 
-fn invalid(file: &str, problem: impl std::fmt::Display) -> EpicError {
-    EpicError::usage("EPIC_SKILL_CONFIG_INVALID", format!("{file}: {problem}"))
+fn invalid(file: &str, problem: impl std::fmt::Display) -> BmadError {
+    BmadError::usage("EPIC_SKILL_CONFIG_INVALID", format!("{file}: {problem}"))
         .hint("fix the file (BMAD's own renderer would refuse it as well)")
 }
 

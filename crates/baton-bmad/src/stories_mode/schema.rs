@@ -13,7 +13,7 @@
 //!
 //! Every refusal names the file and the line.
 
-use crate::error::{EpicError, Result};
+use crate::error::{BmadError, Result};
 use serde_json::Value;
 use serde_saphyr::Spanned;
 
@@ -53,9 +53,9 @@ pub struct StoryEntry {
     pub line: usize,
 }
 
-fn invalid(shown: &str, line: Option<usize>, problem: impl std::fmt::Display) -> EpicError {
+fn invalid(shown: &str, line: Option<usize>, problem: impl std::fmt::Display) -> BmadError {
     let at = line.map(|l| format!(" (line {l})")).unwrap_or_default();
-    EpicError::usage(CODE, format!("{shown}{at}: {problem}")).hint(
+    BmadError::usage(CODE, format!("{shown}{at}: {problem}")).hint(
         "stories.yaml is a YAML list of stories, each with a quoted `id` (letters, digits, dashes), `title` and `description`, optionally `spec_checkpoint`, `done_checkpoint` and `invoke_dev_with`; a story's status lives in its file `stories/{id}-*.md`, never here. Fix the file (bmad-spec's Story Breakdown writes it), then run the command again",
     )
 }
@@ -392,7 +392,7 @@ fn check_ids(shown: &str, entries: &[StoryEntry]) -> Result<()> {
     Ok(())
 }
 
-fn yaml_error(shown: &str, e: &serde_saphyr::Error) -> EpicError {
+fn yaml_error(shown: &str, e: &serde_saphyr::Error) -> BmadError {
     let (line, first) = crate::sprint::yaml_error_at(e);
     invalid(shown, line, format!("not valid YAML: {first}"))
 }
@@ -403,7 +403,7 @@ mod tests {
 
     const GOOD: &str = "# the story list\n- id: \"1\"\n  title: Spar frame\n  description: >-\n    Two crossed spars,\n    lashed.\n- id: '2'\n  title: Sail panel\n  description: Ripstop panel.\n  spec_checkpoint: true\n- id: \"3-1\"\n  title: Tail ribbon\n  description: A long ribbon.\n  done_checkpoint: false\n  invoke_dev_with: \"Reuse the ribbon clip.\"\n";
 
-    fn refusal(text: &str) -> EpicError {
+    fn refusal(text: &str) -> BmadError {
         parse("specs/kite/stories.yaml", text).unwrap_err()
     }
 

@@ -83,8 +83,8 @@ impl Lookup {
 }
 
 /// The error of a story found in two places, located.
-pub fn ambiguous_error(key: &str, files: &[StoryFile]) -> super::error::EpicError {
-    super::error::EpicError::usage(
+pub fn ambiguous_error(key: &str, files: &[StoryFile]) -> super::error::BmadError {
+    super::error::BmadError::usage(
         "STORY_FILE_AMBIGUOUS",
         format!(
             "story {key} has {} files: {}; baton does not guess which one is the story",
@@ -736,65 +736,5 @@ impl StoryFiles {
             Lookup::Missing { .. } => {}
         }
         start
-    }
-}
-
-/// The story file as the loop sees it, read again each time (a phase's model may have written
-/// it anywhere the finder looks).
-impl super::story::Ctx<'_> {
-    /// The story's file now.
-    pub(super) fn story_lookup(&self, key: &str) -> super::error::Result<Lookup> {
-        let sprint = self.sprint()?;
-        Ok(StoryFiles::find(&self.layout, &sprint, key))
-    }
-
-    /// The project-relative path the phases are given as `storyFile`: the file, else where a
-    /// new one goes. A story found twice is refused, located.
-    pub(super) fn story_file_var(&self, key: &str) -> super::error::Result<String> {
-        match self.story_lookup(key)? {
-            Lookup::Ambiguous(files) => Err(ambiguous_error(key, &files)),
-            other => Ok(other.path().unwrap_or_default().to_string()),
-        }
-    }
-
-    /// What a phase must have left: a non-empty story file (create-story, validate, dev),
-    /// wherever the finder finds it.
-    pub(super) fn check_story_file(
-        &self,
-        phase: super::phase::Phase,
-        key: &str,
-    ) -> super::error::Result<()> {
-        use super::phase::Phase;
-        if !matches!(phase, Phase::CreateStory | Phase::Validate | Phase::Dev) {
-            return Ok(());
-        }
-        match self.story_lookup(key)? {
-            Lookup::Found(f) if self.layout.dir.project_file_len(&f.path).unwrap_or(0) > 0 => {
-                Ok(())
-            }
-            Lookup::Found(f) => Err(super::error::EpicError::failure(
-                "EPIC_PHASE_OUTPUT_MISSING",
-                format!(
-                    "the {phase} phase completed and the story file {} is empty or not a regular file",
-                    f.path
-                ),
-            )),
-            Lookup::Missing { expected } => Err(super::error::EpicError::failure(
-                "EPIC_PHASE_OUTPUT_MISSING",
-                format!("the {phase} phase completed without the story file {expected}"),
-            )),
-            Lookup::Ambiguous(files) => Err(ambiguous_error(key, &files)),
-        }
-    }
-
-    /// The story file's text (bounded), for the commit message; `None` when not found once.
-    pub(super) fn story_text(&self, key: &str) -> Option<String> {
-        let path = self.story_lookup(key).ok()?.found()?.path.clone();
-        let bytes = self
-            .layout
-            .dir
-            .read_project_file(&path, limit::PROMPT_FILE)
-            .ok()??;
-        Some(String::from_utf8_lossy(&bytes).into_owned())
     }
 }

@@ -6,14 +6,14 @@
 //! every comment, blank line, key order and unknown key survives byte for byte. A status is
 //! never lowered, and `last_updated` is refreshed when the key exists.
 
-use super::error::{EpicError, Result};
+use super::error::{BmadError, Result};
 use super::keys::{self, KeyKind};
 use super::layout::ArtifactFile;
 use baton_autopilot::untrusted::limit;
 use serde_json::Value;
 use std::ops::Range;
 
-pub const FILE_NAME: &str = "sprint-status.yaml";
+pub use crate::layout::SPRINT_STATUS as FILE_NAME;
 
 /// One `development_status` entry, in file order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,9 +46,9 @@ pub struct SprintStatus {
     last_updated: Option<Range<usize>>,
 }
 
-fn invalid(shown: &str, line: Option<usize>, problem: impl std::fmt::Display) -> EpicError {
+fn invalid(shown: &str, line: Option<usize>, problem: impl std::fmt::Display) -> BmadError {
     let at = line.map(|l| format!(" (line {l})")).unwrap_or_default();
-    EpicError::usage("SPRINT_STATUS_INVALID", format!("{shown}{at}: {problem}")).hint(
+    BmadError::usage("SPRINT_STATUS_INVALID", format!("{shown}{at}: {problem}")).hint(
         "fix the file (BMAD's sprint-planning workflow writes it), then run the command again",
     )
 }
@@ -60,7 +60,7 @@ fn pre_template(
     shown: &str,
     yaml: &serde_json::Map<String, Value>,
     text: &str,
-) -> Option<EpicError> {
+) -> Option<BmadError> {
     let key = ["sprints", "epics"]
         .into_iter()
         .find(|k| matches!(yaml.get(*k), Some(Value::Array(_) | Value::Object(_))))?;
@@ -69,7 +69,7 @@ fn pre_template(
         .position(|l| l.starts_with(&format!("{key}:")))
         .map(|i| i + 1);
     Some(
-        EpicError::usage(
+        BmadError::usage(
             "SPRINT_STATUS_INVALID",
             format!(
                 "{shown}{}: a hand-written sprint file from before BMAD's sprint-status template (a `{key}:` list of epics and stories, no `development_status` mapping); baton reads the template's `development_status`",
@@ -84,7 +84,7 @@ impl SprintStatus {
     /// Reads and checks the file; `shown` names it in messages.
     pub fn load(file: &ArtifactFile, shown: &str) -> Result<SprintStatus> {
         let Some(bytes) = file.read(limit::STATUS)? else {
-            return Err(EpicError::usage(
+            return Err(BmadError::usage(
                 "SPRINT_STATUS_MISSING",
                 format!("{shown} does not exist"),
             )
@@ -209,13 +209,13 @@ impl SprintStatus {
     /// The entry of `key`, checked to accept `status`.
     fn index_of(&self, key: &str, status: &str) -> Result<usize> {
         let Some(i) = self.entries.iter().position(|e| e.key == key) else {
-            return Err(EpicError::usage(
+            return Err(BmadError::usage(
                 "STORY_NOT_FOUND",
                 format!("{} has no key {key}", self.shown),
             ));
         };
         if !keys::defined(&self.entries[i].kind, status) {
-            return Err(EpicError::failure(
+            return Err(BmadError::failure(
                 "SPRINT_STATUS_INVALID",
                 format!("{status} is not a status of {key}"),
             ));
@@ -263,7 +263,7 @@ impl SprintStatus {
     pub fn save(&self) -> Result<()> {
         match &self.file {
             Some(file) => file.write(self.text.as_bytes()),
-            None => Err(EpicError::failure(
+            None => Err(BmadError::failure(
                 "EPIC_IO_FAILED",
                 format!("{} was not read from a file", self.shown),
             )),
@@ -271,9 +271,9 @@ impl SprintStatus {
     }
 }
 
-fn unsupported(shown: &str, line: Option<usize>) -> EpicError {
+fn unsupported(shown: &str, line: Option<usize>) -> BmadError {
     let at = line.map(|l| format!(" (line {l})")).unwrap_or_default();
-    EpicError::usage(
+    BmadError::usage(
         "SPRINT_STATUS_UNSUPPORTED",
         format!(
             "{shown}{at}: development_status must be a block mapping with one `key: status` per line"

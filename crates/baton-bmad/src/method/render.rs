@@ -17,7 +17,7 @@
 use super::files::{self, Reader};
 use super::layers::{self, Layers};
 use super::{Installed, Kind};
-use crate::error::{EpicError, Result};
+use crate::error::{BmadError, Result};
 use serde_json::Value;
 use std::path::Path;
 
@@ -79,8 +79,8 @@ pub fn on_path(name: &str, path: Option<&std::ffi::OsStr>) -> bool {
     })
 }
 
-fn failed(inst: &Installed, problem: impl std::fmt::Display) -> EpicError {
-    EpicError::usage(
+fn failed(inst: &Installed, problem: impl std::fmt::Display) -> BmadError {
+    BmadError::usage(
         "EPIC_SKILL_RENDER_FAILED",
         format!("{} ({}): {problem}", inst.name, inst.rel),
     )
@@ -627,7 +627,7 @@ pub fn from_script_output(
 mod tests {
     use super::*;
 
-    use super::super::write_test_file as write;
+    use baton_testkit::write_file as write;
 
     fn skill_project(root: &Path) {
         write(

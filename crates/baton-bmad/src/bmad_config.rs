@@ -16,7 +16,7 @@
 //! used: the caller reports it and never follows it. Every file is read through the project
 //! root's handle, bounded ([`untrusted::read_in`]).
 
-use super::error::{EpicError, Result};
+use super::error::{BmadError, Result};
 use baton_autopilot::untrusted;
 use cap_std::fs::Dir;
 use serde_json::Value;
@@ -73,8 +73,8 @@ pub struct BmadConfig {
     pub story_dirs: Vec<Setting>,
 }
 
-fn invalid(file: &str, problem: impl std::fmt::Display) -> EpicError {
-    EpicError::usage("EPIC_LAYOUT_INVALID", format!("{file}: {problem}")).hint(
+fn invalid(file: &str, problem: impl std::fmt::Display) -> BmadError {
+    BmadError::usage("EPIC_LAYOUT_INVALID", format!("{file}: {problem}")).hint(
         "fix the file (BMAD's installer writes it), or set [autopilot] implementation_artifacts in baton.toml",
     )
 }
@@ -83,7 +83,7 @@ fn read(root: &Dir, file: &str) -> Result<Option<String>> {
     match untrusted::read_in(root, Path::new(file), untrusted::limit::CONFIG) {
         Ok(Some(bytes)) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
         Ok(None) => Ok(None),
-        Err(e) => Err(super::layout::refused(file, &e)),
+        Err(e) => Err(crate::error::refused(file, &e)),
     }
 }
 

@@ -1,4 +1,6 @@
-//! The five phases of seed 004, in loop order, and where each starts for a story's status.
+//! The implementation phases a story goes through (seed 004's five), their names as state files
+//! and commands write them, and where a story starts for its sprint status. Their order, what
+//! runs each and what each must leave are the epic's pipeline (`baton_epic::pipeline`).
 
 use std::fmt;
 
@@ -32,28 +34,6 @@ impl Phase {
 
     pub fn parse(text: &str) -> Option<Phase> {
         Phase::ALL.into_iter().find(|p| p.as_str() == text)
-    }
-
-    /// The next phase of the loop; none after code-review (its verdict decides).
-    pub fn next(self) -> Option<Phase> {
-        match self {
-            Phase::CreateStory => Some(Phase::Validate),
-            Phase::Validate => Some(Phase::Dev),
-            Phase::Dev => Some(Phase::Revision),
-            Phase::Revision => Some(Phase::CodeReview),
-            Phase::CodeReview => None,
-        }
-    }
-
-    /// The bundled package's workflow and agent for this phase.
-    pub fn default_workflow(self) -> (&'static str, &'static str) {
-        match self {
-            Phase::CreateStory => ("create-story", "sm"),
-            Phase::Validate => ("validate-story", "sm"),
-            Phase::Dev => ("dev-story", "dev"),
-            Phase::Revision => ("revision", "revisor"),
-            Phase::CodeReview => ("code-review", "qa"),
-        }
     }
 
     /// Where a story with no progress of ours starts, from its sprint status (legacy values

@@ -3,7 +3,7 @@
 //! folder holds was written by an installer, or by a person, or by a phase's model: nothing in
 //! it is trusted.
 
-use crate::error::{EpicError, Result};
+use crate::error::{BmadError, Result};
 use baton_autopilot::untrusted::{self, UntrustedError};
 use cap_std::fs::Dir;
 use std::path::Path;
@@ -21,15 +21,15 @@ pub struct Reader {
     root: Dir,
 }
 
-fn refused(rel: &str, e: &UntrustedError) -> EpicError {
-    EpicError::usage(e.code(), format!("{rel}: {e}")).hint(
+fn refused(rel: &str, e: &UntrustedError) -> BmadError {
+    BmadError::usage(e.code(), format!("{rel}: {e}")).hint(
         "the installed BMAD method is read from the project's files; restore or remove that file",
     )
 }
 
 impl Reader {
     pub fn open(root: &Path) -> Result<Reader> {
-        let root = untrusted::open_root(root).map_err(|e| EpicError::io("open", root)(e))?;
+        let root = untrusted::open_root(root).map_err(|e| BmadError::io("open", root)(e))?;
         Ok(Reader { root })
     }
 
