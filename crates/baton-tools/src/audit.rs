@@ -1,6 +1,6 @@
 //! Audit lines: one `tool.exec` record per call, with large text replaced by its size and hash.
 
-use crate::host::{CallContext, ToolCall};
+use crate::call::{CallContext, ToolCall};
 use baton_package::digest::sha256_hex;
 use serde_json::{Map, Value, json};
 use std::time::Duration;

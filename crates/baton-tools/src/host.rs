@@ -21,27 +21,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+pub use crate::call::{AbortFn, CallContext, ToolCall};
+
 /// The state file seen by the model.
 const STATE_FILE: &str = "workflow.md";
 /// Logs under `@state/logs/` are written by baton only.
 const LOGS_DIR: &str = "logs";
-
-/// One tool call from the model.
-#[derive(Debug, Clone, Copy)]
-pub struct ToolCall<'a> {
-    pub id: &'a str,
-    pub name: &'a str,
-    /// The raw JSON arguments string, as the model sent it.
-    pub arguments: &'a str,
-}
-
-/// Who is calling, for enforcement and the audit line.
-#[derive(Debug, Clone, Copy)]
-pub struct CallContext<'a> {
-    pub agent_id: &'a str,
-    pub node_id: &'a str,
-    pub policy: &'a EffectivePolicy,
-}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutcome {
@@ -102,9 +87,6 @@ pub struct RunBinding {
     /// Project-relative directory whose new files are recorded as artifacts.
     pub artifacts_dir: String,
 }
-
-/// Tells a long tool call (a command) that the run is stopping.
-pub type AbortFn = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// What the host needs beyond the mounts to start programs: set by whoever drives the run.
 #[derive(Clone, Default)]

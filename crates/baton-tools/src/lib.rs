@@ -8,6 +8,7 @@
 //! path.
 
 pub mod audit;
+mod call;
 pub mod config;
 pub mod files;
 pub mod host;

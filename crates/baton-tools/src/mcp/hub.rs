@@ -2,10 +2,11 @@
 //! connections. Callers (the synchronous ToolHost) send it jobs and wait for the answer with
 //! a deadline, so no server can hold a run longer than its timeouts.
 
+use super::config::{McpConfig, McpServerConfig};
 use super::convert::{self, MAX_TOOLS};
+use super::error::McpError;
 use super::names;
-use super::{McpConfig, McpError, McpServerConfig};
-use crate::host::AbortFn;
+use crate::call::AbortFn;
 use baton_sandbox::{Signal, kill_group};
 use rmcp::model::{CallToolRequestParams, PaginatedRequestParams};
 use rmcp::service::RunningService;
