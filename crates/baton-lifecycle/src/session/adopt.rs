@@ -20,15 +20,15 @@
 //! kept. A paused session stays paused: `continue` asks why (a failed step: retry, skip or
 //! abort) or goes on (paused by hand).
 
-use crate::ralph::Context;
-use crate::ralph::chain;
-use crate::ralph::check::{self, Finding, Scope};
-use crate::ralph::error::{RalphError, Result};
-use crate::ralph::lease;
-use crate::ralph::manifest;
-use crate::ralph::session::Session;
-use crate::ralph::store::{self, Change};
-use crate::ralph::time;
+use baton_ralph::Context;
+use baton_ralph::chain;
+use baton_ralph::check::{self, Finding, Scope};
+use baton_ralph::error::{RalphError, Result};
+use baton_ralph::lease;
+use baton_ralph::manifest;
+use baton_ralph::session::Session;
+use baton_ralph::store::{self, Change};
+use baton_ralph::time;
 use serde_json::{Value, json};
 
 /// What the takeover did.

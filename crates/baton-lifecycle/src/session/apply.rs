@@ -7,11 +7,12 @@
 //!   (unparsable: `fix`, E004), then ralph's `decide` applies the confidence and retry guards.
 
 use super::completion::{self, Completion};
+use super::milestone::Planner;
 use super::verdict::{self, Form};
-use crate::ralph::Context;
-use crate::ralph::discovery::{self, Pick};
-use crate::ralph::error::{RalphError, Result};
-use crate::ralph::verbs::{Output, complete, decide};
+use baton_ralph::Context;
+use baton_ralph::discovery::{self, Pick};
+use baton_ralph::error::{RalphError, Result};
+use baton_ralph::verbs::{Output, complete, decide};
 
 /// The form of answer a gate asks the model for; `None` for gates settled without a model
 /// (scope, milestone, escalation pauses).
@@ -95,7 +96,7 @@ pub fn settle_gate_checked(
         ));
         args.gaps.push(format!("{files} missing"));
     }
-    decide::run(ctx, session, &args)
+    decide::run(ctx, session, &args, &Planner)
 }
 
 /// Reaching the `post-debug-escalate` gate pauses the session for a person (seed 003: always,
@@ -115,5 +116,5 @@ pub fn pause_at_escalation(ctx: &Context, session: Option<&str>, index: usize) -
         reason: Some("human intervention: the fix loop did not converge".into()),
         ..decide::DecideArgs::default()
     };
-    decide::run(ctx, session, &args)
+    decide::run(ctx, session, &args, &Planner)
 }

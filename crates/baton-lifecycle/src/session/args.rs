@@ -6,7 +6,7 @@
 //! to guess it.
 //! A placeholder without a value stays as it is (early stages have no phase yet).
 
-use crate::ralph::session::Session;
+use baton_ralph::session::Session;
 use serde_json::{Map, Value, json};
 
 /// Placeholders filled from the session's `context` object.
@@ -71,7 +71,7 @@ pub fn substitute(args: &str, values: &[(String, String)]) -> String {
 }
 
 /// Fills the args of the first pending step when it is an execution step, in `s` as read
-/// under the claim's lock: `next` writes it with its claim (see [`crate::ralph::verbs::next::run_prepared`]), so
+/// under the claim's lock: `next` writes it with its claim (see [`baton_ralph::verbs::next::run_prepared`]), so
 /// the filled args cost no status.json write of their own.
 pub fn resolve_first_pending(s: &mut Session) {
     let Some((index, args)) = s

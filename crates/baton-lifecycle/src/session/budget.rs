@@ -9,7 +9,6 @@
 //! gate's own token (the gate then ends as interrupted, having written nothing) and keeps the
 //! stop for the loop to report as `BUDGET_EXCEEDED`.
 
-use crate::ralph::session::Session;
 use baton_engine::spend::{
     self, BudgetConfig, BudgetStop, Cap, Counted, Meter, Spent, UsageWarning,
 };
@@ -17,6 +16,7 @@ use baton_llm::{
     BoxFuture, CallOptions, ChatModel, ChatRequest, ChatResponse, LlmError, ModelIdentity, Price,
     Usage,
 };
+use baton_ralph::session::Session;
 use baton_store::Project;
 use serde_json::json;
 use std::path::PathBuf;

@@ -4,9 +4,9 @@
 //! The arguments are checked here, strictly, so a bad call is answered with a message the
 //! model can act on (and the run goes on) instead of landing in status.json.
 
-use crate::ralph::schema::COMPLETION_STATUSES;
-use crate::ralph::verbs::complete::CompleteArgs;
 use baton_llm::ToolDef;
+use baton_ralph::schema::COMPLETION_STATUSES;
+use baton_ralph::verbs::complete::CompleteArgs;
 use serde_json::{Value, json};
 
 pub const TOOL_NAME: &str = "session.complete";

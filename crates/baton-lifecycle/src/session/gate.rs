@@ -13,14 +13,15 @@
 //! whose answer is already kept pauses again without a call.
 
 use super::apply::{form_of, settle_gate_checked};
+use super::milestone::Planner;
 use super::review::{self, Review};
 use super::verdict::Form;
-use crate::ralph::Context;
-use crate::ralph::discovery::{self, Pick};
-use crate::ralph::error::{RalphError, Result};
-use crate::ralph::session::Session;
-use crate::ralph::verbs::{Output, control, decide};
 use baton_llm::{CallOptions, ChatModel, ChatRequest, Message, Usage};
+use baton_ralph::Context;
+use baton_ralph::discovery::{self, Pick};
+use baton_ralph::error::{RalphError, Result};
+use baton_ralph::session::Session;
+use baton_ralph::verbs::{Output, control, decide};
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -349,7 +350,10 @@ pub async fn evaluate(
         ),
         Err(e) => {
             let args = review::failed_call_args(index, failed(&e));
-            (decide::run(ctx, session, &args)?, Usage::default())
+            (
+                decide::run(ctx, session, &args, &Planner)?,
+                Usage::default(),
+            )
         }
     };
     Ok(GateTick {

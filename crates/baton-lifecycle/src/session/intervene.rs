@@ -9,13 +9,14 @@
 
 use super::apply::form_of;
 use super::infer::ScopeVerdict;
+use super::milestone::Planner;
 use super::{milestone, review, scope};
-use crate::ralph::Context;
-use crate::ralph::discovery::{self, Pick};
-use crate::ralph::error::{RalphError, Result};
-use crate::ralph::session::Session;
-use crate::ralph::store::{self, Change};
-use crate::ralph::verbs::{Output, control, decide};
+use baton_ralph::Context;
+use baton_ralph::discovery::{self, Pick};
+use baton_ralph::error::{RalphError, Result};
+use baton_ralph::session::Session;
+use baton_ralph::store::{self, Change};
+use baton_ralph::verbs::{Output, control, decide};
 use serde_json::{Value, json};
 
 /// Why a paused session waits.
@@ -184,7 +185,7 @@ impl Pause {
     }
 }
 
-pub use crate::ralph::gate::ASKED;
+pub use baton_ralph::gate::ASKED;
 
 /// Why `s` is paused, or `None` when it is not paused.
 pub fn why_paused(s: &Session) -> Option<Pause> {
@@ -335,7 +336,7 @@ pub fn decide(ctx: &Context, session: Option<&str>, choice: Choice, note: &str) 
                 )),
                 ..decide::DecideArgs::default()
             };
-            decide::run(ctx, session, &args)
+            decide::run(ctx, session, &args, &Planner)
         }
         (Pause::GateReview { index, .. }, Choice::Accept) => {
             let kept = review::read(&s, index)?.ok_or_else(|| {
@@ -368,7 +369,7 @@ pub fn decide(ctx: &Context, session: Option<&str>, choice: Choice, note: &str) 
                 )),
                 ..decide::DecideArgs::default()
             };
-            let out = decide::run(ctx, session, &args)?;
+            let out = decide::run(ctx, session, &args, &Planner)?;
             let retry = s.step(index).map_or(0, |st| st.retry_count());
             review::remove(&s.dir, index, retry);
             Ok(out)
@@ -406,7 +407,7 @@ pub fn decide(ctx: &Context, session: Option<&str>, choice: Choice, note: &str) 
                 planning_mode: Some(mode.into()),
                 ..decide::DecideArgs::default()
             };
-            decide::run(ctx, session, &args)
+            decide::run(ctx, session, &args, &Planner)
         }
         (Pause::ByHand, _) => control::resume(ctx, session, None),
     }

@@ -21,7 +21,7 @@
 //! turn (their args name the phase number), and the milestone-level stages once at the end.
 //!
 //! Everything is applied in the same locked write as the gate's decision
-//! ([`crate::ralph::verbs::decide`]), so a kill leaves either the gate pending or the advance
+//! ([`baton_ralph::verbs::decide`]), so a kill leaves either the gate pending or the advance
 //! done, never half of it.
 
 use super::build::goals::Goal;
@@ -29,12 +29,12 @@ use super::build::rules;
 use super::infer::position;
 use super::infer::state_file::{self, Milestone, State};
 use super::infer::{Breadth, Clarification, Inference, Position, QualityMode};
-use crate::ralph::Context;
-use crate::ralph::chain::PlanningMode;
-use crate::ralph::error::{RalphError, Result};
-use crate::ralph::milestone_gate::MilestonePlanner;
-pub use crate::ralph::milestone_gate::{GATE, Outcome, QUESTION, advance_fields, parse_planning};
-use crate::ralph::session::Session;
+use baton_ralph::Context;
+use baton_ralph::chain::PlanningMode;
+use baton_ralph::error::{RalphError, Result};
+use baton_ralph::milestone_gate::MilestonePlanner;
+pub use baton_ralph::milestone_gate::{GATE, Outcome, QUESTION, advance_fields, parse_planning};
+use baton_ralph::session::Session;
 use serde_json::{Map, Value, json};
 use std::path::Path;
 
@@ -314,7 +314,7 @@ impl MilestonePlanner for Planner {
 #[derive(Debug)]
 pub enum Settled {
     /// Advanced or ended: `decide`'s report.
-    Decided(crate::ralph::verbs::Output),
+    Decided(baton_ralph::verbs::Output),
     /// The next milestone's planning mode is asked ([`QUESTION`]); the session paused.
     Asked,
 }
@@ -323,8 +323,8 @@ pub enum Settled {
 /// session pauses, the gate marked) when the next milestone has several phases and the
 /// session is not in auto mode; otherwise the gate is decided (advance or end).
 pub fn settle(ctx: &Context, session: Option<&str>, index: usize) -> Result<Settled> {
-    use crate::ralph::store::{self, Change};
-    use crate::ralph::verbs::decide::{self, DecideArgs};
+    use baton_ralph::store::{self, Change};
+    use baton_ralph::verbs::decide::{self, DecideArgs};
     let (asked, s) = store::transact(ctx, session, None, |s| {
         let pending = s
             .step(index)
@@ -333,7 +333,7 @@ pub fn settle(ctx: &Context, session: Option<&str>, index: usize) -> Result<Sett
             return Ok(Change::keep(false));
         }
         if matches!(evaluate(ctx, s, None)?, Outcome::Ask { .. }) {
-            crate::ralph::gate::mark_asked(s, index, QUESTION);
+            baton_ralph::gate::mark_asked(s, index, QUESTION);
             return Ok(Change::write(true));
         }
         Ok(Change::keep(false))
@@ -349,5 +349,5 @@ pub fn settle(ctx: &Context, session: Option<&str>, index: usize) -> Result<Sett
         expect_revision: Some(s.revision()),
         ..DecideArgs::default()
     };
-    decide::run(ctx, session, &args).map(Settled::Decided)
+    decide::run(ctx, session, &args, &Planner).map(Settled::Decided)
 }

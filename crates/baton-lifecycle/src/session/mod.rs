@@ -1,6 +1,6 @@
 //! Lifecycle sessions, part 2 (`baton session`): the pieces that turn a model's answers into
 //! ralph verbs. The model only does a step's work and judges a gate; what its answer means for
-//! the session files is decided here, as code, and applied through [`crate::ralph`]'s verbs.
+//! the session files is decided here, as code, and applied through [`baton_ralph`]'s verbs.
 //!
 //! - [`completion`]: the `session.complete` tool that ends a step's task run, and what a run
 //!   that ends without it becomes (NEEDS_RETRY once, then BLOCKED).

@@ -7,11 +7,12 @@
 //! overrides); [`accept`] settles the gate with it, exactly as an auto-mode session would have.
 
 use super::apply::form_of;
+use super::milestone::Planner;
 use super::verdict::{self, Form};
-use crate::ralph::Context;
-use crate::ralph::error::{RalphError, Result};
-use crate::ralph::session::Session;
-use crate::ralph::verbs::{Output, decide};
+use baton_ralph::Context;
+use baton_ralph::error::{RalphError, Result};
+use baton_ralph::session::Session;
+use baton_ralph::verbs::{Output, decide};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -185,7 +186,7 @@ pub fn accept(
     s: &Session,
     review: &Review,
 ) -> Result<Output> {
-    let out = decide::run(ctx, session, &args(review)?)?;
+    let out = decide::run(ctx, session, &args(review)?, &Planner)?;
     remove(&s.dir, review.index, review.retry);
     Ok(out)
 }

@@ -13,19 +13,20 @@
 use super::apply::{form_of, pause_at_escalation};
 use super::budget;
 use super::gate::{self, GateEnd};
+use super::milestone::Planner;
 use super::step_run::{self, ModelSource, Models};
 use super::tick::{StepEnd, StepSettings, StepTick, answer_step, run_step};
 use super::{milestone, scope};
-use crate::ralph::Context;
-use crate::ralph::discovery::{self, Pick};
-use crate::ralph::error::{RalphError, Result};
-use crate::ralph::gate::finished;
-use crate::ralph::store::{self, Change};
-use crate::ralph::verbs::decide::{self, DecideArgs};
 use baton_engine::EngineEvent;
 use baton_engine::machine::{DEFAULT_MAX_TURNS, WaitReason};
 use baton_engine::spend::Cap;
 use baton_llm::Usage;
+use baton_ralph::Context;
+use baton_ralph::discovery::{self, Pick};
+use baton_ralph::error::{RalphError, Result};
+use baton_ralph::gate::finished;
+use baton_ralph::store::{self, Change};
+use baton_ralph::verbs::decide::{self, DecideArgs};
 use baton_store::{Project, Store};
 use baton_tools::ToolsConfig;
 use serde_json::json;
@@ -275,7 +276,7 @@ async fn tick(
             reason: Some(format!("{gate}: settled by code")),
             ..DecideArgs::default()
         };
-        decide::run(ctx, session, &args)?;
+        decide::run(ctx, session, &args, &Planner)?;
         return Ok(Ok(Tick::Gate { index, gate }));
     }
     step(ctx, session, settings, spent).await

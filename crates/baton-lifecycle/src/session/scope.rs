@@ -20,13 +20,14 @@
 
 use super::gate::{cited, inside, read_bounded};
 use super::infer::ScopeVerdict;
-use crate::ralph::Context;
-use crate::ralph::error::{RalphError, Result};
-use crate::ralph::session::Session;
-use crate::ralph::store::{self, Change};
-use crate::ralph::verbs::Output;
-use crate::ralph::verbs::control::mark_skipped;
-use crate::ralph::verbs::decide::{self, DecideArgs};
+use super::milestone::Planner;
+use baton_ralph::Context;
+use baton_ralph::error::{RalphError, Result};
+use baton_ralph::session::Session;
+use baton_ralph::store::{self, Change};
+use baton_ralph::verbs::Output;
+use baton_ralph::verbs::control::mark_skipped;
+use baton_ralph::verbs::decide::{self, DecideArgs};
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -282,7 +283,7 @@ pub fn settle_with(
                     ))));
                 }
                 None if !auto => {
-                    crate::ralph::gate::mark_asked(s, index, QUESTION);
+                    baton_ralph::gate::mark_asked(s, index, QUESTION);
                     return Ok(Change::write(Step::Ask));
                 }
                 None => {}
@@ -304,7 +305,7 @@ pub fn settle_with(
         expect_revision: Some(s.revision()),
         ..DecideArgs::default()
     };
-    decide::run(ctx, session, &args).map(Settled::Decided)
+    decide::run(ctx, session, &args, &Planner).map(Settled::Decided)
 }
 
 #[cfg(test)]

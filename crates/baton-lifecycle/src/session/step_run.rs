@@ -14,10 +14,10 @@
 //!   a gate), so each replays on its own and each is an ordinary baton trace. With a record
 //!   directory, each is written there under the same name, invocation after invocation.
 
-use crate::ralph::error::{RalphError, Result};
-use crate::ralph::session::Session;
 use baton_engine::runner;
 use baton_llm::{ChatModel, ReplayModel, Trace, TraceRecorder};
+use baton_ralph::error::{RalphError, Result};
+use baton_ralph::session::Session;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -10,7 +10,7 @@
 //! An answer that does not parse becomes `fix` (E004) — the guards of ralph's `decide` then
 //! escalate it once the retries are spent.
 
-use crate::ralph::verbs::decide::DecideArgs;
+use baton_ralph::verbs::decide::DecideArgs;
 use serde_json::Value;
 
 const OPEN: &str = "---VERDICT---";

@@ -1,8 +1,8 @@
 //! Every way the build phase (`baton session start`) refuses, with a stable code and a hint.
 
-use crate::ralph::RalphError;
-use crate::ralph::check::{Finding, Level};
 use crate::session::infer::InferError;
+use baton_ralph::RalphError;
+use baton_ralph::check::{Finding, Level};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {

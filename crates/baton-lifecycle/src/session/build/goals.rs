@@ -3,8 +3,8 @@
 //! is located (`task_decomposition[2].lifecycle[0]`), sizes and counts are bounded, and unknown
 //! fields are refused, so what reaches status.json is exactly the schema's shape.
 
-use crate::ralph::chain::STAGES;
 use baton_autopilot::json_kind::json_kind;
+use baton_ralph::chain::STAGES;
 use serde_json::{Map, Value, json};
 use std::fmt;
 
@@ -42,7 +42,7 @@ pub struct Goal {
 impl Goal {
     /// `G7` → 7, the order of build rule 7.
     pub fn number(&self) -> u64 {
-        crate::ralph::chain::goal_number(&self.id)
+        baton_ralph::chain::goal_number(&self.id)
     }
 }
 

@@ -19,8 +19,8 @@
 
 use super::error::{BuildError, Result};
 use super::goals::Goal;
-use crate::ralph::chain::{self, Item, PlanningMode, STAGES};
 use crate::session::infer::{Inference, Position, QualityMode, ScopeVerdict};
+use baton_ralph::chain::{self, Item, PlanningMode, STAGES};
 use serde_json::{Value, json};
 
 /// Gaps of a failed result file put into a template, and the characters of each.
@@ -194,7 +194,7 @@ fn goal_for(goals: &[Goal], stage: &str) -> Option<String> {
 
 /// The steps for status.json (rules 0–8, 10–13): indices, `milestone_id` on every step that
 /// carries `{phase}`, initial completion fields, the `--from` audit trail. `command_scope` and
-/// `command_path` stay null until [`crate::ralph::verbs::new::create`] resolves them.
+/// `command_path` stay null until [`baton_ralph::verbs::new::create`] resolves them.
 pub fn build(inf: &Inference, goals: &[Goal]) -> Result<Vec<Value>> {
     let milestone = inf.milestone.clone().map_or(Value::Null, Value::String);
     let planned = plan(inf, goals)?;

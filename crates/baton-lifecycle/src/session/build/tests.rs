@@ -4,10 +4,10 @@
 
 use super::goals::Goal;
 use super::rules::{build, stages_of};
-use crate::ralph::chain::PlanningMode;
 use crate::session::infer::{
     Breadth, Clarification, Failed, Inference, Position, QualityMode, ScopeVerdict,
 };
+use baton_ralph::chain::PlanningMode;
 use serde_json::Value;
 
 /// Phase 2 of milestone M1, independent, standard quality, nothing completed.

@@ -1,7 +1,7 @@
 //! What the build phase's inference concludes and the questions it asks: the types [`super::infer`]
 //! returns and its rule modules (phase, position, modes, breadth) fill in.
 
-use crate::ralph::chain::PlanningMode;
+use baton_ralph::chain::PlanningMode;
 use std::collections::BTreeMap;
 
 /// What the user asked for: the stage-independent options of `baton session start`.
@@ -133,7 +133,7 @@ impl Failed {
 /// `lifecycle_position`: where the chain starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Position {
-    /// A stage of [`crate::ralph::chain::STAGES`]; the chain starts there.
+    /// A stage of [`baton_ralph::chain::STAGES`]; the chain starts there.
     Stage(&'static str),
     /// A failed gate result (see [`Failed`]), with the gaps the result file names (possibly
     /// none).
@@ -207,7 +207,7 @@ pub struct Inference {
     pub milestone: Option<String>,
     pub position: Position,
     /// Stages with a completed artifact for this milestone and phase (milestone only in
-    /// unified mode), in [`crate::ralph::chain::STAGES`] order: build rule 2 skips them.
+    /// unified mode), in [`baton_ralph::chain::STAGES`] order: build rule 2 skips them.
     pub completed_stages: Vec<&'static str>,
     pub quality: QualityMode,
     /// `None` while [`question::PLANNING_MODE`] is pending.

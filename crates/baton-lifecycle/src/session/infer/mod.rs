@@ -25,7 +25,7 @@ pub use inference::{
     ScopeVerdict, question,
 };
 
-use crate::ralph::chain::PlanningMode;
+use baton_ralph::chain::PlanningMode;
 use std::path::Path;
 
 /// The build phase's inference for `intent` in the project at `project`: reads

@@ -7,7 +7,7 @@ use super::inference::{Choice, QualityMode, Question, ScopeVerdict, question};
 use super::position::{self, EARLY};
 use super::results;
 use super::state_file::{Artifact, State};
-use crate::ralph::chain::PlanningMode;
+use baton_ralph::chain::PlanningMode;
 use std::collections::BTreeMap;
 use std::path::Path;
 

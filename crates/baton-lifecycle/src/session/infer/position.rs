@@ -18,7 +18,7 @@ use super::inference::{Breadth, Failed, Position};
 use super::intent;
 use super::results::{self, Uat};
 use super::state_file::{Artifact, ArtifactStatus, State};
-use crate::ralph::chain::STAGES;
+use baton_ralph::chain::STAGES;
 use std::collections::BTreeSet;
 use std::path::Path;
 

@@ -1,9 +1,9 @@
 //! Scope verdict, quality mode, planning mode, breadth and the clarification rounds.
 
 use super::fixture::*;
-use crate::ralph::chain::PlanningMode;
 use crate::session::infer::breadth::classify;
 use crate::session::infer::{Breadth, Options, Position, QualityMode, ScopeVerdict, question};
+use baton_ralph::chain::PlanningMode;
 use serde_json::json;
 
 // --- scope verdict ---

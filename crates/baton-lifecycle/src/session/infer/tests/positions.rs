@@ -625,7 +625,7 @@ fn unified_mode_counts_the_whole_milestone() {
     );
     assert_eq!(
         inf.planning_mode,
-        Some(crate::ralph::chain::PlanningMode::Unified)
+        Some(baton_ralph::chain::PlanningMode::Unified)
     );
     assert_eq!(inf.completed_stages, vec!["analyze", "plan"]);
 }

@@ -3,11 +3,11 @@
 //! of execution steps, and the sub-goals.
 
 use super::session::{goals, milestones, summary_json};
-use crate::ralph::Context;
-use crate::ralph::discovery::{self, Pick};
-use crate::ralph::error::Result;
-use crate::ralph::session::{Session, Step};
-use crate::ralph::verbs::Output;
+use crate::Context;
+use crate::discovery::{self, Pick};
+use crate::error::Result;
+use crate::session::{Session, Step};
+use crate::verbs::Output;
 use serde_json::Value;
 
 pub fn run(ctx: &Context, session: Option<&str>) -> Result<Output> {

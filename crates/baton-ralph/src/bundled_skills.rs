@@ -18,7 +18,7 @@ pub const SCOPE: &str = "bundled";
 
 /// Every file: (path below the bundle, bytes).
 pub const FILES: &[(&str, &[u8])] = embed!(
-    "../../../../examples/skills/lifecycle/";
+    "../../../examples/skills/lifecycle/";
     "commands/maestro-analyze.md",
     "commands/maestro-blueprint.md",
     "commands/maestro-brainstorm.md",

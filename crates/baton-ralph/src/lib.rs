@@ -7,9 +7,11 @@
 //! with an owner, and the verbs maestro leaves to hand edits of the JSON (`skip`, `pause`,
 //! `resume`, `abandon`, `release`, `insert`, `decide`, `new`, `status`).
 //!
-//! Layout: [`schema`] validation, [`discovery`] of sessions, [`store`] (lock, durable write,
-//! revision), [`manifest`] and [`prompt`] (command files and `next`'s prompt), [`check`]
-//! (findings), [`chain`] (stage table and fix-loop templates), [`verbs`] (one module per verb
+//! Layout, bottom to top: [`session`] (the status document), [`schema`] validation,
+//! [`discovery`] of sessions, [`store`] (lock, durable write, revision), [`manifest`] and
+//! [`prompt`] (command files and `next`'s prompt), [`check`] (findings), [`chain`] (stage table
+//! and fix-loop templates), [`gate`] and [`milestone_gate`] (a decision gate's rules on the
+//! document, shared with baton-lifecycle's session loop), [`verbs`] (one module per verb
 //! group).
 
 pub mod anchor;

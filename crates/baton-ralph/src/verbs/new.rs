@@ -4,15 +4,15 @@
 //! listed). Command files are resolved like `skills` (project over global); a missing one is
 //! E006 and nothing is created (A_CREATE_SESSION).
 
-use crate::ralph::Context;
-use crate::ralph::chain::{self, PlanningMode, STAGES};
-use crate::ralph::discovery::{self, Pick};
-use crate::ralph::error::{RalphError, Result};
-use crate::ralph::session::Session;
-use crate::ralph::skills::PLATFORMS;
-use crate::ralph::store;
-use crate::ralph::time;
-use crate::ralph::verbs::Output;
+use crate::Context;
+use crate::chain::{self, PlanningMode, STAGES};
+use crate::discovery::{self, Pick};
+use crate::error::{RalphError, Result};
+use crate::session::Session;
+use crate::skills::PLATFORMS;
+use crate::store;
+use crate::time;
+use crate::verbs::Output;
 use serde_json::{Map, Value, json};
 use std::fs;
 

@@ -12,12 +12,12 @@
 //! exits 1). Unlike maestro, a subject that is not a regular file or is over 64 MiB hashes as
 //! `error` instead of being read whatever it is, and `add` holds the session lock.
 
-use crate::ralph::Context;
-use crate::ralph::error::{RalphError, Result};
-use crate::ralph::session::Session;
-use crate::ralph::store::{self, Change};
-use crate::ralph::time;
-use crate::ralph::verbs::Output;
+use crate::Context;
+use crate::error::{RalphError, Result};
+use crate::session::Session;
+use crate::store::{self, Change};
+use crate::time;
+use crate::verbs::Output;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use std::io::Read;
@@ -57,9 +57,8 @@ pub fn run(ctx: &Context, session: Option<&str>, args: &LedgerArgs) -> Result<Ou
         return Err(usage("--authority and --dimension are required"));
     };
     if action == "query" {
-        let s =
-            crate::ralph::discovery::find(ctx, Some(session), crate::ralph::discovery::Pick::Any)?
-                .into_session()?;
+        let s = crate::discovery::find(ctx, Some(session), crate::discovery::Pick::Any)?
+            .into_session()?;
         return Ok(query(ctx, &s, authority, dimension, args));
     }
     let Some(verdict) = &args.verdict else {

@@ -2,12 +2,12 @@
 //! owner of the active claim.
 
 use super::check::js_text;
-use crate::ralph::Context;
-use crate::ralph::check::{self, Scope};
-use crate::ralph::discovery::{self, Pick};
-use crate::ralph::error::Result;
-use crate::ralph::session::Session;
-use crate::ralph::verbs::Output;
+use crate::Context;
+use crate::check::{self, Scope};
+use crate::discovery::{self, Pick};
+use crate::error::Result;
+use crate::session::Session;
+use crate::verbs::Output;
 use serde_json::{Value, json};
 
 /// maestro shows a status.json whatever its schema says, as long as it parses; so does this,
@@ -26,7 +26,7 @@ pub fn run(ctx: &Context, session: Option<&str>) -> Result<Output> {
         Scope::All,
     );
     let Some(Value::Object(doc)) = loaded.raw else {
-        return Err(crate::ralph::error::RalphError::NoSession);
+        return Err(crate::error::RalphError::NoSession);
     };
     let s = Session {
         id: loaded.id,
@@ -288,7 +288,7 @@ pub fn summary_json(s: &Session) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ralph::testing;
+    use crate::testing;
 
     #[test]
     fn a_listing_keeps_damaged_sessions_with_their_error_and_says_when_it_is_cut() {

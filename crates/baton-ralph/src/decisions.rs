@@ -220,8 +220,9 @@ mod tests {
     /// rename and the folder's fsync; the line is there and status.json names the decision.
     #[test]
     fn a_decision_and_its_status_write_wait_for_two_flushes() {
-        use crate::ralph::testing;
-        use crate::ralph::verbs::decide::{self, DecideArgs};
+        use crate::testing;
+        // The verb without a milestone planner (this gate is a goal audit).
+        use crate::testing::decide::{self, DecideArgs};
         let tmp = tempfile::tempdir().unwrap();
         let ctx = testing::context(tmp.path());
         let path = testing::new_session(&ctx, "goal-audit");

@@ -1,10 +1,10 @@
 //! `check [--json]`: every finding of a session; exit 1 when one is an error.
 
-use crate::ralph::Context;
-use crate::ralph::check::{self, Scope};
-use crate::ralph::discovery::{self, Pick};
-use crate::ralph::error::Result;
-use crate::ralph::verbs::Output;
+use crate::Context;
+use crate::check::{self, Scope};
+use crate::discovery::{self, Pick};
+use crate::error::Result;
+use crate::verbs::Output;
 use serde_json::{Value, json};
 
 pub fn run(ctx: &Context, session: Option<&str>) -> Result<Output> {

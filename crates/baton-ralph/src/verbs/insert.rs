@@ -3,11 +3,11 @@
 //! changes), every later step renumbered, the active pointer and the claim moved with their
 //! step.
 
-use crate::ralph::Context;
-use crate::ralph::chain::{self, TEMPLATES};
-use crate::ralph::error::{RalphError, Result};
-use crate::ralph::store::{self, Change};
-use crate::ralph::verbs::{Output, index_in, parse_index};
+use crate::Context;
+use crate::chain::{self, TEMPLATES};
+use crate::error::{RalphError, Result};
+use crate::store::{self, Change};
+use crate::verbs::{Output, index_in, parse_index};
 use serde_json::json;
 
 #[derive(Debug, Clone, Default)]

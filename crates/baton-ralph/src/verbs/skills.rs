@@ -1,9 +1,9 @@
 //! `skills [--json] [--quiet] [--platform claude|codex|agent|agy]`.
 
-use crate::ralph::Context;
-use crate::ralph::error::{RalphError, Result};
-use crate::ralph::skills::{self, PLATFORMS};
-use crate::ralph::verbs::Output;
+use crate::Context;
+use crate::error::{RalphError, Result};
+use crate::skills::{self, PLATFORMS};
+use crate::verbs::Output;
 use serde_json::Value;
 
 pub fn run(ctx: &Context, platform: Option<&str>, quiet: bool) -> Result<Output> {

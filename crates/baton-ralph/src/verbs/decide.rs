@@ -1,6 +1,6 @@
 //! `decide <i> --verdict proceed|fix|escalate --confidence N [--reason T] [--gap T]...`:
 //! settle a decision gate the way seed 003's S_TICK_APPLY does, as code: the gate's rules
-//! ([`crate::ralph::gate`]) applied under the session lock, recorded and reported.
+//! ([`crate::gate`]) applied under the session lock, recorded and reported.
 //!
 //! Guards (quality and goal gates): confidence < 60 turns `proceed` into `fix`; a `fix` at
 //! `retry_count >= max_retries` becomes `escalate` (W002); a `fix` with confidence > 95 after a
@@ -8,21 +8,21 @@
 //!
 //! `proceed` on `post-milestone` is A_STRUCTURAL_EVALUATE: the next milestone's chain is
 //! inserted (A_ADVANCE_MILESTONE) or the session ends, as the caller's [`MilestonePlanner`]
-//! says ([`crate::ralph::milestone_gate`]).
+//! says ([`crate::milestone_gate`]).
 //!
 //! Every settled gate appends a line to `decisions.ndjson` (before status.json is written);
 //! a line a crash left for the same gate, never applied, is removed first.
 
-use crate::ralph::Context;
-use crate::ralph::decisions;
-use crate::ralph::error::{RalphError, Result};
-pub use crate::ralph::gate::{Adjusted, apply_guards, parse_confidence, parse_verdict};
-use crate::ralph::gate::{Class, claimable_gate, class, kind, settle};
-use crate::ralph::milestone_gate::{self as milestone, MilestonePlanner};
-use crate::ralph::session::Session;
-use crate::ralph::store::{self, Change};
-use crate::ralph::time;
-use crate::ralph::verbs::{Output, index_in, parse_index};
+use crate::Context;
+use crate::decisions;
+use crate::error::{RalphError, Result};
+pub use crate::gate::{Adjusted, apply_guards, parse_confidence, parse_verdict};
+use crate::gate::{Class, claimable_gate, class, kind, settle};
+use crate::milestone_gate::{self as milestone, MilestonePlanner};
+use crate::session::Session;
+use crate::store::{self, Change};
+use crate::time;
+use crate::verbs::{Output, index_in, parse_index};
 use serde_json::{Map, Value, json};
 
 #[derive(Debug, Clone, Default)]
@@ -51,12 +51,8 @@ struct Decided {
     record: Value,
 }
 
-pub fn run(ctx: &Context, session: Option<&str>, args: &DecideArgs) -> Result<Output> {
-    run_with(ctx, session, args, &crate::session::milestone::Planner)
-}
-
-/// [`run`] with the milestone gate worked out by `planner`.
-pub fn run_with(
+/// Decides the gate `args` name; `planner` works out what `proceed` on the milestone gate does.
+pub fn run(
     ctx: &Context,
     session: Option<&str>,
     args: &DecideArgs,
@@ -145,9 +141,9 @@ pub fn advance(
     planning_mode: Option<String>,
     dry_run: bool,
     expect_revision: Option<u64>,
+    planner: &dyn MilestonePlanner,
 ) -> Result<Output> {
-    let s = crate::ralph::discovery::find(ctx, session, crate::ralph::discovery::Pick::Active)?
-        .into_session()?;
+    let s = crate::discovery::find(ctx, session, crate::discovery::Pick::Active)?.into_session()?;
     let open = s
         .all_steps()
         .find(|st| !matches!(st.status(), "completed" | "skipped"));
@@ -174,7 +170,7 @@ pub fn advance(
         planning_mode,
         ..DecideArgs::default()
     };
-    run(ctx, session.or(Some(&s.id)), &args)
+    run(ctx, session.or(Some(&s.id)), &args, planner)
 }
 
 fn report(s: &Session, d: &Decided, args: &DecideArgs) -> Output {
@@ -246,7 +242,9 @@ fn report(s: &Session, d: &Decided, args: &DecideArgs) -> Output {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ralph::testing;
+    use crate::testing;
+    // The verb without a milestone planner: these gates are not the milestone gate.
+    use crate::testing::decide::run;
 
     /// `decide 0 proceed 90`
     fn proceed_at_0() -> DecideArgs {

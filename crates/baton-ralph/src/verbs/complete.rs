@@ -7,14 +7,14 @@
 //! top: a decision node is refused (gates are settled with `decide`), `--owner` must match the
 //! claim when given, and the change is locked, compare-and-swapped and durable.
 
-use crate::ralph::Context;
-use crate::ralph::error::{RalphError, Result};
-use crate::ralph::lease::Lease;
-use crate::ralph::schema::COMPLETION_STATUSES;
-use crate::ralph::session::Step;
-use crate::ralph::store::{self, Change};
-use crate::ralph::time;
-use crate::ralph::verbs::{Output, index_in, parse_index};
+use crate::Context;
+use crate::error::{RalphError, Result};
+use crate::lease::Lease;
+use crate::schema::COMPLETION_STATUSES;
+use crate::session::Step;
+use crate::store::{self, Change};
+use crate::time;
+use crate::verbs::{Output, index_in, parse_index};
 use serde_json::{Value, json};
 
 #[derive(Debug, Clone, Default)]
@@ -200,7 +200,7 @@ fn same_result(step: &Step, status: &str, args: &CompleteArgs) -> bool {
 
 /// maestro's `applyStatus`, in its assignment order (so fields a file lacks are appended in
 /// the same order maestro appends them).
-fn apply(s: &mut crate::ralph::session::Session, i: usize, status: &str, args: &CompleteArgs) {
+fn apply(s: &mut crate::session::Session, i: usize, status: &str, args: &CompleteArgs) {
     let now = time::now_iso();
     let evidence = match args.evidence.len() {
         0 => Value::Null,

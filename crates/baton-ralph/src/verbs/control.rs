@@ -3,14 +3,14 @@
 //! also repairs the active-pointer deadlock maestro cannot see), `abandon`, and `release` (free
 //! the claim of a process that died).
 
-use crate::ralph::Context;
-use crate::ralph::claim::{self, Liveness};
-use crate::ralph::error::{RalphError, Result};
-use crate::ralph::lease;
-use crate::ralph::session::Session;
-use crate::ralph::store::{self, Change};
-use crate::ralph::time;
-use crate::ralph::verbs::{Output, index_in, parse_index};
+use crate::Context;
+use crate::claim::{self, Liveness};
+use crate::error::{RalphError, Result};
+use crate::lease;
+use crate::session::Session;
+use crate::store::{self, Change};
+use crate::time;
+use crate::verbs::{Output, index_in, parse_index};
 use serde_json::{Value, json};
 
 fn done(s: &Session, verb: &str, text: String, extra: Value) -> Output {
@@ -92,7 +92,7 @@ pub fn skip(
 
 /// A_SKIP_STEP's fields: skipped, not confirmed, the reason kept, the pointer released.
 /// Callers check first that the step may be skipped.
-pub(crate) fn mark_skipped(s: &mut Session, i: usize, reason: Option<&str>) {
+pub fn mark_skipped(s: &mut Session, i: usize, reason: Option<&str>) {
     s.set_step(i, "status", json!("skipped"));
     s.set_step(i, "completion_confirmed", json!(false));
     if let Some(r) = reason {

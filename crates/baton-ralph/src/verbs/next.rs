@@ -8,18 +8,18 @@
 //! being jumped over), the claim records its owner, and the whole read-check-write runs under
 //! the session lock.
 
-use crate::ralph::Context;
-use crate::ralph::anchor;
-use crate::ralph::check::{self, Scope};
-use crate::ralph::error::{RalphError, Result};
-use crate::ralph::lease::Lease;
-use crate::ralph::manifest;
-use crate::ralph::prompt::{self, Layout, Loaded};
-use crate::ralph::session::Session;
-use crate::ralph::skill_config;
-use crate::ralph::store::{self, Change};
-use crate::ralph::time;
-use crate::ralph::verbs::Output;
+use crate::Context;
+use crate::anchor;
+use crate::check::{self, Scope};
+use crate::error::{RalphError, Result};
+use crate::lease::Lease;
+use crate::manifest;
+use crate::prompt::{self, Layout, Loaded};
+use crate::session::Session;
+use crate::skill_config;
+use crate::store::{self, Change};
+use crate::time;
+use crate::verbs::Output;
 use serde_json::{Value, json};
 
 pub const PROTOCOL_VERSION: &str = "1";
