@@ -2,8 +2,10 @@
 //! the model can influence: the same sandbox, with the repository folders git writes made
 //! writable and the configuration, hooks and `info/` read-only. No network.
 
+use super::confined::{ConfinedRequest, OutputKeep, open_project_dir, run_confined};
+use super::exec::Ended;
 use super::project::find_in_path;
-use super::{ConfinedRequest, Ended, OutputKeep, TerminalRuntime, open_project_dir, run_confined};
+use super::runtime::TerminalRuntime;
 use crate::policy::TerminalSettings;
 use baton_git::{Confine, GIT_FAILED, GitError, Invocation, Output};
 use std::ffi::OsString;

@@ -2,10 +2,10 @@
 //! commands): the same sandbox as `terminal.run`, through [`run_confined`], with the project's
 //! `[tools.terminal]` settings, whether or not the terminal tool is enabled for agents.
 
-use super::{
-    ConfinedOutput, ConfinedRequest, OutputKeep, TerminalRuntime, base_environment,
-    open_project_dir, run_confined,
+use super::confined::{
+    ConfinedOutput, ConfinedRequest, OutputKeep, base_environment, open_project_dir, run_confined,
 };
+use super::runtime::TerminalRuntime;
 use crate::policy::TerminalSettings;
 use crate::result::ToolError;
 use std::ffi::OsString;
