@@ -15,26 +15,22 @@ macro_rules! outln {
 }
 
 mod agent_ui;
+mod args;
+mod budget;
 mod cli;
 mod commands;
+mod exit;
 mod failure;
+mod model;
 mod progress;
+mod queue_db;
 mod report;
+mod runtime;
 mod signals;
 mod ui;
 
 use clap::Parser;
 use std::process::ExitCode;
-
-/// Exit codes shared by every command.
-pub mod exit {
-    pub const OK: u8 = 0;
-    pub const FAILURE: u8 = 1;
-    /// Usage error, or the package is invalid.
-    pub const INVALID: u8 = 2;
-    /// Stopped by Ctrl-C or SIGTERM (128 + SIGINT); the run is kept and resumable.
-    pub const STOPPED: u8 = 130;
-}
 
 /// The exit code of a command line that does not parse: 2, or 1 under one of maestro's
 /// `ralph` verbs.
@@ -76,7 +72,7 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     ui::color::init(cli.color);
-    match commands::run(cli) {
+    match commands::dispatch(cli) {
         Ok(code) => ExitCode::from(code),
         // The reader went away (`baton runs list --json | head`): nothing left to say.
         Err(e) if failure::is_broken_pipe(&e) => ExitCode::from(exit::OK),

@@ -52,6 +52,15 @@ pub fn set_next(next: Next) {
     }
 }
 
+/// Ctrl-C names this run in what it says (a second Ctrl-C, or one at a prompt).
+pub fn name_run(run_id: &str) {
+    let short = &run_id[..run_id.len().min(13)];
+    set_next(Next {
+        resume: format!("baton resume {short}"),
+        answer: Some(format!("baton answer {short} \"<your answer>\"")),
+    });
+}
+
 fn next() -> Option<Next> {
     NEXT.lock().ok().and_then(|n| n.clone())
 }

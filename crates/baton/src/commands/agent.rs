@@ -5,11 +5,11 @@
 //! resolved and dispatched and the command exits (`--json`: the ResolvedCommand and what
 //! happened).
 
-use super::run::{self as runcmd, Model, WAITING};
 use crate::agent_ui::{self, RunCommand};
-use crate::cli::{ContextArg, ModelArgs};
+use crate::args::{ContextArg, ModelArgs};
 use crate::exit;
 use crate::failure::Failure;
+use crate::model::{self, Model};
 use crate::progress::Progress;
 use crate::report;
 use crate::signals;
@@ -135,13 +135,13 @@ pub fn run(args: AgentArgs) -> anyhow::Result<u8> {
         ))
         .report(true));
     }
-    if let Err(f) = runcmd::check_record(&args.model) {
+    if let Err(f) = model::check_record(&args.model) {
         return Ok(f.report(json));
     }
     let report = validate_path(&args.package, &ValidateOptions::default());
     let Some(package) = report.package.clone() else {
         if json {
-            super::print_json(&report::to_json(&report))?;
+            crate::ui::print_json(&report::to_json(&report))?;
         } else {
             eprint!("{}", report::to_text(&report, "package"));
         }
@@ -164,11 +164,11 @@ pub fn run(args: AgentArgs) -> anyhow::Result<u8> {
         store,
         project,
         model: None,
-        recorder: runcmd::recorder_for(&args.model),
+        recorder: model::recorder_for(&args.model),
         chat: None,
         active_run: None,
         dismissed: false,
-        runtime: runcmd::runtime()?,
+        runtime: crate::runtime::runtime()?,
     };
     match &args.input {
         Some(text) => session.once(text),
@@ -207,7 +207,7 @@ impl Session<'_> {
     fn model(&mut self) -> Result<Model, Failure> {
         match self.model.take() {
             Some(m) => Ok(m),
-            None => runcmd::load_model(&self.args.model, &self.store, Some(self.project.root())),
+            None => model::load_model(&self.args.model, &self.store, Some(self.project.root())),
         }
     }
 
@@ -263,7 +263,7 @@ impl Session<'_> {
                 }
             },
         };
-        super::print_json(&out)?;
+        crate::ui::print_json(&out)?;
         Ok(code)
     }
 
@@ -416,7 +416,7 @@ impl Session<'_> {
                 settings,
             )),
             Go::Continue(claimed) => {
-                super::run::tell_signals(&claimed.run().run_id);
+                signals::name_run(&claimed.run().run_id);
                 self.runtime
                     .block_on(runner::continue_claimed(*claimed, settings))
             }
@@ -484,7 +484,7 @@ impl Session<'_> {
                     return Err(Failure::new(
                         "RUN_WAITING",
                         format!("run {short} waits for an answer: {question}"),
-                        WAITING,
+                        exit::WAITING,
                     )
                     .hint(Some(format!(
                         "answer it: baton answer {short} \"<your answer>\""
@@ -678,7 +678,7 @@ impl Session<'_> {
 fn run_exit(f: &Finished) -> u8 {
     match &f.report.outcome {
         Outcome::Completed { .. } => exit::OK,
-        Outcome::Waiting { .. } => WAITING,
+        Outcome::Waiting { .. } => exit::WAITING,
         Outcome::Failed { code, .. } if code == ABORTED => exit::STOPPED,
         Outcome::Failed { .. } => exit::FAILURE,
     }

@@ -2,7 +2,7 @@
 //! machine with the queue's URL; the next `baton worker` to claim the unit goes on with the
 //! answer (the work is `baton_worker::answer_unit`). Parsing and printing only.
 
-use crate::cli::AnswerArgs;
+use crate::args::run::AnswerArgs;
 use crate::exit;
 use crate::failure::Failure;
 use baton_queue::QueueError;
@@ -10,7 +10,7 @@ use baton_worker::WorkerError;
 
 fn failure(e: &WorkerError) -> Failure {
     match e {
-        WorkerError::Queue(q) => super::queue::failure(q),
+        WorkerError::Queue(q) => crate::queue_db::failure(q),
         WorkerError::Refused { .. } => {
             Failure::new(e.code(), e.to_string(), exit::INVALID).hint(e.hint())
         }
@@ -25,7 +25,7 @@ pub fn run(args: AnswerArgs) -> anyhow::Result<u8> {
             "with --db the run is a unit's id (a number), not {:?}",
             args.run
         ));
-        return Ok(super::queue::failure(&e)
+        return Ok(crate::queue_db::failure(&e)
             .hint(Some(
                 "`baton queue status --db URL` lists the units waiting for a person; without \
                  --db, `baton answer` answers a run of this machine"
@@ -34,11 +34,11 @@ pub fn run(args: AnswerArgs) -> anyhow::Result<u8> {
             .report(as_json));
     };
     let config =
-        match super::queue::db_config(args.db.as_deref(), args.db_env.as_deref(), "--db URL") {
+        match crate::queue_db::db_config(args.db.as_deref(), args.db_env.as_deref(), "--db URL") {
             Ok(c) => c,
-            Err(e) => return Ok(super::queue::failure(&e).report(as_json)),
+            Err(e) => return Ok(crate::queue_db::failure(&e).report(as_json)),
         };
-    let text = super::run::answer_text(&args);
+    let text = args.answer_text();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -47,7 +47,7 @@ pub fn run(args: AnswerArgs) -> anyhow::Result<u8> {
         Err(e) => return Ok(failure(&e).report(as_json)),
     };
     if as_json {
-        super::print_json(&receipt)?;
+        crate::ui::print_json(&receipt)?;
     } else {
         let run = receipt
             .run_id

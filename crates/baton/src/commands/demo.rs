@@ -2,7 +2,7 @@
 //! from the bundled trace. Everything it needs is inside the binary, so it works anywhere,
 //! offline, without a key.
 
-use crate::cli::DemoArgs;
+use crate::args::demo::DemoArgs;
 use crate::exit;
 use crate::failure::Failure;
 use crate::progress::Progress;
@@ -141,7 +141,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
         settings.on_event = Some(&on_event);
     }
     let start = StartRun::new(package_dir.path(), dir);
-    let runtime = super::run::runtime()?;
+    let runtime = crate::runtime::runtime()?;
     let _signals = signals::watch(&runtime, settings.cancel.clone());
     let claimed = runner::create(&store, start, &serde_json::Map::new())?;
     let short = short_id(&claimed.run().run_id);
@@ -163,7 +163,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
     if matches!(&finished.report.outcome, Outcome::Failed { code, .. } if code == ABORTED) {
         mark_all_files(dir)?;
         if args.json {
-            super::print_json(&finished.to_json())?;
+            crate::ui::print_json(&finished.to_json())?;
         } else {
             eprintln!(
                 "{} continue with `{resume}`",
@@ -180,7 +180,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
         .unwrap_or_default();
     write_marker(dir, &artifacts)?;
     if args.json {
-        super::print_json(&finished.to_json())?;
+        crate::ui::print_json(&finished.to_json())?;
     } else if let Outcome::Completed { message } = &finished.report.outcome {
         outln!("\n{message}\n");
         outln!("Artifacts written under {}:", dir.display());
@@ -196,7 +196,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
     }
     Ok(match finished.report.outcome {
         Outcome::Completed { .. } => exit::OK,
-        Outcome::Waiting { .. } => super::run::WAITING,
+        Outcome::Waiting { .. } => exit::WAITING,
         Outcome::Failed { .. } => exit::FAILURE,
     })
 }

@@ -84,7 +84,7 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
         "configFiles": sources,
     });
     if args.json {
-        super::print_json(&report)?;
+        crate::ui::print_json(&report)?;
         return Ok(exit::OK);
     }
     outln!(

@@ -21,9 +21,6 @@ use serde_json::{Value, json};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-/// Exit code of a loop that waits for an answer.
-pub const WAITING: u8 = 10;
-
 #[derive(Debug, Args)]
 pub struct EpicArgs {
     #[command(subcommand)]
@@ -90,7 +87,7 @@ pub struct LoopArgs {
     /// `tokens_per_story`/`usd_per_story`). The loop pauses with exit code 12 before a call
     /// that could cross one.
     #[command(flatten)]
-    pub budget: crate::cli::BudgetArgs,
+    pub budget: crate::args::BudgetArgs,
 }
 
 #[derive(Debug, Args)]
@@ -334,7 +331,7 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
     if let Err(e) = baton_epic::preflight(project, &command) {
         return Ok(failure(&e).report(args.json));
     }
-    let budget = match super::run::budget_config(&store, project, args.budget) {
+    let budget = match crate::budget::budget_config(&store, project, args.budget) {
         Ok(b) => b,
         Err(f) => return Ok(f.report(args.json)),
     };
@@ -406,7 +403,7 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
                     v["usage"] = serde_json::json!(u);
                 }
             }
-            super::print_json(&v)?;
+            crate::ui::print_json(&v)?;
             Ok(exit_code(&report.outcome))
         }
         Ok(report) => {
@@ -442,8 +439,8 @@ fn queue_target(
         (None, None, Some(r)) => (r.db_url.clone(), r.db_env.clone()),
         _ => (args.queue.clone(), args.db_env.clone()),
     };
-    let config = super::queue::db_config(url.as_deref(), env.as_deref(), "--queue URL")
-        .map_err(|e| super::queue::failure(&e))?;
+    let config = crate::queue_db::db_config(url.as_deref(), env.as_deref(), "--queue URL")
+        .map_err(|e| crate::queue_db::failure(&e))?;
     let from_env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let kept = remembered
         .as_ref()
@@ -495,10 +492,10 @@ pub fn report_json(r: &EpicReport) -> Value {
 pub fn exit_code(o: &EpicOutcome) -> u8 {
     match o {
         EpicOutcome::Done { .. } | EpicOutcome::Planned { .. } => exit::OK,
-        EpicOutcome::Waiting { .. } => WAITING,
+        EpicOutcome::Waiting { .. } => exit::WAITING,
         EpicOutcome::Paused { .. } => exit::FAILURE,
         EpicOutcome::Stopped | EpicOutcome::Interrupted => exit::STOPPED,
-        EpicOutcome::Budget { .. } => super::run::BUDGET_EXCEEDED,
+        EpicOutcome::Budget { .. } => exit::BUDGET_EXCEEDED,
     }
 }
 
@@ -507,7 +504,7 @@ pub fn exit_code(o: &EpicOutcome) -> u8 {
 pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> anyhow::Result<u8> {
     let code = exit_code(&r.outcome);
     if json {
-        super::print_json(&report_json(r))?;
+        crate::ui::print_json(&report_json(r))?;
         return Ok(code);
     }
     let n = r.stories_completed.len();
@@ -664,7 +661,7 @@ pub fn findings_text(f: &baton_epic::findings::Findings) -> String {
         .map(|u| format!("line {:>4}  {}: {}", u.line, u.key, u.status))
         .collect();
     if !outside.is_empty() {
-        outside.push(format!("({})", baton_epic::keys::GRAMMAR));
+        outside.push(format!("({})", baton_bmad::keys::GRAMMAR));
     }
     section("outside BMAD's key grammar, never run:".into(), outside);
     section(
@@ -703,7 +700,7 @@ fn status(args: &StatusArgs) -> anyhow::Result<u8> {
             Err(e) => return Ok(failure(&e).report(args.json)),
         };
         if args.json {
-            super::print_json(&board)?;
+            crate::ui::print_json(&board)?;
         } else {
             out!("{}", stories_board_text(&board));
         }
@@ -718,7 +715,7 @@ fn status(args: &StatusArgs) -> anyhow::Result<u8> {
         Err(e) => return Ok(failure(&e).report(args.json)),
     };
     if args.json {
-        super::print_json(&board)?;
+        crate::ui::print_json(&board)?;
     } else {
         out!("{}", board_text(&board));
     }
@@ -832,7 +829,7 @@ fn phase_text(phase: Option<&str>, review_cycle: Option<u32>, review: Option<&st
 fn usage_text(u: &baton_llm::Usage) -> String {
     let mut t = format!(
         "{} tokens ({:.0}% of the prompt cached)",
-        super::runs::thousands(u.total_tokens),
+        crate::ui::thousands(u.total_tokens),
         u.cached_share() * 100.0
     );
     if let Some(c) = u.cost_usd {
@@ -875,8 +872,8 @@ pub fn board_text(b: &Board) -> String {
                 line.push_str(&format!("  {f}"));
                 // The file's own status, when it says something else than sprint-status.
                 if let Some(fs) = s.file_status.as_deref().filter(|fs| {
-                    baton_epic::story_files::as_sprint_status(fs)
-                        != baton_epic::story_files::as_sprint_status(&s.status)
+                    baton_bmad::story_files::as_sprint_status(fs)
+                        != baton_bmad::story_files::as_sprint_status(&s.status)
                 }) {
                     line.push_str(&format!(" (file: {fs})"));
                 }
@@ -970,7 +967,7 @@ fn stop(args: &StopArgs) -> anyhow::Result<u8> {
     match baton_epic::stop(&args.project.project) {
         Ok(()) => {
             if args.json {
-                super::print_json(&json!({"stopRequested": true}))?;
+                crate::ui::print_json(&json!({"stopRequested": true}))?;
             } else {
                 outln!("asked the running loop to pause at the next phase boundary");
             }

@@ -5,32 +5,13 @@
 
 use super::demo::{embed, mark_all_files, write_files};
 use super::epic::{board_text, present, report_json};
+use crate::args::demo::DemoCommand;
 use crate::exit;
 use crate::failure::Failure;
 use crate::progress::Progress;
 use crate::signals;
 use baton_epic::{Command, EpicEvent, EpicOutcome, EpicSettings, ModelSource};
 use baton_store::Store;
-use clap::{Args, Subcommand};
-use std::path::PathBuf;
-
-#[derive(Debug, Subcommand)]
-pub enum DemoCommand {
-    /// Run a two-story epic with the epic autopilot on a copy of the sample project, offline.
-    Epic(DemoEpicArgs),
-    /// Run a lifecycle session (with one fix loop) on a copy of a small sample repo, offline.
-    Session(super::session_demo::DemoSessionArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct DemoEpicArgs {
-    /// Where to put the sample project.
-    #[arg(long, default_value = "baton-demo-epic")]
-    pub dir: PathBuf,
-    /// Print the outcome as JSON.
-    #[arg(long)]
-    pub json: bool,
-}
 
 const PROJECT: &[(&str, &[u8])] = embed!(
     "../../../../examples/projects/taskboard-epic/";
@@ -92,7 +73,7 @@ pub fn run(command: DemoCommand) -> anyhow::Result<u8> {
         dry_run: false,
         budget: Default::default(),
     };
-    let runtime = super::run::runtime()?;
+    let runtime = crate::runtime::runtime()?;
     let _signals = signals::watch(&runtime, settings.cancel.clone());
     signals::set_next(signals::Next {
         resume,
@@ -125,7 +106,7 @@ pub fn run(command: DemoCommand) -> anyhow::Result<u8> {
         }
     };
     if args.json {
-        super::print_json(&report_json(&report))?;
+        crate::ui::print_json(&report_json(&report))?;
         return Ok(super::epic::exit_code(&report.outcome));
     }
     let next = |verb: &str| super::epic::continue_command(verb, &args.dir, Some(&traces));

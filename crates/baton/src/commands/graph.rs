@@ -1,8 +1,28 @@
-use crate::cli::{Format, GraphArgs};
 use crate::exit;
 use crate::report;
 use baton_package::render::{GraphFormat, render};
 use baton_package::{ValidateOptions, validate_path};
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Format {
+    Mermaid,
+    Dot,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct GraphArgs {
+    /// Package directory or .bmad file.
+    pub package: PathBuf,
+    /// Workflow to draw (required for multi-workflow packages).
+    #[arg(long, short = 'w')]
+    pub workflow: Option<String>,
+    /// Output format: Mermaid, Graphviz DOT, or JSON (each node's successors).
+    #[arg(long, short = 'f', value_enum, default_value = "mermaid")]
+    pub format: Format,
+}
 
 pub fn run(args: GraphArgs) -> anyhow::Result<u8> {
     let options = ValidateOptions {

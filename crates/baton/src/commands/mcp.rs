@@ -79,7 +79,7 @@ fn list(args: McpListArgs) -> anyhow::Result<u8> {
     hub.shutdown();
     let code = if failed == 0 { exit::OK } else { exit::FAILURE };
     if args.json {
-        super::print_json(&json!({"enabled": config.system.mcp_enabled, "servers": servers}))?;
+        crate::ui::print_json(&json!({"enabled": config.system.mcp_enabled, "servers": servers}))?;
         return Ok(code);
     }
     if servers.is_empty() {

@@ -1,29 +1,32 @@
+//! The commands, one module each, and the dispatch from the parsed command line to them.
+//! A command reads its arguments and the helpers below it (`args`, `ui`, `failure`, `model`,
+//! …), never this dispatch.
+
 pub mod agent;
-mod answer_queued;
-mod demo;
+pub mod answer_queued;
+pub mod demo;
 pub mod doctor;
 pub mod epic;
 pub mod epic_demo;
-mod graph;
+pub mod graph;
 pub mod mcp;
-mod new;
-mod package;
+pub mod new;
+pub mod package;
 pub mod queue;
 pub mod ralph;
-mod run;
-mod runs;
-mod runs_queued;
+pub mod run;
+pub mod runs;
 pub mod serve;
 pub mod session;
-mod session_demo;
+pub mod session_demo;
 pub mod submit;
-mod validate;
+pub mod validate;
 pub mod worker;
 
 use crate::cli::{Cli, Command};
 
 /// Runs one command and returns the process exit code.
-pub fn run(cli: Cli) -> anyhow::Result<u8> {
+pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::New(args) => new::run(args),
         Command::Validate(args) => validate::run(args),
@@ -48,13 +51,4 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Queue(cmd) => queue::run(cmd),
         Command::Worker(args) => worker::run(args),
     }
-}
-
-/// Prints a value as pretty JSON on stdout.
-pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", serde_json::to_string_pretty(value)?)?;
-    out.flush()?;
-    Ok(())
 }

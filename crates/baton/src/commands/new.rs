@@ -1,14 +1,26 @@
 //! `baton new <DIR>`: writes the starter package of `baton_package::template` into a new or
 //! empty directory and says how to validate and run it.
 
-use crate::cli::NewArgs;
 use crate::exit;
 use crate::failure::Failure;
 use baton_package::template::{self, TRACE_FILE};
 use baton_store::durable;
+use clap::Args;
 use serde_json::json;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Args)]
+pub struct NewArgs {
+    /// The directory to create (it may exist if it is empty).
+    pub dir: PathBuf,
+    /// Package name, also the workflow id (default: the directory's name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Print what was written as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
 pub fn run(args: NewArgs) -> anyhow::Result<u8> {
     let dir = &args.dir;
@@ -37,7 +49,7 @@ pub fn run(args: NewArgs) -> anyhow::Result<u8> {
     }
     let trace = dir.join(TRACE_FILE);
     if args.json {
-        super::print_json(&json!({
+        crate::ui::print_json(&json!({
             "ok": true,
             "dir": dir,
             "name": name,

@@ -1,4 +1,3 @@
-use crate::cli::PackageCommand;
 use crate::exit;
 use crate::report;
 use crate::ui::color::{self, Paint, Stream};
@@ -9,8 +8,38 @@ use baton_package::{
     Diagnostics, Limits, Origin, PackageFiles, ValidateOptions, validate_files, validate_path,
 };
 use baton_store::{PackageStore, durable, resolve_home};
+use clap::Subcommand;
 use serde_json::json;
 use std::path::{Path, PathBuf};
+
+#[derive(Debug, Subcommand)]
+pub enum PackageCommand {
+    /// Pack a package directory into a .bmad archive with integrity.sha256 set.
+    Pack {
+        /// Package directory.
+        dir: PathBuf,
+        /// Output file (default: <name>-<version>.bmad in the current directory).
+        #[arg(long, short = 'o')]
+        output: Option<PathBuf>,
+        /// Print what was packed as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate a package and copy it, immutably, into $BATON_HOME/packages/.
+    Install {
+        /// Package directory or .bmad file.
+        package: PathBuf,
+        /// Print the installed package as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List installed packages.
+    List {
+        /// Print the packages as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
 
 pub fn run(cmd: PackageCommand) -> anyhow::Result<u8> {
     match cmd {
@@ -53,7 +82,7 @@ fn pack(dir: &Path, output: Option<PathBuf>, as_json: bool) -> anyhow::Result<u8
         .unwrap_or_else(|| PathBuf::from(format!("{}-{}.bmad", package.name(), package.version())));
     durable::atomic_write(&output, &packed.bytes)?;
     if as_json {
-        super::print_json(&json!({
+        crate::ui::print_json(&json!({
             "ok": true,
             "output": output,
             "name": package.name(),
@@ -91,7 +120,7 @@ fn install(path: &Path, as_json: bool) -> anyhow::Result<u8> {
         value["fresh"] = json!(outcome.fresh);
         value["repaired"] = json!(outcome.repaired);
         value["path"] = json!(outcome.package.path);
-        super::print_json(&value)?;
+        crate::ui::print_json(&value)?;
     } else if outcome.fresh {
         if outcome.repaired {
             eprintln!("the installed copy was damaged or incomplete; replacing it");
@@ -123,7 +152,7 @@ fn list(as_json: bool) -> anyhow::Result<u8> {
                 v
             })
             .collect();
-        super::print_json(&values)?;
+        crate::ui::print_json(&values)?;
         return Ok(exit::OK);
     }
     if packages.is_empty() {

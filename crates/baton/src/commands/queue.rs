@@ -3,11 +3,11 @@
 //! every JSON document shows it redacted.
 
 use crate::exit;
-use crate::failure::Failure;
+use crate::queue_db::{DbArgs, db_config, failure};
 use crate::ui::color::{self, Stream};
 use crate::ui::table::{Cell, Column, Table};
-use crate::ui::{Paint, color::err};
-use baton_queue::{DbConfig, Queue, QueueError, UnitState, UrlSource};
+use crate::ui::Paint;
+use baton_queue::{DbConfig, Queue, QueueError, UnitState};
 use baton_store::time::short_age;
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -23,19 +23,6 @@ pub enum QueueCommand {
     /// Cancel a unit that is queued, leased or waiting. A worker holding it gets LEASE_LOST
     /// on its next write and stops.
     Cancel(CancelArgs),
-}
-
-/// Which database: the URL itself, or the environment variable holding it.
-#[derive(Debug, Args)]
-pub struct DbArgs {
-    /// The queue's database, e.g. postgresql://USER@HOST:5432/DBNAME (a socket directory as
-    /// ?host=/path). Leave the password out: it comes from PGPASSWORD or ~/.pgpass.
-    #[arg(long, value_name = "URL", required_unless_present = "db_env")]
-    pub db: Option<String>,
-    /// The name of an environment variable holding the URL (which may then carry the
-    /// password without showing it on the command line).
-    #[arg(long, value_name = "NAME", conflicts_with = "db")]
-    pub db_env: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -85,44 +72,8 @@ pub fn run(cmd: QueueCommand) -> anyhow::Result<u8> {
     }
 }
 
-pub(crate) fn failure(e: &QueueError) -> Failure {
-    let code = match e {
-        QueueError::UrlInvalid { .. }
-        | QueueError::EnvMissing { .. }
-        | QueueError::InvalidInput(_) => exit::INVALID,
-        _ => exit::FAILURE,
-    };
-    Failure::new(e.code(), e.to_string(), code).hint(e.hint())
-}
-
 fn config(db: &DbArgs) -> Result<DbConfig, QueueError> {
     db_config(db.db.as_deref(), db.db_env.as_deref(), "--db URL")
-}
-
-/// The database from a URL flag or the environment variable named by `--db-env`, with the
-/// URL's warnings (a password in it) printed.
-pub(crate) fn db_config(
-    url: Option<&str>,
-    env: Option<&str>,
-    flag: &str,
-) -> Result<DbConfig, QueueError> {
-    let config = match (url, env) {
-        (_, Some(name)) => DbConfig::from_env(name)?,
-        (Some(url), None) => DbConfig::from_url(url, UrlSource::Flag)?,
-        (None, None) => {
-            return Err(QueueError::InvalidInput(format!(
-                "give the database with {flag} or --db-env NAME"
-            )));
-        }
-    };
-    for w in config.warnings() {
-        eprintln!(
-            "{} {}",
-            err(Paint::Warn, "warning:"),
-            crate::ui::visible(&w.to_string())
-        );
-    }
-    Ok(config)
 }
 
 async fn init(args: &InitArgs) -> Result<(), QueueError> {

@@ -44,10 +44,12 @@ fn failure(e: &ServeError) -> Failure {
 pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
     let queue = match (&args.db, &args.db_env) {
         (None, None) => None,
-        (url, env) => match super::queue::db_config(url.as_deref(), env.as_deref(), "--db URL") {
-            Ok(c) => Some(c),
-            Err(e) => return Ok(super::queue::failure(&e).report(args.json)),
-        },
+        (url, env) => {
+            match crate::queue_db::db_config(url.as_deref(), env.as_deref(), "--db URL") {
+                Ok(c) => Some(c),
+                Err(e) => return Ok(crate::queue_db::failure(&e).report(args.json)),
+            }
+        }
     };
     let store = Store::open_default()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -8,6 +8,7 @@
 //! `crates/baton-lifecycle/tests/support/session_player.rs`).
 
 use super::demo::{clear_previous_demo, embed, mark_all_files, write_files};
+use crate::args::demo::DemoSessionArgs;
 use crate::exit;
 use crate::failure::Failure;
 use crate::signals::{self, shell_word};
@@ -22,20 +23,9 @@ use baton_lifecycle::session::step_run::ModelSource;
 use baton_lifecycle::session::tick::StepEnd;
 use baton_llm::{ReplayModel, Trace};
 use baton_store::Store;
-use clap::Args;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use tokio_util::sync::CancellationToken;
-
-#[derive(Debug, Args)]
-pub struct DemoSessionArgs {
-    /// Where to put the sample project.
-    #[arg(long, default_value = "baton-demo-session")]
-    pub dir: PathBuf,
-    /// Print the outcome as JSON.
-    #[arg(long)]
-    pub json: bool,
-}
 
 /// What the session is asked (the recording was made with the same words).
 pub const INTENT: &str = "phase 1: add a --header flag that skips the first line";
@@ -176,7 +166,7 @@ pub fn run(args: DemoSessionArgs) -> anyhow::Result<u8> {
         "baton session continue --project {shown_dir} --replay {}",
         shell_word(&traces.display().to_string())
     );
-    let runtime = super::run::runtime()?;
+    let runtime = crate::runtime::runtime()?;
     let cancel = CancellationToken::new();
     let _signals = signals::watch_with(&runtime, cancel.clone(), super::session::SIGNAL_HINTS);
     // Until the session exists there is nothing to continue: the demo starts again.
@@ -261,7 +251,7 @@ pub fn run(args: DemoSessionArgs) -> anyhow::Result<u8> {
         return Ok(code);
     }
     if args.json {
-        super::print_json(&summary(&ctx, &report.end))?;
+        crate::ui::print_json(&summary(&ctx, &report.end))?;
         return Ok(code);
     }
     if let Some(s) = session(&ctx) {

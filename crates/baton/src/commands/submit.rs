@@ -3,7 +3,8 @@
 //! content; the project travels as its git remote URL and the commit to start from; the model
 //! travels by name and endpoint (never a key: the worker's own environment provides it).
 
-use crate::cli::{ContextArg, RunArgs};
+use crate::args::ContextArg;
+use crate::args::run::RunArgs;
 use crate::exit;
 use crate::failure::Failure;
 use crate::ui::{Paint, color::err};
@@ -75,8 +76,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<u8> {
 
 fn submit(args: &RunArgs) -> Result<(), Failure> {
     let config =
-        super::queue::db_config(args.queue.as_deref(), args.db_env.as_deref(), "--queue URL")
-            .map_err(|e| super::queue::failure(&e))?;
+        crate::queue_db::db_config(args.queue.as_deref(), args.db_env.as_deref(), "--queue URL")
+            .map_err(|e| crate::queue_db::failure(&e))?;
     // The package and the project first, as a run here checks them.
     let start = StartRun {
         package: &args.package,
@@ -108,7 +109,7 @@ fn submit(args: &RunArgs) -> Result<(), Failure> {
             &source,
             &payload,
         ))
-        .map_err(|e| super::queue::failure(&e))?;
+        .map_err(|e| crate::queue_db::failure(&e))?;
     let (id, sha256, database) = (submitted.unit, submitted.package_sha256, submitted.database);
     if args.model.json {
         let doc = json!({

@@ -1,7 +1,20 @@
-use crate::cli::ValidateArgs;
 use crate::exit;
 use crate::report;
 use baton_package::{ValidateOptions, validate_path};
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Package directory or .bmad file.
+    pub package: PathBuf,
+    /// Check only this workflow, and that a run could select it.
+    #[arg(long, short = 'w')]
+    pub workflow: Option<String>,
+    /// Print a JSON report instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
 
 pub fn run(args: ValidateArgs) -> anyhow::Result<u8> {
     // A BMAD skill folder or classic workflow: what baton would run, and how.
@@ -11,7 +24,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<u8> {
                 if args.json {
                     let mut v = serde_json::to_value(&d)?;
                     v["ok"] = serde_json::json!(true);
-                    super::print_json(&v)?;
+                    crate::ui::print_json(&v)?;
                 } else {
                     out!("{}", crate::ui::visible(&d.text()));
                     outln!("ok: baton runs it as an epic phase");
@@ -31,7 +44,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<u8> {
     };
     let result = validate_path(&args.package, &options);
     if args.json {
-        super::print_json(&report::to_json(&result))?;
+        crate::ui::print_json(&report::to_json(&result))?;
     } else {
         let shown = args.package.display().to_string();
         if result.ok() {

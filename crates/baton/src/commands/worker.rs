@@ -37,7 +37,7 @@ async fn stop_on_signals(stop: CancellationToken) {
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
     #[command(flatten)]
-    pub db: super::queue::DbArgs,
+    pub db: crate::queue_db::DbArgs,
     /// Units run at once.
     #[arg(long, default_value = "1", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub concurrency: u32,
@@ -70,12 +70,14 @@ fn parse_retry_base(text: &str) -> Result<f64, String> {
 }
 
 pub fn run(args: WorkerArgs) -> anyhow::Result<u8> {
-    let config =
-        match super::queue::db_config(args.db.db.as_deref(), args.db.db_env.as_deref(), "--db URL")
-        {
-            Ok(c) => c,
-            Err(e) => return Ok(super::queue::failure(&e).report(false)),
-        };
+    let config = match crate::queue_db::db_config(
+        args.db.db.as_deref(),
+        args.db.db_env.as_deref(),
+        "--db URL",
+    ) {
+        Ok(c) => c,
+        Err(e) => return Ok(crate::queue_db::failure(&e).report(false)),
+    };
     let store = Store::open_default()?;
     let host = baton_lifecycle::ralph::claim::hostname();
     let nonce = std::time::SystemTime::now()

@@ -2,6 +2,8 @@
 //! whose columns hold with long values.
 
 pub mod color;
+pub mod json;
+pub mod numbers;
 pub mod stdout;
 pub mod table;
 
@@ -9,3 +11,5 @@ pub mod table;
 /// visible escapes (`\x1b`), the same function the library crates' text views use.
 pub use baton_store::terminal::{visible, visible_line};
 pub use color::Paint;
+pub use json::print_json;
+pub use numbers::thousands;

@@ -2,7 +2,8 @@
 //! `baton session continue` drives it to the end. The library does the work
 //! (`baton_lifecycle::session::adopt`); `baton ralph import` is the same takeover.
 
-use super::AdoptArgs;
+use super::args::AdoptArgs;
+use super::context::context;
 use super::errors::failure;
 use crate::exit;
 use crate::failure::Failure;
@@ -25,14 +26,14 @@ pub fn run(args: &AdoptArgs) -> anyhow::Result<u8> {
     if let Err(e) = store.check_apart(project) {
         return Ok(Failure::from(&e).report(args.json));
     }
-    let ctx = match super::context(project).with_bundled_skills(store.home()) {
+    let ctx = match context(project).with_bundled_skills(store.home()) {
         Ok(c) => c,
         Err(e) => return Ok(failure(&e).report(args.json)),
     };
     match adopt::adopt(&ctx, args.target.session.as_deref(), args.force) {
         Ok(a) => {
             if args.json {
-                super::super::print_json(&to_json(&a))?;
+                crate::ui::print_json(&to_json(&a))?;
             } else {
                 out!(
                     "{}",

@@ -3,7 +3,7 @@
 //! end of the command as an [`Outcome`].
 
 use super::progress::TickLines;
-use super::report::{Ended, Outcome, Waiting};
+use super::report::{Ended, Outcome, Waiting, review_line};
 use super::setup::Setup;
 use super::{errors, prompt, text};
 use crate::failure::Failure;
@@ -38,28 +38,6 @@ fn asks_about(s: &Session, pause: &Pause) -> bool {
         Pause::Escalation { .. } | Pause::GateReview { .. } | Pause::Question { .. } => true,
         Pause::ByHand => false,
     }
-}
-
-/// What a gate's pending verdict says, on one line (terminal prompt and final report).
-pub fn review_line(pause: &Pause) -> String {
-    let Pause::GateReview {
-        index,
-        gate,
-        verdict,
-        reason,
-        confidence,
-    } = pause
-    else {
-        return String::new();
-    };
-    format!(
-        "gate {gate} (step {index}): the model says {verdict} (confidence {confidence}){}",
-        if reason.is_empty() {
-            String::new()
-        } else {
-            format!(": {}", text::line(reason, 300))
-        }
-    )
 }
 
 /// A paused session: asked at the terminal and decided (`Ok(None)`: tick on), or the outcome
@@ -235,12 +213,4 @@ pub async fn ticks(
         ticks,
         spent,
     })
-}
-
-/// A runtime whose worker watches for Ctrl-C and SIGTERM while this thread drives.
-pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()?)
 }

@@ -11,9 +11,6 @@ use baton_lifecycle::session::intervene::Pause;
 use baton_lifecycle::session::run::Spent;
 use serde_json::{Value, json};
 
-/// Exit code of a command that waits for a person.
-pub const WAITING: u8 = 10;
-
 /// Decisions shown with a final report.
 const DECISIONS: usize = 10;
 
@@ -84,9 +81,11 @@ impl Outcome {
     pub fn exit_code(&self) -> u8 {
         match self {
             Outcome::Completed | Outcome::Cancelled(_) => exit::OK,
-            Outcome::Questions { .. } | Outcome::Confirm { .. } | Outcome::Waiting(_) => WAITING,
+            Outcome::Questions { .. } | Outcome::Confirm { .. } | Outcome::Waiting(_) => {
+                exit::WAITING
+            }
             Outcome::Failed { code, .. } if code == baton_engine::spend::BUDGET_EXCEEDED => {
-                crate::commands::run::BUDGET_EXCEEDED
+                exit::BUDGET_EXCEEDED
             }
             Outcome::Paused(_) | Outcome::Failed { .. } | Outcome::Abandoned => exit::FAILURE,
             Outcome::Interrupted => exit::STOPPED,
@@ -200,6 +199,28 @@ pub fn continue_command(s: &Session) -> String {
     format!("baton session continue{}", flags(s))
 }
 
+/// What a gate's pending verdict says, on one line (terminal prompt and final report).
+pub fn review_line(pause: &Pause) -> String {
+    let Pause::GateReview {
+        index,
+        gate,
+        verdict,
+        reason,
+        confidence,
+    } = pause
+    else {
+        return String::new();
+    };
+    format!(
+        "gate {gate} (step {index}): the model says {verdict} (confidence {confidence}){}",
+        if reason.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", text::line(reason, 300))
+        }
+    )
+}
+
 /// The final lines for a person: stdout for results, stderr for trouble.
 pub fn print_text(e: &Ended) {
     let flag = session_flag(e);
@@ -261,7 +282,7 @@ pub fn print_text(e: &Ended) {
                     "the fix loop did not converge: escalation at step {index} waits for a person"
                 ),
                 Pause::GateReview { .. } => {
-                    format!("{}; it waits for a person", super::drive::review_line(p))
+                    format!("{}; it waits for a person", review_line(p))
                 }
                 Pause::Question { .. } => p.question_text().unwrap_or_default(),
                 Pause::ByHand => "the session is paused".to_string(),
@@ -294,7 +315,7 @@ pub fn print_text(e: &Ended) {
 /// Prints the end of a command and returns its exit code.
 pub fn finish(e: &Ended, json: bool) -> anyhow::Result<u8> {
     if json {
-        crate::commands::print_json(&to_json(e))?;
+        crate::ui::print_json(&to_json(e))?;
     } else {
         print_text(e);
     }

@@ -1,10 +1,12 @@
 //! `baton session continue` and `baton session answer`: take the session (one driver at a
 //! time), settle what waits for a person, tick on.
 
+use super::args::{AnswerArgs, ContinueArgs, LoopArgs, Target};
+use super::context::{context, print_warnings};
 use super::drive::{self, load, settle_pause};
+use super::errors;
 use super::report::{self, Ended, Outcome};
 use super::setup::{self, Setup};
-use super::{AnswerArgs, ContinueArgs, LoopArgs, Target, errors};
 use crate::exit;
 use crate::failure::Failure;
 use crate::progress::Progress;
@@ -81,7 +83,7 @@ fn drive(target: &Target, args: &LoopArgs, verb: &str, said: Said) -> anyhow::Re
             return Ok(Failure::from(&e).report(json));
         }
         let found = discovery::find(
-            &super::context(&target.project),
+            &context(&target.project),
             target.session.as_deref(),
             Pick::Active,
         )
@@ -120,9 +122,9 @@ fn drive(target: &Target, args: &LoopArgs, verb: &str, said: Said) -> anyhow::Re
         ));
         return Ok(f.report(json));
     }
-    let runtime = drive::runtime()?;
+    let runtime = crate::runtime::runtime()?;
     let cancel = CancellationToken::new();
-    let _signals = signals::watch_with(&runtime, cancel.clone(), super::SIGNAL_HINTS);
+    let _signals = signals::watch_with(&runtime, cancel.clone(), setup::SIGNAL_HINTS);
     let result = runtime.block_on(async {
         let mut answer = None;
         if s.status() == "paused" {
@@ -149,7 +151,7 @@ fn drive(target: &Target, args: &LoopArgs, verb: &str, said: Said) -> anyhow::Re
         }
         drive::ticks(&setup, &id, answer, cancel.clone(), Spent::default()).await
     });
-    super::print_warnings(&setup.ctx);
+    print_warnings(&setup.ctx);
     match result {
         Ok(e) => report::finish(&e, json),
         Err(f) => Ok(f.report(json)),

@@ -1,9 +1,10 @@
 //! What every driving `baton session` command needs before it ticks: the store, the session
 //! context (with the bundled skills as the last fallback), the tool settings, the model (live
 //! from the same configuration as `baton run`, or replayed from a trace directory), the record
-//! directory, and one driver per session.
+//! directory, one driver per session, and what Ctrl-C says meanwhile.
 
-use super::LoopArgs;
+use super::args::LoopArgs;
+use super::context::context;
 use crate::exit;
 use crate::failure::Failure;
 use baton_engine::model_choice::{self, LoadedModel, Orchestrated, Requested};
@@ -53,6 +54,13 @@ impl Setup {
 pub fn owner() -> String {
     format!("baton-session@{}", claim::hostname())
 }
+
+/// What Ctrl-C says during a session command.
+pub const SIGNAL_HINTS: crate::signals::Hints = crate::signals::Hints {
+    at_prompt: "stopped; nothing is lost: `baton session status` shows where the session stands, \
+                `baton session continue` goes on",
+    quit: "quit; `baton session continue` goes on (a step in flight is continued from its log)",
+};
 
 fn invalid(code: &str, message: String, hint: &str) -> Failure {
     Failure::new(code, message, exit::INVALID).hint(Some(hint.to_string()))
@@ -112,7 +120,7 @@ fn prepare_in(
         ));
     }
     store.check_apart(project).map_err(|e| Failure::from(&e))?;
-    let ctx = super::context(project)
+    let ctx = context(project)
         .with_bundled_skills(store.home())
         .map_err(|e| super::errors::failure(&e))?;
     let tools = ToolsConfig::load(Some(store.home()), Some(project))
@@ -131,14 +139,14 @@ fn prepare_in(
         Some(_) => None,
         None => model_choice::newest_record(&store, step_runs),
     };
-    let budget = crate::commands::run::budget_config(&store, project, args.budget)?;
+    let budget = crate::budget::budget_config(&store, project, args.budget)?;
     let (live, replay) = match model(args, &store, project, recorded.as_ref())? {
         Orchestrated::Live(m) => (Some(*m), None),
         Orchestrated::Traces(dir) => (None, Some(dir)),
     };
     if let Some(m) = &live {
         let caps = [baton_engine::spend::Cap::run(budget.tokens, budget.usd)];
-        crate::commands::run::check_price(&caps, m.as_dyn())?;
+        crate::budget::check_price(&caps, m.as_dyn())?;
     }
     Ok(Setup {
         interactive: !args.non_interactive && !args.json && std::io::stdin().is_terminal(),

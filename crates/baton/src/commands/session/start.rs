@@ -1,10 +1,11 @@
 //! `baton session start "<intent>"`: the build phase (questions, the chain, confirmation), then
 //! the ticks.
 
+use super::args::{Quality, StartArgs};
 use super::drive::{self, load};
 use super::report::{self, Ended, Outcome};
 use super::setup::{self, Setup};
-use super::{StartArgs, errors, prompt, text};
+use super::{errors, prompt, text};
 use crate::exit;
 use crate::failure::Failure;
 use crate::signals;
@@ -113,14 +114,12 @@ async fn plan(
         return Err(errors::failure(&e));
     }
     if let Some(stop) = gated.stopped() {
-        return Err(Failure::new(
-            stop.code,
-            stop.message,
-            crate::commands::run::BUDGET_EXCEEDED,
-        )
-        .hint(Some(
-            "nothing was created; start again with a larger --budget-tokens/--budget-usd".into(),
-        )));
+        return Err(
+            Failure::new(stop.code, stop.message, exit::BUDGET_EXCEEDED).hint(Some(
+                "nothing was created; start again with a larger --budget-tokens/--budget-usd"
+                    .into(),
+            )),
+        );
     }
     // Baton's own count of the decomposition goes with it: the ledger charges the larger of
     // it and the provider's figures.
@@ -165,9 +164,9 @@ async fn build(
     let mut opts = StartOptions {
         intent: args.intent.clone(),
         quality: args.quality.map(|q| match q {
-            super::Quality::Full => QualityMode::Full,
-            super::Quality::Standard => QualityMode::Standard,
-            super::Quality::Quick => QualityMode::Quick,
+            Quality::Full => QualityMode::Full,
+            Quality::Standard => QualityMode::Standard,
+            Quality::Quick => QualityMode::Quick,
         }),
         auto: args.yes,
         answers: args.answers.iter().cloned().collect::<BTreeMap<_, _>>(),
@@ -250,9 +249,9 @@ fn rerun(args: &StartArgs, answers: &BTreeMap<String, String>) -> String {
     }
     if let Some(q) = args.quality {
         let name = match q {
-            super::Quality::Full => "full",
-            super::Quality::Standard => "standard",
-            super::Quality::Quick => "quick",
+            Quality::Full => "full",
+            Quality::Standard => "standard",
+            Quality::Quick => "quick",
         };
         line.push_str(&format!(" --quality {name}"));
     }
@@ -271,9 +270,9 @@ pub fn run(args: &StartArgs) -> anyhow::Result<u8> {
         Ok(s) => s,
         Err(f) => return Ok(f.report(json)),
     };
-    let runtime = drive::runtime()?;
+    let runtime = crate::runtime::runtime()?;
     let cancel = CancellationToken::new();
-    let _signals = signals::watch_with(&runtime, cancel.clone(), super::SIGNAL_HINTS);
+    let _signals = signals::watch_with(&runtime, cancel.clone(), setup::SIGNAL_HINTS);
     let ended = runtime.block_on(async {
         let (id, spent) = match build(&setup, args, &cancel).await? {
             Built::Created(id, spent) => (id, spent),

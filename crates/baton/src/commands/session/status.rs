@@ -1,7 +1,8 @@
 //! `baton session status`: ralph's board (the seed's icons, sub-goals) and read model, plus the
 //! latest decisions from `decisions.ndjson`.
 
-use super::StatusArgs;
+use super::args::{StatusArgs, Target};
+use super::context::{context, print_warnings};
 use super::errors::failure;
 use super::text;
 use crate::exit;
@@ -17,7 +18,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
-    let ctx = super::context(&args.target.project);
+    let ctx = context(&args.target.project);
     let loaded = discovery::find(&ctx, args.target.session.as_deref(), Pick::Any)
         .and_then(|l| l.into_session())
         .and_then(|s| decisions::read_last(&s.dir, args.decisions).map(|d| (s, d)));
@@ -37,14 +38,14 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
         if let Some(u) = &usage {
             add_usage(&mut v, u);
         }
-        super::super::print_json(&v)?;
+        crate::ui::print_json(&v)?;
     } else {
         // Step titles, goals, questions and decisions are the project's and the model's text.
         out!("{}", crate::ui::visible(&text(&s, &recent, &live)));
         if let Some(u) = usage.filter(|u| !u.total.is_zero()) {
             outln!(
                 "\nUsage: {} tokens ({:.0}% of the prompt cached){}",
-                crate::commands::runs::thousands(u.total.total_tokens),
+                crate::ui::thousands(u.total.total_tokens),
                 u.total.cached_share() * 100.0,
                 u.total
                     .cost_usd
@@ -53,7 +54,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
             );
         }
     }
-    super::print_warnings(&ctx);
+    print_warnings(&ctx);
     Ok(exit::OK)
 }
 
@@ -96,7 +97,7 @@ pub struct Stopped {
 /// Whether `s` is stopped: `running`, no live driver, and either a baton driver left its note
 /// or the active step is claimed by baton's owner on this host. A step claimed by another
 /// agent (maestro's `ralph` CLI) with no baton driver is that agent's, not stopped.
-fn stopped(s: &Session, live: &Live, target: &super::Target) -> Option<Stopped> {
+fn stopped(s: &Session, live: &Live, target: &Target) -> Option<Stopped> {
     // A step's run waiting on a question is not stopped: it waits for `session answer`.
     if s.status() != "running" || live.driver.is_some() || live.waiting.is_some() {
         return None;

@@ -1,18 +1,78 @@
-use crate::cli::RunsCommand;
+//! `baton runs`: list, reindex, show and follow the runs of this machine's store; `show` and
+//! `log` with `--db` read a queued run from the queue's database instead.
+
+mod queued;
+mod view;
+
 use crate::exit;
 use crate::failure::Failure;
 use crate::ui::color::{self, Paint, Stream};
-use crate::ui::table::pad;
 use crate::ui::table::{Cell, Column, Table};
-use crate::ui::{visible, visible_line};
+use crate::ui::visible;
 use baton_engine::inspect::{self, Listed, phase_text};
 use baton_store::time::{now_secs, parse_rfc3339, short_age};
-use baton_store::{Phase, Project, RunKind, RunMetadata, Store, StoreWarning};
+use baton_store::{Phase, Project, RunMetadata, Store, StoreWarning};
 use baton_store::{driver_lock, jsonl};
-use serde_json::{Value, json};
+use clap::Subcommand;
+use queued::RunsDbArgs;
+use serde_json::json;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+use view::{print_records, print_view, short_id};
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// Runs, newest first (all projects, or one with --project).
+    List {
+        /// Only the runs of this project directory.
+        #[arg(long, short = 'p')]
+        project: Option<PathBuf>,
+        /// Print a JSON array of run metadata (every run, unless --limit is given).
+        #[arg(long)]
+        json: bool,
+        /// Show at most N runs (the table shows 50 by default).
+        #[arg(long, short = 'n', value_name = "N", conflicts_with = "all")]
+        limit: Option<usize>,
+        /// Show every run.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Rebuild the runs index from the run directories (all projects, or one with --project).
+    Reindex {
+        /// Only this project directory.
+        #[arg(long, short = 'p')]
+        project: Option<PathBuf>,
+        /// Print a JSON report per project.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One run: metadata, state frontmatter and progress per node. With --db: a queued unit
+    /// and its run as its last checkpoint left it.
+    Show {
+        /// Run id, or a unique prefix of it; with --db or --db-env, the unit's id.
+        run: String,
+        /// Print the run as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        db: RunsDbArgs,
+    },
+    /// The run's audit log (one line per tool call and engine event). With --db: a queued
+    /// unit's, as far as its last checkpoint.
+    Log {
+        /// Run id, or a unique prefix of it; with --db or --db-env, the unit's id.
+        run: String,
+        /// Print the raw JSONL records.
+        #[arg(long)]
+        json: bool,
+        /// Keep printing new records until the run completes or fails.
+        #[arg(long, short = 'f', conflicts_with_all = ["db", "db_env"])]
+        follow: bool,
+        #[command(flatten)]
+        db: RunsDbArgs,
+    },
+}
 
 pub fn run(cmd: RunsCommand) -> anyhow::Result<u8> {
     let as_json = match &cmd {
@@ -24,10 +84,10 @@ pub fn run(cmd: RunsCommand) -> anyhow::Result<u8> {
     // A queued run: read from the queue's database, not this machine's store.
     match &cmd {
         RunsCommand::Show { run, json, db } if db.given() => {
-            return Ok(super::runs_queued::show(db, run, *json));
+            return Ok(queued::show(db, run, *json));
         }
         RunsCommand::Log { run, json, db, .. } if db.given() => {
-            return Ok(super::runs_queued::log(db, run, *json));
+            return Ok(queued::log(db, run, *json));
         }
         _ => {}
     }
@@ -212,211 +272,21 @@ fn reindex(store: &Store, project: Option<&Path>, as_json: bool) -> anyhow::Resu
         }
     }
     if as_json {
-        super::print_json(&reports)?;
+        crate::ui::print_json(&reports)?;
     }
     Ok(code)
-}
-
-/// Enough of a UUID v7 to be unique in practice (the first 8 digits are the time).
-fn short_id(id: &str) -> &str {
-    id.get(..13).unwrap_or(id)
-}
-
-/// `28,842 tokens (26,176 prompt, 71% cached; 2,666 completion), 10 calls, $0.0123;
-/// requests share 81% of their bytes with the one before`.
-pub(crate) fn usage_line(r: &baton_engine::spend::Recorded) -> String {
-    let u = &r.usage;
-    let mut line = format!(
-        "{} tokens ({} prompt, {:.0}% cached; {} completion), {} calls",
-        thousands(u.total_tokens),
-        thousands(u.prompt_tokens),
-        u.cached_share() * 100.0,
-        thousands(u.completion_tokens),
-        r.calls
-    );
-    if let Some(cost) = u.cost_usd {
-        line.push_str(&format!(", ${cost:.4}"));
-    }
-    if let Some(share) = r.cacheable_prefix_share() {
-        line.push_str(&format!(
-            "; requests share {:.0}% of their bytes with the one before",
-            share * 100.0
-        ));
-    }
-    line
-}
-
-/// `1234567` as `1,234,567`.
-pub(crate) fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 fn show(store: &Store, query: &str, as_json: bool) -> anyhow::Result<u8> {
     let view = inspect::show(store, query)?;
     if as_json {
-        super::print_json(&view.to_json())?;
+        crate::ui::print_json(&view.to_json())?;
         return Ok(exit::OK);
     }
     let project = view.project.root().display().to_string();
     let interrupted = driver_lock::is_interrupted(&view.project, &view.run);
     print_view(&mut std::io::stdout().lock(), view, &project, interrupted)?;
     Ok(exit::OK)
-}
-
-/// What `runs show` prints of a run: `project` is the line's text (a local run's root, a
-/// queued run's remote); `interrupted`: no process drives the run though it says running.
-pub(super) fn print_view(
-    out: &mut impl Write,
-    view: inspect::RunView,
-    project: &str,
-    interrupted: bool,
-) -> std::io::Result<()> {
-    // Every value of the view can be the model's or the project's text: the whole view is
-    // shown with its escapes visible (single-line values have their line breaks shown too).
-    let mut text = Vec::new();
-    write_view(&mut text, view, project, interrupted)?;
-    out.write_all(visible(&String::from_utf8_lossy(&text)).as_bytes())
-}
-
-fn write_view(
-    out: &mut impl Write,
-    view: inspect::RunView,
-    project: &str,
-    interrupted: bool,
-) -> std::io::Result<()> {
-    let inspect::RunView {
-        run,
-        state: frontmatter,
-        progress,
-        note,
-        spending,
-        ..
-    } = view;
-    writeln!(out, "run       {}", run.run_id)?;
-    writeln!(out, "project   {project}")?;
-    if let Some(wt) = &run.work_tree {
-        // A story of a parallel epic: `@project` is its git worktree.
-        writeln!(out, "worktree  {}", wt.display())?;
-    }
-    writeln!(out, "kind      {}", run.kind.as_str())?;
-    if run.kind == RunKind::Task {
-        writeln!(
-            out,
-            "task      {}   agent {}",
-            run.workflow_ref, run.active_agent_id
-        )?;
-    } else {
-        writeln!(
-            out,
-            "package   {} (sha256 {})",
-            run.package_id,
-            &run.package_sha256[..run.package_sha256.len().min(16)]
-        )?;
-        writeln!(
-            out,
-            "workflow  {}   agent {}",
-            run.workflow_ref, run.active_agent_id
-        )?;
-    }
-    if interrupted {
-        let short = short_id(&run.run_id);
-        writeln!(
-            out,
-            "phase     interrupted (no process drives it; `baton resume {short}` continues it)"
-        )?;
-    } else if let Some(reason) = &run.stop_reason {
-        writeln!(out, "phase     {} ({reason})", run.phase.as_str())?;
-    } else {
-        writeln!(out, "phase     {}", run.phase.as_str())?;
-    }
-    // What `answer`, `resume` and `chat` go on with unless told otherwise.
-    if let Some(m) = &run.model {
-        let source = match (&m.base_url, &m.trace) {
-            (_, Some(trace)) if m.replay => format!(" (replays {trace})"),
-            (Some(url), _) => format!(" at {url}"),
-            _ => String::new(),
-        };
-        writeln!(out, "model     {}{source}", m.name)?;
-    }
-    if run.kind != RunKind::Task {
-        writeln!(out, "context   {}", run.context.as_str())?;
-    }
-    if let Some(w) = &run.waiting_for {
-        writeln!(
-            out,
-            "waiting   {}",
-            w.get("question")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .unwrap_or_else(|| w.to_string())
-        )?;
-    }
-    writeln!(
-        out,
-        "created   {}   updated {}",
-        run.created_at, run.last_updated_at
-    )?;
-    if spending.calls > 0 {
-        writeln!(out, "usage     {}", usage_line(&spending))?;
-    }
-    if let Some(items) = progress.as_array() {
-        writeln!(out, "\nprogress")?;
-        for item in items {
-            let mark = match item["status"].as_str() {
-                Some("completed") => "[x]",
-                Some("current") => "[>]",
-                _ => "[ ]",
-            };
-            writeln!(
-                out,
-                "  {mark} {} {} {}",
-                pad(item["nodeId"].as_str().unwrap_or(""), 32),
-                pad(item["type"].as_str().unwrap_or(""), 9),
-                visible_line(item["title"].as_str().unwrap_or(""))
-            )?;
-        }
-    }
-    if let Some(artifacts) = frontmatter
-        .get("artifacts")
-        .and_then(Value::as_array)
-        .filter(|a| !a.is_empty())
-    {
-        writeln!(out, "\nartifacts")?;
-        for a in artifacts {
-            writeln!(out, "  {}", visible_line(a.as_str().unwrap_or("")))?;
-        }
-    }
-    if let Some(vars) = frontmatter
-        .get("variables")
-        .and_then(Value::as_object)
-        .filter(|v| !v.is_empty())
-    {
-        writeln!(out, "\nvariables")?;
-        for (k, v) in vars {
-            writeln!(
-                out,
-                "  {}: {}",
-                visible_line(k),
-                visible_line(
-                    &v.as_str()
-                        .map(str::to_owned)
-                        .unwrap_or_else(|| v.to_string())
-                )
-            )?;
-        }
-    }
-    if let Some(note) = note {
-        writeln!(out, "\nnote: {note}")?;
-    }
-    Ok(())
 }
 
 fn log(store: &Store, query: &str, as_json: bool, follow: bool) -> anyhow::Result<u8> {
@@ -444,56 +314,4 @@ fn log(store: &Store, query: &str, as_json: bool, follow: bool) -> anyhow::Resul
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-}
-
-/// Audit log records as `runs log` prints them: raw JSONL with `--json`, else a line each.
-pub(super) fn print_records(
-    out: &mut impl Write,
-    records: &[Value],
-    as_json: bool,
-) -> anyhow::Result<()> {
-    for record in records {
-        if as_json {
-            writeln!(out, "{}", serde_json::to_string(record)?)?;
-        } else {
-            writeln!(out, "{}", pretty_record(record))?;
-        }
-    }
-    out.flush()?;
-    Ok(())
-}
-
-/// `12:00:01  tool.exec  fs.read  @project/x.md  ok  3ms  [step-01]`
-fn pretty_record(r: &Value) -> String {
-    let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("");
-    let time = s("ts").get(11..19).unwrap_or(s("ts"));
-    let mut line = format!("{time}  {:<12}", s("kind"));
-    if !s("toolName").is_empty() {
-        line.push_str(&format!(" {:<15}", s("toolName")));
-    }
-    if let Some(path) = r.pointer("/input/path").and_then(Value::as_str) {
-        line.push_str(&format!(" {path}"));
-    }
-    match r.pointer("/output/ok").and_then(Value::as_bool) {
-        Some(true) => line.push_str("  ok"),
-        Some(false) => {
-            let code = r
-                .pointer("/output/error/code")
-                .and_then(Value::as_str)
-                .unwrap_or("error");
-            line.push_str(&format!("  {code}"));
-        }
-        None => {}
-    }
-    if let Some(ms) = r.get("durationMs").and_then(Value::as_u64) {
-        line.push_str(&format!("  {ms}ms"));
-    }
-    if !s("nodeId").is_empty() {
-        line.push_str(&format!("  [{}]", s("nodeId")));
-    }
-    if !s("message").is_empty() {
-        line.push_str(&format!("  {}", s("message")));
-    }
-    // The path, tool name and message are the model's: one line, its escapes visible.
-    visible_line(&line).into_owned()
 }

@@ -3,18 +3,38 @@
 //! into a scratch store); the run is printed by the same code as a local run's `runs show` and
 //! `runs log`, its project shown as the unit's remote and base commit.
 
-use crate::cli::RunsDbArgs;
 use crate::exit;
 use crate::failure::Failure;
+use crate::queue_db;
 use baton_queue::{QueueError, UnitState};
 use baton_store::jsonl;
 use baton_worker::{RunPayload, UnitRun, WorkerError};
+use clap::Args;
 use serde_json::Value;
 use std::io::Write;
 
+/// A queued run: read it from the queue's database instead of this machine's store.
+#[derive(Debug, Args)]
+pub struct RunsDbArgs {
+    /// The queue's database, e.g. postgresql://USER@HOST:5432/DBNAME; the run is then a unit
+    /// id (`baton queue status` lists them). Leave the password out: it comes from PGPASSWORD
+    /// or ~/.pgpass.
+    #[arg(long, value_name = "URL")]
+    pub db: Option<String>,
+    /// The name of an environment variable holding the database URL.
+    #[arg(long, value_name = "NAME", conflicts_with = "db")]
+    pub db_env: Option<String>,
+}
+
+impl RunsDbArgs {
+    pub fn given(&self) -> bool {
+        self.db.is_some() || self.db_env.is_some()
+    }
+}
+
 fn failure(e: &WorkerError) -> Failure {
     match e {
-        WorkerError::Queue(q) => super::queue::failure(q),
+        WorkerError::Queue(q) => queue_db::failure(q),
         other => Failure::new(other.code(), other.to_string(), exit::FAILURE).hint(other.hint()),
     }
 }
@@ -22,7 +42,7 @@ fn failure(e: &WorkerError) -> Failure {
 /// The unit and its run, or the failure to report.
 fn read(db: &RunsDbArgs, id: &str) -> Result<UnitRun, Failure> {
     let unit: i64 = id.trim().parse().map_err(|_| {
-        super::queue::failure(&QueueError::InvalidInput(format!(
+        queue_db::failure(&QueueError::InvalidInput(format!(
             "with --db the run is a unit's id (a number), not {id:?}"
         )))
         .hint(Some(
@@ -31,8 +51,8 @@ fn read(db: &RunsDbArgs, id: &str) -> Result<UnitRun, Failure> {
                 .into(),
         ))
     })?;
-    let config = super::queue::db_config(db.db.as_deref(), db.db_env.as_deref(), "--db URL")
-        .map_err(|e| super::queue::failure(&e))?;
+    let config = queue_db::db_config(db.db.as_deref(), db.db_env.as_deref(), "--db URL")
+        .map_err(|e| queue_db::failure(&e))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -60,7 +80,7 @@ pub fn show(db: &RunsDbArgs, id: &str, as_json: bool) -> u8 {
         unit_run
             .to_json()
             .map_err(|e| anyhow::anyhow!(e))
-            .and_then(|v| super::print_json(&v))
+            .and_then(|v| crate::ui::print_json(&v))
     } else {
         print_unit(&unit_run)
     };
@@ -150,7 +170,7 @@ fn write_unit(out: &mut Vec<u8>, u: &UnitRun) -> anyhow::Result<()> {
     writeln!(out, "checkpoint {}", short(&run.commit))?;
     writeln!(out)?;
     let view = run.view()?;
-    super::runs::print_view(out, view, &u.project_text(), false)?;
+    super::view::print_view(out, view, &u.project_text(), false)?;
     if let Some(note) = &run.package_note {
         writeln!(out, "note: {note}")?;
     }
@@ -177,7 +197,7 @@ pub fn log(db: &RunsDbArgs, id: &str, as_json: bool) -> u8 {
     let result = jsonl::read(&path)
         .map_err(anyhow::Error::from)
         .and_then(|read| {
-            super::runs::print_records(&mut std::io::stdout().lock(), &read.records, as_json)
+            super::view::print_records(&mut std::io::stdout().lock(), &read.records, as_json)
         });
     finish(result, as_json)
 }
