@@ -8,7 +8,7 @@
 
 use crate::api::ApiError;
 use crate::demo;
-use crate::server::AppState;
+use crate::state::AppState;
 use baton_engine::bundled_demo;
 use baton_engine::model_choice::{self, LoadedModel, ModelChoice, Requested};
 use baton_engine::runner::{self, Claimed, Continuation, Settings, StartRun};

@@ -8,7 +8,8 @@
 //! - [`bounded`]: the permit and deadline every handler's blocking call goes through.
 //! - [`connections`]: accepting connections with a header deadline, a limit and a bounded stop.
 //! - [`slots`]: which connection gives its slot up at the limit (the longest waiting for headers).
-//! - [`server`]: binding, the router, and the state shared by handlers.
+//! - [`state`]: the state shared by handlers; [`hosts`]: the `Host` values it answers to.
+//! - [`server`]: binding, the router, and shutdown.
 //! - [`drive`]: starting and answering runs in the background (`baton run`/`answer`).
 //! - [`jobs`]: runs and epics driven in the background, and what the server remembers.
 //! - [`demo`]: the demo runs' copies of the sample project and their records.
@@ -19,10 +20,13 @@ pub mod bounded;
 pub mod connections;
 pub mod demo;
 pub mod drive;
+pub mod hosts;
 pub mod jobs;
 pub mod pages;
 pub mod server;
 pub mod slots;
+pub mod state;
+pub mod token;
 
 pub use api::ApiError;
 pub use server::{AppState, Bound, ServeError, ServeOptions, bind, router};

@@ -1,10 +1,12 @@
-//! Binding, the router, the state every handler shares, and shutdown.
+//! Binding, the router over the API and the pages, and shutdown. The state handlers share is
+//! in [`crate::state`].
 
-use crate::auth::{self, Token};
+use crate::auth;
 use crate::bounded::Bounded;
 use crate::connections::{self, Limits};
 use crate::jobs::Jobs;
 use crate::slots::Slots;
+use crate::token::Token;
 use axum::Router;
 use baton_queue::DbConfig;
 use baton_store::Store;
@@ -14,75 +16,8 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-/// What every handler (API and pages) gets. Cheap to clone: everything is shared.
-#[derive(Clone)]
-pub struct AppState {
-    /// The baton store (`BATON_HOME`): runs, projects, packages. Its calls block on files:
-    /// call them through [`AppState::blocking`].
-    pub store: Store,
-    /// The server's secret. Pages put it in `<meta name="baton-token" content="…">` so their
-    /// script can send `Authorization: Bearer …` on POST (the cookie alone is refused there);
-    /// another site's page cannot read it.
-    pub token: Token,
-    /// The `Host` (and `Origin`) values this server answers to.
-    pub hosts: Arc<HostRule>,
-    /// Cancelled when the server stops: SSE streams end and background runs stop between
-    /// steps (they stay resumable).
-    pub shutdown: CancellationToken,
-    /// Runs and epics the server drives in the background.
-    pub jobs: Jobs,
-    /// How often an SSE stream looks for new lines in the file it follows.
-    pub poll: Duration,
-    /// Event streams open at once, at most ([`MAX_STREAMS`]): each holds a task and a
-    /// bounded queue, so the server's memory stays bounded however many tabs are open.
-    pub streams: Arc<tokio::sync::Semaphore>,
-    /// The permit and deadline of every handler's blocking call (store, orchestrator, files).
-    pub blocking: Bounded,
-    /// The work queue's database (`baton serve --db`): the queue page and `/api/queue`.
-    pub queue: Option<DbConfig>,
-}
-
-/// Event streams (SSE) open at once, at most; one more is refused with 503.
-pub const MAX_STREAMS: usize = 256;
-
-/// The `Host` header values accepted: the bound address and port, `localhost` for a loopback
-/// or unspecified bind, and any IP literal for an unspecified bind. A DNS name other than
-/// `localhost` is never accepted (a rebound name would otherwise reach the server).
-#[derive(Debug, Clone)]
-pub struct HostRule {
-    pub ip: IpAddr,
-    pub port: u16,
-}
-
-impl HostRule {
-    pub fn allows(&self, host: &str) -> bool {
-        let Some((name, port)) = split_host(host) else {
-            return false;
-        };
-        if port != self.port {
-            return false;
-        }
-        if name.eq_ignore_ascii_case("localhost") {
-            return self.ip.is_loopback() || self.ip.is_unspecified();
-        }
-        match name.parse::<IpAddr>() {
-            Ok(ip) => ip == self.ip || self.ip.is_unspecified(),
-            Err(_) => false,
-        }
-    }
-}
-
-/// `name:port` or `[v6]:port` → (name, port); the port is required (the server never runs on
-/// port 80 by default, so a browser always sends it).
-fn split_host(host: &str) -> Option<(&str, u16)> {
-    let (name, port) = if let Some(rest) = host.strip_prefix('[') {
-        let (v6, after) = rest.split_once(']')?;
-        (v6, after.strip_prefix(':')?)
-    } else {
-        host.rsplit_once(':')?
-    };
-    Some((name, port.parse().ok()?))
-}
+pub use crate::hosts::HostRule;
+pub use crate::state::{AppState, MAX_STREAMS};
 
 /// How `baton serve` was asked to listen.
 #[derive(Debug, Clone)]
@@ -282,36 +217,4 @@ pub fn router(state: AppState) -> Router {
             auth::guard,
         ))
         .with_state(state)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hosts_are_the_bound_address_or_localhost_never_another_name() {
-        let rule = HostRule {
-            ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
-            port: 4000,
-        };
-        assert!(rule.allows("127.0.0.1:4000"));
-        assert!(rule.allows("localhost:4000"));
-        assert!(!rule.allows("127.0.0.1:4001"));
-        assert!(!rule.allows("127.0.0.1"));
-        assert!(!rule.allows("evil.example:4000"));
-        assert!(!rule.allows("10.0.0.1:4000"));
-        assert!(!rule.allows(""));
-        let any = HostRule {
-            ip: "0.0.0.0".parse().unwrap(),
-            port: 4000,
-        };
-        assert!(any.allows("10.0.0.1:4000"));
-        assert!(!any.allows("rebound.example:4000"));
-        let v6 = HostRule {
-            ip: "::1".parse().unwrap(),
-            port: 4000,
-        };
-        assert!(v6.allows("[::1]:4000"));
-        assert!(!v6.allows("[::2]:4000"));
-    }
 }

@@ -4,8 +4,9 @@
 //! handle, so a symlink that leads outside fails in the kernel. Errors name the mount path,
 //! never a host path. Always served as text or bytes, never as a page.
 
-use super::{ApiError, blocking};
-use crate::server::AppState;
+use super::blocking::blocking;
+use super::error::ApiError;
+use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};

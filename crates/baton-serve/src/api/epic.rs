@@ -1,9 +1,10 @@
 //! `/api/epic`: the board of `baton epic status --json`, and answering a story's question
 //! (`baton epic answer`), which resumes the epic in the background.
 
+use super::blocking::blocking;
+use super::error::ApiError;
 use super::runs::rejected;
-use super::{ApiError, blocking};
-use crate::server::AppState;
+use crate::state::AppState;
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};

@@ -9,8 +9,9 @@
 //! The stream ends when the client goes, when the server stops, or when the file shrinks. At
 //! most `MAX_STREAMS` streams are open at once (`SSE_LIMIT`, 503).
 
-use super::{ApiError, blocking};
-use crate::server::{AppState, MAX_STREAMS};
+use super::blocking::blocking;
+use super::error::ApiError;
+use crate::state::{AppState, MAX_STREAMS};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};

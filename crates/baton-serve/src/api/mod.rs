@@ -2,6 +2,7 @@
 //! `{"error": {"code", "message", "hint"}}` with the HTTP status that fits.
 
 mod artifacts;
+mod blocking;
 mod epic;
 mod error;
 mod events;
@@ -12,8 +13,7 @@ mod sessions;
 pub use error::ApiError;
 pub use events::{CHUNK, MAX_LINE, QUEUE};
 
-use crate::bounded::Bounded;
-use crate::server::AppState;
+use crate::state::AppState;
 use axum::Router;
 use axum::routing::{any, get, post};
 
@@ -37,16 +37,4 @@ pub fn routes() -> Router<AppState> {
 async fn unknown() -> ApiError {
     ApiError::not_found("API_NOT_FOUND", "no such API endpoint")
         .hint("see docs/serve.md for the endpoints")
-}
-
-/// Runs store and file work on a blocking thread, under the server's permit and deadline.
-async fn blocking<T, F>(bound: Bounded, work: F) -> Result<T, ApiError>
-where
-    F: FnOnce() -> Result<T, ApiError> + Send + 'static,
-    T: Send + 'static,
-{
-    bound
-        .run(work)
-        .await
-        .unwrap_or_else(|e| Err(ApiError::from(&e)))
 }

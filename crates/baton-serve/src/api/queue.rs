@@ -4,8 +4,8 @@
 //! and deadline like every other handler's work: a database that does not answer gives an
 //! error with its code, never a stuck server.
 
-use super::ApiError;
-use crate::server::AppState;
+use super::error::ApiError;
+use crate::state::AppState;
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::rejection::QueryRejection;

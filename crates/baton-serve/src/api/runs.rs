@@ -1,9 +1,10 @@
 //! `/api/runs`: the list, one run, start, answer. Each handler is a call to the library on a
 //! blocking thread (the store reads files).
 
-use super::{ApiError, blocking};
+use super::blocking::blocking;
+use super::error::ApiError;
 use crate::drive::{self, AnswerBody, StartBody};
-use crate::server::AppState;
+use crate::state::AppState;
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Query, State};

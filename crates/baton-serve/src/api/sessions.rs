@@ -2,8 +2,9 @@
 //! newest first, each as `baton ralph session --json` reports it; a session whose
 //! `status.json` cannot be used is listed with its error instead of hiding the others.
 
-use super::{ApiError, blocking};
-use crate::server::AppState;
+use super::blocking::blocking;
+use super::error::ApiError;
+use crate::state::AppState;
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};

@@ -4,8 +4,7 @@
 //! side by side above the columns, with their phase and worktree branch, and why the others
 //! wait.
 
-use super::html::{esc, push_esc, url_part};
-use super::runs_list::phase_badge;
+use super::html::{esc, phase_badge, push_esc, url_part};
 use baton_epic::board::{Board, StoryRow};
 use baton_epic::findings::Findings;
 use baton_epic::keys::STORY_STATUSES;

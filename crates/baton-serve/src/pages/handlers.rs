@@ -4,7 +4,7 @@
 use super::layout::{Nav, page};
 use super::shown_path::Roots;
 use super::{epic, projects, run_page, run_parts, runs_list, session, start};
-use crate::server::AppState;
+use crate::state::AppState;
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
@@ -478,7 +478,7 @@ fn step_runs_of(store: &Store, project: &Path, id: &str) -> session::StepRuns {
         if run.kind != baton_store::RunKind::Task {
             continue;
         }
-        if let Some((session_id, index, _)) = session::step_of(&run.workflow_ref)
+        if let Some((session_id, index, _)) = run_parts::step_of(&run.workflow_ref)
             && session_id == id
         {
             found.entry(index).or_default().push(session::StepRun {

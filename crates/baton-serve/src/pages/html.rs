@@ -1,6 +1,7 @@
-//! The one escaping helper every page uses, and a few small text helpers. Anything that did
-//! not come from this file's literals (run names, model text, file names, ids) goes through
-//! [`esc`] before it reaches HTML, in text and in (always double-quoted) attribute values.
+//! The one escaping helper every page uses, a few small text helpers, and the phase badge.
+//! Anything that did not come from this file's literals (run names, model text, file names,
+//! ids) goes through [`esc`] before it reaches HTML, in text and in (always double-quoted)
+//! attribute values.
 
 use std::fmt::Write as _;
 
@@ -59,6 +60,15 @@ pub fn clip(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
         None => text.into(),
         Some((end, _)) => format!("{}…", &text[..end]).into(),
     }
+}
+
+/// A coloured badge for a phase or status word (`phase-<word>` in app.css, lower case).
+pub fn phase_badge(out: &mut String, phase: &str) {
+    out.push_str("<span class=\"phase phase-");
+    push_esc(out, &phase.to_ascii_lowercase());
+    out.push_str("\">");
+    push_esc(out, phase);
+    out.push_str("</span>");
 }
 
 #[cfg(test)]

@@ -52,7 +52,7 @@ mod shown_path;
 mod start;
 mod widget;
 
-use crate::server::AppState;
+use crate::state::AppState;
 use axum::Router;
 use axum::http::header;
 use axum::response::IntoResponse;

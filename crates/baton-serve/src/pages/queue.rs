@@ -10,11 +10,10 @@
 //! `tr[data-unit]`), `queue-workers` (rows
 //! `tr[data-worker]`), `queue-error` (the database could not be read: code, message, hint).
 
-use super::html::{clip, push_esc};
+use super::html::{clip, phase_badge, push_esc};
 use super::layout::{Nav, page};
-use super::runs_list::phase_badge;
 use crate::api::queue::{DEFAULT_LIMIT, read_status};
-use crate::server::AppState;
+use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};

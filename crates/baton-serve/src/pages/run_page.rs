@@ -6,8 +6,7 @@
 //! event arrives, so what the page shows always comes from this one renderer.
 
 use super::graph_svg;
-use super::html::{clip, esc, push_esc, url_part};
-use super::runs_list::phase_badge;
+use super::html::{clip, esc, phase_badge, push_esc, url_part};
 use super::widget;
 use baton_package::graph::Graph;
 use baton_store::{NodeStatus, Phase, RunKind, RunMetadata};

@@ -2,10 +2,16 @@
 //! `.baton-epic-progress.json`) or a lifecycle session step (a task run, whose `taskRef` is
 //! `<session>/step-<index>-<skill>`). The runs list groups runs by it and filters on it.
 
-use super::session::step_of;
 use baton_store::{Project, RunKind, RunMetadata};
 use std::collections::HashMap;
 use std::path::PathBuf;
+
+/// The step a task run was made for: its `taskRef` is `<session>/step-<index>-<skill>`.
+pub fn step_of(task_ref: &str) -> Option<(&str, u64, &str)> {
+    let (session, step) = task_ref.split_once('/')?;
+    let (index, skill) = step.strip_prefix("step-")?.split_once('-')?;
+    Some((session, index.parse().ok()?, skill))
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Part {

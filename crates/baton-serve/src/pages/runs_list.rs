@@ -1,7 +1,7 @@
 //! The runs page: a filter form, one table row per run (newest first), and a link to the
 //! next page (the listing's cursor).
 
-use super::html::{esc, push_esc, query, url_part};
+use super::html::{esc, phase_badge, push_esc, query, url_part};
 use super::run_parts::{self, Part};
 use baton_store::RunMetadata;
 use baton_store::time::{parse_rfc3339, short_age};
@@ -71,15 +71,6 @@ const PHASES: [&str; 6] = [
     "failed",
     "interrupted",
 ];
-
-/// A coloured badge for a phase or status word (`phase-<word>` in app.css, lower case).
-pub fn phase_badge(out: &mut String, phase: &str) {
-    out.push_str("<span class=\"phase phase-");
-    push_esc(out, &phase.to_ascii_lowercase());
-    out.push_str("\">");
-    push_esc(out, phase);
-    out.push_str("</span>");
-}
 
 fn filter_form(out: &mut String, view: &View) {
     let f = view.filters;

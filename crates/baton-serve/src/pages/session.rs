@@ -5,8 +5,7 @@
 //!
 //! [`summary_json`]: baton_lifecycle::ralph::verbs::session::summary_json
 
-use super::html::{clip, esc, push_esc, query};
-use super::runs_list::phase_badge;
+use super::html::{clip, esc, phase_badge, push_esc, query};
 use super::shown_path::Roots;
 use serde_json::Value;
 use std::fmt::Write as _;
@@ -116,13 +115,6 @@ pub struct StepRun {
 
 /// The task runs of a session's steps, by step index.
 pub type StepRuns = std::collections::BTreeMap<u64, Vec<StepRun>>;
-
-/// The step a task run was made for: its `taskRef` is `<session>/step-<index>-<skill>`.
-pub fn step_of(task_ref: &str) -> Option<(&str, u64, &str)> {
-    let (session, step) = task_ref.split_once('/')?;
-    let (index, skill) = step.strip_prefix("step-")?.split_once('-')?;
-    Some((session, index.parse().ok()?, skill))
-}
 
 /// One session: `summary` is its read model, `decisions` the newest decision records (oldest
 /// first), `older_decisions` whether earlier ones exist; command paths are shown from `roots`.
@@ -407,6 +399,7 @@ fn decisions_card(out: &mut String, decisions: &[Value], older: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pages::run_parts::step_of;
     use serde_json::json;
     use std::path::Path;
 
