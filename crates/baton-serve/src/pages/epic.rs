@@ -5,9 +5,9 @@
 //! wait.
 
 use super::html::{esc, phase_badge, push_esc, url_part};
+use baton_bmad::keys::STORY_STATUSES;
 use baton_epic::board::{Board, StoryRow};
 use baton_epic::findings::Findings;
-use baton_epic::keys::STORY_STATUSES;
 use baton_epic::parallel_board::ParallelBoard;
 use std::fmt::Write as _;
 
