@@ -12,15 +12,12 @@ use baton_store::{Durability, Phase, Project, StateFile};
 use baton_tools::{CallContext, ToolHost};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+pub use crate::context::summary::SUMMARY_TIMEOUT;
 pub use crate::durable::{DurableFuture, DurablePoint, DurableStop, OnDurable};
 pub use crate::error::{ABORTED, EngineError};
 pub use crate::event::EngineEvent;
-
-/// The longest a summary model call may take before the deterministic summary is used.
-pub const SUMMARY_TIMEOUT: Duration = Duration::from_secs(15);
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {

@@ -4,8 +4,8 @@
 
 use crate::composer::persona;
 use crate::context::plan::Mode;
+use crate::context::summary::SUMMARY_TIMEOUT;
 use crate::context::{Budget, ContextEvent, Prepared, TokenCounter, Window};
-use crate::driver::SUMMARY_TIMEOUT;
 use crate::router::Menu;
 use baton_llm::{CallOptions, ChatModel, ChatRequest, LlmError, Message, Usage};
 use baton_package::model::Agent;
@@ -29,7 +29,7 @@ impl ChatError {
         match self {
             ChatError::Llm { code, .. } => code,
             ChatError::TooLarge(_) => crate::context::CONTEXT_STILL_TOO_LARGE,
-            ChatError::Cancelled => crate::driver::ABORTED,
+            ChatError::Cancelled => crate::error::ABORTED,
         }
     }
 }

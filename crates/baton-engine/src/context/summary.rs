@@ -4,8 +4,12 @@
 use super::groups::{CONVERSATION_SUMMARY, clip};
 use super::tokens::TokenCounter;
 use baton_llm::{ChatOptions, ChatRequest, Message, Role};
+use std::time::Duration;
 
 const INSTRUCTIONS: &str = include_str!("../prompts/conversation_summary.md");
+
+/// The longest a summary model call may take before the deterministic summary is used.
+pub const SUMMARY_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Where a summary came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
