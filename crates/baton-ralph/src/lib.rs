@@ -25,6 +25,7 @@ pub mod discovery;
 pub mod error;
 pub mod finding;
 pub mod gate;
+pub mod handle;
 pub mod lease;
 pub mod manifest;
 pub mod milestone_gate;
@@ -41,4 +42,5 @@ pub mod verbs;
 
 pub use context::Context;
 pub use error::{RalphError, exit};
+pub use handle::{Handle, Target};
 pub use verbs::Output;

@@ -7,6 +7,7 @@
 use super::context::Context;
 use super::discovery::{self, Pick};
 use super::error::{RalphError, Result};
+use super::handle::Target;
 use super::session::{STATUS_FILE, Session};
 use serde_json::{Map, Value, json};
 use std::fs::{self, File, TryLockError};
@@ -131,16 +132,17 @@ impl<T> Change<T> {
     }
 }
 
-/// Finds the session, locks it, re-reads it, checks `expect_revision`, lets `f` change it and
-/// writes it when `f` asks to. Nothing is written when `f` fails.
-pub fn transact<T>(
+/// Finds the session (or re-reads the one found), locks it, re-reads it, checks
+/// `expect_revision`, lets `f` change it and writes it when `f` asks to. Nothing is written
+/// when `f` fails.
+pub fn transact<'a, T>(
     ctx: &Context,
-    session: Option<&str>,
+    session: impl Into<Target<'a>>,
     expect_revision: Option<u64>,
     f: impl FnOnce(&mut Session) -> Result<Change<T>>,
 ) -> Result<(T, Session)> {
     // Refuse a damaged file before touching the folder (not even a lock file is created).
-    let found = discovery::find(ctx, session, Pick::Active)?.into_session()?;
+    let found = session.into().load(ctx, Pick::Active)?;
     let lock = SessionLock::acquire(&found.dir, &found.id, ctx.lock_timeout)?;
     let mut current = discovery::load(&found.id, &found.dir).into_session()?;
     if let Some(expected) = expect_revision

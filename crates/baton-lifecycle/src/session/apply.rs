@@ -10,9 +10,10 @@ use super::completion::{self, Completion};
 use super::milestone::Planner;
 use super::verdict::{self, Form};
 use baton_ralph::Context;
-use baton_ralph::discovery::{self, Pick};
+use baton_ralph::discovery::Pick;
 use baton_ralph::error::{RalphError, Result};
 use baton_ralph::verbs::{Output, complete, decide};
+use baton_ralph::{Handle, Target};
 
 /// The form of answer a gate asks the model for; `None` for gates settled without a model
 /// (scope, milestone, escalation pauses).
@@ -26,25 +27,28 @@ pub fn form_of(gate: &str) -> Option<Form> {
 
 /// Ends execution step `index` (claimed by `owner`) with the model's call, or with what a run
 /// without a call becomes.
-pub fn finish_step(
+pub fn finish_step<'a>(
     ctx: &Context,
-    session: Option<&str>,
+    session: impl Into<Target<'a>>,
     index: usize,
     owner: Option<&str>,
     called: Option<Completion>,
 ) -> Result<(Completion, Output)> {
-    let completion = match called {
-        Some(c) => c,
+    let session = session.into();
+    let found: Handle;
+    let (completion, session) = match called {
+        Some(c) => (c, session),
         None => {
             // The step is ours (claimed), so nobody else flips `retried` meanwhile; the
             // complete verb re-checks the claim under the lock.
-            let s = discovery::find(ctx, session, Pick::Active)?.into_session()?;
+            let (h, s) = session.open(ctx, Pick::Active)?;
             let retried = s
                 .step(index)
                 .and_then(|st| st.get("retried"))
                 .and_then(serde_json::Value::as_bool)
                 .unwrap_or(false);
-            completion::without_call(retried)
+            found = h;
+            (completion::without_call(retried), Target::Found(&found))
         }
     };
     let out = complete::run(ctx, session, &completion.to_complete_args(index, owner))?;
@@ -52,9 +56,9 @@ pub fn finish_step(
 }
 
 /// Settles gate `index` with the model's answer.
-pub fn settle_gate(
+pub fn settle_gate<'a>(
     ctx: &Context,
-    session: Option<&str>,
+    session: impl Into<Target<'a>>,
     index: usize,
     answer: &str,
 ) -> Result<Output> {
@@ -63,14 +67,14 @@ pub fn settle_gate(
 
 /// [`settle_gate`] for a gate whose result files `missing` no earlier step produced: a
 /// `proceed` is settled as `fix` (`EVIDENCE_MISSING`), the files named as gaps.
-pub fn settle_gate_checked(
+pub fn settle_gate_checked<'a>(
     ctx: &Context,
-    session: Option<&str>,
+    session: impl Into<Target<'a>>,
     index: usize,
     answer: &str,
     missing: &[&str],
 ) -> Result<Output> {
-    let s = discovery::find(ctx, session, Pick::Active)?.into_session()?;
+    let (h, s) = session.into().open(ctx, Pick::Active)?;
     let gate = s
         .step(index)
         .and_then(|st| st.decision())
@@ -96,13 +100,17 @@ pub fn settle_gate_checked(
         ));
         args.gaps.push(format!("{files} missing"));
     }
-    decide::run(ctx, session, &args, &Planner)
+    decide::run(ctx, &h, &args, &Planner)
 }
 
 /// Reaching the `post-debug-escalate` gate pauses the session for a person (seed 003: always,
 /// "human intervention"); the gate stays pending and the pause is recorded as a decision.
-pub fn pause_at_escalation(ctx: &Context, session: Option<&str>, index: usize) -> Result<Output> {
-    let s = discovery::find(ctx, session, Pick::Active)?.into_session()?;
+pub fn pause_at_escalation<'a>(
+    ctx: &Context,
+    session: impl Into<Target<'a>>,
+    index: usize,
+) -> Result<Output> {
+    let (h, s) = session.into().open(ctx, Pick::Active)?;
     if s.step(index).and_then(|st| st.decision()) != Some("post-debug-escalate") {
         return Err(RalphError::usage(
             "NOT_AN_ESCALATION",
@@ -116,5 +124,5 @@ pub fn pause_at_escalation(ctx: &Context, session: Option<&str>, index: usize) -
         reason: Some("human intervention: the fix loop did not converge".into()),
         ..decide::DecideArgs::default()
     };
-    decide::run(ctx, session, &args, &Planner)
+    decide::run(ctx, &h, &args, &Planner)
 }

@@ -18,7 +18,8 @@ use super::review::{self, Review};
 use super::verdict::Form;
 use baton_llm::{CallOptions, ChatModel, ChatRequest, Message, Usage};
 use baton_ralph::Context;
-use baton_ralph::discovery::{self, Pick};
+use baton_ralph::Target;
+use baton_ralph::discovery::Pick;
 use baton_ralph::error::{RalphError, Result};
 use baton_ralph::session::Session;
 use baton_ralph::verbs::{Output, control, decide};
@@ -249,13 +250,13 @@ pub fn prompt(ctx: &Context, s: &Session, index: usize, gate: &str, form: Form) 
 }
 
 /// Evaluates the first pending step, which must be a gate a model judges.
-pub async fn evaluate(
+pub async fn evaluate<'a>(
     ctx: &Context,
-    session: Option<&str>,
+    session: impl Into<Target<'a>>,
     model: &dyn ChatModel,
     cancel: &CancellationToken,
 ) -> Result<GateTick> {
-    let s = discovery::find(ctx, session, Pick::Active)?.into_session()?;
+    let (h, s) = session.into().open(ctx, Pick::Active)?;
     let (index, gate) = s
         .all_steps()
         .find(|st| st.status() == "pending")
@@ -272,7 +273,7 @@ pub async fn evaluate(
     // Seed 003: without auto mode a person confirms or overrides the verdict.
     let reviewed = s.doc.get("auto_mode").and_then(Value::as_bool) != Some(true);
     if reviewed && review::read(&s, index)?.is_some() {
-        control::pause(ctx, session, None)?;
+        control::pause(ctx, &h, None)?;
         return Ok(GateTick {
             index,
             gate,
@@ -329,7 +330,7 @@ pub async fn evaluate(
         };
         // Kept before the pause: a kill in between pauses on the next tick without a call.
         review::write(&s.dir, &kept)?;
-        control::pause(ctx, session, None)?;
+        control::pause(ctx, &h, None)?;
         return Ok(GateTick {
             index,
             gate,
@@ -345,15 +346,12 @@ pub async fn evaluate(
     };
     let (out, usage): (Output, Usage) = match answer {
         Ok(response) => (
-            settle_gate_checked(ctx, session, index, response.message.text(), &missing)?,
+            settle_gate_checked(ctx, &h, index, response.message.text(), &missing)?,
             response.usage.unwrap_or_default(),
         ),
         Err(e) => {
             let args = review::failed_call_args(index, failed(&e));
-            (
-                decide::run(ctx, session, &args, &Planner)?,
-                Usage::default(),
-            )
+            (decide::run(ctx, &h, &args, &Planner)?, Usage::default())
         }
     };
     Ok(GateTick {

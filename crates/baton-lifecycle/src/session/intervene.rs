@@ -12,7 +12,8 @@ use super::infer::ScopeVerdict;
 use super::milestone::Planner;
 use super::{milestone, review, scope};
 use baton_ralph::Context;
-use baton_ralph::discovery::{self, Pick};
+use baton_ralph::Handle;
+use baton_ralph::discovery::Pick;
 use baton_ralph::error::{RalphError, Result};
 use baton_ralph::session::Session;
 use baton_ralph::store::{self, Change};
@@ -251,8 +252,8 @@ pub fn why_paused(s: &Session) -> Option<Pause> {
 
 /// The failed step `index` goes back to pending with a fresh retry allowance (a person chose
 /// to try again; `retried` would otherwise turn its next empty run straight into BLOCKED).
-fn reopen(ctx: &Context, session: Option<&str>, index: usize) -> Result<()> {
-    store::transact(ctx, session, None, |s| {
+fn reopen(ctx: &Context, h: &Handle, index: usize) -> Result<()> {
+    store::transact(ctx, h, None, |s| {
         match s.step(index).map(|st| st.status()) {
             Some("failed") => {}
             other => {
@@ -281,9 +282,8 @@ fn reopen(ctx: &Context, session: Option<&str>, index: usize) -> Result<()> {
 /// for [`Choice::Abort`], failed). A choice that does not fit the pause is refused with
 /// `CHOICE_NOT_APPLICABLE` and nothing is written.
 pub fn decide(ctx: &Context, session: Option<&str>, choice: Choice, note: &str) -> Result<Output> {
-    let s = discovery::find(ctx, session, Pick::Active)?.into_session()?;
-    let id = s.id.clone();
-    let session = Some(id.as_str());
+    let (h, s) = Handle::open(ctx, session, Pick::Active)?;
+    let id = h.id();
     let Some(pause) = why_paused(&s) else {
         return Err(RalphError::usage(
             "SESSION_NOT_PAUSED",
@@ -306,26 +306,24 @@ pub fn decide(ctx: &Context, session: Option<&str>, choice: Choice, note: &str) 
     }
     let note = (!note.trim().is_empty()).then_some(note.trim());
     match (pause, choice) {
-        (_, Choice::Abort) => {
-            control::abandon(ctx, session, note.or(Some("aborted by a person")), None)
-        }
+        (_, Choice::Abort) => control::abandon(ctx, &h, note.or(Some("aborted by a person")), None),
         (Pause::FailedStep { index, .. }, Choice::Retry) => {
-            reopen(ctx, session, index)?;
-            control::resume(ctx, session, None)
+            reopen(ctx, &h, index)?;
+            control::resume(ctx, &h, None)
         }
         (Pause::FailedStep { index, .. }, _) => {
             control::skip(
                 ctx,
-                session,
+                &h,
                 &index.to_string(),
                 note.or(Some("skipped by a person")),
                 false,
                 None,
             )?;
-            control::resume(ctx, session, None)
+            control::resume(ctx, &h, None)
         }
         (Pause::Escalation { index }, _) => {
-            control::resume(ctx, session, None)?;
+            control::resume(ctx, &h, None)?;
             let args = decide::DecideArgs {
                 index: index.to_string(),
                 verdict: "proceed".into(),
@@ -336,7 +334,7 @@ pub fn decide(ctx: &Context, session: Option<&str>, choice: Choice, note: &str) 
                 )),
                 ..decide::DecideArgs::default()
             };
-            decide::run(ctx, session, &args, &Planner)
+            decide::run(ctx, &h, &args, &Planner)
         }
         (Pause::GateReview { index, .. }, Choice::Accept) => {
             let kept = review::read(&s, index)?.ok_or_else(|| {
@@ -345,8 +343,8 @@ pub fn decide(ctx: &Context, session: Option<&str>, choice: Choice, note: &str) 
                     format!("the model's answer for gate {index} is no longer kept"),
                 )
             })?;
-            control::resume(ctx, session, None)?;
-            review::accept(ctx, session, &s, &kept)
+            control::resume(ctx, &h, None)?;
+            review::accept(ctx, &h, &s, &kept)
         }
         (
             Pause::GateReview {
@@ -357,7 +355,7 @@ pub fn decide(ctx: &Context, session: Option<&str>, choice: Choice, note: &str) 
             },
             _,
         ) => {
-            control::resume(ctx, session, None)?;
+            control::resume(ctx, &h, None)?;
             let args = decide::DecideArgs {
                 index: index.to_string(),
                 verdict: choice.as_str().into(),
@@ -369,19 +367,19 @@ pub fn decide(ctx: &Context, session: Option<&str>, choice: Choice, note: &str) 
                 )),
                 ..decide::DecideArgs::default()
             };
-            let out = decide::run(ctx, session, &args, &Planner)?;
+            let out = decide::run(ctx, &h, &args, &Planner)?;
             let retry = s.step(index).map_or(0, |st| st.retry_count());
             review::remove(&s.dir, index, retry);
             Ok(out)
         }
         (Pause::Question { index, .. }, Choice::Large | Choice::Small) => {
-            control::resume(ctx, session, None)?;
+            control::resume(ctx, &h, None)?;
             let verdict = if choice == Choice::Large {
                 ScopeVerdict::Large
             } else {
                 ScopeVerdict::Small
             };
-            match scope::settle_with(ctx, session, index, Some(verdict))? {
+            match scope::settle_with(ctx, &h, index, Some(verdict))? {
                 scope::Settled::Decided(out) => Ok(out),
                 scope::Settled::Asked => Err(RalphError::usage(
                     "SESSION_NOT_WAITING",
@@ -390,7 +388,7 @@ pub fn decide(ctx: &Context, session: Option<&str>, choice: Choice, note: &str) 
             }
         }
         (Pause::Question { index, .. }, _) => {
-            control::resume(ctx, session, None)?;
+            control::resume(ctx, &h, None)?;
             let mode = if choice == Choice::Unified {
                 "unified"
             } else {
@@ -407,8 +405,8 @@ pub fn decide(ctx: &Context, session: Option<&str>, choice: Choice, note: &str) 
                 planning_mode: Some(mode.into()),
                 ..decide::DecideArgs::default()
             };
-            decide::run(ctx, session, &args, &Planner)
+            decide::run(ctx, &h, &args, &Planner)
         }
-        (Pause::ByHand, _) => control::resume(ctx, session, None),
+        (Pause::ByHand, _) => control::resume(ctx, &h, None),
     }
 }

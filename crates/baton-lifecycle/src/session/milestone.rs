@@ -35,6 +35,7 @@ use baton_ralph::error::{RalphError, Result};
 use baton_ralph::milestone_gate::MilestonePlanner;
 pub use baton_ralph::milestone_gate::{GATE, Outcome, QUESTION, advance_fields, parse_planning};
 use baton_ralph::session::Session;
+use baton_ralph::{Handle, Target};
 use serde_json::{Map, Value, json};
 use std::path::Path;
 
@@ -322,7 +323,7 @@ pub enum Settled {
 /// Settles the milestone gate at `index` in the session loop: the question is asked (the
 /// session pauses, the gate marked) when the next milestone has several phases and the
 /// session is not in auto mode; otherwise the gate is decided (advance or end).
-pub fn settle(ctx: &Context, session: Option<&str>, index: usize) -> Result<Settled> {
+pub fn settle<'a>(ctx: &Context, session: impl Into<Target<'a>>, index: usize) -> Result<Settled> {
     use baton_ralph::store::{self, Change};
     use baton_ralph::verbs::decide::{self, DecideArgs};
     let (asked, s) = store::transact(ctx, session, None, |s| {
@@ -349,5 +350,6 @@ pub fn settle(ctx: &Context, session: Option<&str>, index: usize) -> Result<Sett
         expect_revision: Some(s.revision()),
         ..DecideArgs::default()
     };
-    decide::run(ctx, session, &args, &Planner).map(Settled::Decided)
+    // The session the transaction found, re-read by decide under its own lock.
+    decide::run(ctx, &Handle::of(&s), &args, &Planner).map(Settled::Decided)
 }

@@ -10,6 +10,7 @@ use super::apply::form_of;
 use super::milestone::Planner;
 use super::verdict::{self, Form};
 use baton_ralph::Context;
+use baton_ralph::Target;
 use baton_ralph::error::{RalphError, Result};
 use baton_ralph::session::Session;
 use baton_ralph::verbs::{Output, decide};
@@ -180,9 +181,9 @@ pub fn propose(s: &Session, review: &Review) -> Result<Proposal> {
 
 /// Settles the gate with the model's answer (guards, templates, `decisions.ndjson`), as an
 /// auto-mode session does at once; the review file goes.
-pub fn accept(
+pub fn accept<'a>(
     ctx: &Context,
-    session: Option<&str>,
+    session: impl Into<Target<'a>>,
     s: &Session,
     review: &Review,
 ) -> Result<Output> {

@@ -22,7 +22,8 @@ use baton_engine::machine::{DEFAULT_MAX_TURNS, WaitReason};
 use baton_engine::spend::Cap;
 use baton_llm::Usage;
 use baton_ralph::Context;
-use baton_ralph::discovery::{self, Pick};
+use baton_ralph::Handle;
+use baton_ralph::discovery::Pick;
 use baton_ralph::error::{RalphError, Result};
 use baton_ralph::gate::finished;
 use baton_ralph::store::{self, Change};
@@ -86,8 +87,8 @@ impl<'a> RunSettings<'a> {
 
     /// The session's caps for the step run about to be driven: the step we hold's run is
     /// counted by the engine itself, everything else of the session here.
-    fn step_caps(&self, ctx: &Context, session: Option<&str>, project: &Project) -> Vec<Cap> {
-        let Ok(s) = discovery::find(ctx, session, Pick::Any).and_then(|l| l.into_session()) else {
+    fn step_caps(&self, h: &Handle, project: &Project) -> Vec<Cap> {
+        let Ok(s) = h.load() else {
             return Vec::new();
         };
         let driven = s
@@ -164,8 +165,8 @@ impl Spent {
 
 /// Marks a session whose steps are all done as completed (the verbs only do it when a gate's
 /// `proceed` finishes it; a chain that ends with an execution step needs this check).
-fn complete_if_finished(ctx: &Context, session: Option<&str>) -> Result<bool> {
-    let (done, _) = store::transact(ctx, session, None, |s| {
+fn complete_if_finished(ctx: &Context, h: &Handle) -> Result<bool> {
+    let (done, _) = store::transact(ctx, h, None, |s| {
         if s.status() == "running" && s.active_index().is_none() && finished(s) {
             s.set("status", json!("completed"));
             return Ok(Change::write(true));
@@ -178,11 +179,11 @@ fn complete_if_finished(ctx: &Context, session: Option<&str>) -> Result<bool> {
 /// One tick, or (`Err` inside) how the loop ends.
 async fn tick(
     ctx: &Context,
-    session: Option<&str>,
+    h: &Handle,
     settings: &mut RunSettings<'_>,
     spent: &mut Spent,
 ) -> Result<std::result::Result<Tick, SessionEnd>> {
-    let s = discovery::find(ctx, session, Pick::Any)?.into_session()?;
+    let s = h.load()?;
     match s.status() {
         "completed" => return Ok(Err(SessionEnd::Completed)),
         "running" => {}
@@ -192,14 +193,14 @@ async fn tick(
         .active_index()
         .is_some_and(|a| step_run::current_claim(&s, a, settings.owner).is_some());
     if held {
-        return step(ctx, session, settings, spent).await;
+        return step(ctx, h, settings, spent).await;
     }
     let pending = s
         .all_steps()
         .find(|st| st.status() == "pending")
         .map(|st| (st.index(), st.decision().map(str::to_owned)));
     let Some((index, decision)) = pending else {
-        if complete_if_finished(ctx, session)? {
+        if complete_if_finished(ctx, h)? {
             return Ok(Ok(Tick::Completed));
         }
         return Ok(Ok(Tick::Empty));
@@ -227,7 +228,7 @@ async fn tick(
             let caps = budget::caps(&s, &project, &settings.budget, None, settings.price());
             let gate_cancel = settings.cancel.child_token();
             let gated = budget::Gated::new(&*model, caps, gate_cancel.clone());
-            let evaluated = gate::evaluate(ctx, session, &gated, &gate_cancel).await;
+            let evaluated = gate::evaluate(ctx, h, &gated, &gate_cancel).await;
             models.save()?;
             let t = evaluated?;
             spent.add(t.model_calls, t.usage);
@@ -253,17 +254,17 @@ async fn tick(
             }
         }
         if gate == "post-debug-escalate" {
-            pause_at_escalation(ctx, session, index)?;
+            pause_at_escalation(ctx, h, index)?;
             return Ok(Ok(Tick::Paused { index }));
         }
         if gate == scope::GATE {
-            return Ok(Ok(match scope::settle(ctx, session, index)? {
+            return Ok(Ok(match scope::settle(ctx, h, index)? {
                 scope::Settled::Asked => Tick::Paused { index },
                 scope::Settled::Decided(_) => Tick::Gate { index, gate },
             }));
         }
         if gate == milestone::GATE {
-            return Ok(Ok(match milestone::settle(ctx, session, index)? {
+            return Ok(Ok(match milestone::settle(ctx, h, index)? {
                 milestone::Settled::Asked => Tick::Paused { index },
                 milestone::Settled::Decided(_) => Tick::Gate { index, gate },
             }));
@@ -276,22 +277,22 @@ async fn tick(
             reason: Some(format!("{gate}: settled by code")),
             ..DecideArgs::default()
         };
-        decide::run(ctx, session, &args, &Planner)?;
+        decide::run(ctx, h, &args, &Planner)?;
         return Ok(Ok(Tick::Gate { index, gate }));
     }
-    step(ctx, session, settings, spent).await
+    step(ctx, h, settings, spent).await
 }
 
 /// An execution tick: the step we hold, else the next one.
 async fn step(
     ctx: &Context,
-    session: Option<&str>,
+    h: &Handle,
     settings: &RunSettings<'_>,
     spent: &mut Spent,
 ) -> Result<std::result::Result<Tick, SessionEnd>> {
     let project = project_of(ctx, settings.store)?;
-    let caps = settings.step_caps(ctx, session, &project);
-    let t = run_step(ctx, session, settings.step(&project, caps)).await?;
+    let caps = settings.step_caps(h, &project);
+    let t = run_step(ctx, h, settings.step(&project, caps)).await?;
     spent.add(t.report.model_calls, t.report.usage);
     Ok(step_tick(t))
 }
@@ -327,8 +328,10 @@ pub async fn answer(
     mut settings: RunSettings<'_>,
 ) -> Result<SessionReport> {
     let project = project_of(ctx, settings.store)?;
-    let caps = settings.step_caps(ctx, session, &project);
-    let t = answer_step(ctx, session, text, settings.step(&project, caps)).await?;
+    // The session is found once; everything after re-reads its status.json.
+    let (h, _) = Handle::open(ctx, session, Pick::Active)?;
+    let caps = settings.step_caps(&h, &project);
+    let t = answer_step(ctx, &h, text, settings.step(&project, caps)).await?;
     let mut spent = Spent::default();
     spent.add(t.report.model_calls, t.report.usage);
     let t = match step_tick(t) {
@@ -344,7 +347,7 @@ pub async fn answer(
     if let Some(f) = settings.after_tick.as_mut() {
         f(&t);
     }
-    let mut report = run(ctx, session, settings).await?;
+    let mut report = run_found(ctx, &h, settings).await?;
     report.ticks += 1;
     report.spent.add(spent.model_calls, spent.usage);
     Ok(report)
@@ -354,6 +357,32 @@ pub async fn answer(
 pub async fn run(
     ctx: &Context,
     session: Option<&str>,
+    settings: RunSettings<'_>,
+) -> Result<SessionReport> {
+    if settings.cancel.is_cancelled() {
+        return Ok(stopped(0, Spent::default()));
+    }
+    // The session is found once; every tick re-reads its status.json.
+    let (h, _) = Handle::open(ctx, session, Pick::Any)?;
+    run_found(ctx, &h, settings).await
+}
+
+/// What the loop reports when it was stopped.
+fn stopped(ticks: usize, spent: Spent) -> SessionReport {
+    SessionReport {
+        end: SessionEnd::Interrupted {
+            code: baton_engine::driver::ABORTED,
+            message: "the session was stopped".into(),
+        },
+        ticks,
+        spent,
+    }
+}
+
+/// [`run`] on the session `h` found.
+async fn run_found(
+    ctx: &Context,
+    h: &Handle,
     mut settings: RunSettings<'_>,
 ) -> Result<SessionReport> {
     let mut ticks = 0;
@@ -361,16 +390,9 @@ pub async fn run(
     let mut spent = Spent::default();
     loop {
         if settings.cancel.is_cancelled() {
-            return Ok(SessionReport {
-                end: SessionEnd::Interrupted {
-                    code: baton_engine::driver::ABORTED,
-                    message: "the session was stopped".into(),
-                },
-                ticks,
-                spent,
-            });
+            return Ok(stopped(ticks, spent));
         }
-        let t = match tick(ctx, session, &mut settings, &mut spent).await? {
+        let t = match tick(ctx, h, &mut settings, &mut spent).await? {
             Ok(t) => t,
             Err(end) => return Ok(SessionReport { end, ticks, spent }),
         };

@@ -28,6 +28,7 @@ use baton_ralph::store::{self, Change};
 use baton_ralph::verbs::Output;
 use baton_ralph::verbs::control::mark_skipped;
 use baton_ralph::verbs::decide::{self, DecideArgs};
+use baton_ralph::{Handle, Target};
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -250,15 +251,15 @@ pub const QUESTION: &str = "scope";
 /// Settles the scope gate at `index`: evaluates, applies, then consumes the gate through
 /// `decide`. An unknown verdict in a session without `-y` is asked instead (seed 003: ask the
 /// user, large or medium/small; auto mode takes large).
-pub fn settle(ctx: &Context, session: Option<&str>, index: usize) -> Result<Settled> {
+pub fn settle<'a>(ctx: &Context, session: impl Into<Target<'a>>, index: usize) -> Result<Settled> {
     settle_with(ctx, session, index, None)
 }
 
 /// [`settle`] with a person's answer to the scope question: `Large` or `Small` (medium and
 /// small collapse the same way) in place of an unknown verdict.
-pub fn settle_with(
+pub fn settle_with<'a>(
     ctx: &Context,
-    session: Option<&str>,
+    session: impl Into<Target<'a>>,
     index: usize,
     answer: Option<ScopeVerdict>,
 ) -> Result<Settled> {
@@ -305,7 +306,8 @@ pub fn settle_with(
         expect_revision: Some(s.revision()),
         ..DecideArgs::default()
     };
-    decide::run(ctx, session, &args, &Planner).map(Settled::Decided)
+    // The session the transaction found, re-read by decide under its own lock.
+    decide::run(ctx, &Handle::of(&s), &args, &Planner).map(Settled::Decided)
 }
 
 #[cfg(test)]

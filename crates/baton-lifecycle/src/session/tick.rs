@@ -23,10 +23,11 @@ use baton_engine::task_driver::{TaskEnd, TaskReport};
 use baton_engine::task_run::{self, ClaimedTask, TaskContinuation, TaskDef};
 use baton_llm::{Message, Usage};
 use baton_ralph::Context;
-use baton_ralph::discovery::{self, Pick};
+use baton_ralph::discovery::Pick;
 use baton_ralph::error::{RalphError, Result};
 use baton_ralph::session::Session;
 use baton_ralph::verbs::{control, next};
+use baton_ralph::{Handle, Target};
 use baton_store::{NewTaskRun, Phase, Project, RunKind, RunMetadata};
 use baton_tools::ToolsConfig;
 use serde_json::Value;
@@ -183,25 +184,25 @@ fn wait_reason(waiting: Option<&Value>) -> WaitReason {
 }
 
 /// Runs the next execution step of the session, or continues the one we hold.
-pub async fn run_step(
+pub async fn run_step<'a>(
     ctx: &Context,
-    session: Option<&str>,
+    session: impl Into<Target<'a>>,
     settings: StepSettings<'_>,
 ) -> Result<StepTick> {
-    let s = discovery::find(ctx, session, Pick::Active)?.into_session()?;
+    let (h, s) = session.into().open(ctx, Pick::Active)?;
     if let Some(index) = ours(&s, settings.owner) {
         match step_run::read_link(&s, index, settings.owner) {
             Some(link) => {
-                return continue_step(ctx, session, &s, index, link, None, settings).await;
+                return continue_step(ctx, &h, &s, index, link, None, settings).await;
             }
             None => match adopt_orphan(&s, index, settings.owner, settings.project)? {
                 // Killed between the run's creation and its link: the run never ran.
                 Some(link) => {
-                    return continue_step(ctx, session, &s, index, link, None, settings).await;
+                    return continue_step(ctx, &h, &s, index, link, None, settings).await;
                 }
                 // Killed before the run existed: nothing ran; claim the step again.
                 None => {
-                    control::release(ctx, session, true, None)?;
+                    control::release(ctx, &h, true, None)?;
                 }
             },
         }
@@ -209,7 +210,7 @@ pub async fn run_step(
     // The step's args are filled in the claim's own write.
     let claimed = next::run_prepared(
         ctx,
-        session,
+        &h,
         Some(settings.owner),
         None,
         super::args::resolve_first_pending,
@@ -219,7 +220,7 @@ pub async fn run_step(
         .map(|i| i as usize)
         .ok_or_else(|| RalphError::usage("NEXT_OUTPUT_INVALID", "next named no step index"))?;
     let prompt = claimed.json["prompt"].as_str().unwrap_or_default();
-    let s = discovery::find(ctx, session, Pick::Active)?.into_session()?;
+    let s = h.load()?;
     let (owner, claimed_at) = step_run::current_claim(&s, index, settings.owner)
         .ok_or_else(|| RalphError::usage("CLAIM_LOST", "the step just claimed is not ours"))?;
     let (task_ref, agent) = task_name(&s, index);
@@ -239,18 +240,18 @@ pub async fn run_step(
     };
     // Before the first model call: a kill from here on continues this run.
     step_run::write_link(&s, index, &link)?;
-    drive(ctx, session, &s, index, task, &settings).await
+    drive(ctx, &h, &s, index, task, &settings).await
 }
 
 /// Answers the question step run of the step we hold waits on, and ends the step as its run
 /// ends.
-pub async fn answer_step(
+pub async fn answer_step<'a>(
     ctx: &Context,
-    session: Option<&str>,
+    session: impl Into<Target<'a>>,
     text: &str,
     settings: StepSettings<'_>,
 ) -> Result<StepTick> {
-    let s = discovery::find(ctx, session, Pick::Active)?.into_session()?;
+    let (h, s) = session.into().open(ctx, Pick::Active)?;
     let Some((index, link)) = ours(&s, settings.owner)
         .and_then(|i| step_run::read_link(&s, i, settings.owner).map(|l| (i, l)))
     else {
@@ -259,14 +260,14 @@ pub async fn answer_step(
             "no step of this session waits for an answer",
         ));
     };
-    continue_step(ctx, session, &s, index, link, Some(text), settings).await
+    continue_step(ctx, &h, &s, index, link, Some(text), settings).await
 }
 
 /// Continues the linked run of step `index`: applies an end it already reached, reports a
 /// question it still waits on, or drives it on (with `answer`, when one is given).
 async fn continue_step(
     ctx: &Context,
-    session: Option<&str>,
+    h: &Handle,
     s: &Session,
     index: usize,
     link: Link,
@@ -278,14 +279,7 @@ async fn continue_step(
         .get_run(&link.run_id)
         .map_err(|e| RalphError::failed(e.code(), e.to_string()))?;
     if let Some(end) = logged_end(&run, answer.is_some()) {
-        return apply(
-            ctx,
-            session,
-            index,
-            link.run_id,
-            nothing_done(end),
-            &settings,
-        );
+        return apply(ctx, h, index, link.run_id, nothing_done(end), &settings);
     }
     let continuation = match answer {
         Some(text) => TaskContinuation::Answer(text.to_string()),
@@ -293,7 +287,7 @@ async fn continue_step(
     };
     let task =
         task_run::claim_task(settings.project, &link.run_id, continuation).map_err(engine_error)?;
-    drive(ctx, session, s, index, task, &settings).await
+    drive(ctx, h, s, index, task, &settings).await
 }
 
 /// An end the run already reached that needs no model: out of turns before the kill (what
@@ -326,7 +320,7 @@ fn logged_end(run: &RunMetadata, answering: bool) -> Option<TaskEnd> {
 /// Drives the claimed run, saves its trace, and ends the step as the run ended.
 async fn drive(
     ctx: &Context,
-    session: Option<&str>,
+    h: &Handle,
     s: &Session,
     index: usize,
     task: ClaimedTask,
@@ -355,13 +349,13 @@ async fn drive(
     // The trace is kept whatever happened: it is what a replay needs.
     models.save()?;
     let finished = driven.map_err(engine_error)?;
-    apply(ctx, session, index, run_id, finished.report, settings)
+    apply(ctx, h, index, run_id, finished.report, settings)
 }
 
 /// What the end of a step's run does to the session.
 fn apply(
     ctx: &Context,
-    session: Option<&str>,
+    h: &Handle,
     index: usize,
     run_id: String,
     report: TaskReport,
@@ -372,11 +366,11 @@ fn apply(
         TaskEnd::Finished { verdict } => {
             let called =
                 Completion::from_json(verdict).map_err(|e| RalphError::usage(e.code, e.message))?;
-            let (c, _) = finish_step(ctx, session, index, owner, Some(called))?;
+            let (c, _) = finish_step(ctx, h, index, owner, Some(called))?;
             StepEnd::Recorded(c)
         }
         TaskEnd::Failed { code, .. } if *code == MAX_TURNS_EXCEEDED => {
-            let (c, _) = finish_step(ctx, session, index, owner, None)?;
+            let (c, _) = finish_step(ctx, h, index, owner, None)?;
             StepEnd::Recorded(c)
         }
         TaskEnd::Failed { code, message } => StepEnd::Interrupted {

@@ -9,6 +9,7 @@
 
 use crate::Context;
 use crate::error::{RalphError, Result};
+use crate::handle::Target;
 use crate::lease::Lease;
 use crate::schema::COMPLETION_STATUSES;
 use crate::session::Step;
@@ -73,7 +74,11 @@ enum Done {
     Again(usize),
 }
 
-pub fn run(ctx: &Context, session: Option<&str>, args: &CompleteArgs) -> Result<Output> {
+pub fn run<'a>(
+    ctx: &Context,
+    session: impl Into<Target<'a>>,
+    args: &CompleteArgs,
+) -> Result<Output> {
     // maestro's parser takes `-1` for an option it does not know, before anything else.
     if args.index.starts_with('-') && args.index.len() > 1 {
         return Err(RalphError::OptionUnknown(args.index.clone()));

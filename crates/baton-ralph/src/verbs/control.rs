@@ -6,6 +6,7 @@
 use crate::Context;
 use crate::claim::{self, Liveness};
 use crate::error::{RalphError, Result};
+use crate::handle::Target;
 use crate::lease;
 use crate::session::Session;
 use crate::store::{self, Change};
@@ -42,9 +43,9 @@ fn require_active(s: &Session, action: &'static str) -> Result<()> {
 /// `skip <i> [--reason T] [--force]`: a pending or failed step becomes `skipped` (a skipped
 /// step needs no confirmation for the session to complete). A running step or a decision gate
 /// is skipped only with `--force`: skipping a gate bypasses a quality check.
-pub fn skip(
+pub fn skip<'a>(
     ctx: &Context,
-    session: Option<&str>,
+    session: impl Into<Target<'a>>,
     index: &str,
     reason: Option<&str>,
     force: bool,
@@ -104,7 +105,11 @@ pub fn mark_skipped(s: &mut Session, i: usize, reason: Option<&str>) {
 }
 
 /// `pause`: running → paused (already paused: nothing to do).
-pub fn pause(ctx: &Context, session: Option<&str>, expect: Option<u64>) -> Result<Output> {
+pub fn pause<'a>(
+    ctx: &Context,
+    session: impl Into<Target<'a>>,
+    expect: Option<u64>,
+) -> Result<Output> {
     let (changed, s) = store::transact(ctx, session, expect, |s| {
         require_active(s, "paused")?;
         if s.status() == "paused" {
@@ -125,7 +130,11 @@ pub fn pause(ctx: &Context, session: Option<&str>, expect: Option<u64>) -> Resul
 /// (completed, skipped, failed — and pending or out of range, the deadlock maestro leaves),
 /// puts running steps nobody points at back to pending, paused → running, and resets
 /// `consec_exit2_count`.
-pub fn resume(ctx: &Context, session: Option<&str>, expect: Option<u64>) -> Result<Output> {
+pub fn resume<'a>(
+    ctx: &Context,
+    session: impl Into<Target<'a>>,
+    expect: Option<u64>,
+) -> Result<Output> {
     let (repairs, s) = store::transact(ctx, session, expect, |s| {
         require_active(s, "resumed")?;
         let mut repairs = Vec::new();
@@ -185,9 +194,9 @@ pub fn resume(ctx: &Context, session: Option<&str>, expect: Option<u64>) -> Resu
 /// `abandon [--reason T]`: the session stops for good. maestro's schema has no `abandoned`
 /// status, so it becomes `failed` with `abandoned_at` (and `abandon_reason`) recorded; a
 /// claimed step is released.
-pub fn abandon(
+pub fn abandon<'a>(
     ctx: &Context,
-    session: Option<&str>,
+    session: impl Into<Target<'a>>,
     reason: Option<&str>,
     expect: Option<u64>,
 ) -> Result<Output> {
@@ -218,9 +227,9 @@ pub fn abandon(
 /// `release [--force]`: frees the claimed step (back to pending) when its owner is a process
 /// of this host that is gone; anything else needs `--force`, which also frees the session's
 /// lease (maestro v0.5's `execution_owner` and `lease_id`; `owner_epoch` is kept).
-pub fn release(
+pub fn release<'a>(
     ctx: &Context,
-    session: Option<&str>,
+    session: impl Into<Target<'a>>,
     force: bool,
     expect: Option<u64>,
 ) -> Result<Output> {

@@ -15,9 +15,11 @@
 
 use crate::Context;
 use crate::decisions;
+use crate::discovery::Pick;
 use crate::error::{RalphError, Result};
 pub use crate::gate::{Adjusted, apply_guards, parse_confidence, parse_verdict};
 use crate::gate::{Class, claimable_gate, class, kind, settle};
+use crate::handle::Target;
 use crate::milestone_gate::{self as milestone, MilestonePlanner};
 use crate::session::Session;
 use crate::store::{self, Change};
@@ -52,9 +54,9 @@ struct Decided {
 }
 
 /// Decides the gate `args` name; `planner` works out what `proceed` on the milestone gate does.
-pub fn run(
+pub fn run<'a>(
     ctx: &Context,
-    session: Option<&str>,
+    session: impl Into<Target<'a>>,
     args: &DecideArgs,
     planner: &dyn MilestonePlanner,
 ) -> Result<Output> {
@@ -135,15 +137,15 @@ pub fn run(
 
 /// `advance`: settles the pending `post-milestone` gate (the first step not finished must be
 /// it) with `proceed`: the next milestone's chain, or the end of the session.
-pub fn advance(
+pub fn advance<'a>(
     ctx: &Context,
-    session: Option<&str>,
+    session: impl Into<Target<'a>>,
     planning_mode: Option<String>,
     dry_run: bool,
     expect_revision: Option<u64>,
     planner: &dyn MilestonePlanner,
 ) -> Result<Output> {
-    let s = crate::discovery::find(ctx, session, crate::discovery::Pick::Active)?.into_session()?;
+    let (h, s) = session.into().open(ctx, Pick::Active)?;
     let open = s
         .all_steps()
         .find(|st| !matches!(st.status(), "completed" | "skipped"));
@@ -170,7 +172,7 @@ pub fn advance(
         planning_mode,
         ..DecideArgs::default()
     };
-    run(ctx, session.or(Some(&s.id)), &args, planner)
+    run(ctx, &h, &args, planner)
 }
 
 fn report(s: &Session, d: &Decided, args: &DecideArgs) -> Output {

@@ -12,6 +12,7 @@ use crate::Context;
 use crate::anchor;
 use crate::check::{self, Scope};
 use crate::error::{RalphError, Result};
+use crate::handle::Target;
 use crate::lease::Lease;
 use crate::manifest;
 use crate::prompt::{self, Layout, Loaded};
@@ -33,9 +34,9 @@ pub struct Claimed {
     owner: String,
 }
 
-pub fn run(
+pub fn run<'a>(
     ctx: &Context,
-    session: Option<&str>,
+    session: impl Into<Target<'a>>,
     owner: Option<&str>,
     expect_revision: Option<u64>,
 ) -> Result<Output> {
@@ -52,9 +53,9 @@ pub fn run(
 /// [`run`] that lets `prepare` change the session first, under the same lock and in the same
 /// write: the session loop fills the next step's args this way, without a status.json write
 /// (two fsyncs) of its own.
-pub fn run_prepared(
+pub fn run_prepared<'a>(
     ctx: &Context,
-    session: Option<&str>,
+    session: impl Into<Target<'a>>,
     owner: Option<&str>,
     expect_revision: Option<u64>,
     prepare: impl FnOnce(&mut Session),
@@ -79,9 +80,9 @@ enum Outcome {
 /// [`run_prepared`] with maestro v0.5.50's lease flags (`--execution-owner`, `--lease-id`,
 /// `--owner-epoch`): checked before anything else and recorded with the claim. The claim's
 /// owner is `owner`, else the execution owner, else the caller (`pid@host`).
-pub fn run_with(
+pub fn run_with<'a>(
     ctx: &Context,
-    session: Option<&str>,
+    session: impl Into<Target<'a>>,
     owner: Option<&str>,
     lease: &Lease,
     expect_revision: Option<u64>,
