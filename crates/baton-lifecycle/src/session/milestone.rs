@@ -20,8 +20,9 @@
 //! person is asked (the question [`question`]); independent then runs each phase's stages in
 //! turn (their args name the phase number), and the milestone-level stages once at the end.
 //!
-//! Everything is applied in the same locked write as the gate's decision
-//! ([`baton_ralph::verbs::decide`]), so a kill leaves either the gate pending or the advance
+//! This module works the outcome out ([`evaluate`]; [`Planner`] hands it to ralph's `decide`);
+//! ralph applies it in the same locked write as the gate's decision
+//! ([`baton_ralph::milestone_gate`]), so a kill leaves either the gate pending or the advance
 //! done, never half of it.
 
 use super::build::goals::Goal;
