@@ -14,7 +14,6 @@ use super::run_state::{self, RunEpicState};
 use baton_bmad::keys::{self, KeyKind};
 use baton_bmad::layout;
 use baton_bmad::sprint::{self, SprintStatus};
-use baton_store::Store;
 use serde::Serialize;
 use std::collections::HashSet;
 use std::path::Path;
@@ -48,7 +47,7 @@ pub struct StoryRow {
     pub file_status: Option<String>,
     /// The phase runs made for this story, oldest first (from baton's progress record).
     pub runs: Vec<PhaseRunLink>,
-    /// The tokens (and cost, where priced) of those runs, summed (see `budget::fill_usage`).
+    /// The tokens (and cost, where priced) of those runs, summed (see `status_board::fill_usage`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<baton_llm::Usage>,
 }
@@ -64,7 +63,7 @@ pub struct PhaseRunLink {
     pub review_cycle: u32,
     /// `completed`, `waiting`, `failed`, or empty while it runs.
     pub result: String,
-    /// The run's tokens and cost (see `budget::fill_usage`).
+    /// The run's tokens and cost (see `status_board::fill_usage`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<baton_llm::Usage>,
 }
@@ -108,7 +107,7 @@ pub struct EpicRow {
     pub key: String,
     pub status: String,
     pub stories: Vec<StoryRow>,
-    /// The stories' usage, summed (see `budget::fill_usage`).
+    /// The stories' usage, summed (see `status_board::fill_usage`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<baton_llm::Usage>,
 }
@@ -174,7 +173,7 @@ pub struct Board {
     /// Where story files were looked for.
     pub story_files: baton_bmad::story_files::SearchInfo,
     /// A parallel epic: the stories in flight with their phase, worktree branch and folder, and
-    /// why the others wait (see [`super::parallel_board`]). Set by [`status_board`].
+    /// why the others wait (see [`super::parallel_board`]). Set by `status_board`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parallel: Option<super::parallel_board::ParallelBoard>,
 }
@@ -269,17 +268,6 @@ pub fn status(project: &Path, epic: Option<&str>) -> Result<Board> {
         story_files: files.info(),
         parallel: None,
     })
-}
-
-/// The board as `baton epic status` and the web board show it: [`status`], with the schedule
-/// of a parallel epic (its stories in flight, why the others wait: see
-/// [`super::parallel_board::fill`]) and the tokens of the phase runs
-/// ([`super::budget::fill_usage`]).
-pub fn status_board(store: &Store, project: &Path, epic: Option<&str>) -> Result<Board> {
-    let mut board = status(project, epic)?;
-    super::parallel_board::fill(&mut board, store.home(), project);
-    super::budget::fill_usage(&mut board, store, project);
-    Ok(board)
 }
 
 /// The phase runs baton's progress record names for `project` (story, phase, run id), oldest

@@ -1,17 +1,15 @@
 //! Budgets and usage of an epic: the caps each phase run is driven under (the story's and the
-//! epic's, with what their other runs spent), the stop a capped run makes, and the tokens and
-//! cost the board shows per run, story and epic.
+//! epic's, with what their other runs spent) and the stop a capped run makes; the tokens and
+//! cost the board shows per run, story and epic are `status_board`'s.
 //!
 //! What a run spent is read from its own records (its audit log, see
 //! [`baton_engine::spend`]), so a budget holds across stops, kills and resumes.
 
-use super::board::Board;
-use super::story::Ctx;
+use crate::ctx::Ctx;
+pub use crate::status_board::fill_usage;
 use baton_engine::spend::{self, BudgetConfig, Cap, Spent};
-use baton_llm::{Price, Usage};
-use baton_store::{Project, Store};
+use baton_llm::Price;
 use serde_json::Value;
-use std::path::Path;
 
 /// What the runs of the loop's record spent, but `except`: in total, and for `story`.
 fn spent_by_others(
@@ -83,44 +81,4 @@ pub fn check_price(budget: &BudgetConfig, price: Option<Price>, model: &str) -> 
         },
     ];
     spend::check_price(&caps, price, model).map_err(|s| s.message)
-}
-
-/// The usage of one run of `project`: its records, else its `run.json`.
-fn run_usage(project: &Project, run_id: &str) -> Option<Usage> {
-    let recorded = spend::recorded(&project.run_paths(run_id).execution_log, None);
-    if recorded.calls > 0 {
-        return Some(recorded.usage);
-    }
-    project
-        .get_run(run_id)
-        .ok()
-        .and_then(|r| r.usage)
-        .map(|u| spend::usage_of(&u))
-}
-
-/// Fills the usage of every phase run on the board, and the sums per story and per epic, from
-/// the runs in `store` (the board alone reads only the project's files).
-pub fn fill_usage(board: &mut Board, store: &Store, project_root: &Path) {
-    let Ok(project) = store.project(project_root) else {
-        return;
-    };
-    for epic in &mut board.epics {
-        let mut epic_sum = Usage::default();
-        for story in &mut epic.stories {
-            let mut story_sum = Usage::default();
-            for run in &mut story.runs {
-                run.usage = run_usage(&project, &run.run_id);
-                if let Some(u) = run.usage {
-                    story_sum.add(u);
-                }
-            }
-            if !story.runs.is_empty() {
-                epic_sum.add(story_sum);
-                story.usage = Some(story_sum);
-            }
-        }
-        if epic.stories.iter().any(|s| s.usage.is_some()) {
-            epic.usage = Some(epic_sum);
-        }
-    }
 }

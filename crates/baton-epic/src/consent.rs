@@ -13,19 +13,14 @@
 //! Any other answer is not guessed at: the question is asked again, saying why.
 
 use super::agent_state::{AgentState, Question};
-use super::error::Result;
-use super::events::EpicEvent;
 use super::findings::Findings;
-use super::orchestrator::{EpicOutcome, now};
-use super::story::Ctx;
 use baton_bmad::keys::{self, KeyKind};
 use baton_bmad::layout::Layout;
-use baton_bmad::phase::Phase;
 use baton_bmad::sprint::{self, Entry, SprintStatus};
 
 /// Why the block fields of an agent-state file name the sprint status.
-const BLOCKED_AT: &str = "sprint-status";
-const REASON: &str = "critical_decision";
+pub(crate) const BLOCKED_AT: &str = "sprint-status";
+pub(crate) const REASON: &str = "critical_decision";
 
 /// The question about a story whose value BMAD does not define. It names the value (not the
 /// line), so the same value is the same question after other lines of the file change.
@@ -48,7 +43,7 @@ pub fn epic_question(shown: &str, epic: &str, status: &str) -> String {
     )
 }
 
-fn word(answer: &str) -> String {
+pub(crate) fn word(answer: &str) -> String {
     answer
         .trim()
         .trim_matches(['`', '"', '\'', '.', '!'])
@@ -57,13 +52,13 @@ fn word(answer: &str) -> String {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum StoryAnswer {
+pub(crate) enum StoryAnswer {
     Skip,
     Set(&'static str),
     Unclear,
 }
 
-fn story_answer(answer: &str) -> StoryAnswer {
+pub(crate) fn story_answer(answer: &str) -> StoryAnswer {
     let w = word(answer);
     if matches!(w.as_str(), "skip" | "leave") {
         return StoryAnswer::Skip;
@@ -75,13 +70,13 @@ fn story_answer(answer: &str) -> StoryAnswer {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum EpicAnswer {
+pub(crate) enum EpicAnswer {
     Run,
     Leave,
     Unclear,
 }
 
-fn epic_answer(answer: &str) -> EpicAnswer {
+pub(crate) fn epic_answer(answer: &str) -> EpicAnswer {
     match word(answer).as_str() {
         "run" | "yes" | "y" => EpicAnswer::Run,
         "leave" | "skip" | "stop" | "no" | "n" => EpicAnswer::Leave,
@@ -140,7 +135,7 @@ pub fn runnable_left(sprint: &SprintStatus, n: u32) -> usize {
 }
 
 /// What the loop does with a story whose value BMAD does not define.
-pub(super) enum StoryConsent {
+pub(crate) enum StoryConsent {
     /// Left as it is; the loop goes on.
     Skip,
     /// Ask (or wait for) this question in the story's agent-state file.
@@ -150,151 +145,10 @@ pub(super) enum StoryConsent {
 }
 
 /// What the loop does with an epic whose value BMAD does not define.
-pub(super) enum EpicConsent {
+pub(crate) enum EpicConsent {
     Go,
     Ask(Question),
     Leave,
-}
-
-impl Ctx<'_> {
-    fn agent_for(&self, story: &str, phase: Phase) -> Result<AgentState> {
-        Ok(AgentState::load(&self.layout.dir, &self.layout.rel, story)?
-            .unwrap_or_else(|| AgentState::new(story, phase.as_str())))
-    }
-
-    /// Adds `text` as a pending question (with `context`) to `agent` and saves it.
-    fn ask_in(
-        &self,
-        agent: &mut AgentState,
-        phase: Phase,
-        text: String,
-        context: String,
-    ) -> Result<Question> {
-        let q = agent.ask_new(phase.as_str(), text, context, BLOCKED_AT, REASON);
-        agent.save(&self.layout.dir)?;
-        Ok(q)
-    }
-
-    /// A story whose value BMAD does not define: its question, asked or answered.
-    pub(super) fn story_consent(&mut self, entry: &Entry) -> Result<StoryConsent> {
-        let shown = self.layout.rel_file(sprint::FILE_NAME);
-        let text = story_question(&shown, &entry.key, &entry.status);
-        let phase = Phase::CreateStory;
-        let mut agent = self.agent_for(&entry.key, phase)?;
-        let context = format!(
-            "{shown} line {}: {}",
-            entry.line,
-            keys::not_runnable_reason(&entry.kind, &entry.status)
-        );
-        let Some(q) = agent.questions.iter().find(|q| q.question == text).cloned() else {
-            return Ok(StoryConsent::Ask(
-                self.ask_in(&mut agent, phase, text, context)?,
-            ));
-        };
-        let Some(answer) = q.answer.clone() else {
-            return Ok(StoryConsent::Ask(q));
-        };
-        match story_answer(&answer) {
-            StoryAnswer::Skip => Ok(StoryConsent::Skip),
-            StoryAnswer::Set(status) => {
-                let mut s = self.sprint()?;
-                if s.set_consented(&entry.key, status, &now())? {
-                    s.save()?;
-                    self.emit(EpicEvent::Status {
-                        key: entry.key.clone(),
-                        status: status.to_string(),
-                    });
-                }
-                agent.remove(&q.id);
-                agent.save(&self.layout.dir)?;
-                Ok(StoryConsent::Set(status))
-            }
-            StoryAnswer::Unclear => {
-                agent.remove(&q.id);
-                let context = format!(
-                    "{context}. The answer `{}` was none of: skip, backlog, ready-for-dev, \
-                     in-progress, review, done.",
-                    answer.trim()
-                );
-                Ok(StoryConsent::Ask(
-                    self.ask_in(&mut agent, phase, text, context)?,
-                ))
-            }
-        }
-    }
-
-    /// The epic of the loop, before its story `story` (at `phase`) starts: when the epic's
-    /// value is one BMAD does not define, its question, asked or answered.
-    pub(super) fn epic_consent(&mut self, story: &str, phase: Phase) -> Result<EpicConsent> {
-        let sprint = self.sprint()?;
-        let Some(epic) = sprint.epic_entry(self.epic).cloned() else {
-            return Ok(EpicConsent::Go);
-        };
-        if keys::defined(&epic.kind, &epic.status) {
-            return Ok(EpicConsent::Go);
-        }
-        let shown = self.layout.rel_file(sprint::FILE_NAME);
-        let text = epic_question(&shown, &epic.key, &epic.status);
-        let context = format!(
-            "{shown} line {}: {}",
-            epic.line,
-            keys::not_runnable_reason(&epic.kind, &epic.status)
-        );
-        let mut agent = self.agent_for(story, phase)?;
-        let Some(q) = agent.questions.iter().find(|q| q.question == text).cloned() else {
-            return Ok(EpicConsent::Ask(
-                self.ask_in(&mut agent, phase, text, context)?,
-            ));
-        };
-        let Some(answer) = q.answer.clone() else {
-            return Ok(EpicConsent::Ask(q));
-        };
-        match epic_answer(&answer) {
-            EpicAnswer::Run => {
-                let mut s = self.sprint()?;
-                if s.set_consented(&epic.key, "in-progress", &now())? {
-                    s.save()?;
-                    self.emit(EpicEvent::Status {
-                        key: epic.key.clone(),
-                        status: "in-progress".into(),
-                    });
-                }
-                agent.remove(&q.id);
-                agent.save(&self.layout.dir)?;
-                Ok(EpicConsent::Go)
-            }
-            EpicAnswer::Leave => {
-                agent.remove(&q.id);
-                agent.save(&self.layout.dir)?;
-                Ok(EpicConsent::Leave)
-            }
-            EpicAnswer::Unclear => {
-                agent.remove(&q.id);
-                let context = format!(
-                    "{context}. The answer `{}` was neither `run` nor `leave`.",
-                    answer.trim()
-                );
-                Ok(EpicConsent::Ask(
-                    self.ask_in(&mut agent, phase, text, context)?,
-                ))
-            }
-        }
-    }
-
-    /// The person left the epic as it is: nothing changes, the loop stops. A story taken up
-    /// only now is let go (one with phase runs stays where it stands).
-    pub(super) fn leave_epic(&mut self) -> Result<EpicOutcome> {
-        if let Some(sp) = &self.progress.story
-            && !self.progress.runs.iter().any(|r| r.story_key == sp.key)
-        {
-            self.progress.story = None;
-        }
-        self.emit(EpicEvent::Note(format!(
-            "{} left as it is, as you answered; none of its stories ran",
-            keys::epic_key(self.epic)
-        )));
-        self.finish()
-    }
 }
 
 #[cfg(test)]

@@ -154,6 +154,11 @@ pub fn commit_message(story_key: &str, story_file: Option<&str>) -> String {
     format!("story {story_key}: {title}")
 }
 
+/// A commit id as messages show it.
+pub(crate) fn short(id: &str) -> &str {
+    id.get(..13).unwrap_or(id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

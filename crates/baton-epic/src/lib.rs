@@ -10,6 +10,8 @@ pub mod budget;
 pub mod bundled;
 pub mod config;
 pub mod consent;
+mod consent_ask;
+mod ctx;
 pub mod error;
 pub mod events;
 pub mod findings;
@@ -24,8 +26,10 @@ mod method_run;
 mod method_verdict;
 pub mod models;
 pub mod orchestrator;
+pub mod outcome;
 pub mod parallel;
 pub mod parallel_board;
+mod parallel_state;
 pub mod phase_run;
 pub mod pipeline;
 pub mod progress;
@@ -35,6 +39,7 @@ pub mod review;
 pub mod run_state;
 pub mod schedule;
 pub mod specs;
+pub mod status_board;
 pub mod stories_mode;
 pub mod story;
 mod story_lookup;
@@ -43,7 +48,7 @@ pub mod worktree;
 
 pub use agent_state::{AgentState, Question};
 pub use baton_bmad::Phase;
-pub use board::{Board, status, status_board};
+pub use board::{Board, status};
 pub use error::{EpicError, ErrorKind};
 pub use events::EpicEvent;
 pub use models::ModelSource;
@@ -51,6 +56,7 @@ pub use orchestrator::{
     AskFn, Command, EpicOutcome, EpicReport, EpicSettings, PlannedStory, execute, execute_parallel,
     execute_queued, preflight,
 };
+pub use status_board::status_board;
 
 use std::path::Path;
 

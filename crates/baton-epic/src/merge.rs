@@ -40,7 +40,6 @@ use super::error::{EpicError, Result};
 use super::verify::{self, CommandResult, Verdict};
 use super::worktree::{self, Worktree, Worktrees};
 use baton_tools::{TerminalRuntime, TerminalSettings};
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
@@ -52,32 +51,7 @@ const PATHS_PER_COMMAND: usize = 500;
 /// Times the merge starts over when the epic's branch moved under it.
 const MAX_RESTARTS: usize = 3;
 
-/// A merge under way, in the worktree's record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(
-    tag = "step",
-    rename_all = "kebab-case",
-    rename_all_fields = "camelCase",
-    deny_unknown_fields
-)]
-pub enum MergeStep {
-    /// Rebasing the story's commit onto `tip`.
-    Rebasing { tip: String, story: String },
-    /// The rebase conflicted: the worktree is being put on `tip` with the changes of commit
-    /// `story` applied and the conflicts marked.
-    Conflict {
-        tip: String,
-        story: String,
-        files: Vec<String>,
-        tail: String,
-    },
-    /// The verify commands run on `rebased` (a commit on `tip`).
-    Verifying { tip: String, rebased: String },
-    /// The epic's branch moves from `tip` to `commit`, then the main work tree follows.
-    Advancing { tip: String, commit: String },
-    /// Done: the epic's branch has `commit`.
-    Merged { commit: String },
-}
+pub use crate::worktree::MergeStep;
 
 /// How a merge ended.
 #[derive(Debug, Clone)]

@@ -17,10 +17,10 @@ use super::agent_state::{AgentState, Question};
 use super::error::Result;
 use super::events::EpicEvent;
 use super::method::snapshot::{self, MethodSnapshot};
-use super::orchestrator::EpicOutcome;
+use super::outcome::EpicOutcome;
 use super::progress::FailureDetail;
 use super::specs::{self, Specs};
-use super::story::Ctx;
+use crate::ctx::Ctx;
 use baton_bmad::phase::Phase;
 
 /// The code the loop stops with when nobody can answer.

@@ -19,7 +19,7 @@ use super::method::render::{self, Rendered};
 use super::phase_run::{OwnedFiles, runner_error, same_run};
 use super::progress::{InFlight, StoryProgress};
 use super::specs::{MethodSpec, PhaseSpec};
-use super::story::{Ctx, PhaseEnd};
+use crate::ctx::{Ctx, PhaseEnd};
 use baton_bmad::phase::Phase;
 use baton_bmad::sprint::{self, SprintStatus};
 use baton_engine::EngineEvent;
@@ -29,7 +29,7 @@ use baton_llm::Message;
 use baton_store::{NewTaskRun, Phase as RunPhase, RunKind};
 use std::time::Duration;
 
-use super::orchestrator::now;
+use super::progress::now;
 
 /// The file that says a run's `@pkg` holds its rendered skill (written last).
 const PLACED: &str = ".baton-rendered";

@@ -19,7 +19,7 @@ use super::error::{EpicError, Result};
 use super::method::files::Reader;
 use super::progress::{InFlight, Mark};
 use super::review::{self, Review};
-use super::story::Ctx;
+use crate::ctx::Ctx;
 use baton_bmad::phase::Phase;
 use sha2::{Digest, Sha256};
 

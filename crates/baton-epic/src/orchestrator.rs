@@ -12,7 +12,7 @@ use super::git;
 use super::lock;
 use super::models::{ModelSource, Models};
 use super::pipeline::Pipeline;
-use super::progress::{FailureDetail, Progress, Target};
+use super::progress::{Progress, Target};
 use super::review::Review;
 use super::run_state::{self, RunEpicState};
 use super::specs;
@@ -24,37 +24,10 @@ use baton_store::Store;
 use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
+pub use super::outcome::{AskFn, Command, EpicOutcome, PlannedStory};
+use super::progress::now;
 use super::stories_mode;
-use super::story::Ctx;
-
-/// What the command asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Command {
-    /// `baton epic run <EPIC> [--max-stories N]`
-    Run {
-        epic: String,
-        max_stories: Option<u32>,
-    },
-    /// `baton epic story <STORY_KEY>`
-    Story { key: String },
-    /// `baton epic run --stories <FOLDER> [--max-stories N]`: the stories of a BMAD 6.12 spec
-    /// folder's `stories.yaml`, in list order (see [`super::stories_mode`]).
-    Stories {
-        folder: String,
-        max_stories: Option<u32>,
-    },
-    /// `baton epic resume`
-    Resume,
-    /// `baton epic answer <STORY_KEY> [--question ID] <TEXT>`, then resume.
-    Answer {
-        story: String,
-        question: Option<String>,
-        text: String,
-    },
-}
-
-/// Answers a question for a person (an interactive terminal); `None` pauses the loop.
-pub type AskFn<'a> = &'a mut (dyn FnMut(&str, &Question) -> Option<String> + Send);
+use crate::ctx::Ctx;
 
 pub struct EpicSettings<'a> {
     pub source: ModelSource<'a>,
@@ -68,49 +41,6 @@ pub struct EpicSettings<'a> {
     /// Hard budgets: `tokens`/`usd` on the epic, `tokens_per_story`/`usd_per_story` on each
     /// story (see [`baton_engine::spend`]).
     pub budget: baton_engine::spend::BudgetConfig,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum EpicOutcome {
-    /// Nothing left to do under the target (the epic may be done, or `--max-stories` was reached).
-    Done { epic_done: bool },
-    /// Paused on a question (exit code 10).
-    Waiting { story: String, question: Question },
-    /// Paused on a failure (exit code 1).
-    Paused { failure: FailureDetail },
-    /// Paused by `baton epic stop`.
-    Stopped,
-    /// Stopped by Ctrl-C / SIGTERM between two steps.
-    Interrupted,
-    /// Paused before a model call that could cross a budget (exit code 12): the phase run is
-    /// idle and a resume with a larger budget goes on with it. `budget` is `{scope, kind,
-    /// limit, spent, estimate}`.
-    Budget {
-        story: String,
-        phase: Phase,
-        run_id: Option<String>,
-        message: String,
-        budget: serde_json::Value,
-    },
-    /// `--dry-run`: what would run; with `--parallel N` (or `[autopilot] parallel`), which
-    /// stories would run together and why the others wait.
-    Planned {
-        plan: Vec<PlannedStory>,
-        parallel: Option<super::parallel_board::ParallelBoard>,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlannedStory {
-    pub key: String,
-    pub status: String,
-    /// The phase the story would start at.
-    pub phase: Phase,
-    /// The story's file (project-relative), when found once.
-    pub file: Option<String>,
-    /// Why it starts where it does when sprint-status alone would say otherwise (its file is
-    /// further along), or what is wrong with its file.
-    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -131,14 +61,6 @@ pub struct EpicReport {
     /// Stories of the epic another `baton epic run` would run without asking (not done, in a
     /// status BMAD defines, the epic too).
     pub runnable_left: usize,
-}
-
-pub(super) fn now() -> String {
-    baton_store::time::now_rfc3339()
-}
-
-pub(super) fn short(id: &str) -> &str {
-    id.get(..13).unwrap_or(id)
 }
 
 /// The project, its baton.toml and the folder of sprint-status.yaml (which a stories-mode
@@ -173,7 +95,7 @@ pub fn preflight(project: &Path, command: &Command) -> Result<()> {
     let state_shown = layout.rel_file(run_state::FILE_NAME);
     let state = RunEpicState::load(&layout.dir, &state_shown)?;
     let progress = Progress::load(&layout.dir, &layout.rel)?;
-    match stories_mode::run::select(None, &root, command, state.as_ref())? {
+    match stories_mode::walk::select(None, &root, command, state.as_ref())? {
         Some(run) => {
             let progress = run.plan_target(command, progress)?;
             run.check(&progress)?;
@@ -245,7 +167,7 @@ async fn execute_with<'a>(
     if stories_command && !layout.dir.is_open() && !settings.dry_run {
         // A stories-mode project may have no implementation artifacts yet: the loop's own
         // files go there.
-        stories_mode::run::create_artifacts(&project_root, &layout.rel)?;
+        stories_mode::walk::create_artifacts(&project_root, &layout.rel)?;
         layout = layout::resolve(&project_root, config.implementation_artifacts.as_deref())?;
     }
     let started = std::time::SystemTime::now();
@@ -258,7 +180,7 @@ async fn execute_with<'a>(
     let state_shown = layout.rel_file(run_state::FILE_NAME);
     let state = RunEpicState::load(&layout.dir, &state_shown)?;
     let progress = Progress::load(&layout.dir, &layout.rel)?;
-    let stories = stories_mode::run::select(Some(store), &project_root, &command, state.as_ref())?;
+    let stories = stories_mode::walk::select(Some(store), &project_root, &command, state.as_ref())?;
     let (epic, mut progress, sprint) = match &stories {
         Some(run) => {
             let progress = run.plan_target(&command, progress)?;
@@ -307,7 +229,7 @@ async fn execute_with<'a>(
     let models = Models::new(settings.source, settings.record);
     models.check()?;
     if queue.is_some() && !settings.dry_run {
-        super::queued::preflight(&project_root, &specs)?;
+        super::queued::orchestrate::preflight(&project_root, &specs)?;
     }
     if let Some(sp) = &progress.story {
         AgentState::load(&layout.dir, &layout.rel, &sp.key)?;
@@ -423,7 +345,7 @@ async fn execute_with<'a>(
         on_step: None,
     };
     let looped = match (queue, slots > 1 && ctx.stories.is_none()) {
-        (Some(q), _) => super::queued::run(&mut ctx, slots, started, q).await,
+        (Some(q), _) => super::queued::orchestrate::run(&mut ctx, slots, started, q).await,
         (None, true) => super::parallel::run(&mut ctx, slots, started).await,
         (None, false) => ctx.run_loop().await,
     };

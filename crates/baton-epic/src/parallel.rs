@@ -20,18 +20,18 @@ use super::error::{EpicError, Result};
 use super::events::EpicEvent;
 use super::lock;
 use super::merge::{self, MergeOutcome, MergeSettings};
-use super::orchestrator::{EpicOutcome, now};
+use super::outcome::EpicOutcome;
+use super::progress::now;
 use super::progress::{FailureDetail, Instruction, Progress, StoryProgress, Target};
 use super::run_state::{self, Failure, RunEpicState};
 use super::schedule::{self, Activity, PlanInput};
-use super::story::Ctx;
 use super::worktree::Worktrees;
+use crate::ctx::Ctx;
 use baton_autopilot::untrusted::limit;
 use baton_bmad::keys;
 use baton_bmad::layout::{self, Artifacts, Layout};
 use baton_bmad::phase::Phase;
 use baton_bmad::sprint::{self, SprintStatus};
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -40,65 +40,8 @@ use std::sync::Mutex;
 use std::task::Poll;
 use std::time::{Duration, SystemTime};
 
-pub const FILE_NAME: &str = ".baton-epic-parallel.json";
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ParallelState {
-    pub epic_id: String,
-    pub slots: u32,
-    /// The epic's branch (where approved stories are merged).
-    pub branch: String,
-    /// Stories with a worktree of this epic, in the order they started.
-    pub started: Vec<String>,
-    /// Approved stories waiting to be merged, in approval order.
-    pub queue: Vec<String>,
-    /// Times a merge sent a story back to dev (conflict or failing check).
-    #[serde(default)]
-    pub returned: BTreeMap<String, u32>,
-}
-
-impl ParallelState {
-    pub fn load(dir: &Artifacts) -> Result<Option<ParallelState>> {
-        let Some(bytes) = dir.file(FILE_NAME).read(limit::STATUS)? else {
-            return Ok(None);
-        };
-        serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-            EpicError::failure("EPIC_PARALLEL_STATE_INVALID", format!("{FILE_NAME}: {e}"))
-                .hint("this file is baton's own; `baton epic status` shows the stories in flight")
-        })
-    }
-
-    fn save(&self, dir: &Artifacts) -> Result<()> {
-        let mut bytes = serde_json::to_vec_pretty(self)
-            .map_err(|e| EpicError::failure("EPIC_IO_FAILED", e.to_string()))?;
-        bytes.push(b'\n');
-        dir.file(FILE_NAME).write(&bytes)
-    }
-}
-
-/// Records that `epic_id` runs with `slots` stories in flight (before the loop writes anything).
-pub fn mark(dir: &Artifacts, epic_id: &str, slots: u32) -> Result<()> {
-    let mut st = match ParallelState::load(dir)? {
-        Some(s) if s.epic_id == epic_id => s,
-        _ => ParallelState {
-            epic_id: epic_id.to_string(),
-            ..ParallelState::default()
-        },
-    };
-    if st.slots != slots {
-        st.slots = slots;
-        st.save(dir)?;
-    }
-    Ok(())
-}
-
-/// Whether `resume` should go on in parallel mode: the slots of a parallel epic with stories
-/// still started, for `epic_id`.
-pub fn resumed_slots(dir: &Artifacts, epic_id: &str) -> Option<u32> {
-    let st = ParallelState::load(dir).ok()??;
-    (st.epic_id == epic_id && st.slots > 1).then_some(st.slots)
-}
+use crate::parallel_state::worktree_root_for;
+pub use crate::parallel_state::{FILE_NAME, ParallelState, mark, resumed_slots};
 
 /// Where the worktrees of a project live: `[autopilot] worktrees`, else a folder beside the
 /// store (`<store>-worktrees/<project id>`), never inside it: the store is out of every
@@ -110,27 +53,6 @@ pub(super) fn worktree_root(ctx: &Ctx<'_>) -> PathBuf {
         &ctx.layout.project,
         ctx.config.worktrees.as_deref(),
     )
-}
-
-/// [`worktree_root`] from the store's folder, the project's root (its real path, as the store
-/// registers it) and `[autopilot] worktrees`; registers nothing.
-pub(crate) fn worktree_root_for(
-    store_home: &Path,
-    project_root: &Path,
-    configured: Option<&str>,
-) -> PathBuf {
-    match configured {
-        Some(c) => project_root.join(c),
-        None => {
-            let name = store_home
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "baton".into());
-            store_home
-                .with_file_name(format!("{name}-worktrees"))
-                .join(baton_store::projects::project_id(project_root))
-        }
-    }
 }
 
 /// Files of the artifacts folder that are the orchestrator's (never part of a story's commit).

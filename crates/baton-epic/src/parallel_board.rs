@@ -7,11 +7,10 @@
 //! is what the loop does. Read-only: nothing is created, registered or locked.
 
 use super::agent_state::AgentState;
-use super::board::{Board, PhaseRunLink};
 use super::config::AutopilotConfig;
 use super::error::Result;
 use super::lock;
-use super::parallel::{self, ParallelState};
+use super::parallel_state::{self as parallel, ParallelState};
 use super::progress::{Progress, Target};
 use super::schedule::{self, Activity, Candidate, PlanInput, Why};
 use super::worktree::{self, WorktreeRecord, WorktreeState};
@@ -346,7 +345,10 @@ pub(crate) fn view(inp: &Inputs<'_>) -> Result<Option<ParallelBoard>> {
 
 /// The progress record in a story's worktree (its phase in flight, its runs); `None` when the
 /// worktree or its record cannot be read.
-fn worktree_progress(config: &AutopilotConfig, record: &WorktreeRecord) -> Option<Progress> {
+pub(crate) fn worktree_progress(
+    config: &AutopilotConfig,
+    record: &WorktreeRecord,
+) -> Option<Progress> {
     if record.state != WorktreeState::Ready {
         return None;
     }
@@ -375,83 +377,6 @@ fn clip(text: &str) -> String {
     } else {
         line.to_string()
     }
-}
-
-/// Adds the schedule of the board's epic when it runs in parallel (see [`view`]): the stories
-/// in flight with their phase, worktree branch and folder, and why the others wait. A story in
-/// flight also gets its phase and its phase runs so far on its row. What cannot be read is a
-/// warning of the board, never an error.
-pub fn fill(board: &mut Board, store_home: &Path, project: &Path) {
-    match fill_from_files(board, store_home, project) {
-        Ok(()) => {}
-        Err(e) => board
-            .findings
-            .warnings
-            .push(format!("parallel stories: {}: {}", e.code, e.message)),
-    }
-}
-
-fn fill_from_files(board: &mut Board, store_home: &Path, project: &Path) -> Result<()> {
-    // The epic the autopilot runs, when the board shows it; else the one epic shown.
-    let shown: Vec<&str> = board.epics.iter().map(|e| e.key.as_str()).collect();
-    let epic_id = match &board.epic_id {
-        Some(e) if shown.contains(&e.as_str()) => e.clone(),
-        _ if shown.len() == 1 => shown[0].to_string(),
-        _ => return Ok(()),
-    };
-    let Some(epic) = keys::parse_epic_id(&epic_id) else {
-        return Ok(());
-    };
-    let root =
-        std::fs::canonicalize(project).map_err(super::error::EpicError::io("open", project))?;
-    let config = AutopilotConfig::load(&root)?;
-    let layout = layout::resolve(&root, config.implementation_artifacts.as_deref())?;
-    let sprint = SprintStatus::load(
-        &layout.file(sprint::FILE_NAME),
-        &layout.rel_file(sprint::FILE_NAME),
-    )?;
-    let progress = Progress::load(&layout.dir, &layout.rel).ok().flatten();
-    let Some(view) = view(&Inputs {
-        store_home,
-        layout: &layout,
-        config: &config,
-        sprint: &sprint,
-        epic,
-        slots: None,
-        progress: progress.as_ref(),
-        asker: Asker::Status,
-    })?
-    else {
-        return Ok(());
-    };
-    // Each story in flight: its phase and its runs so far (its worktree's progress record).
-    let records = worktree::records_in(Path::new(&view.worktrees), Some(&epic_id))?;
-    for row in board
-        .epics
-        .iter_mut()
-        .filter(|e| e.key == epic_id)
-        .flat_map(|e| e.stories.iter_mut())
-    {
-        let Some(f) = view.in_flight.iter().find(|f| f.key == row.key) else {
-            continue;
-        };
-        if row.phase.is_none() {
-            row.phase = f.phase.clone();
-            row.review_cycle = f.review_cycle;
-            row.run_id = f.run_id.clone();
-        }
-        let own = records
-            .iter()
-            .find(|r| r.story == row.key)
-            .and_then(|r| worktree_progress(&config, r));
-        for r in own.iter().flat_map(|p| &p.runs) {
-            if r.story_key == row.key && !row.runs.iter().any(|x| x.run_id == r.run_id) {
-                row.runs.push(PhaseRunLink::of(r));
-            }
-        }
-    }
-    board.parallel = Some(view);
-    Ok(())
 }
 
 #[cfg(test)]

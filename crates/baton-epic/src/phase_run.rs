@@ -18,8 +18,8 @@ use baton_engine::{EngineEvent, Outcome};
 use baton_store::Phase as RunPhase;
 use serde_json::{Map, Value, json};
 
-use super::orchestrator::now;
-use super::story::{Ctx, PhaseEnd};
+use super::progress::now;
+use crate::ctx::{Ctx, PhaseEnd};
 
 /// The code of a stopped engine run (Ctrl-C).
 const ABORTED: &str = baton_engine::driver::ABORTED;

@@ -12,6 +12,11 @@ use serde::{Deserialize, Serialize};
 
 pub const FILE_NAME: &str = ".baton-epic-progress.json";
 
+/// The time a record is stamped with (RFC 3339).
+pub(crate) fn now() -> String {
+    baton_store::time::now_rfc3339()
+}
+
 /// Now, in milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()

@@ -20,87 +20,19 @@ use super::git;
 use super::lock;
 use super::method_consent::MethodConsent;
 use super::method_verdict::Judged;
-use super::models::Models;
-use super::pipeline::{Leaves, Pipeline};
-use super::progress::{FailureDetail, Instruction, Progress, StoryProgress, Target};
-use super::run_state::{Failure, RunEpicState};
-use super::specs::Specs;
+use super::pipeline::Leaves;
+use super::progress::{FailureDetail, Instruction, StoryProgress, Target};
+use super::run_state::Failure;
 use super::verify;
 use baton_bmad::keys;
-use baton_bmad::layout::Layout;
 use baton_bmad::phase::Phase;
 use baton_bmad::sprint::{self, SprintStatus};
-use baton_store::{Project, Store};
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
-use super::orchestrator::{AskFn, EpicOutcome, now, short};
-
-/// Everything the loop works with.
-pub(super) struct Ctx<'a> {
-    pub(super) store: &'a Store,
-    pub(super) project: Project,
-    pub(super) layout: Layout,
-    pub(super) config: AutopilotConfig,
-    pub(super) specs: Specs,
-    /// The phases a story goes through (see `pipeline`).
-    pub(super) pipeline: Pipeline,
-    /// `[tools.*]` and `[mcp]` of the store's config and the project's `baton.toml`: the
-    /// ceiling of every phase agent's tools (a dev agent gets `terminal.run` only if enabled).
-    pub(super) tools: baton_tools::ToolsConfig,
-    pub(super) models: Models<'a>,
-    pub(super) ask: Option<AskFn<'a>>,
-    pub(super) on_event: Option<&'a (dyn Fn(EpicEvent) + Send + Sync)>,
-    pub(super) cancel: CancellationToken,
-    /// Hard budgets of the loop (see `budget`).
-    pub(super) budget: baton_engine::spend::BudgetConfig,
-    pub(super) epic: u32,
-    pub(super) state: RunEpicState,
-    pub(super) progress: Progress,
-    pub(super) completed_now: Vec<String>,
-    pub(super) phases_run: usize,
-    /// Stories mode: the spec folder whose `stories.yaml` the loop walks (`None`: the epic's
-    /// stories in `sprint-status.yaml`).
-    pub(super) stories: Option<super::stories_mode::run::StoriesRun>,
-    /// Called after every step that goes on (a phase ended and the story moved on, durably):
-    /// a queue worker checkpoints the story there (see [`super::queued`]).
-    pub(super) on_step: Option<&'a (dyn super::queued::StepHook + Send + Sync)>,
-}
-
-/// How a phase run ended, as the loop sees it.
-pub(super) enum PhaseEnd {
-    Completed,
-    Waiting(Question),
-    Failed {
-        code: String,
-        message: String,
-    },
-    Interrupted,
-    /// Stopped before a model call that could cross a budget; the run is idle.
-    Budget {
-        message: String,
-        budget: serde_json::Value,
-    },
-}
-
-/// What [`Ctx::next_story`] found.
-pub(super) enum Pick {
-    /// The story in `progress.story`: its index (1-based) and the epic's story count.
-    Story(usize, usize),
-    /// No story left under the target.
-    Nothing,
-    /// Look again (a story was let go).
-    Again,
-    /// A story whose value BMAD does not define waits for this answer.
-    Wait(String, Question),
-}
-
-/// What the story step decided.
-pub(super) enum Next {
-    /// Go on with the loop.
-    Continue,
-    Pause(EpicOutcome),
-}
+use super::ctx::{Ctx, Next, PhaseEnd, Pick};
+use super::git::short;
+use super::outcome::EpicOutcome;
+use super::progress::now;
 
 impl<'a> Ctx<'a> {
     pub(super) fn emit(&self, e: EpicEvent) {

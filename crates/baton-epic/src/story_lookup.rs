@@ -1,8 +1,8 @@
 //! The story file as the loop sees it (found by `baton_bmad::story_files`), read again each time:
 //! a phase's model may have written it anywhere the finder looks.
 
+use crate::ctx::Ctx;
 use crate::error::{EpicError, Result};
-use crate::story::Ctx;
 use baton_autopilot::untrusted::limit;
 use baton_bmad::phase::Phase;
 use baton_bmad::story_files::{Lookup, StoryFiles, ambiguous_error};

@@ -25,9 +25,35 @@
 
 use super::error::{EpicError, Result};
 use super::git::{self, GitOutput};
-use super::merge::MergeStep;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+/// A merge under way, in the worktree's record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    tag = "step",
+    rename_all = "kebab-case",
+    rename_all_fields = "camelCase",
+    deny_unknown_fields
+)]
+pub enum MergeStep {
+    /// Rebasing the story's commit onto `tip`.
+    Rebasing { tip: String, story: String },
+    /// The rebase conflicted: the worktree is being put on `tip` with the changes of commit
+    /// `story` applied and the conflicts marked.
+    Conflict {
+        tip: String,
+        story: String,
+        files: Vec<String>,
+        tail: String,
+    },
+    /// The verify commands run on `rebased` (a commit on `tip`).
+    Verifying { tip: String, rebased: String },
+    /// The epic's branch moves from `tip` to `commit`, then the main work tree follows.
+    Advancing { tip: String, commit: String },
+    /// Done: the epic's branch has `commit`.
+    Merged { commit: String },
+}
 
 /// Suffix of a worktree's record, next to its folder.
 pub const RECORD_SUFFIX: &str = ".worktree.json";

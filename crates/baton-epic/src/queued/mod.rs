@@ -15,20 +15,18 @@
 //! of the environment variable holding it), the model by name and endpoint, the stories started
 //! with their current unit, and the approved stories waiting to merge.
 
-mod orchestrate;
+pub(crate) mod orchestrate;
 pub mod payload;
 mod state;
 pub mod worker;
 
-pub(crate) use orchestrate::{preflight, run};
+pub use crate::ctx::StepHook;
 pub use payload::{StoryModel, StoryPayload};
 pub use state::{QueuedState, Remembered};
 
 use super::error::{EpicError, Result};
 use baton_bmad::layout::Layout;
-use std::future::Future;
 use std::path::Path;
-use std::pin::Pin;
 use std::time::Duration;
 
 /// The kind of a story unit's checkpoint write.
@@ -37,11 +35,6 @@ pub const STORY_CHECKPOINT: &str = "story-checkpoint";
 pub const EPIC_QUEUE_LEASE_HELD: &str = "EPIC_QUEUE_LEASE_HELD";
 /// The epic's lease was taken over while this orchestrator ran.
 pub const EPIC_QUEUE_LEASE_LOST: &str = "EPIC_QUEUE_LEASE_LOST";
-
-/// What a story loop calls after every step that goes on.
-pub trait StepHook {
-    fn after_step(&self) -> Pin<Box<dyn Future<Output = Result<()>> + Send + '_>>;
-}
 
 /// Where the stories go and how the orchestrator holds the epic.
 #[derive(Debug, Clone)]

@@ -4,7 +4,6 @@
 //! verdict and phase runs. Read-only and lock-free; a story whose file is ambiguous or
 //! unreadable is shown with its problem.
 
-use baton_bmad::stories_mode::{SpecFolder, Standing};
 use crate::board::{PendingQuestion, PhaseRunLink, Standing as Where};
 use crate::config::AutopilotConfig;
 use crate::error::{EpicError, Result};
@@ -12,6 +11,7 @@ use crate::lock;
 use crate::progress::{FailureDetail, Progress};
 use crate::run_state::{self, RunEpicState};
 use baton_bmad::layout;
+use baton_bmad::stories_mode::{SpecFolder, Standing};
 use serde::Serialize;
 use std::path::Path;
 

@@ -5,5 +5,6 @@ pub use baton_bmad::stories_mode::*;
 
 pub mod board;
 pub(crate) mod run;
+pub(crate) mod walk;
 
 pub use board::{StoriesBoard, StoryDetail, status};
