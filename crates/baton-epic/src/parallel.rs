@@ -231,7 +231,7 @@ pub(super) async fn run(ctx: &mut Ctx<'_>, slots: u32, started: SystemTime) -> R
                 }
                 MergeOutcome::Blocked { files } => {
                     let detail = FailureDetail {
-                        phase: Phase::CodeReview,
+                        phase: ctx.pipeline.last(),
                         story_key: key.clone(),
                         code: "EPIC_MERGE_BLOCKED".into(),
                         message: format!(
@@ -465,7 +465,7 @@ pub(super) async fn run(ctx: &mut Ctx<'_>, slots: u32, started: SystemTime) -> R
     }
     if let Some(reason) = stuck {
         let failure = FailureDetail {
-            phase: Phase::CreateStory,
+            phase: ctx.pipeline.first(),
             story_key: String::new(),
             code: "EPIC_PARALLEL_STUCK".into(),
             message: format!("no story can start: {reason}"),
@@ -735,7 +735,7 @@ fn back_to_dev(
             )
         });
         p.completed.retain(|k| k != key);
-        let mut sp = StoryProgress::new(key, Phase::Dev);
+        let mut sp = StoryProgress::new(key, ctx.pipeline.rework());
         sp.instruction = Some(Instruction::Verify {
             output: super::worktree::tail(&output, merge::CONFLICT_TAIL),
         });
@@ -752,7 +752,7 @@ fn back_to_dev(
         held.insert(
             key.to_string(),
             Held::Failed(FailureDetail {
-                phase: Phase::Dev,
+                phase: ctx.pipeline.rework(),
                 story_key: key.to_string(),
                 code: "EPIC_MERGE_CYCLES_EXHAUSTED".into(),
                 message: format!("story {key} could not be merged: {output}"),
@@ -805,6 +805,7 @@ fn story_finished(ctx: &mut Ctx<'_>, wts: &Worktrees, epic_id: &str, key: &str) 
     if !ctx.completed_now.iter().any(|k| k == key) {
         ctx.completed_now.push(key.to_string());
     }
-    ctx.state.push_step(key, Phase::CodeReview.as_str(), &now());
+    ctx.state
+        .push_step(key, ctx.pipeline.last().as_str(), &now());
     ctx.save()
 }

@@ -139,6 +139,22 @@ impl Pipeline {
         self.stages.get(at + 1).map(|s| s.phase)
     }
 
+    /// The first phase, where a new story starts.
+    pub fn first(&self) -> Phase {
+        self.stages.first().map_or(Phase::CreateStory, |s| s.phase)
+    }
+
+    /// The last phase, whose verdict ends a story (and after which an approved story merges).
+    pub fn last(&self) -> Phase {
+        self.stages.last().map_or(Phase::CodeReview, |s| s.phase)
+    }
+
+    /// The phase a story goes back to when its work must be done again (a failed check, a
+    /// review asking for changes, a merge that conflicts or fails the verify commands).
+    pub fn rework(&self) -> Phase {
+        self.back_from(self.last())
+    }
+
     /// Whether a failed check of some phase sends the story back to `phase`.
     pub fn receives_failures(&self, phase: Phase) -> bool {
         self.stages.iter().any(|s| s.back_to == Some(phase))
@@ -166,6 +182,10 @@ mod tests {
         assert_eq!(p.next(Phase::CodeReview), None);
         assert_eq!(p.back_from(Phase::CodeReview), Phase::Dev);
         assert_eq!(p.back_from(Phase::Validate), Phase::Validate);
+        assert_eq!(
+            (p.first(), p.last(), p.rework()),
+            (Phase::CreateStory, Phase::CodeReview, Phase::Dev)
+        );
         let dev = p.stage(Phase::Dev).unwrap();
         assert_eq!(dev.runs.workflow, "dev-story");
         assert_eq!(

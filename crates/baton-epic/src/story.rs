@@ -253,7 +253,7 @@ impl<'a> Ctx<'a> {
                 .story
                 .as_ref()
                 .map(|s| (s.key.clone(), s.phase))
-                .unwrap_or((String::new(), Phase::CreateStory));
+                .unwrap_or((String::new(), self.pipeline.first()));
             if announced.as_deref() != Some(&key) {
                 self.emit(EpicEvent::Story {
                     index,

@@ -335,7 +335,7 @@ impl Orch<'_> {
         }
         if let Some(reason) = stuck {
             let failure = FailureDetail {
-                phase: Phase::CreateStory,
+                phase: ctx.pipeline.first(),
                 story_key: String::new(),
                 code: "EPIC_PARALLEL_STUCK".into(),
                 message: format!("no story can start: {reason}"),
@@ -369,7 +369,8 @@ impl Orch<'_> {
                 if !ctx.completed_now.iter().any(|k| k == key) {
                     ctx.completed_now.push(key.to_string());
                 }
-                ctx.state.push_step(key, Phase::CodeReview.as_str(), &now());
+                ctx.state
+                    .push_step(key, ctx.pipeline.last().as_str(), &now());
                 ctx.save()?;
                 self.wts.remove(&self.epic_id, key, true)?;
                 let fetched = self.fetched_ref(key);
@@ -393,7 +394,7 @@ impl Orch<'_> {
             }
             MergeOutcome::Blocked { files } => {
                 let detail = FailureDetail {
-                    phase: Phase::CodeReview,
+                    phase: ctx.pipeline.last(),
                     story_key: key.to_string(),
                     code: "EPIC_MERGE_BLOCKED".into(),
                     message: format!(
@@ -428,7 +429,7 @@ impl Orch<'_> {
             self.held.insert(
                 key.to_string(),
                 Held::Failed(FailureDetail {
-                    phase: Phase::Dev,
+                    phase: ctx.pipeline.rework(),
                     story_key: key.to_string(),
                     code: "EPIC_MERGE_CYCLES_EXHAUSTED".into(),
                     message: format!("story {key} could not be merged: {output}"),
@@ -799,7 +800,7 @@ impl Orch<'_> {
             self.held.insert(
                 key.to_string(),
                 Held::Failed(FailureDetail {
-                    phase: Phase::CodeReview,
+                    phase: ctx.pipeline.last(),
                     story_key: key.to_string(),
                     code: "EPIC_QUEUE_OUTCOME_INVALID".into(),
                     message: format!("unit {id} names branch {branch:?} and commit {commit:?}"),
