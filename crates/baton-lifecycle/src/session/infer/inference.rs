@@ -1,5 +1,5 @@
-//! What the build phase's inference concludes and the questions it asks: the types [`super::infer`]
-//! returns and its rule modules (phase, position, modes, breadth) fill in.
+//! What the build phase's inference concludes and the questions it asks: the types
+//! [`super::infer()`] returns and its rule modules (phase, position, modes, breadth) fill in.
 
 use baton_ralph::chain::PlanningMode;
 use std::collections::BTreeMap;
