@@ -174,7 +174,6 @@ impl ArtifactFile {
     }
 }
 
-
 impl Artifacts {
     fn open(project: &Path, rel: &str, from: &str, value: &str) -> Result<Artifacts> {
         let root = untrusted::open_root(project).map_err(|e| BmadError::io("open", project)(e))?;

@@ -4,9 +4,9 @@
 
 use crate::exit;
 use crate::queue_db::{DbArgs, db_config, failure};
+use crate::ui::Paint;
 use crate::ui::color::{self, Stream};
 use crate::ui::table::{Cell, Column, Table};
-use crate::ui::Paint;
 use baton_queue::{DbConfig, Queue, QueueError, UnitState};
 use baton_store::time::short_age;
 use clap::{Args, Subcommand};
