@@ -21,7 +21,6 @@ use crate::{lock, specs};
 use baton_autopilot::untrusted::limit;
 use baton_bmad::keys;
 use baton_bmad::layout::{self, Layout};
-use baton_bmad::phase::Phase;
 use baton_bmad::sprint::{self, SprintStatus};
 use baton_llm::ChatModel;
 use baton_store::Store;
@@ -177,6 +176,7 @@ pub async fn run_story(job: StoryJob<'_>) -> Result<StoryEnd> {
     let dir = job.project.join(&payload.artifacts);
     std::fs::create_dir_all(&dir).map_err(EpicError::io("create", &dir))?;
     config.implementation_artifacts = Some(payload.artifacts.clone());
+    let pipeline = Pipeline::for_config(&config);
     let layout = layout::resolve(job.project, Some(&payload.artifacts))?;
     place_files(&layout, payload, &job.start)?;
     match &job.answered {
@@ -207,7 +207,7 @@ pub async fn run_story(job: StoryJob<'_>) -> Result<StoryEnd> {
     }
     if let (Start::From(_), Some(output)) = (&job.start, &payload.back_to_dev) {
         progress.completed.retain(|k| k != &key);
-        let mut sp = StoryProgress::new(&key, Phase::Dev);
+        let mut sp = StoryProgress::new(&key, pipeline.rework());
         sp.instruction = Some(Instruction::Verify {
             output: output.clone(),
         });
@@ -230,7 +230,7 @@ pub async fn run_story(job: StoryJob<'_>) -> Result<StoryEnd> {
         store: job.store,
         project,
         layout,
-        pipeline: Pipeline::for_config(&config),
+        pipeline,
         config,
         specs,
         tools,
@@ -253,7 +253,7 @@ pub async fn run_story(job: StoryJob<'_>) -> Result<StoryEnd> {
             StoryEnd::Approved
         }
         EpicOutcome::Done { .. } => StoryEnd::Failed(FailureDetail {
-            phase: Phase::CreateStory,
+            phase: ctx.pipeline.first(),
             story_key: key.clone(),
             code: "EPIC_STORY_NOT_RUN".into(),
             message: format!("story {key} is not one the loop runs (its status says so)"),
