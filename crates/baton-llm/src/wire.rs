@@ -259,10 +259,13 @@ pub fn checked_usage(v: Option<&Value>) -> (Option<Usage>, Vec<String>) {
     let hit = get("prompt_cache_hit_tokens");
     let miss = get("prompt_cache_miss_tokens");
     let cached_input = at("/input_tokens_details/cached_tokens");
+    // Mistral's name for the cached part of the prompt.
+    let cached_mistral = get("num_cached_tokens");
     let cached = cached_openai
         .or(hit)
         .or(cache_read)
         .or(cached_input)
+        .or(cached_mistral)
         .unwrap_or(0);
     let prompt = match get("prompt_tokens") {
         Some(p) => p,
@@ -283,9 +286,23 @@ pub fn checked_usage(v: Option<&Value>) -> (Option<Usage>, Vec<String>) {
         .or(at("/output_tokens_details/reasoning_tokens"))
         .or(get("reasoning_tokens"))
         .unwrap_or(0);
+    // Most providers count reasoning inside the completion; xAI counts it beside it (its total
+    // is prompt + completion + reasoning). Reasoning larger than the completion, or a total
+    // that holds it beside the completion, is taken as counted outside: the completion then
+    // carries it, so no reasoning token is lost from the total or the cost.
+    let given_total = get("total_tokens");
+    let beside = reasoning > 0
+        && (reasoning > completion
+            || given_total
+                .is_some_and(|t| t > prompt + completion && t >= prompt + completion + reasoning));
+    let completion = if beside {
+        completion + reasoning
+    } else {
+        completion
+    };
     let parts = prompt + completion;
     // The total is never believed under its parts: a server answering 0 spent nothing less.
-    let total = match get("total_tokens") {
+    let total = match given_total {
         Some(t) if t < parts => {
             faults.borrow_mut().push(format!(
                 "total_tokens is {t}, less than prompt + completion tokens ({parts})"
@@ -299,11 +316,19 @@ pub fn checked_usage(v: Option<&Value>) -> (Option<Usage>, Vec<String>) {
         prompt_tokens: prompt,
         cached_prompt_tokens: cached.min(prompt),
         completion_tokens: completion,
-        reasoning_tokens: reasoning.min(completion),
+        reasoning_tokens: reasoning,
         total_tokens: total,
         cost_usd: None,
     };
     (Some(usage), faults.into_inner())
+}
+
+/// Where an answer (or a stream chunk) carries its usage: `usage`, or Groq's `x_groq.usage`
+/// (its streams put the figures only there).
+fn usage_of_chunk(v: &Value) -> Option<&Value> {
+    v.get("usage")
+        .filter(|u| !u.is_null())
+        .or_else(|| v.pointer("/x_groq/usage"))
 }
 
 fn provider_message(body: &Value) -> Option<String> {
@@ -384,7 +409,7 @@ pub fn parse_response(body: &[u8], names: &ToolNames) -> Result<ChatResponse, Ll
             extra.insert(k.to_string(), x.clone());
         }
     }
-    let (usage, usage_faults) = checked_usage(v.get("usage"));
+    let (usage, usage_faults) = checked_usage(usage_of_chunk(&v));
     Ok(ChatResponse {
         message: Message {
             role: Role::Assistant,
@@ -452,7 +477,7 @@ impl StreamAccumulator {
                 provider_message(&v).unwrap_or_else(|| v.to_string())
             )));
         }
-        if let (Some(u), faults) = checked_usage(v.get("usage")) {
+        if let (Some(u), faults) = checked_usage(usage_of_chunk(&v)) {
             self.usage = Some(u);
             self.usage_faults = faults;
         }
@@ -516,8 +541,12 @@ impl StreamAccumulator {
                     delta_out
                         .tool_started
                         .push((index, names.from_wire(name).to_string()));
+                    entry.name.push_str(name);
+                } else if entry.name != name {
+                    // A name in fragments is joined; a later delta that repeats the whole name
+                    // (Kimi K2 through OpenRouter repeats id and name) is the same name.
+                    entry.name.push_str(name);
                 }
-                entry.name.push_str(name);
             }
             match f.get("arguments") {
                 Some(Value::String(s)) => entry.arguments.push_str(s),
@@ -583,6 +612,102 @@ mod tests {
         assert_eq!(r.usage.unwrap().total_tokens, 5);
         assert!(parse_response(b"{}", &names).is_err());
         assert!(parse_response(b"<html>", &names).is_err());
+    }
+
+    /// Kimi K2 through OpenRouter: the second delta of a call repeats its id and whole name
+    /// beside the next argument fragment (shape of a recorded OpenRouter stream).
+    #[test]
+    fn a_repeated_tool_call_name_is_the_same_name() {
+        let names = ToolNames::new(["llm.version"]);
+        let mut acc = StreamAccumulator::default();
+        for chunk in [
+            r#"{"id":"gen-1","provider":"Moonshot AI","model":"moonshotai/kimi-k2","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"index":0,"id":"functions.llm_version:0","type":"function","function":{"name":"llm_version","arguments":""}}]},"finish_reason":null}]}"#,
+            r#"{"id":"gen-1","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"index":0,"id":"functions.llm_version:0","type":"function","function":{"name":"llm_version","arguments":"{}"}}]},"finish_reason":null}]}"#,
+            r#"{"id":"gen-1","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":61,"completion_tokens":17,"total_tokens":78}}"#,
+            "[DONE]",
+        ] {
+            acc.push(chunk, &names).unwrap();
+        }
+        let r = acc.finish(&names).unwrap();
+        assert_eq!(r.message.tool_calls.len(), 1);
+        assert_eq!(r.message.tool_calls[0].name, "llm.version");
+        assert_eq!(r.message.tool_calls[0].arguments, "{}");
+        // A name that really arrives in fragments is still joined.
+        let mut acc = StreamAccumulator::default();
+        for chunk in [
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"llm_","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"version","arguments":"{}"}}]}}]}"#,
+        ] {
+            acc.push(chunk, &names).unwrap();
+        }
+        assert_eq!(
+            acc.finish(&names).unwrap().message.tool_calls[0].name,
+            "llm.version"
+        );
+    }
+
+    /// xAI (grok-3-mini) counts reasoning beside the completion: 291 + 26 + 196 = 513.
+    #[test]
+    fn reasoning_counted_beside_the_completion_is_not_lost() {
+        let xai = usage(Some(&json!({"prompt_tokens": 291, "completion_tokens": 26,
+            "total_tokens": 513,
+            "prompt_tokens_details": {"text_tokens": 291, "audio_tokens": 0, "image_tokens": 0, "cached_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 196, "audio_tokens": 0,
+                "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
+            "num_sources_used": 0})))
+        .unwrap();
+        assert_eq!(
+            (
+                xai.prompt_tokens,
+                xai.completion_tokens,
+                xai.reasoning_tokens,
+                xai.total_tokens
+            ),
+            (291, 222, 196, 513)
+        );
+        assert_eq!(xai.prompt_tokens + xai.completion_tokens, xai.total_tokens);
+        // OpenAI's accounting (reasoning inside the completion) is kept as it is.
+        let openai = usage(Some(&json!({"prompt_tokens": 20, "completion_tokens": 300,
+            "total_tokens": 320, "completion_tokens_details": {"reasoning_tokens": 256}})))
+        .unwrap();
+        assert_eq!(
+            (openai.completion_tokens, openai.reasoning_tokens),
+            (300, 256)
+        );
+    }
+
+    /// Mistral names the cached part of the prompt `num_cached_tokens`.
+    #[test]
+    fn mistrals_cached_tokens_are_read() {
+        let mistral = usage(Some(&json!({"prompt_tokens": 77, "total_tokens": 89,
+            "completion_tokens": 12, "num_cached_tokens": 76})))
+        .unwrap();
+        assert_eq!(
+            (mistral.prompt_tokens, mistral.cached_prompt_tokens),
+            (77, 76)
+        );
+    }
+
+    /// Groq's streams carry the usage only under `x_groq.usage` of the last chunk.
+    #[test]
+    fn groqs_usage_under_x_groq_is_read() {
+        let names = ToolNames::new(["fs.read"]);
+        let mut acc = StreamAccumulator::default();
+        for chunk in [
+            r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"llama-3.3-70b-versatile","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"x_groq":{"id":"req_1"}}"#,
+            r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":null,"finish_reason":null}]}"#,
+            r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"x_groq":{"id":"req_1","usage":{"queue_time":0.05,"prompt_tokens":38,"prompt_time":0.002,"completion_tokens":9,"completion_time":0.007,"total_tokens":47,"total_time":0.009}}}"#,
+            "[DONE]",
+        ] {
+            acc.push(chunk, &names).unwrap();
+        }
+        let r = acc.finish(&names).unwrap();
+        let u = r.usage.unwrap();
+        assert_eq!(
+            (u.prompt_tokens, u.completion_tokens, u.total_tokens),
+            (38, 9, 47)
+        );
+        assert!(r.usage_faults.is_empty(), "{:?}", r.usage_faults);
     }
 
     #[test]
@@ -680,10 +805,19 @@ mod tests {
             ),
             (2150, 2000, 10, 2160)
         );
-        // Nonsense is bounded: never more cached than prompt tokens.
+        // Nonsense is bounded: never more cached than prompt tokens; reasoning larger than the
+        // completion was counted beside it (never clamped away).
         let odd = parse(json!({"prompt_tokens": 10, "completion_tokens": 1,
             "prompt_tokens_details": {"cached_tokens": 99}, "completion_tokens_details": {"reasoning_tokens": 7}}));
-        assert_eq!((odd.cached_prompt_tokens, odd.reasoning_tokens), (10, 1));
+        assert_eq!(
+            (
+                odd.cached_prompt_tokens,
+                odd.reasoning_tokens,
+                odd.completion_tokens,
+                odd.total_tokens
+            ),
+            (10, 7, 8, 18)
+        );
         let plain = parse(
             json!({"prompt_tokens": 3, "completion_tokens": 2, "prompt_tokens_details": null}),
         );
