@@ -10,7 +10,7 @@ pub enum LlmError {
         "the model call took longer than {0:?} in all, retries included (raise max_call_s under [llm] if the model is that slow)"
     )]
     CallTimeout(Duration),
-    #[error("the model endpoint answered HTTP {status}: {message}")]
+    #[error("the model endpoint answered HTTP {status}: {message}{}", key_note(*status))]
     Http { status: u16, message: String },
     #[error("the model endpoint is rate limiting (HTTP 429): {message}")]
     RateLimited {
@@ -44,6 +44,14 @@ pub enum LlmError {
     TraceInvalid(String),
 }
 
+/// What a 401 or 403 says about the key (the provider's own text rarely names it).
+fn key_note(status: u16) -> &'static str {
+    match status {
+        401 | 403 => " (the endpoint refused the API key)",
+        _ => "",
+    }
+}
+
 impl LlmError {
     pub fn code(&self) -> &'static str {
         match self {
@@ -70,6 +78,11 @@ impl LlmError {
             LlmError::Connect(_) => Some(
                 "start the model server, or fix the endpoint: --base-url, OPENAI_BASE_URL or base_url under [llm] in baton.toml".into(),
             ),
+            LlmError::Http {
+                status: 401 | 403, ..
+            } => Some(
+                "the endpoint refused the API key: check that the key (OPENAI_API_KEY, or the variable api_key_env names under [llm]) is one this endpoint accepts and may use this model".into(),
+            ),
             _ => None,
         }
     }
@@ -90,5 +103,31 @@ impl LlmError {
             LlmError::Http { status, .. } => matches!(status, 408 | 409 | 500..=599),
             _ => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_key_gets_a_hint_about_the_key() {
+        for status in [401, 403] {
+            let e = LlmError::Http {
+                status,
+                message: "Unauthorized".into(),
+            };
+            assert_eq!(e.code(), "LLM_HTTP_ERROR");
+            assert!(e.hint().is_some_and(|h| h.contains("API key")), "{status}");
+            assert!(
+                e.to_string()
+                    .ends_with("(the endpoint refused the API key)")
+            );
+        }
+        let other = LlmError::Http {
+            status: 400,
+            message: "bad".into(),
+        };
+        assert_eq!(other.hint(), None);
     }
 }

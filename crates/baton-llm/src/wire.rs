@@ -332,11 +332,30 @@ fn usage_of_chunk(v: &Value) -> Option<&Value> {
 }
 
 fn provider_message(body: &Value) -> Option<String> {
-    body.pointer("/error/message")
+    let message = body
+        .pointer("/error/message")
         .and_then(Value::as_str)
         .or_else(|| body.get("error").and_then(Value::as_str))
         .or_else(|| body.get("message").and_then(Value::as_str))
-        .map(str::to_owned)
+        .map(str::to_owned)?;
+    // OpenRouter says only "Provider returned error"; the upstream's own reason is in
+    // `error.metadata.raw` (a string, often JSON) and the upstream's name beside it.
+    let raw = body.pointer("/error/metadata/raw").and_then(|r| match r {
+        Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_string()),
+        Value::Null | Value::String(_) => None,
+        other => Some(other.to_string()),
+    });
+    Some(match raw {
+        Some(raw) => {
+            let from = body
+                .pointer("/error/metadata/provider_name")
+                .and_then(Value::as_str)
+                .map(|p| format!(" ({p})"))
+                .unwrap_or_default();
+            format!("{message}{from}: {}", truncate(&raw))
+        }
+        None => message,
+    })
 }
 
 /// The provider's error text from an error body, for `LLM_HTTP_ERROR`.
@@ -612,6 +631,23 @@ mod tests {
         assert_eq!(r.usage.unwrap().total_tokens, 5);
         assert!(parse_response(b"{}", &names).is_err());
         assert!(parse_response(b"<html>", &names).is_err());
+    }
+
+    /// OpenRouter's error body: the upstream's reason is under `error.metadata.raw`.
+    #[test]
+    fn openrouters_upstream_reason_is_kept() {
+        let body = br#"{"error":{"message":"Provider returned error","code":400,"metadata":{"raw":"{\"object\":\"error\",\"message\":\"max_tokens must be at least 1, got -1.\",\"type\":\"BadRequestError\",\"code\":400}","provider_name":"DeepInfra"}},"user_id":"user_1"}"#;
+        let message = error_message(body);
+        assert!(
+            message.starts_with("Provider returned error (DeepInfra): ")
+                && message.contains("max_tokens must be at least 1"),
+            "{message}"
+        );
+        // Without metadata the message is as the provider wrote it.
+        assert_eq!(
+            error_message(br#"{"error":{"message":"Invalid model","code":400}}"#),
+            "Invalid model"
+        );
     }
 
     /// Kimi K2 through OpenRouter: the second delta of a call repeats its id and whole name
