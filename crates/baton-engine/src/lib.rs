@@ -32,3 +32,4 @@ pub use driver::{
     RunReport,
 };
 pub use machine::{Action, ContextPolicy, DEFAULT_MAX_TURNS, Input, Machine, StateSnapshot};
+pub use run_io::ANSWER_TRUNCATED;

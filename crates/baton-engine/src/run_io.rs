@@ -309,8 +309,26 @@ pub(crate) async fn model_turn(
         turn.usage.add(u);
         emit(turn.on_event, EngineEvent::Usage(u));
     }
+    // A cut answer is never taken for a whole one (a question to the person, a step's text, a
+    // tool call with half its arguments): the call is counted and audited above, then the run
+    // stops saying which cap cut it.
+    if response.finish_reason.as_deref() == Some("length") {
+        let tokens = response
+            .usage
+            .map(|u| format!(" after {} completion tokens", u.completion_tokens))
+            .unwrap_or_default();
+        return Err((
+            ANSWER_TRUNCATED,
+            format!(
+                "the model's answer was cut at its length limit{tokens} (finish_reason \"length\"): the completion cap each request carries ([llm] max_completion_tokens) or the model's own output limit; raise max_completion_tokens under [llm], then resume the run"
+            ),
+        ));
+    }
     Ok(response)
 }
+
+/// The code of a run stopped because the model's answer was cut at a length limit.
+pub const ANSWER_TRUNCATED: &str = "LLM_ANSWER_TRUNCATED";
 
 /// A provider's faulty usage figures: an `engine.warning` line in the run's log, and a
 /// warning event for the person watching.
