@@ -2,7 +2,7 @@
 //! meaning are in `consent`): the question written in the story's agent-state file, answered at
 //! once at a terminal or paused for `baton epic answer`.
 
-use super::agent_state::{AgentState, Question};
+use super::agent_state::AgentState;
 use super::error::Result;
 use super::events::EpicEvent;
 use super::outcome::EpicOutcome;
@@ -19,19 +19,6 @@ impl Ctx<'_> {
             .unwrap_or_else(|| AgentState::new(story, phase.as_str())))
     }
 
-    /// Adds `text` as a pending question (with `context`) to `agent` and saves it.
-    fn ask_in(
-        &self,
-        agent: &mut AgentState,
-        phase: Phase,
-        text: String,
-        context: String,
-    ) -> Result<Question> {
-        let q = agent.ask_new(phase.as_str(), text, context, BLOCKED_AT, REASON);
-        agent.save(&self.layout.dir)?;
-        Ok(q)
-    }
-
     /// A story whose value BMAD does not define: its question, asked or answered.
     pub(crate) fn story_consent(&mut self, entry: &Entry) -> Result<StoryConsent> {
         let shown = self.layout.rel_file(sprint::FILE_NAME);
@@ -44,9 +31,9 @@ impl Ctx<'_> {
             keys::not_runnable_reason(&entry.kind, &entry.status)
         );
         let Some(q) = agent.questions.iter().find(|q| q.question == text).cloned() else {
-            return Ok(StoryConsent::Ask(
-                self.ask_in(&mut agent, phase, text, context)?,
-            ));
+            return Ok(StoryConsent::Ask(self.ask_saved(
+                &mut agent, phase, text, context, BLOCKED_AT, REASON,
+            )?));
         };
         let Some(answer) = q.answer.clone() else {
             return Ok(StoryConsent::Ask(q));
@@ -73,9 +60,9 @@ impl Ctx<'_> {
                      in-progress, review, done.",
                     answer.trim()
                 );
-                Ok(StoryConsent::Ask(
-                    self.ask_in(&mut agent, phase, text, context)?,
-                ))
+                Ok(StoryConsent::Ask(self.ask_saved(
+                    &mut agent, phase, text, context, BLOCKED_AT, REASON,
+                )?))
             }
         }
     }
@@ -99,9 +86,9 @@ impl Ctx<'_> {
         );
         let mut agent = self.agent_for(story, phase)?;
         let Some(q) = agent.questions.iter().find(|q| q.question == text).cloned() else {
-            return Ok(EpicConsent::Ask(
-                self.ask_in(&mut agent, phase, text, context)?,
-            ));
+            return Ok(EpicConsent::Ask(self.ask_saved(
+                &mut agent, phase, text, context, BLOCKED_AT, REASON,
+            )?));
         };
         let Some(answer) = q.answer.clone() else {
             return Ok(EpicConsent::Ask(q));
@@ -131,9 +118,9 @@ impl Ctx<'_> {
                     "{context}. The answer `{}` was neither `run` nor `leave`.",
                     answer.trim()
                 );
-                Ok(EpicConsent::Ask(
-                    self.ask_in(&mut agent, phase, text, context)?,
-                ))
+                Ok(EpicConsent::Ask(self.ask_saved(
+                    &mut agent, phase, text, context, BLOCKED_AT, REASON,
+                )?))
             }
         }
     }

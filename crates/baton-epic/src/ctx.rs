@@ -3,7 +3,7 @@
 //! `consent_ask`, `method_consent`, `method_verdict`, `budget`, stories mode's `run`), each an
 //! `impl Ctx` of its own concern.
 
-use crate::agent_state::Question;
+use crate::agent_state::{AgentState, Question};
 use crate::config::AutopilotConfig;
 use crate::error::Result;
 use crate::events::EpicEvent;
@@ -15,6 +15,7 @@ use crate::run_state::RunEpicState;
 use crate::specs::Specs;
 use crate::stories_mode::walk::StoriesRun;
 use baton_bmad::layout::Layout;
+use baton_bmad::phase::Phase;
 use baton_store::{Project, Store};
 use std::future::Future;
 use std::pin::Pin;
@@ -89,4 +90,22 @@ pub(crate) enum Next {
     /// Go on with the loop.
     Continue,
     Pause(EpicOutcome),
+}
+
+impl Ctx<'_> {
+    /// Adds `text` as a pending question (with `context`) to the story's agent-state file and
+    /// saves it: how every concern of the loop asks a person.
+    pub(crate) fn ask_saved(
+        &self,
+        agent: &mut AgentState,
+        phase: Phase,
+        text: String,
+        context: String,
+        blocked_at: &str,
+        reason: &str,
+    ) -> Result<Question> {
+        let q = agent.ask_new(phase.as_str(), text, context, blocked_at, reason);
+        agent.save(&self.layout.dir)?;
+        Ok(q)
+    }
 }

@@ -113,9 +113,9 @@ impl Ctx<'_> {
             self.layout.rel_file(snapshot::FILE_NAME)
         );
         let Some(q) = agent.questions.iter().find(|q| q.question == text).cloned() else {
-            return Ok(MethodConsent::Ask(
-                self.ask_method(&mut agent, phase, text, context)?,
-            ));
+            return Ok(MethodConsent::Ask(self.ask_saved(
+                &mut agent, phase, text, context, BLOCKED_AT, REASON,
+            )?));
         };
         let Some(answer) = q.answer.clone() else {
             if dropped {
@@ -152,9 +152,9 @@ impl Ctx<'_> {
                     "{context}. The answer `{}` was neither `accept` nor `refuse`.",
                     answer.trim()
                 );
-                Ok(MethodConsent::Ask(
-                    self.ask_method(&mut agent, phase, text, context)?,
-                ))
+                Ok(MethodConsent::Ask(self.ask_saved(
+                    &mut agent, phase, text, context, BLOCKED_AT, REASON,
+                )?))
             }
         }
     }
@@ -199,18 +199,6 @@ impl Ctx<'_> {
             message,
             run_id: None,
         }
-    }
-
-    fn ask_method(
-        &self,
-        agent: &mut AgentState,
-        phase: Phase,
-        text: String,
-        context: String,
-    ) -> Result<Question> {
-        let q = agent.ask_new(phase.as_str(), text, context, BLOCKED_AT, REASON);
-        agent.save(&self.layout.dir)?;
-        Ok(q)
     }
 }
 
