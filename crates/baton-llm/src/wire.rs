@@ -643,6 +643,15 @@ mod tests {
                 && message.contains("max_tokens must be at least 1"),
             "{message}"
         );
+        // A hostile upstream reason is bounded, whatever its type.
+        let huge = json!({"error": {"message": "Provider returned error",
+            "metadata": {"raw": "x".repeat(1 << 20), "provider_name": "P"}}});
+        assert!(error_message(huge.to_string().as_bytes()).len() < 400);
+        let object = json!({"error": {"message": "Provider returned error",
+            "metadata": {"raw": {"detail": "overloaded"}}}});
+        assert!(
+            error_message(object.to_string().as_bytes()).ends_with(r#"{"detail":"overloaded"}"#)
+        );
         // Without metadata the message is as the provider wrote it.
         assert_eq!(
             error_message(br#"{"error":{"message":"Invalid model","code":400}}"#),
