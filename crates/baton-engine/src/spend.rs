@@ -92,6 +92,9 @@ pub fn charge(reported: Option<&Usage>, counted: Counted, price: Option<Price>) 
     let mut u = Usage {
         prompt_tokens: prompt,
         cached_prompt_tokens: r.cached_prompt_tokens.min(r.prompt_tokens),
+        cache_write_tokens: r
+            .cache_write_tokens
+            .min(r.prompt_tokens - r.cached_prompt_tokens.min(r.prompt_tokens)),
         completion_tokens: completion,
         reasoning_tokens: r.reasoning_tokens.min(completion),
         total_tokens: prompt.saturating_add(completion),
@@ -465,6 +468,7 @@ pub fn run_usage(usage: &Usage, calls: u64) -> RunUsage {
     RunUsage {
         prompt_tokens: usage.prompt_tokens,
         cached_prompt_tokens: usage.cached_prompt_tokens,
+        cache_write_tokens: usage.cache_write_tokens,
         completion_tokens: usage.completion_tokens,
         reasoning_tokens: usage.reasoning_tokens,
         total_tokens: usage.total_tokens,
@@ -478,6 +482,7 @@ pub fn usage_of(r: &RunUsage) -> Usage {
     Usage {
         prompt_tokens: r.prompt_tokens,
         cached_prompt_tokens: r.cached_prompt_tokens,
+        cache_write_tokens: r.cache_write_tokens,
         completion_tokens: r.completion_tokens,
         reasoning_tokens: r.reasoning_tokens,
         total_tokens: r.total_tokens,

@@ -16,6 +16,63 @@ use std::time::Duration;
 pub use crate::wire::DEFAULT_MAX_COMPLETION_TOKENS;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// Anthropic's endpoint, the default base URL of `api = "anthropic"`.
+pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
+
+/// The wire protocol spoken to the endpoint.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Api {
+    /// `POST {base_url}/chat/completions`, OpenAI's Chat Completions (most providers).
+    #[default]
+    OpenAi,
+    /// `POST {base_url}/messages`, Anthropic's Messages API (prompt caching, thinking blocks).
+    Anthropic,
+}
+
+impl Api {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::OpenAi => "openai",
+            Api::Anthropic => "anthropic",
+        }
+    }
+
+    /// The environment variable holding the key when `api_key_env` is not set.
+    pub fn default_key_env(self) -> &'static str {
+        match self {
+            Api::OpenAi => "OPENAI_API_KEY",
+            Api::Anthropic => "ANTHROPIC_API_KEY",
+        }
+    }
+
+    /// The endpoint used when no base URL is set.
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            Api::OpenAi => DEFAULT_BASE_URL,
+            Api::Anthropic => ANTHROPIC_BASE_URL,
+        }
+    }
+}
+
+impl fmt::Display for Api {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Api {
+    type Err = LlmError;
+
+    fn from_str(s: &str) -> Result<Api, LlmError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "openai" => Ok(Api::OpenAi),
+            "anthropic" => Ok(Api::Anthropic),
+            other => Err(LlmError::Config(format!(
+                "api must be \"openai\" or \"anthropic\", not {other:?}"
+            ))),
+        }
+    }
+}
 
 /// An API key. Its `Debug` never shows it, and it has no `Display` or `Serialize`.
 #[derive(Clone, PartialEq, Eq)]
@@ -39,6 +96,9 @@ impl fmt::Debug for ApiKey {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlmConfig {
+    /// The wire protocol (`[llm] api`, `--api`): chosen by itself as `anthropic` when the
+    /// base URL's host is Anthropic's and nothing set it.
+    pub api: Api,
     pub base_url: String,
     /// Which setting chose `base_url`, for error messages.
     pub base_url_source: Setting,
@@ -129,6 +189,7 @@ const MAX_CALL_S: f64 = 86_400.0;
 impl Default for LlmConfig {
     fn default() -> Self {
         LlmConfig {
+            api: Api::OpenAi,
             base_url: DEFAULT_BASE_URL.to_string(),
             base_url_source: Setting::Default,
             model: None,
@@ -156,6 +217,7 @@ impl Default for LlmConfig {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LlmTable {
+    api: Option<String>,
     base_url: Option<String>,
     model: Option<String>,
     api_key_env: Option<String>,
@@ -216,9 +278,21 @@ impl fmt::Display for Setting {
     }
 }
 
+/// What the configuration files chose that depends on the API, settled once all is read.
+#[derive(Debug, Default)]
+struct FileChoices {
+    api: Option<Api>,
+    /// `api_key_env` was set: it holds whatever the API.
+    api_key_env: bool,
+}
+
 /// Values given on the command line; each wins over every other source.
 #[derive(Debug, Clone, Default)]
 pub struct LlmOverrides {
+    /// `--api`.
+    pub api: Option<Api>,
+    /// The API a run being continued was started with.
+    pub recorded_api: Option<Api>,
     pub base_url: Option<String>,
     /// How `base_url` was given (default: `--base-url`).
     pub base_url_flag: Option<&'static str>,
@@ -242,11 +316,16 @@ impl LlmConfig {
         overrides: &LlmOverrides,
     ) -> Result<LlmConfig, LlmError> {
         let mut config = LlmConfig::default();
+        let mut files = FileChoices::default();
         if let Some(home) = home {
-            config.apply_file(&home.join("config.toml"), Setting::HomeFile)?;
+            config.apply_file(&home.join("config.toml"), Setting::HomeFile, &mut files)?;
         }
         if let Some(project) = project {
-            config.apply_file(&project.join("baton.toml"), Setting::ProjectFile)?;
+            config.apply_file(
+                &project.join("baton.toml"),
+                Setting::ProjectFile,
+                &mut files,
+            )?;
         }
         let o = overrides;
         // What a continued run recorded: over the files, under the environment and the flags
@@ -266,7 +345,6 @@ impl LlmConfig {
         if let Some(model) = env("BATON_MODEL") {
             config.model = Some(model);
         }
-        config.api_key = env(&config.api_key_env).map(ApiKey::new);
         if let Some(v) = &o.base_url {
             config.base_url = v.clone();
             config.base_url_source = Setting::Flag(o.base_url_flag.unwrap_or("--base-url"));
@@ -286,6 +364,23 @@ impl LlmConfig {
         if let Some(v) = o.stream {
             config.stream = v;
         }
+        // The API: the flag, else what the run recorded, else the files, else Anthropic's
+        // own host speaks Anthropic's protocol.
+        let chosen = o.api.or(o.recorded_api).or(files.api);
+        config.api = chosen.unwrap_or_else(|| {
+            if endpoint::host(&config.base_url).as_deref() == Some("api.anthropic.com") {
+                Api::Anthropic
+            } else {
+                Api::OpenAi
+            }
+        });
+        if config.base_url_source == Setting::Default {
+            config.base_url = config.api.default_base_url().to_string();
+        }
+        if !files.api_key_env {
+            config.api_key_env = config.api.default_key_env().to_string();
+        }
+        config.api_key = env(&config.api_key_env).map(ApiKey::new);
         config.base_url = config.base_url.trim_end_matches('/').to_string();
         endpoint::check(&config.base_url).map_err(|why| {
             LlmError::Config(format!(
@@ -321,7 +416,12 @@ impl LlmConfig {
         })
     }
 
-    fn apply_file(&mut self, path: &Path, source: Setting) -> Result<(), LlmError> {
+    fn apply_file(
+        &mut self,
+        path: &Path,
+        source: Setting,
+        files: &mut FileChoices,
+    ) -> Result<(), LlmError> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -356,6 +456,12 @@ impl LlmConfig {
             }
         }
         let Some(t) = file.llm else { return Ok(()) };
+        if let Some(v) = t.api {
+            files.api = Some(
+                v.parse()
+                    .map_err(|e: LlmError| LlmError::Config(format!("{}: {e}", path.display())))?,
+            );
+        }
         if let Some(v) = t.context_tokens {
             self.context_tokens = Some(context_tokens(path, v)?);
         }
@@ -368,6 +474,7 @@ impl LlmConfig {
         }
         if let Some(v) = t.api_key_env {
             self.api_key_env = v;
+            files.api_key_env = true;
         }
         if let Some(v) = t.timeout_s {
             self.timeout = seconds("timeout_s", v, MAX_TIMEOUT_S)?;
@@ -503,6 +610,72 @@ fn seconds(key: &str, v: f64, max: f64) -> Result<Duration, LlmError> {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn the_api_is_chosen_by_setting_or_by_anthropics_host() {
+        let project = tempfile::tempdir().unwrap();
+        let vars: HashMap<&str, &str> =
+            HashMap::from([("ANTHROPIC_API_KEY", "sk-ant"), ("OPENAI_API_KEY", "sk-oa")]);
+        let env = |k: &str| vars.get(k).map(|v| v.to_string());
+        let load = |o: &LlmOverrides| LlmConfig::load(None, Some(project.path()), &env, o);
+        // Nothing set: OpenAI's protocol, endpoint and key.
+        let c = load(&LlmOverrides::default()).unwrap();
+        assert_eq!(
+            (c.api, c.base_url.as_str()),
+            (Api::OpenAi, DEFAULT_BASE_URL)
+        );
+        assert_eq!(c.api_key_env, "OPENAI_API_KEY");
+        // `--api anthropic`: Anthropic's endpoint and key variable.
+        let flag = LlmOverrides {
+            api: Some(Api::Anthropic),
+            ..LlmOverrides::default()
+        };
+        let c = load(&flag).unwrap();
+        assert_eq!(
+            (c.api, c.base_url.as_str()),
+            (Api::Anthropic, ANTHROPIC_BASE_URL)
+        );
+        assert_eq!(c.api_key_env, "ANTHROPIC_API_KEY");
+        assert!(c.api_key.is_some());
+        // Anthropic's host chooses its protocol by itself; another host does not.
+        let host = |url: &str| LlmOverrides {
+            base_url: Some(url.into()),
+            ..LlmOverrides::default()
+        };
+        assert_eq!(
+            load(&host("https://api.anthropic.com/v1/")).unwrap().api,
+            Api::Anthropic
+        );
+        assert_eq!(
+            load(&host("http://127.0.0.1:9/v1")).unwrap().api,
+            Api::OpenAi
+        );
+        // `[llm] api` in a file, with its own key variable kept; a wrong value is located.
+        std::fs::write(
+            project.path().join("baton.toml"),
+            "[llm]\napi = \"anthropic\"\napi_key_env = \"OPENAI_API_KEY\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+        )
+        .unwrap();
+        let c = load(&LlmOverrides::default()).unwrap();
+        assert_eq!(
+            (c.api, c.api_key_env.as_str()),
+            (Api::Anthropic, "OPENAI_API_KEY")
+        );
+        assert_eq!(c.base_url, "http://127.0.0.1:9/v1");
+        // The flag wins over the file.
+        let openai = LlmOverrides {
+            api: Some(Api::OpenAi),
+            ..LlmOverrides::default()
+        };
+        assert_eq!(load(&openai).unwrap().api, Api::OpenAi);
+        std::fs::write(
+            project.path().join("baton.toml"),
+            "[llm]\napi = \"gemini\"\n",
+        )
+        .unwrap();
+        let e = load(&LlmOverrides::default()).unwrap_err().to_string();
+        assert!(e.contains("baton.toml") && e.contains("\"gemini\""), "{e}");
+    }
 
     #[test]
     fn precedence_is_home_project_env_flags() {

@@ -139,7 +139,8 @@ pub struct ChatRequest {
 /// The tokens of one model call (or a sum of calls), as the provider reported them.
 ///
 /// `cached_prompt_tokens` is the part of `prompt_tokens` the provider served from its prompt
-/// cache (billed at the cached price); `reasoning_tokens` the part of `completion_tokens` spent
+/// cache (billed at the cached price); `cache_write_tokens` the part it wrote to its cache
+/// (Anthropic bills those above the input price); `reasoning_tokens` the part of `completion_tokens` spent
 /// thinking. `cost_usd` is set only where a price is known for every call summed; it is never
 /// guessed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -148,6 +149,8 @@ pub struct Usage {
     pub prompt_tokens: u64,
     #[serde(default)]
     pub cached_prompt_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
     pub completion_tokens: u64,
     #[serde(default)]
     pub reasoning_tokens: u64,
@@ -161,6 +164,7 @@ impl Usage {
     pub fn is_zero(&self) -> bool {
         self.prompt_tokens == 0
             && self.cached_prompt_tokens == 0
+            && self.cache_write_tokens == 0
             && self.completion_tokens == 0
             && self.reasoning_tokens == 0
             && self.total_tokens == 0
@@ -182,6 +186,9 @@ impl Usage {
         self.cached_prompt_tokens = self
             .cached_prompt_tokens
             .saturating_add(other.cached_prompt_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(other.cache_write_tokens);
         self.completion_tokens = self
             .completion_tokens
             .saturating_add(other.completion_tokens);
@@ -201,6 +208,10 @@ impl Usage {
             self.cached_prompt_tokens as f64 / self.prompt_tokens as f64
         }
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -261,6 +261,7 @@ pub fn checked_usage(v: Option<&Value>) -> (Option<Usage>, Vec<String>) {
     let cached_input = at("/input_tokens_details/cached_tokens");
     // Mistral's name for the cached part of the prompt.
     let cached_mistral = get("num_cached_tokens");
+    let cache_write = get("cache_creation_input_tokens");
     let cached = cached_openai
         .or(hit)
         .or(cache_read)
@@ -275,7 +276,7 @@ pub fn checked_usage(v: Option<&Value>) -> (Option<Usage>, Vec<String>) {
                 // Anthropic's shape: the uncached input, the cache read and the cache write.
                 get("input_tokens").unwrap_or(0)
                     + cache_read.unwrap_or(0)
-                    + get("cache_creation_input_tokens").unwrap_or(0)
+                    + cache_write.unwrap_or(0)
             }
         },
     };
@@ -315,6 +316,7 @@ pub fn checked_usage(v: Option<&Value>) -> (Option<Usage>, Vec<String>) {
     let usage = Usage {
         prompt_tokens: prompt,
         cached_prompt_tokens: cached.min(prompt),
+        cache_write_tokens: cache_write.unwrap_or(0).min(prompt - cached.min(prompt)),
         completion_tokens: completion,
         reasoning_tokens: reasoning,
         total_tokens: total,

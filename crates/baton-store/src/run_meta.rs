@@ -140,8 +140,8 @@ pub struct RunMetadata {
 /// The stop reason of a run stopped before a model call that would have crossed a budget.
 pub const BUDGET_EXCEEDED: &str = "budget-exceeded";
 
-/// What a run's model calls used: `{promptTokens, cachedPromptTokens, completionTokens,
-/// reasoningTokens, totalTokens, costUsd?, modelCalls}`. `costUsd` only where every call had a
+/// What a run's model calls used: `{promptTokens, cachedPromptTokens, cacheWriteTokens?,
+/// completionTokens, reasoningTokens, totalTokens, costUsd?, modelCalls}`. `costUsd` only where every call had a
 /// known price.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -149,6 +149,9 @@ pub struct RunUsage {
     pub prompt_tokens: u64,
     #[serde(default)]
     pub cached_prompt_tokens: u64,
+    /// Prompt tokens the provider wrote to its cache (Anthropic), part of `prompt_tokens`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
     pub completion_tokens: u64,
     #[serde(default)]
     pub reasoning_tokens: u64,
@@ -157,6 +160,10 @@ pub struct RunUsage {
     pub cost_usd: Option<f64>,
     #[serde(default)]
     pub model_calls: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The stop reason of a run whose last invocation never reached the model (the endpoint
