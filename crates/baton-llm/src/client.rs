@@ -411,6 +411,7 @@ impl ChatModel for HttpChatModel {
         ModelIdentity {
             name: self.model.clone(),
             base_url: self.config.endpoint_recordable(),
+            api: Some(self.config.api),
             ..ModelIdentity::default()
         }
     }

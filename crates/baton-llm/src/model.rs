@@ -75,6 +75,8 @@ pub struct ModelIdentity {
     pub name: String,
     /// The endpoint, when it holds no secret (no user, password or query).
     pub base_url: Option<String>,
+    /// The wire protocol, for a live model.
+    pub api: Option<crate::config::Api>,
     /// A recorded trace answers, not a model.
     pub replay: bool,
     /// Where the replayed trace comes from (a file path, or `bundled:<name>`), when known.
