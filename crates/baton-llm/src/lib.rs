@@ -12,6 +12,7 @@ pub mod error;
 pub mod model;
 pub mod names;
 pub mod price;
+pub mod probe;
 pub mod protocol;
 pub mod replay;
 pub mod scrub;
