@@ -4,6 +4,7 @@
 //! the model it remembers ([`for_run`]).
 
 use crate::context::Budget;
+use baton_llm::config::Api;
 use baton_llm::{ChatModel, HttpChatModel, LlmConfig, LlmOverrides, ReplayModel, Trace};
 use baton_store::ModelRecord;
 use std::path::{Path, PathBuf};
@@ -26,6 +27,8 @@ pub enum ModelChoice {
 pub struct Requested {
     pub model: Option<String>,
     pub base_url: Option<String>,
+    /// The endpoint's wire protocol (`--api`).
+    pub api: Option<Api>,
     /// A trace file (or, for the orchestrators, a directory of traces).
     pub replay: Option<PathBuf>,
 }
@@ -35,18 +38,36 @@ impl Requested {
         LlmOverrides {
             model: self.model.clone(),
             base_url: self.base_url.clone(),
+            api: self.api,
             ..LlmOverrides::default()
         }
     }
+}
+
+/// The API a run remembers, read back. A value this baton does not know (a newer baton's, or
+/// an edited file) is refused rather than silently spoken to in another protocol.
+fn recorded_api(recorded: &ModelRecord) -> Result<Option<Api>, ModelError> {
+    let Some(name) = recorded.api.as_deref() else {
+        return Ok(None);
+    };
+    name.parse::<Api>().map(Some).map_err(|_| ModelError {
+        code: "LLM_CONFIG_INVALID",
+        message: format!(
+            "the run remembers api {name:?}, which this version of baton does not speak"
+        ),
+        configuration: true,
+        hint: Some("go on with --api openai or --api anthropic".into()),
+    })
 }
 
 /// The model to continue something with that remembers `recorded` (a run's metadata, or the
 /// newest run of an epic or a session):
 ///
 /// - `--replay` wins;
-/// - a live model is remembered: its name and endpoint, over the configuration files, under
-///   the environment (`BATON_MODEL`, `OPENAI_BASE_URL`) and `--model` / `--base-url` of the
-///   command that continues (the key still comes from the environment);
+/// - a live model is remembered: its name, endpoint and API, over the configuration files,
+///   under the environment (`BATON_MODEL`, `OPENAI_BASE_URL`) and `--model` / `--base-url` /
+///   `--api` of the command that continues (the key still comes from the environment); a
+///   remembered API this baton does not know is an error unless `--api` is given;
 /// - a replay is remembered: the same trace, unless a model is configured (`BATON_MODEL`,
 ///   `baton.toml`) or asked for, which then answers live;
 /// - nothing remembered: the configuration, as for a new run.
@@ -54,29 +75,32 @@ pub fn continuation_choice(
     requested: &Requested,
     recorded: Option<&ModelRecord>,
     configured_model: impl FnOnce() -> bool,
-) -> ModelChoice {
+) -> Result<ModelChoice, ModelError> {
     if let Some(path) = &requested.replay {
-        return ModelChoice::Replay(path.clone());
+        return Ok(ModelChoice::Replay(path.clone()));
     }
     let mut overrides = requested.overrides();
     match recorded {
         Some(r) if !r.replay => {
             overrides.recorded_model = Some(r.name.clone()).filter(|n| !n.is_empty());
             overrides.recorded_base_url = r.base_url.clone();
+            if requested.api.is_none() {
+                overrides.recorded_api = recorded_api(r)?;
+            }
         }
         Some(ModelRecord {
             replay: true,
             trace: Some(trace),
             ..
         }) if requested.model.is_none() && requested.base_url.is_none() && !configured_model() => {
-            return match trace.strip_prefix(BUNDLED) {
+            return Ok(match trace.strip_prefix(BUNDLED) {
                 Some(_) => ModelChoice::Bundled(trace.clone()),
                 None => ModelChoice::Replay(PathBuf::from(trace)),
-            };
+            });
         }
         _ => {}
     }
-    ModelChoice::Live(overrides)
+    Ok(ModelChoice::Live(overrides))
 }
 
 /// The model an orchestrator (the epic autopilot, a session) goes on with: a live model, or
@@ -101,7 +125,7 @@ pub fn for_orchestration(
     }
     let choice = continuation_choice(requested, recorded, || {
         configured_model(home, Some(project), env)
-    });
+    })?;
     let choice = match choice {
         // A phase or step run replays one trace of the directory the orchestrator was given.
         ModelChoice::Replay(trace) => match trace.parent() {
@@ -169,7 +193,7 @@ pub fn for_run(
     let project = claimed.project_root();
     let choice = continuation_choice(requested, claimed.run().model.as_ref(), || {
         configured_model(home, Some(project), env)
-    });
+    })?;
     let remembered_trace = matches!(choice, ModelChoice::Bundled(_))
         || (requested.replay.is_none() && matches!(choice, ModelChoice::Replay(_)));
     let model = load_model(&choice, home, Some(project), env).map_err(|e| match &choice {
@@ -358,7 +382,7 @@ mod tests {
     fn a_remembered_live_model_sits_between_the_files_and_the_environment() {
         let recorded = live("model-x", "http://127.0.0.1:8080/v1");
         let none = Requested::default();
-        let o = overrides(continuation_choice(&none, Some(&recorded), || true));
+        let o = overrides(continuation_choice(&none, Some(&recorded), || true).unwrap());
         assert_eq!(o.recorded_model.as_deref(), Some("model-x"));
         assert_eq!(
             o.recorded_base_url.as_deref(),
@@ -368,9 +392,9 @@ mod tests {
         let flags = Requested {
             model: Some("model-y".into()),
             base_url: Some("http://127.0.0.1:9/v1".into()),
-            replay: None,
+            ..Requested::default()
         };
-        let o = overrides(continuation_choice(&flags, Some(&recorded), || false));
+        let o = overrides(continuation_choice(&flags, Some(&recorded), || false).unwrap());
         assert_eq!(o.model.as_deref(), Some("model-y"));
         assert_eq!(o.base_url.as_deref(), Some("http://127.0.0.1:9/v1"));
         // The files come below the record, the environment above it.
@@ -380,7 +404,7 @@ mod tests {
             "[llm]\nmodel = \"file-model\"\nbase_url = \"http://file/v1\"\n",
         )
         .unwrap();
-        let o = overrides(continuation_choice(&none, Some(&recorded), || true));
+        let o = overrides(continuation_choice(&none, Some(&recorded), || true).unwrap());
         let c = LlmConfig::load(None, Some(dir.path()), &|_| None, &o).unwrap();
         assert_eq!(
             (c.model.as_deref(), c.base_url.as_str()),
@@ -389,6 +413,47 @@ mod tests {
         let env = |k: &str| (k == "BATON_MODEL").then(|| "env-model".to_string());
         let c = LlmConfig::load(None, Some(dir.path()), &env, &o).unwrap();
         assert_eq!(c.model.as_deref(), Some("env-model"));
+    }
+
+    #[test]
+    fn a_remembered_api_is_used_unless_api_is_given_and_an_unknown_one_is_refused() {
+        let recorded = ModelRecord {
+            api: Some("anthropic".into()),
+            ..live("claude-x", "http://127.0.0.1:8080/v1")
+        };
+        let none = Requested::default();
+        let o = overrides(continuation_choice(&none, Some(&recorded), || true).unwrap());
+        assert_eq!((o.api, o.recorded_api), (None, Some(Api::Anthropic)));
+        let c = LlmConfig::load(None, None, &|_| None, &o).unwrap();
+        assert_eq!(c.api, Api::Anthropic);
+        assert_eq!(c.api_key_env, "ANTHROPIC_API_KEY");
+        let flag = Requested {
+            api: Some(Api::OpenAi),
+            ..Requested::default()
+        };
+        let o = overrides(continuation_choice(&flag, Some(&recorded), || true).unwrap());
+        let c = LlmConfig::load(None, None, &|_| None, &o).unwrap();
+        assert_eq!(c.api, Api::OpenAi);
+        // A run written before the API was remembered spoke OpenAI's.
+        let old = live("m", "http://127.0.0.1:8080/v1");
+        let o = overrides(continuation_choice(&none, Some(&old), || true).unwrap());
+        assert_eq!(o.recorded_api, None);
+
+        let unknown = ModelRecord {
+            api: Some("gemini".into()),
+            ..recorded
+        };
+        let Err(e) = continuation_choice(&none, Some(&unknown), || true) else {
+            panic!("an unknown remembered api was taken")
+        };
+        assert!(e.message.contains("\"gemini\""), "{}", e.message);
+        assert!(e.hint.is_some_and(|h| h.contains("--api")));
+        // The flag decides, so the remembered value does not matter then.
+        assert!(continuation_choice(&flag, Some(&unknown), || true).is_ok());
+        let dir = tempfile::tempdir().unwrap();
+        assert!(
+            for_orchestration(&none, Some(&unknown), dir.path(), dir.path(), &|_| None).is_err()
+        );
     }
 
     #[test]
@@ -401,11 +466,11 @@ mod tests {
         };
         let none = Requested::default();
         assert!(matches!(
-            continuation_choice(&none, Some(&recorded), || false),
+            continuation_choice(&none, Some(&recorded), || false).unwrap(),
             ModelChoice::Replay(p) if p == Path::new("/traces/a.trace.json")
         ));
         assert!(matches!(
-            continuation_choice(&none, Some(&recorded), || true),
+            continuation_choice(&none, Some(&recorded), || true).unwrap(),
             ModelChoice::Live(_)
         ));
         let asked = Requested {
@@ -413,7 +478,7 @@ mod tests {
             ..Requested::default()
         };
         assert!(matches!(
-            continuation_choice(&asked, Some(&recorded), || false),
+            continuation_choice(&asked, Some(&recorded), || false).unwrap(),
             ModelChoice::Live(_)
         ));
         let bundled = ModelRecord {
@@ -421,7 +486,7 @@ mod tests {
             ..recorded
         };
         assert!(matches!(
-            continuation_choice(&none, Some(&bundled), || false),
+            continuation_choice(&none, Some(&bundled), || false).unwrap(),
             ModelChoice::Bundled(_)
         ));
         // --replay wins over everything.
@@ -430,7 +495,7 @@ mod tests {
             ..Requested::default()
         };
         assert!(matches!(
-            continuation_choice(&replay, Some(&live("x", "http://h/v1")), || true),
+            continuation_choice(&replay, Some(&live("x", "http://h/v1")), || true).unwrap(),
             ModelChoice::Replay(p) if p == Path::new("/other.json")
         ));
     }

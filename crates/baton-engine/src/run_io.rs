@@ -129,6 +129,7 @@ pub fn model_record(model: &dyn ChatModel) -> ModelRecord {
     ModelRecord {
         name: id.name,
         base_url: id.base_url,
+        api: id.api.map(|a| a.as_str().to_string()),
         replay: id.replay,
         trace: id.trace,
     }

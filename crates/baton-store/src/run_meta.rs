@@ -178,6 +178,10 @@ pub struct ModelRecord {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
+    /// The wire protocol of a live model (`openai`, `anthropic`); absent for a replay and for
+    /// runs written before it was recorded (they spoke OpenAI's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
     /// Answered by a recorded trace.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replay: bool,
@@ -427,6 +431,21 @@ mod tests {
         let v = serde_json::to_value(&full).unwrap();
         assert_eq!(v["context"], "full");
         assert_eq!(serde_json::from_value::<RunMetadata>(v).unwrap(), full);
+    }
+
+    #[test]
+    fn a_model_record_keeps_its_api_and_one_written_before_it_reads_without() {
+        let old = json!({"name": "m", "baseUrl": "http://127.0.0.1:9/v1"});
+        let back: ModelRecord = serde_json::from_value(old.clone()).unwrap();
+        assert_eq!(back.api, None);
+        assert_eq!(serde_json::to_value(&back).unwrap(), old);
+        let anthropic = ModelRecord {
+            api: Some("anthropic".into()),
+            ..back
+        };
+        let v = serde_json::to_value(&anthropic).unwrap();
+        assert_eq!(v["api"], "anthropic");
+        assert_eq!(serde_json::from_value::<ModelRecord>(v).unwrap(), anthropic);
     }
 
     #[test]

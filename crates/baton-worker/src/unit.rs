@@ -112,9 +112,11 @@ pub(crate) fn payload_model(
     let requested = Requested {
         model: name,
         base_url,
+        api: None,
         replay: None,
     };
-    let choice = model_choice::continuation_choice(&requested, None, || false);
+    let choice = model_choice::continuation_choice(&requested, None, || false)
+        .map_err(|e| WorkerError::other(e.code, e.message))?;
     let env = |k: &str| std::env::var(k).ok();
     model_choice::load_model(&choice, home, Some(project), &env)
         .map_err(|e| WorkerError::other(e.code, e.message))

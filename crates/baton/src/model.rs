@@ -34,6 +34,7 @@ fn requested(args: &ModelArgs) -> Requested {
     Requested {
         model: args.model.clone(),
         base_url: args.base_url.clone(),
+        api: None,
         replay: args.replay.clone(),
     }
 }
@@ -44,7 +45,8 @@ pub fn load_model(
     project: Option<&Path>,
 ) -> Result<Model, Failure> {
     // A new run: the flags over the configuration (nothing is remembered yet).
-    let choice = model_choice::continuation_choice(&requested(args), None, || false);
+    let choice = model_choice::continuation_choice(&requested(args), None, || false)
+        .map_err(model_failure)?;
     let env = |k: &str| std::env::var(k).ok();
     model_choice::load_model(&choice, store.home(), project, &env)
         .map(Model)

@@ -86,6 +86,7 @@ fn start_answer(state: &AppState, body: AnswerBody) -> Result<(StatusCode, Json<
     let requested = Requested {
         model: body.model.clone(),
         base_url: None,
+        api: None,
         replay: body.replay.clone(),
     };
     let runs: Vec<String> = board

@@ -231,6 +231,7 @@ fn phase_model(
     let requested = Requested {
         model: args.model.clone(),
         base_url: None,
+        api: None,
         replay: args.replay.clone(),
     };
     let recorded = if continuing && args.replay.is_none() {

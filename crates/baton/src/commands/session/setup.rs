@@ -175,6 +175,7 @@ fn model(
     let requested = Requested {
         model: args.model.clone(),
         base_url: args.base_url.clone(),
+        api: None,
         replay: args.replay.clone(),
     };
     let env = |k: &str| std::env::var(k).ok();
