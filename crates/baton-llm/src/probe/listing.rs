@@ -225,3 +225,64 @@ fn compare(probe: &Probe, listed: u64, field: String) -> Check {
         ..check
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn each_providers_field_is_read() {
+        let cases = [
+            // OpenRouter's list entry: its own figure before the top provider's.
+            (
+                json!({"data": [{"id": "m", "context_length": 200_000, "top_provider": {"context_length": 100_000}}]}),
+                Some((200_000, "context_length")),
+            ),
+            (
+                json!({"data": [{"id": "m", "top_provider": {"context_length": 100_000}}]}),
+                Some((100_000, "top_provider.context_length")),
+            ),
+            (
+                json!({"id": "m", "max_model_len": 32_768}),
+                Some((32_768, "max_model_len")),
+            ),
+            (
+                json!({"id": "m", "context_window": 131_072}),
+                Some((131_072, "context_window")),
+            ),
+            (
+                json!({"id": "m", "max_context_length": 128_000}),
+                Some((128_000, "max_context_length")),
+            ),
+            // Anthropic's model object.
+            (
+                json!({"id": "m", "type": "model", "max_input_tokens": 200_000, "max_tokens": 64_000}),
+                Some((200_000, "max_input_tokens")),
+            ),
+            (
+                json!({"models": [], "data": [{"name": "models/m", "inputTokenLimit": 1_048_576}]}),
+                Some((1_048_576, "inputTokenLimit")),
+            ),
+            (
+                json!([{"id": "m", "metadata": {"context_length": "65536"}}]),
+                Some((65_536, "metadata.context_length")),
+            ),
+            // Another model's page, an implausible figure, no figure: nothing.
+            (json!({"id": "other", "context_length": 8_192}), None),
+            (json!({"id": "m", "context_length": 7}), None),
+            (
+                json!({"object": "list", "data": [{"id": "m", "owned_by": "me"}]}),
+                None,
+            ),
+        ];
+        for (listing, want) in cases {
+            let got = find(&listing, "m");
+            assert_eq!(
+                got.as_ref().map(|(n, f)| (*n, f.as_str())),
+                want,
+                "{listing}"
+            );
+        }
+    }
+}
