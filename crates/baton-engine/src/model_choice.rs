@@ -69,7 +69,7 @@ fn recorded_api(recorded: &ModelRecord) -> Result<Option<Api>, ModelError> {
 ///   `--api` of the command that continues (the key still comes from the environment); a
 ///   remembered API this baton does not know is an error unless `--api` is given;
 /// - a replay is remembered: the same trace, unless a model is configured (`BATON_MODEL`,
-///   `baton.toml`) or asked for, which then answers live;
+///   `baton.toml`) or asked for (a model, an endpoint or an API), which then answers live;
 /// - nothing remembered: the configuration, as for a new run.
 pub fn continuation_choice(
     requested: &Requested,
@@ -92,7 +92,11 @@ pub fn continuation_choice(
             replay: true,
             trace: Some(trace),
             ..
-        }) if requested.model.is_none() && requested.base_url.is_none() && !configured_model() => {
+        }) if requested.model.is_none()
+            && requested.base_url.is_none()
+            && requested.api.is_none()
+            && !configured_model() =>
+        {
             return Ok(match trace.strip_prefix(BUNDLED) {
                 Some(_) => ModelChoice::Bundled(trace.clone()),
                 None => ModelChoice::Replay(PathBuf::from(trace)),

@@ -12,6 +12,7 @@ use crate::state::AppState;
 use baton_engine::bundled_demo;
 use baton_engine::model_choice::{self, LoadedModel, ModelChoice, Requested};
 use baton_engine::runner::{self, Claimed, Continuation, Settings, StartRun};
+use baton_llm::config::Api;
 use baton_llm::{ReplayModel, Trace};
 use baton_store::Store;
 use baton_tools::ToolsConfig;
@@ -45,6 +46,8 @@ pub struct StartBody {
     pub project: Option<PathBuf>,
     /// Model name (overrides BATON_MODEL and baton.toml).
     pub model: Option<String>,
+    /// The endpoint's wire protocol, `openai` or `anthropic` (overrides `[llm] api`).
+    pub api: Option<String>,
     /// A trace file to replay, or `"demo"`: the bundled create-story demo.
     pub replay: Option<String>,
     /// Whether the trace's recorded user inputs answer the questions. Default: yes for a trace
@@ -67,6 +70,8 @@ pub struct AnswerBody {
     /// A widget submission: `{"type": "selection", "value": …}`.
     pub widget: Option<Value>,
     pub model: Option<String>,
+    /// The endpoint's wire protocol (default: the one the run was started with).
+    pub api: Option<String>,
     /// A trace to answer from (default: the recording the server started the run with, or the
     /// bundled one for a demo run another server started).
     pub replay: Option<PathBuf>,
@@ -137,9 +142,11 @@ pub fn start(state: &AppState, body: StartBody) -> Result<Value, ApiError> {
     } else {
         let choice = match &body.replay {
             Some(path) => ModelChoice::Replay(PathBuf::from(path)),
-            None => ModelChoice::Configured {
+            None => ModelChoice::Live(baton_llm::LlmOverrides {
                 model: body.model.clone(),
-            },
+                api: api_field(body.api.as_deref())?,
+                ..Default::default()
+            }),
         };
         load(
             store,
@@ -187,6 +194,7 @@ pub fn start(state: &AppState, body: StartBody) -> Result<Value, ApiError> {
 /// Claims a waiting run with the answer and drives it on in the background.
 pub fn answer(state: &AppState, query: &str, body: AnswerBody) -> Result<Value, ApiError> {
     let text = answer_text(&body)?;
+    let api = api_field(body.api.as_deref())?;
     let store = &state.store;
     // The run is found, checked and locked before any model is looked at.
     let claimed =
@@ -197,7 +205,7 @@ pub fn answer(state: &AppState, query: &str, body: AnswerBody) -> Result<Value, 
     let remembered = match state.jobs.replay_of(&run_id) {
         Some(replay) => Some(replay),
         // A demo run this server did not start (or forgot): its recording, rebuilt.
-        None if body.replay.is_none() && body.model.is_none() => {
+        None if body.replay.is_none() && body.model.is_none() && body.api.is_none() => {
             demo::restore_replay(store, &run_id)?.map(|replay| {
                 let replay = Arc::new(replay);
                 state.jobs.remember_replay(&run_id, replay.clone());
@@ -208,7 +216,7 @@ pub fn answer(state: &AppState, query: &str, body: AnswerBody) -> Result<Value, 
     };
     let model = match (&body.replay, &body.model, remembered) {
         (Some(path), _, _) => load(store, &ModelChoice::Replay(path.clone()), &root, true)?,
-        (None, None, Some(replay)) => {
+        (None, None, Some(replay)) if api.is_none() => {
             // The person answered live: the recording's own answer is passed over.
             replay.skip_user_input();
             RunModel::Replay {
@@ -221,6 +229,7 @@ pub fn answer(state: &AppState, query: &str, body: AnswerBody) -> Result<Value, 
         (None, model, _) => {
             let requested = Requested {
                 model: model.clone(),
+                api,
                 ..Requested::default()
             };
             let env = |k: &str| std::env::var(k).ok();
@@ -232,6 +241,13 @@ pub fn answer(state: &AppState, query: &str, body: AnswerBody) -> Result<Value, 
     };
     spawn(state, claimed, model, tools, Vec::new());
     Ok(json!({"runId": run_id, "projectRoot": root, "phase": "running"}))
+}
+
+/// The `api` field of a body: `openai`, `anthropic`, or absent.
+pub(crate) fn api_field(api: Option<&str>) -> Result<Option<Api>, ApiError> {
+    api.map(str::parse::<Api>)
+        .transpose()
+        .map_err(|e| ApiError::bad_request(e.code(), e.to_string()))
 }
 
 fn load(

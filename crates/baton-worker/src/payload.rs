@@ -39,6 +39,10 @@ fn autopilot_default() -> bool {
 pub struct ModelPayload {
     pub name: Option<String>,
     pub base_url: Option<String>,
+    /// The endpoint's wire protocol, `openai` or `anthropic` (absent: the worker's
+    /// configuration chooses; left out when absent so older workers still read the payload).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
     /// `node` or `full`.
     pub context: Option<String>,
     pub context_tokens: Option<u64>,
@@ -66,6 +70,10 @@ impl RunPayload {
             return Err(format!(
                 "payload: model.context is {c:?}, expected \"node\" or \"full\""
             ));
+        }
+        if let Some(api) = payload.model.api.as_deref() {
+            api.parse::<baton_llm::config::Api>()
+                .map_err(|e| format!("payload: model.api: {e}"))?;
         }
         let subdir = &payload.project_subdir;
         if subdir.starts_with('/')
@@ -114,6 +122,24 @@ mod tests {
                 .unwrap_err()
                 .contains("shell")
         );
+        let api = json!({"package": "demo", "model": {"api": "gemini"}});
+        assert!(
+            RunPayload::from_value(&api)
+                .unwrap_err()
+                .contains("model.api")
+        );
+        let anthropic = RunPayload {
+            model: ModelPayload {
+                api: Some("anthropic".into()),
+                ..Default::default()
+            },
+            ..p.clone()
+        };
+        assert_eq!(
+            RunPayload::from_value(&anthropic.to_value()).unwrap(),
+            anthropic
+        );
+        assert!(p.to_value()["model"].get("api").is_none());
         let context = json!({"package": "demo", "model": {"context": "all"}});
         assert!(
             RunPayload::from_value(&context)

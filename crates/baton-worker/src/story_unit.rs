@@ -237,6 +237,8 @@ pub(crate) async fn run_story_unit(ctx: &Ctx, lease: Lease) -> Result<(), Worker
         &project,
         payload.model.name.clone(),
         payload.model.base_url.clone(),
+        // A story unit names no API (baton-epic's StoryModel): the worker's files choose.
+        None,
     )?;
     let store = Store::new(work.join("home"));
     install_pinned(&queue, &store, &work, &payload.packages).await?;

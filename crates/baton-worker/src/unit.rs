@@ -102,17 +102,24 @@ async fn complete(
     Ok(())
 }
 
-/// The model a unit names (by name and endpoint), with this worker's own key and settings.
+/// The model a unit names (by name, endpoint and API), with this worker's own key and
+/// settings.
 pub(crate) fn payload_model(
     home: &Path,
     project: &Path,
     name: Option<String>,
     base_url: Option<String>,
+    api: Option<&str>,
 ) -> Result<model_choice::LoadedModel, WorkerError> {
+    // Checked with the payload; an unknown name here is one that skipped that check.
+    let api = api
+        .map(str::parse::<baton_llm::config::Api>)
+        .transpose()
+        .map_err(|e| WorkerError::other(e.code(), e.to_string()))?;
     let requested = Requested {
         model: name,
         base_url,
-        api: None,
+        api,
         replay: None,
     };
     let choice = model_choice::continuation_choice(&requested, None, || false)
@@ -328,6 +335,7 @@ async fn drive(
         project,
         payload.model.name.clone(),
         payload.model.base_url.clone(),
+        payload.model.api.as_deref(),
     )?;
     let tools = baton_tools::ToolsConfig::load(Some(home), Some(project))
         .map_err(|e| WorkerError::other(e.code(), e.to_string()))?;

@@ -34,7 +34,7 @@ fn requested(args: &ModelArgs) -> Requested {
     Requested {
         model: args.model.clone(),
         base_url: args.base_url.clone(),
-        api: None,
+        api: crate::args::ApiArg::api(args.api),
         replay: args.replay.clone(),
     }
 }

@@ -56,6 +56,9 @@ pub struct AnswerBody {
     pub question: Option<String>,
     /// Model name for the phases that follow.
     pub model: Option<String>,
+    /// The endpoint's wire protocol, `openai` or `anthropic` (default: the one the epic's
+    /// newest phase run was started with).
+    pub api: Option<String>,
     /// A directory of per-run traces to replay instead of a model.
     pub replay: Option<PathBuf>,
 }
@@ -86,7 +89,7 @@ fn start_answer(state: &AppState, body: AnswerBody) -> Result<(StatusCode, Json<
     let requested = Requested {
         model: body.model.clone(),
         base_url: None,
-        api: None,
+        api: crate::drive::api_field(body.api.as_deref())?,
         replay: body.replay.clone(),
     };
     let runs: Vec<String> = board

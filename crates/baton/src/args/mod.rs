@@ -7,4 +7,4 @@ pub mod model;
 pub mod run;
 
 pub use budget::BudgetArgs;
-pub use model::{ContextArg, ModelArgs};
+pub use model::{ApiArg, ContextArg, ModelArgs};

@@ -1,5 +1,6 @@
 //! Which model answers a run, shared by `run`, `resume`, `answer`, `chat` and `agent`.
 
+use baton_llm::config::Api;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 
@@ -19,6 +20,25 @@ impl ContextArg {
     }
 }
 
+/// `--api`: the endpoint's wire protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ApiArg {
+    /// OpenAI's Chat Completions (`POST {base_url}/chat/completions`), most providers.
+    #[value(name = "openai")]
+    OpenAi,
+    /// Anthropic's Messages API (`POST {base_url}/messages`).
+    Anthropic,
+}
+
+impl ApiArg {
+    pub fn api(arg: Option<ApiArg>) -> Option<Api> {
+        arg.map(|a| match a {
+            ApiArg::OpenAi => Api::OpenAi,
+            ApiArg::Anthropic => Api::Anthropic,
+        })
+    }
+}
+
 /// Which model answers, shared by run, resume, answer and chat.
 #[derive(Debug, Args)]
 pub struct ModelArgs {
@@ -30,6 +50,10 @@ pub struct ModelArgs {
     /// a continued run was started with).
     #[arg(long, value_name = "URL", conflicts_with = "replay")]
     pub base_url: Option<String>,
+    /// The endpoint's wire protocol (default openai; anthropic is chosen by itself for
+    /// api.anthropic.com). Overrides [llm] api.
+    #[arg(long, value_enum, conflicts_with = "replay")]
+    pub api: Option<ApiArg>,
     /// Answer from a recorded trace instead of a model (offline; recorded user inputs answer
     /// the questions).
     #[arg(long, value_name = "TRACE")]

@@ -105,9 +105,10 @@ impl AnswerArgs {
 }
 
 /// What a queued answer cannot take: the worker drives the run with what was submitted.
-const QUEUED_ANSWER_CONFLICTS: [&str; 9] = [
+const QUEUED_ANSWER_CONFLICTS: [&str; 10] = [
     "model",
     "base_url",
+    "api",
     "replay",
     "record",
     "context",

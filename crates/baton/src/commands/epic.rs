@@ -62,6 +62,10 @@ pub struct LoopArgs {
     /// Model name (overrides BATON_MODEL and baton.toml).
     #[arg(long)]
     pub model: Option<String>,
+    /// The endpoint's wire protocol (default openai; anthropic is chosen by itself for
+    /// api.anthropic.com). Overrides [llm] api.
+    #[arg(long, value_enum, conflicts_with = "replay")]
+    pub api: Option<crate::args::ApiArg>,
     /// Answer from recorded traces, one per phase run (<story>.<phase>.<n>.trace.json), offline.
     #[arg(long, value_name = "DIR")]
     pub replay: Option<PathBuf>,
@@ -231,7 +235,7 @@ fn phase_model(
     let requested = Requested {
         model: args.model.clone(),
         base_url: None,
-        api: None,
+        api: crate::args::ApiArg::api(args.api),
         replay: args.replay.clone(),
     };
     let recorded = if continuing && args.replay.is_none() {
@@ -435,6 +439,20 @@ fn queue_target(
             "--queue runs an epic of sprint-status.yaml (`baton epic run <EPIC> --queue URL`)",
             exit::INVALID,
         ));
+    }
+    // A story unit carries the model's name and endpoint only: each worker's own
+    // configuration chooses the API, so a flag here would be silently dropped.
+    if args.api.is_some() {
+        return Err(Failure::new(
+            "EPIC_QUEUE_UNSUPPORTED",
+            "--api does not reach the workers of a queued epic",
+            exit::INVALID,
+        )
+        .hint(Some(
+            "set api under [llm] in the project's baton.toml (the workers read it), or leave \
+             out --api for an endpoint at api.anthropic.com"
+                .into(),
+        )));
     }
     let (url, env) = match (&args.queue, &args.db_env, &remembered) {
         (None, None, Some(r)) => (r.db_url.clone(), r.db_env.clone()),

@@ -49,6 +49,7 @@ fn payload(args: &RunArgs, source: &ProjectSource, package_name: &str) -> RunPay
                 .base_url
                 .clone()
                 .or_else(|| std::env::var("OPENAI_BASE_URL").ok()),
+            api: crate::args::ApiArg::api(args.model.api).map(|a| a.as_str().to_string()),
             context: args.model.context.map(|c| {
                 match c {
                     ContextArg::Node => "node",

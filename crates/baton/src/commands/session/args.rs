@@ -53,8 +53,12 @@ pub struct LoopArgs {
     /// The OpenAI-compatible endpoint (overrides OPENAI_BASE_URL and baton.toml).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
+    /// The endpoint's wire protocol (default openai; anthropic is chosen by itself for
+    /// api.anthropic.com). Overrides [llm] api.
+    #[arg(long, value_enum)]
+    pub api: Option<crate::args::ApiArg>,
     /// Answer from the traces recorded in DIR (one per step run and gate call), offline.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["model", "base_url"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["model", "base_url", "api"])]
     pub replay: Option<PathBuf>,
     /// Record every step run's and gate call's conversation in DIR (created when missing).
     #[arg(long, value_name = "DIR")]

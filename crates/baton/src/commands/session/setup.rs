@@ -164,7 +164,7 @@ fn prepare_in(
 }
 
 /// The configured model (`baton.toml`, the store's `config.toml`, the environment), with
-/// `--model` and `--base-url` on top, built as `baton run` builds it; a session that goes on
+/// `--model`, `--base-url` and `--api` on top, built as `baton run` builds it; a session that goes on
 /// uses what its runs remember first (`model_choice::for_orchestration`).
 fn model(
     args: &LoopArgs,
@@ -175,7 +175,7 @@ fn model(
     let requested = Requested {
         model: args.model.clone(),
         base_url: args.base_url.clone(),
-        api: None,
+        api: crate::args::ApiArg::api(args.api),
         replay: args.replay.clone(),
     };
     let env = |k: &str| std::env::var(k).ok();
