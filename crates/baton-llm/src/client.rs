@@ -1,8 +1,9 @@
-//! The HTTP `ChatModel`: `POST {base_url}/chat/completions` with retries, timeouts,
-//! streaming and cancellation.
+//! The HTTP `ChatModel`: `POST {base_url}/chat/completions` (or Anthropic's
+//! `POST {base_url}/messages`) with retries, timeouts, streaming and cancellation.
 
+use crate::anthropic::{self, MessageStream};
 use crate::body::{self, BodyError, ReadError};
-use crate::config::LlmConfig;
+use crate::config::{Api, LlmConfig};
 use crate::error::LlmError;
 use crate::model::{BoxFuture, CallOptions, ChatModel, ModelIdentity};
 use crate::names::ToolNames;
@@ -35,6 +36,11 @@ enum Failure {
     /// The connection was refused or the host name did not resolve: a wrong or stopped
     /// endpoint, reported at once unless it answered before.
     Unreachable(LlmError),
+    /// An error status, with the wait the server asked for (`Retry-After`).
+    Status {
+        error: LlmError,
+        retry_after: Option<Duration>,
+    },
     Error(LlmError),
 }
 
@@ -79,7 +85,30 @@ impl HttpChatModel {
     }
 
     fn url(&self) -> String {
-        format!("{}/chat/completions", self.config.base_url)
+        match self.config.api {
+            Api::OpenAi => format!("{}/chat/completions", self.config.base_url),
+            Api::Anthropic => format!("{}/messages", self.config.base_url),
+        }
+    }
+
+    /// The body of one attempt, in the configured API's shape.
+    fn body(&self, request: &ChatRequest, names: &ToolNames, stream: bool) -> serde_json::Value {
+        match self.config.api {
+            Api::OpenAi => wire::request_body(
+                &self.model,
+                request,
+                names,
+                stream,
+                &self.config.body_options(),
+            ),
+            Api::Anthropic => anthropic::request_body(
+                &self.model,
+                request,
+                names,
+                stream,
+                self.config.max_completion_tokens,
+            ),
+        }
     }
 
     async fn attempt(
@@ -89,19 +118,20 @@ impl HttpChatModel {
         stream: bool,
         options: CallOptions<'_>,
     ) -> Result<ChatResponse, Failure> {
-        let body = wire::request_body(
-            &self.model,
-            request,
-            names,
-            stream,
-            &self.config.body_options(),
-        );
+        let body = self.body(request, names, stream);
         let mut builder = self
             .http
             .post(self.url())
             .header("content-type", "application/json");
-        if let Some(key) = &self.config.api_key {
-            builder = builder.bearer_auth(key.expose());
+        match (self.config.api, &self.config.api_key) {
+            (Api::OpenAi, Some(key)) => builder = builder.bearer_auth(key.expose()),
+            (Api::Anthropic, key) => {
+                builder = builder.header("anthropic-version", anthropic::VERSION);
+                if let Some(key) = key {
+                    builder = builder.header("x-api-key", key.expose());
+                }
+            }
+            (Api::OpenAi, None) => {}
         }
         if stream {
             builder = builder.header("accept", "text/event-stream");
@@ -137,13 +167,16 @@ impl HttpChatModel {
                     message,
                     retry_after,
                 }
+                .into()
             } else {
-                LlmError::Http {
-                    status: status.as_u16(),
-                    message,
+                Failure::Status {
+                    error: LlmError::Http {
+                        status: status.as_u16(),
+                        message,
+                    },
+                    retry_after,
                 }
-            }
-            .into());
+            });
         }
         let is_sse = response
             .headers()
@@ -158,7 +191,10 @@ impl HttpChatModel {
                 Err(ReadError::Timeout) => return Err(LlmError::Timeout(timeout).into()),
                 Err(ReadError::Transport(e)) => return Err(transport_error(&e, timeout).into()),
             };
-            let parsed = wire::parse_response(&bytes, names)?;
+            let parsed = match self.config.api {
+                Api::OpenAi => wire::parse_response(&bytes, names)?,
+                Api::Anthropic => anthropic::parse_response(&bytes, names)?,
+            };
             if let Some(text) = parsed.message.content.as_deref().filter(|t| !t.is_empty()) {
                 options.emit(StreamEvent::TextDelta(text.to_string()));
             }
@@ -166,7 +202,7 @@ impl HttpChatModel {
         }
         // The cap sits under the SSE parser: an event that never ends is cut too.
         let mut events = body::capped_stream(response, cap).eventsource();
-        let mut acc = StreamAccumulator::default();
+        let mut acc = Accumulator::new(self.config.api);
         loop {
             let next = match tokio::time::timeout(timeout, events.next()).await {
                 Err(_) => {
@@ -189,7 +225,7 @@ impl HttpChatModel {
                     for (index, name) in delta.tool_started {
                         options.emit(StreamEvent::ToolCallStarted { index, name });
                     }
-                    if acc.done {
+                    if acc.done() {
                         break;
                     }
                 }
@@ -220,6 +256,7 @@ impl HttpChatModel {
         let mut stream = self.config.stream;
         let mut retries = 0u32;
         loop {
+            let mut server_wait = None;
             let error = match self.attempt(request, names, stream, options).await {
                 Ok(response) => return Ok(response),
                 Err(Failure::StreamBrokeEarly(_)) if stream => {
@@ -230,6 +267,10 @@ impl HttpChatModel {
                 Err(Failure::Unreachable(e)) if !self.reached.load(Ordering::Relaxed) => {
                     return Err(e);
                 }
+                Err(Failure::Status { error, retry_after }) => {
+                    server_wait = retry_after;
+                    error
+                }
                 Err(Failure::StreamBrokeEarly(e))
                 | Err(Failure::Unreachable(e))
                 | Err(Failure::Error(e)) => e,
@@ -239,7 +280,7 @@ impl HttpChatModel {
             }
             let ra = match &error {
                 LlmError::RateLimited { retry_after, .. } => *retry_after,
-                _ => None,
+                _ => server_wait,
             };
             let wait = backoff(
                 self.config.retry_base_delay,
@@ -278,6 +319,49 @@ impl HttpChatModel {
             ));
         }
         Ok(response)
+    }
+}
+
+/// A streamed answer being assembled, in the configured API's events.
+enum Accumulator {
+    OpenAi(StreamAccumulator),
+    Anthropic(MessageStream),
+}
+
+impl Accumulator {
+    fn new(api: Api) -> Accumulator {
+        match api {
+            Api::OpenAi => Accumulator::OpenAi(StreamAccumulator::default()),
+            Api::Anthropic => Accumulator::Anthropic(MessageStream::default()),
+        }
+    }
+
+    fn push(&mut self, data: &str, names: &ToolNames) -> Result<wire::ChunkDelta, LlmError> {
+        match self {
+            Accumulator::OpenAi(a) => a.push(data, names),
+            Accumulator::Anthropic(a) => a.push(data, names),
+        }
+    }
+
+    fn has_content(&self) -> bool {
+        match self {
+            Accumulator::OpenAi(a) => a.has_content(),
+            Accumulator::Anthropic(a) => a.has_content(),
+        }
+    }
+
+    fn done(&self) -> bool {
+        match self {
+            Accumulator::OpenAi(a) => a.done,
+            Accumulator::Anthropic(a) => a.done,
+        }
+    }
+
+    fn finish(self, names: &ToolNames) -> Result<ChatResponse, LlmError> {
+        match self {
+            Accumulator::OpenAi(a) => a.finish(names),
+            Accumulator::Anthropic(a) => a.finish(names),
+        }
     }
 }
 

@@ -1,9 +1,10 @@
-//! Talking to models: an OpenAI-compatible HTTP client (streaming, retries, timeouts,
+//! Talking to models: an HTTP client for OpenAI-compatible endpoints and Anthropic's Messages API (streaming, retries, timeouts,
 //! cancellation, lenient decoding), tool-name aliasing, configuration, and traces that record a
 //! run's conversation and replay it offline.
 //!
 //! Nothing here knows about workflows.
 
+pub mod anthropic;
 mod body;
 pub mod client;
 pub mod config;

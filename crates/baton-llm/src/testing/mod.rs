@@ -7,6 +7,7 @@
 //! It is strict by default, like OpenAI: a request whose tool calls and tool results do not
 //! pair up gets HTTP 400 (and uses up no scripted reply).
 
+pub mod anthropic;
 pub mod caching;
 mod reply;
 mod tool_protocol;

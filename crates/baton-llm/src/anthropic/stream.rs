@@ -1,0 +1,185 @@
+//! A streamed Messages API answer: `message_start`, then per content block a start, deltas
+//! and a stop, then `message_delta` (stop reason, output tokens) and `message_stop`; `ping`
+//! anywhere, `error` when the provider gives up mid-way.
+
+use super::blocks::{self, Block};
+use crate::error::LlmError;
+use crate::names::ToolNames;
+use crate::types::ChatResponse;
+use crate::wire::{self, ChunkDelta};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// Accumulates the events of one streamed answer.
+#[derive(Debug, Default)]
+pub struct MessageStream {
+    blocks: BTreeMap<usize, Block>,
+    stop_reason: Option<String>,
+    /// `message_start`'s usage, updated by `message_delta`'s (its output count is the total).
+    usage: Map<String, Value>,
+    /// `message_stop` arrived: the answer is whole.
+    pub done: bool,
+}
+
+/// The most content blocks one answer may open: a stream opening more is not an answer.
+const MAX_BLOCKS: usize = 4096;
+
+impl MessageStream {
+    /// True once any of the answer arrived (text, thinking or a tool call).
+    pub fn has_content(&self) -> bool {
+        self.blocks.values().any(|b| match b {
+            Block::Text(t) => !t.is_empty(),
+            Block::ToolUse { .. } | Block::Thinking(_) => true,
+            Block::Other => false,
+        })
+    }
+
+    /// Feeds one SSE event's `data:` payload (its `type` says which event it is).
+    pub fn push(&mut self, data: &str, names: &ToolNames) -> Result<ChunkDelta, LlmError> {
+        let data = data.trim();
+        if data.is_empty() {
+            return Ok(ChunkDelta::default());
+        }
+        let v: Value = serde_json::from_str(data)
+            .map_err(|e| LlmError::BadResponse(format!("a stream event is not JSON ({e})")))?;
+        let mut out = ChunkDelta::default();
+        match v["type"].as_str().unwrap_or_default() {
+            "message_start" => {
+                if let Some(Value::Object(u)) = v.pointer("/message/usage") {
+                    self.usage = u.clone();
+                }
+            }
+            "content_block_start" => {
+                let index = self.index(&v)?;
+                let block = Block::from_start(&v["content_block"]);
+                if let Block::ToolUse { name, .. } = &block {
+                    out.tool_started
+                        .push((index, names.from_wire(name).to_string()));
+                }
+                if let Block::Text(t) = &block
+                    && !t.is_empty()
+                {
+                    out.text = Some(t.clone());
+                }
+                self.blocks.insert(index, block);
+            }
+            "content_block_delta" => {
+                let index = self.index(&v)?;
+                out.text = self.apply_delta(index, &v["delta"])?;
+            }
+            "message_delta" => {
+                if let Some(r) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.stop_reason = Some(r.to_string());
+                }
+                if let Some(Value::Object(u)) = v.get("usage") {
+                    for (k, x) in u {
+                        if !x.is_null() {
+                            self.usage.insert(k.clone(), x.clone());
+                        }
+                    }
+                }
+            }
+            "message_stop" => self.done = true,
+            "error" => return Err(error_event(&v)),
+            // `ping`, `content_block_stop`, and event types added later.
+            _ => {}
+        }
+        Ok(out)
+    }
+
+    fn index(&self, v: &Value) -> Result<usize, LlmError> {
+        let index = v["index"]
+            .as_u64()
+            .ok_or_else(|| LlmError::BadResponse(format!("a {} event has no index", v["type"])))?;
+        let index = usize::try_from(index).unwrap_or(usize::MAX);
+        if index >= MAX_BLOCKS {
+            return Err(LlmError::BadResponse(format!(
+                "a stream event names content block {index}; at most {MAX_BLOCKS} are read"
+            )));
+        }
+        Ok(index)
+    }
+
+    /// Applies a delta; returns text to show live.
+    fn apply_delta(&mut self, index: usize, delta: &Value) -> Result<Option<String>, LlmError> {
+        let kind = delta["type"].as_str().unwrap_or_default();
+        let piece = |field: &str| delta[field].as_str().unwrap_or_default().to_string();
+        let block = self.blocks.entry(index).or_insert_with(|| match kind {
+            "input_json_delta" => Block::ToolUse {
+                id: String::new(),
+                name: String::new(),
+                input: String::new(),
+            },
+            "thinking_delta" | "signature_delta" => {
+                Block::Thinking(serde_json::json!({"type": "thinking", "thinking": ""}))
+            }
+            _ => Block::Text(String::new()),
+        });
+        match (kind, block) {
+            ("text_delta", Block::Text(t)) => {
+                let p = piece("text");
+                t.push_str(&p);
+                return Ok(Some(p).filter(|p| !p.is_empty()));
+            }
+            ("input_json_delta", Block::ToolUse { input, .. }) => {
+                input.push_str(&piece("partial_json"));
+            }
+            ("thinking_delta", Block::Thinking(b)) => append(b, "thinking", &piece("thinking")),
+            ("signature_delta", Block::Thinking(b)) => {
+                append(b, "signature", &piece("signature"));
+            }
+            // Citations and deltas of block types baton does not use.
+            (_, Block::Other) | ("citations_delta", _) => {}
+            (kind, _) => {
+                return Err(LlmError::BadResponse(format!(
+                    "a {kind} arrived for content block {index}, which is not of that kind"
+                )));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The answer. A stream that ended before the answer said how it ended is a broken stream,
+    /// not a short answer.
+    pub fn finish(self, names: &ToolNames) -> Result<ChatResponse, LlmError> {
+        if !self.done && self.stop_reason.is_none() {
+            return Err(LlmError::StreamInterrupted(
+                "the stream ended before message_stop".into(),
+            ));
+        }
+        let usage = Value::Object(self.usage);
+        let usage = usage.as_object().filter(|u| !u.is_empty()).map(|_| &usage);
+        blocks::response(
+            self.blocks.into_values().collect(),
+            self.stop_reason.as_deref(),
+            usage,
+            names,
+        )
+    }
+}
+
+fn append(block: &mut Value, field: &str, piece: &str) {
+    let now = block[field].as_str().unwrap_or_default().to_string();
+    block[field] = Value::String(now + piece);
+}
+
+/// An `error` event or body as an error the retry loop understands: overloaded as HTTP 529,
+/// a rate limit as 429, an internal error as 500 (all retried); anything else a bad answer.
+pub(super) fn error_event(v: &Value) -> LlmError {
+    let message = wire::error_message(v.to_string().as_bytes());
+    match v.pointer("/error/type").and_then(Value::as_str) {
+        Some("overloaded_error") => LlmError::Http {
+            status: 529,
+            message,
+        },
+        Some("rate_limit_error") => LlmError::RateLimited {
+            message,
+            retry_after: None,
+        },
+        Some("api_error") => LlmError::Http {
+            status: 500,
+            message,
+        },
+        _ => LlmError::BadResponse(format!("the provider reported an error: {message}")),
+    }
+}
