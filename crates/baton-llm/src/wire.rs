@@ -301,6 +301,14 @@ pub fn checked_usage(v: Option<&Value>) -> (Option<Usage>, Vec<String>) {
     } else {
         completion
     };
+    // Gemini's OpenAI-compatible endpoint names no reasoning figure, yet its total holds the
+    // thinking it bills as output (66 + 6 of 100): the rest of the total is reasoning counted
+    // beside the completion, or its tokens would be missing from the cost.
+    let hidden = match given_total {
+        Some(t) if reasoning == 0 && t > prompt + completion => t - prompt - completion,
+        _ => 0,
+    };
+    let (completion, reasoning) = (completion + hidden, reasoning + hidden);
     let parts = prompt + completion;
     // The total is never believed under its parts: a server answering 0 spent nothing less.
     let total = match given_total {
