@@ -267,7 +267,7 @@
     setInterval(() => scheduleRefresh(0), every);
   }
 
-  const usage = { turns: 0, tools: 0, prompt: 0, cached: 0, completion: 0, total: 0 };
+  const usage = { turns: 0, tools: 0, prompt: 0, cached: 0, written: 0, completion: 0, total: 0 };
   // The cost is known only while every call was priced (`costUsd` on each usage).
   const cost = { usd: 0, priced: true };
   function showUsage() {
@@ -275,6 +275,9 @@
       const el = document.getElementById('usage-' + k);
       if (el) el.textContent = usage[k].toLocaleString();
     }
+    // Prompt tokens written to the provider's cache (Anthropic): shown once there are some.
+    const w = document.getElementById('usage-written-row');
+    if (w) w.hidden = usage.written === 0;
     const c = document.getElementById('usage-cost');
     if (c) c.textContent = cost.priced && usage.turns > 0 ? '$' + cost.usd.toFixed(4) : '—';
   }
@@ -318,6 +321,7 @@
       const u = r.usage || {};
       usage.prompt += u.promptTokens || 0;
       usage.cached += u.cachedPromptTokens || 0;
+      usage.written += u.cacheWriteTokens || 0;
       usage.completion += u.completionTokens || 0;
       usage.total += u.totalTokens || 0;
       if (typeof u.costUsd === 'number') cost.usd += u.costUsd; else cost.priced = false;

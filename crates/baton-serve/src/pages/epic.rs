@@ -378,13 +378,17 @@ fn column(out: &mut String, status: &str, stories: &[&StoryRow], board: &Board, 
     out.push_str("</div>");
 }
 
-/// `12,345 tokens, 71% of the prompt cached, $0.0123` (the cost only where priced).
+/// `12,345 tokens, 71% of the prompt cached, $0.0123` (the cost only where priced; `cached,
+/// 2100 written to cache,` where the provider wrote to its cache).
 fn usage_text(u: &baton_llm::Usage) -> String {
     let mut t = format!(
         "{} tokens, {:.0}% of the prompt cached",
         u.total_tokens,
         u.cached_share() * 100.0
     );
+    if u.cache_write_tokens > 0 {
+        let _ = write!(t, ", {} written to cache", u.cache_write_tokens);
+    }
     if let Some(c) = u.cost_usd {
         let _ = write!(t, ", ${c:.4}");
     }
@@ -507,6 +511,14 @@ mod tests {
         ));
         assert_eq!(html.matches("data-testid=\"story-usage\"").count(), 1);
         assert!(!render(&board(), "/p").contains("usage"));
+        assert!(!html.contains("written to cache"));
+        b.epics[0].usage = Some(baton_llm::Usage {
+            cache_write_tokens: 150,
+            ..u
+        });
+        assert!(render(&b, "/p").contains(
+            "data-testid=\"epic-usage\">1200 tokens, 75% of the prompt cached, 150 written to cache, $0.0021</span>"
+        ));
     }
 
     #[test]

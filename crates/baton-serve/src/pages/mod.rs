@@ -15,7 +15,8 @@
 //!   `g.node[data-node-id][data-status=completed|current|pending]`), `progress-list`,
 //!   `progress-count`, `conversation-card`, `conversation` (testid), `run-facts`, `usage`
 //!   (testid) with `usage-turns`, `usage-tools`, `usage-prompt`, `usage-completion`,
-//!   `usage-total`, `usage-cached`, `usage-cost`, `artifacts-card`, `artifact-N` (testid), `artifact-preview` (testid),
+//!   `usage-total`, `usage-cached`, `usage-written` (in `usage-written-row`, hidden without cache
+//!   writes), `usage-cost`, `artifacts-card`, `artifact-N` (testid), `artifact-preview` (testid),
 //!   `timeline` (testid), `timeline-status`, `run-error`.
 //! - the question (`question`, `data-key`): form `answer-form` (testid, `data-widget-type`
 //!   = text|confirmation|selection|form|feedback|action_selection|plan_review), `question-text`

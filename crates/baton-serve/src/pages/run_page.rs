@@ -110,6 +110,7 @@ pub fn render(view: &View) -> String {
          <div><dt>Tool calls</dt><dd id=\"usage-tools\">0</dd></div>\
          <div><dt>Prompt tokens</dt><dd id=\"usage-prompt\">0</dd></div>\
          <div><dt>Cached prompt tokens</dt><dd id=\"usage-cached\">0</dd></div>\
+         <div id=\"usage-written-row\" hidden><dt>Written to cache</dt><dd id=\"usage-written\">0</dd></div>\
          <div><dt>Completion tokens</dt><dd id=\"usage-completion\">0</dd></div>\
          <div><dt>Total tokens</dt><dd id=\"usage-total\">0</dd></div>\
          <div><dt>Cost</dt><dd id=\"usage-cost\">—</dd></div></dl>\

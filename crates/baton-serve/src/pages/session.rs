@@ -141,6 +141,7 @@ pub fn render(
     if let Some(total) = summary.pointer("/usage/total") {
         let num = |k: &str| total.get(k).and_then(Value::as_u64).unwrap_or(0);
         let (prompt, cached) = (num("promptTokens"), num("cachedPromptTokens"));
+        let written = num("cacheWriteTokens");
         let _ = write!(
             out,
             "<p class=\"muted\" id=\"session-usage\" data-testid=\"session-usage\">{} tokens, {:.0}% of the prompt cached",
@@ -151,6 +152,9 @@ pub fn render(
                 cached as f64 * 100.0 / prompt as f64
             }
         );
+        if written > 0 {
+            let _ = write!(out, ", {written} written to cache");
+        }
         if let Some(c) = total.get("costUsd").and_then(Value::as_f64) {
             let _ = write!(out, ", ${c:.4}");
         }
@@ -465,6 +469,29 @@ mod tests {
         assert!(html.contains("close call") && html.contains("fine &lt;b&gt;"));
         assert!(html.contains("1/5 confirmed (2 completed)"));
         assert!(html.starts_with("<div id=\"session\" data-live data-poll=\"3000\">"));
+    }
+
+    #[test]
+    fn the_usage_says_cache_writes_only_when_there_are_some() {
+        let roots = Roots::new(None, None, None);
+        let mut one = summary();
+        one["usage"] = json!({"total": {"promptTokens": 1000, "cachedPromptTokens": 750,
+            "completionTokens": 200, "totalTokens": 1200}});
+        let html = render(&one, &[], false, &roots, &StepRuns::new());
+        assert!(
+            html.contains(
+                "data-testid=\"session-usage\">1200 tokens, 75% of the prompt cached</p>"
+            ),
+            "{html}"
+        );
+        one["usage"]["total"]["cacheWriteTokens"] = json!(150);
+        let html = render(&one, &[], false, &roots, &StepRuns::new());
+        assert!(
+            html.contains(
+                "data-testid=\"session-usage\">1200 tokens, 75% of the prompt cached, 150 written to cache</p>"
+            ),
+            "{html}"
+        );
     }
 
     #[test]

@@ -844,12 +844,14 @@ fn phase_text(phase: Option<&str>, review_cycle: Option<u32>, review: Option<&st
     t
 }
 
-/// `12,345 tokens (71% of the prompt cached), $0.0123`.
+/// `12,345 tokens (71% of the prompt cached), $0.0123` (`cached, 2,100 written to cache)`
+/// where the provider wrote to its cache).
 fn usage_text(u: &baton_llm::Usage) -> String {
     let mut t = format!(
-        "{} tokens ({:.0}% of the prompt cached)",
+        "{} tokens ({:.0}% of the prompt cached{})",
         crate::ui::thousands(u.total_tokens),
-        u.cached_share() * 100.0
+        u.cached_share() * 100.0,
+        crate::ui::cache_writes(u.cache_write_tokens)
     );
     if let Some(c) = u.cost_usd {
         t.push_str(&format!(", ${c:.4}"));

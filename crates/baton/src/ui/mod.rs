@@ -12,4 +12,4 @@ pub mod table;
 pub use baton_store::terminal::{visible, visible_line};
 pub use color::Paint;
 pub use json::print_json;
-pub use numbers::thousands;
+pub use numbers::{cache_writes, thousands};

@@ -2,7 +2,7 @@
 //! audit log records.
 
 use crate::ui::table::pad;
-use crate::ui::{thousands, visible, visible_line};
+use crate::ui::{cache_writes, thousands, visible, visible_line};
 use baton_engine::inspect;
 use baton_store::RunKind;
 use serde_json::Value;
@@ -14,14 +14,16 @@ pub fn short_id(id: &str) -> &str {
 }
 
 /// `28,842 tokens (26,176 prompt, 71% cached; 2,666 completion), 10 calls, $0.0123;
-/// requests share 81% of their bytes with the one before`.
+/// requests share 81% of their bytes with the one before` (`71% cached, 2,100 written to
+/// cache;` where the provider wrote to its cache).
 fn usage_line(r: &baton_engine::spend::Recorded) -> String {
     let u = &r.usage;
     let mut line = format!(
-        "{} tokens ({} prompt, {:.0}% cached; {} completion), {} calls",
+        "{} tokens ({} prompt, {:.0}% cached{}; {} completion), {} calls",
         thousands(u.total_tokens),
         thousands(u.prompt_tokens),
         u.cached_share() * 100.0,
+        cache_writes(u.cache_write_tokens),
         thousands(u.completion_tokens),
         r.calls
     );

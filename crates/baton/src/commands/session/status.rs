@@ -44,9 +44,10 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<u8> {
         out!("{}", crate::ui::visible(&text(&s, &recent, &live)));
         if let Some(u) = usage.filter(|u| !u.total.is_zero()) {
             outln!(
-                "\nUsage: {} tokens ({:.0}% of the prompt cached){}",
+                "\nUsage: {} tokens ({:.0}% of the prompt cached{}){}",
                 crate::ui::thousands(u.total.total_tokens),
                 u.total.cached_share() * 100.0,
+                crate::ui::cache_writes(u.total.cache_write_tokens),
                 u.total
                     .cost_usd
                     .map(|c| format!(", ${c:.4}"))
