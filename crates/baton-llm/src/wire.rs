@@ -285,6 +285,8 @@ pub fn checked_usage(v: Option<&Value>) -> (Option<Usage>, Vec<String>) {
         .unwrap_or(0);
     let reasoning = at("/completion_tokens_details/reasoning_tokens")
         .or(at("/output_tokens_details/reasoning_tokens"))
+        // Anthropic's name, in a thinking answer's usage.
+        .or(at("/output_tokens_details/thinking_tokens"))
         .or(get("reasoning_tokens"))
         .unwrap_or(0);
     // Most providers count reasoning inside the completion; xAI counts it beside it (its total

@@ -451,11 +451,6 @@ fn same_stop(want: Option<&str>, got: Option<&str>, api: &str) -> bool {
 /// so the entry goes when the gap closes.
 const KNOWN_GAPS: &[(&str, &str, &str)] = &[
     (
-        "anthropic/stream_thinking_then_tool_use_no_input.json",
-        "usage ",
-        "Anthropic reports usage.output_tokens_details.thinking_tokens (53 of 92); the native client records 0 reasoning tokens (its module, reported to its owner)",
-    ),
-    (
         "mistral/stream_magistral_thinking_parts.json",
         "reasoning kept ",
         "Magistral streams its thinking as content parts {type: thinking, thinking: [{type: text}]}: baton leaves them out of the text (right) but keeps none of it; keeping it as reasoning_content would send an extra field back to Mistral, which refuses unknown fields",

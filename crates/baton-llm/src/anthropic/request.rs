@@ -1,11 +1,12 @@
 //! The request body of the Messages API, and where its cache breakpoints go.
 //!
 //! Anthropic caches a prompt prefix only up to a block marked `cache_control`, at most four
-//! per request. baton marks: the end of the system prompt (which caches the tools before it
-//! too, or the last tool when there is no system prompt), the end of the previous request's
-//! prompt (the last message before the latest answer, so this request reads what the last
-//! one wrote), and the end of this prompt (written for the next one). Every request of a run
-//! then reads all but its newest turn from the cache.
+//! per request. baton marks: the last tool (the tools come first and change least: a new
+//! node's or agent's system prompt still reads them), the end of the system prompt, the end
+//! of the previous request's prompt (the last message before the latest answer, so this
+//! request reads what the last one wrote even past the API's 20-block look-back), and the end
+//! of this prompt (written for the next one). Every request of a run then reads all but its
+//! newest turn from the cache.
 
 use super::THINKING_BLOCKS;
 use crate::names::ToolNames;
@@ -168,10 +169,7 @@ fn last_markable(turn: &mut Value) -> Option<&mut Value> {
 
 fn place_breakpoints(tools: &mut [Value], system: &mut [Value], messages: &mut [Value]) {
     let mut marked = 0;
-    if let Some(last) = system.last_mut() {
-        mark(last);
-        marked += 1;
-    } else if let Some(last) = tools.last_mut() {
+    for last in [tools.last_mut(), system.last_mut()].into_iter().flatten() {
         mark(last);
         marked += 1;
     }
@@ -289,13 +287,16 @@ mod tests {
         );
         assert_eq!(turns[1]["content"][1]["input"], json!({"path": "a"}));
         assert_eq!(turns[1]["content"][1]["name"], "fs_read");
-        assert_eq!(marked(&body), ["system.1", "messages.0.0", "messages.2.1"]);
+        assert_eq!(
+            marked(&body),
+            ["system.1", "tools.0", "messages.0.0", "messages.2.1"]
+        );
         assert_eq!(
             (body["max_tokens"].as_u64(), body["stream"].as_bool()),
             (Some(1000), Some(true))
         );
 
-        // No system prompt: the tools carry the first mark. A first request has no previous end.
+        // No system prompt; a first request has no previous end.
         let req = ChatRequest {
             messages: vec![Message::user("start")],
             tools: vec![tool()],
