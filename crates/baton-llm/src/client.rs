@@ -106,7 +106,10 @@ impl HttpChatModel {
                 request,
                 names,
                 stream,
-                self.config.max_completion_tokens,
+                &anthropic::BodyOptions {
+                    default_cap: self.config.max_completion_tokens,
+                    thinking_tokens: self.config.thinking_tokens,
+                },
             ),
         }
     }

@@ -126,6 +126,9 @@ pub struct LlmConfig {
     pub model_context_tokens: BTreeMap<String, u64>,
     /// The completion cap every request carries (`[llm] max_completion_tokens`).
     pub max_completion_tokens: u32,
+    /// Anthropic's extended thinking (`[llm] thinking_tokens`): the thinking budget of each
+    /// answer, within the completion cap. Not sent to OpenAI-compatible endpoints.
+    pub thinking_tokens: Option<u32>,
     /// The body field of that cap (`[llm] completion_cap_field`); `None`: chosen by endpoint.
     pub completion_cap_field: Option<CapField>,
     /// Send `prompt_cache_key` (`[llm] prompt_cache_key`); `None`: only to OpenAI's endpoint,
@@ -134,6 +137,9 @@ pub struct LlmConfig {
     /// Prices per model name (`[models."<name>"] price`), over the built-in table.
     pub model_prices: BTreeMap<String, Price>,
 }
+
+/// The smallest thinking budget Anthropic accepts.
+pub const MIN_THINKING_TOKENS: u32 = 1_024;
 
 /// Bounds of `max_completion_tokens`.
 const MAX_COMPLETION_TOKENS_RANGE: std::ops::RangeInclusive<u32> = 16..=1_000_000;
@@ -206,6 +212,7 @@ impl Default for LlmConfig {
             context_tokens: None,
             model_context_tokens: BTreeMap::new(),
             max_completion_tokens: DEFAULT_MAX_COMPLETION_TOKENS,
+            thinking_tokens: None,
             completion_cap_field: None,
             prompt_cache_key: None,
             model_prices: BTreeMap::new(),
@@ -229,6 +236,7 @@ struct LlmTable {
     max_call_s: Option<f64>,
     context_tokens: Option<u64>,
     max_completion_tokens: Option<u32>,
+    thinking_tokens: Option<u32>,
     completion_cap_field: Option<String>,
     prompt_cache_key: Option<bool>,
 }
@@ -381,6 +389,15 @@ impl LlmConfig {
             config.api_key_env = config.api.default_key_env().to_string();
         }
         config.api_key = env(&config.api_key_env).map(ApiKey::new);
+        if let Some(budget) = config.thinking_tokens {
+            // Anthropic's floor, and room for an answer after the thinking.
+            if budget < MIN_THINKING_TOKENS || budget >= config.max_completion_tokens {
+                return Err(LlmError::Config(format!(
+                    "thinking_tokens must be at least {MIN_THINKING_TOKENS} and less than max_completion_tokens ({}), not {budget}",
+                    config.max_completion_tokens
+                )));
+            }
+        }
         config.base_url = config.base_url.trim_end_matches('/').to_string();
         endpoint::check(&config.base_url).map_err(|why| {
             LlmError::Config(format!(
@@ -511,6 +528,9 @@ impl LlmConfig {
                 )));
             }
             self.max_completion_tokens = v;
+        }
+        if let Some(v) = t.thinking_tokens {
+            self.thinking_tokens = Some(v);
         }
         if let Some(v) = t.completion_cap_field {
             self.completion_cap_field = Some(match v.as_str() {
@@ -668,6 +688,23 @@ mod tests {
             ..LlmOverrides::default()
         };
         assert_eq!(load(&openai).unwrap().api, Api::OpenAi);
+        // A thinking budget within the completion cap; one at or over it is refused.
+        std::fs::write(
+            project.path().join("baton.toml"),
+            "[llm]\napi = \"anthropic\"\nthinking_tokens = 4096\nmax_completion_tokens = 16000\n",
+        )
+        .unwrap();
+        assert_eq!(
+            load(&LlmOverrides::default()).unwrap().thinking_tokens,
+            Some(4096)
+        );
+        std::fs::write(
+            project.path().join("baton.toml"),
+            "[llm]\nthinking_tokens = 9000\n",
+        )
+        .unwrap();
+        let e = load(&LlmOverrides::default()).unwrap_err().to_string();
+        assert!(e.contains("thinking_tokens") && e.contains("8192"), "{e}");
         std::fs::write(
             project.path().join("baton.toml"),
             "[llm]\napi = \"gemini\"\n",

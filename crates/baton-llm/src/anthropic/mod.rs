@@ -11,7 +11,7 @@ pub mod request;
 pub mod stream;
 
 pub use blocks::parse_response;
-pub use request::{MAX_BREAKPOINTS, request_body};
+pub use request::{BodyOptions, MAX_BREAKPOINTS, request_body};
 pub use stream::MessageStream;
 
 /// The API version every request names (`anthropic-version`).

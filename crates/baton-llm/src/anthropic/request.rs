@@ -16,14 +16,22 @@ use serde_json::{Value, json};
 /// Anthropic refuses a request with more `cache_control` blocks.
 pub const MAX_BREAKPOINTS: usize = 4;
 
-/// The body of `POST /messages` for `req`. `max_tokens` is required by the API: the request's
-/// cap, else `default_cap`.
+/// What a body carries beyond the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyOptions {
+    /// `max_tokens`, required by the API, when the request names no cap.
+    pub default_cap: u32,
+    /// Extended thinking's budget, when on.
+    pub thinking_tokens: Option<u32>,
+}
+
+/// The body of `POST /messages` for `req`.
 pub fn request_body(
     model: &str,
     req: &ChatRequest,
     names: &ToolNames,
     stream: bool,
-    default_cap: u32,
+    options: &BodyOptions,
 ) -> Value {
     let (system, rest): (Vec<&Message>, Vec<&Message>) =
         req.messages.iter().partition(|m| m.role == Role::System);
@@ -42,19 +50,27 @@ pub fn request_body(
         })
         .collect();
     place_breakpoints(&mut tools, &mut system, &mut messages);
+    let max_tokens = req.options.max_tokens.unwrap_or(options.default_cap);
     let mut body = json!({
         "model": model,
-        "max_tokens": req.options.max_tokens.unwrap_or(default_cap),
+        "max_tokens": max_tokens,
         "messages": messages,
     });
+    // The budget must stay under the cap; a request capped lower thinks without it.
+    let thinking = options.thinking_tokens.filter(|b| *b < max_tokens);
     if !system.is_empty() {
         body["system"] = Value::Array(system);
     }
     if !tools.is_empty() {
         body["tools"] = Value::Array(tools);
     }
-    if let Some(t) = req.options.temperature {
-        body["temperature"] = json!(t);
+    match (thinking, req.options.temperature) {
+        (Some(budget), _) => {
+            // The API refuses a temperature beside thinking.
+            body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+        }
+        (None, Some(t)) => body["temperature"] = json!(t),
+        (None, None) => {}
     }
     if stream {
         body["stream"] = json!(true);
@@ -245,6 +261,38 @@ mod tests {
         at
     }
 
+    fn options() -> BodyOptions {
+        BodyOptions {
+            default_cap: 1000,
+            thinking_tokens: None,
+        }
+    }
+
+    #[test]
+    fn thinking_is_asked_for_within_the_cap_and_without_a_temperature() {
+        let mut req = ChatRequest {
+            messages: vec![Message::user("go")],
+            tools: vec![],
+            options: Default::default(),
+        };
+        req.options.temperature = Some(0.2);
+        let on = BodyOptions {
+            default_cap: 8000,
+            thinking_tokens: Some(2048),
+        };
+        let body = request_body("claude", &req, &names(), false, &on);
+        assert_eq!(
+            body["thinking"],
+            json!({"type": "enabled", "budget_tokens": 2048})
+        );
+        assert!(body.get("temperature").is_none());
+        // A request capped under the budget goes without thinking.
+        req.options.max_tokens = Some(1500);
+        let body = request_body("claude", &req, &names(), false, &on);
+        assert!(body.get("thinking").is_none());
+        assert_eq!(body["temperature"], json!(0.2f32));
+    }
+
     fn tool() -> ToolDef {
         ToolDef {
             name: "fs.read".into(),
@@ -273,7 +321,7 @@ mod tests {
             tools: vec![tool()],
             options: Default::default(),
         };
-        let body = request_body("claude", &req, &names(), true, 1000);
+        let body = request_body("claude", &req, &names(), true, &options());
         // Two system blocks, three turns: the tool result and the text merged in one user turn.
         assert_eq!(body["system"].as_array().unwrap().len(), 2);
         let turns = body["messages"].as_array().unwrap();
@@ -302,7 +350,7 @@ mod tests {
             tools: vec![tool()],
             options: Default::default(),
         };
-        let body = request_body("claude", &req, &names(), false, 1000);
+        let body = request_body("claude", &req, &names(), false, &options());
         assert_eq!(marked(&body), ["tools.0", "messages.0.0"]);
         assert!(body.get("stream").is_none());
         assert!(breakpoints(&body) <= MAX_BREAKPOINTS);
@@ -324,7 +372,7 @@ mod tests {
             tools: vec![],
             options: Default::default(),
         };
-        let body = request_body("claude", &req, &names(), false, 1000);
+        let body = request_body("claude", &req, &names(), false, &options());
         let turns = body["messages"].as_array().unwrap();
         assert_eq!(turns[0]["content"][0]["text"], "(empty)");
         assert_eq!(
