@@ -635,6 +635,73 @@ fn a_live_run_is_answered_with_the_model_it_was_started_with() {
     assert!(models.iter().all(|m| m == "model-x"), "{models:?}");
 }
 
+/// `api` in a body: a run started with `"api": "anthropic"` speaks Anthropic's Messages API
+/// and is answered with it though the answer names none; an API baton does not know is
+/// refused before anything starts or is claimed.
+#[test]
+fn a_run_started_with_api_anthropic_is_answered_with_it() {
+    use baton_llm::testing::anthropic::{AnthropicServer, trace_answers};
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let project = sample_project(dir.path());
+    let trace = baton_llm::Trace::load(&baton_testkit::demo_trace()).unwrap();
+    let anthropic = AnthropicServer::start(trace_answers(&trace, false)).unwrap();
+    std::fs::write(
+        project.join("baton.toml"),
+        format!("[llm]\nbase_url = \"{}\"\n", anthropic.base_url()),
+    )
+    .unwrap();
+    let package = examples().join("packages/create-story-micro");
+    let start = |api: &str| {
+        server.post(
+            "/api/runs",
+            &json!({"package": package, "project": project, "model": "claude-x", "api": api}),
+        )
+    };
+    let unknown = start("gemini");
+    assert_eq!(
+        (unknown.status, unknown.code().as_str()),
+        (400, "LLM_CONFIG_INVALID"),
+        "{}",
+        unknown.text()
+    );
+    assert!(
+        server.get("/api/runs").json()["runs"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    let started = start("anthropic");
+    assert_eq!(started.status, 202, "{}", started.text());
+    let id = started.json()["runId"].as_str().unwrap().to_string();
+    let waiting = wait_for_phase(&server, &id, "waiting-user");
+    assert_eq!(waiting["run"]["model"]["api"], "anthropic", "{waiting:#}");
+    let asked = anthropic.exchanges().len();
+    let refused = server.post(
+        &format!("/api/runs/{id}/answer"),
+        &json!({"text": "1-2-user-authentication", "api": "gemini"}),
+    );
+    assert_eq!(refused.code(), "LLM_CONFIG_INVALID", "{}", refused.text());
+    wait_for_phase(&server, &id, "waiting-user");
+
+    let answered = server.post(
+        &format!("/api/runs/{id}/answer"),
+        &json!({"text": "1-2-user-authentication"}),
+    );
+    assert_eq!(answered.status, 202, "{}", answered.text());
+    let done = wait_for_phase(&server, &id, "completed");
+    assert_eq!(done["complete"], true, "{done:#}");
+    let exchanges = anthropic.exchanges();
+    assert!(
+        exchanges.len() > asked,
+        "the answer went to the run's endpoint"
+    );
+    for e in &exchanges {
+        assert_eq!((e.path.as_str(), e.status), ("/v1/messages", 200), "{e:?}");
+    }
+}
+
 /// A run started with `--context full` (the carrying policy) is answered from the page with
 /// that policy: every request after the answer begins with the whole previous one, across the
 /// node changes, as they did before; the run still remembers `full`.
