@@ -24,9 +24,12 @@ fn an_anthropic_run_of_the_reference_conversation_reads_its_prompts_from_the_cac
     let project = sample_project(tmp.path());
     let pkg = example("create-story-micro");
     let url = server.base_url();
+    let recorded = tmp.path().join("anthropic.trace.json");
     let mut args = vec![
         "run",
         pkg.to_str().unwrap(),
+        "--record",
+        recorded.to_str().unwrap(),
         "--project",
         project.to_str().unwrap(),
         "--api",
@@ -85,4 +88,23 @@ fn an_anthropic_run_of_the_reference_conversation_reads_its_prompts_from_the_cac
     assert_eq!(shown["run"]["model"]["api"], "anthropic", "{}", shown["run"]["model"]);
     let text = baton.run(&["runs", "show", id]);
     assert!(text.stdout.contains("cached"), "{}", text.stdout);
+
+    // The recorded trace replays offline, thinking blocks and all, to the same end.
+    let again = tempfile::tempdir().unwrap();
+    let project2 = sample_project(again.path());
+    let replayed = baton.run(&[
+        "run",
+        pkg.to_str().unwrap(),
+        "--project",
+        project2.to_str().unwrap(),
+        "--replay",
+        recorded.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(replayed.code, 0, "{}\n{}", replayed.stdout, replayed.stderr);
+    let r = replayed.json();
+    assert_eq!(r["phase"], "completed");
+    assert_eq!(r["artifacts"], v["artifacts"]);
+    let trace_text = std::fs::read_to_string(&recorded).unwrap();
+    assert!(trace_text.contains("thinking_blocks"), "the trace keeps the thinking");
 }

@@ -4,7 +4,7 @@ use crate::error::LlmError;
 use crate::model::{BoxFuture, CallOptions, ChatModel, ModelIdentity};
 use crate::trace::{Entry, Trace, TraceRecorder};
 use crate::types::{ChatRequest, ChatResponse, Message, Role, StreamEvent, Usage};
-use serde_json::Map;
+use serde_json::{Map, Value};
 use std::sync::{Arc, Mutex};
 
 #[derive(Debug, Default)]
@@ -138,7 +138,10 @@ impl ReplayModel {
                         content: Some(d.content.clone()),
                         tool_calls: d.tool_calls.clone(),
                         tool_call_id: None,
-                        extra: Map::new(),
+                        extra: match d.raw.pointer("/response/assistant/extra") {
+                            Some(Value::Object(extra)) => extra.clone(),
+                            _ => Map::new(),
+                        },
                     },
                     finish_reason: Some(finish.to_string()),
                     // The tokens the recording says the call used, so a replayed run reports

@@ -221,6 +221,11 @@ impl TraceRecorder {
                 .map(tool_call_json)
                 .collect(),
         );
+        // Provider fields sent back with the answer (reasoning, Anthropic's signed thinking):
+        // a replay gives them back, so a continued run stays valid for the provider.
+        if !response.message.extra.is_empty() {
+            assistant["extra"] = Value::Object(response.message.extra.clone());
+        }
         let mut entry = json!({
             "id": id,
             "phaseBefore": phase_before,

@@ -204,3 +204,33 @@ fn invalid_traces_are_refused_clearly() {
         assert!(err.to_string().contains(needle), "{err}");
     }
 }
+
+/// Fields a provider needs back with an answer (Anthropic's signed thinking, DeepSeek's
+/// reasoning) are recorded and given back by the replay, so a run continued live after a
+/// replay stays valid for the provider.
+#[tokio::test]
+async fn provider_fields_of_an_answer_are_recorded_and_replayed() {
+    let mut answer = baton_llm::ChatResponse {
+        message: Message::assistant("thought about it"),
+        finish_reason: Some("stop".into()),
+        usage: None,
+        usage_faults: Vec::new(),
+    };
+    let thinking =
+        serde_json::json!([{"type": "thinking", "thinking": "hm", "signature": "sig-1"}]);
+    answer
+        .message
+        .extra
+        .insert("thinking_blocks".into(), thinking.clone());
+    let mut recorder = TraceRecorder::new(serde_json::Map::new());
+    let request = ChatRequest {
+        messages: vec![Message::user("go")],
+        ..ChatRequest::default()
+    };
+    recorder.record_call("idle", &request, &answer);
+    let trace = Trace::from_value(recorder.to_value()).unwrap();
+    let replay = ReplayModel::new(trace);
+    let served = replay.chat(&request, CallOptions::default()).await.unwrap();
+    assert_eq!(served.message.extra["thinking_blocks"], thinking);
+    assert_eq!(served.message.text(), "thought about it");
+}
