@@ -61,8 +61,13 @@ pub enum Command {
     /// Lifecycle sessions run by baton: build the chain from an intent, then run its steps and
     /// gates with a model.
     Session(crate::commands::session::SessionArgs),
-    /// Show which sandbox layers this kernel enforces for terminal.run, and the tool settings.
+    /// Show which sandbox layers this kernel enforces for terminal.run, the tool settings, and
+    /// the configured model's checks (as `baton models check`).
     Doctor(crate::commands::doctor::DoctorArgs),
+    /// The configured model: `baton models check` probes it (key, tool calls, streaming,
+    /// prompt cache, context window).
+    #[command(subcommand)]
+    Models(crate::commands::models::ModelsCommand),
     /// MCP servers of baton.toml: start them and list their tools.
     #[command(subcommand)]
     Mcp(crate::commands::mcp::McpCommand),

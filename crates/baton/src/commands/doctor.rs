@@ -1,14 +1,19 @@
-//! `baton doctor`: which sandbox layers this kernel enforces for `terminal.run`, and whether the
-//! project's settings would let a command run.
+//! `baton doctor`: which sandbox layers this kernel enforces for `terminal.run`, whether the
+//! project's settings would let a command run, and the configured model's checks (those of
+//! `baton models check`).
 
+use crate::commands::models;
 use crate::exit;
 use crate::failure::Failure;
+use crate::ui::visible;
+use baton_llm::LlmOverrides;
+use baton_llm::probe::{ProbeOptions, Report};
 use baton_sandbox::capabilities;
 use baton_store::Store;
 use baton_tools::{EffectivePolicy, TerminalRuntime, ToolsConfig};
 use clap::Args;
 use serde_json::{Value, json};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
@@ -18,6 +23,94 @@ pub struct DoctorArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Do not check the configured model (the check spends a few small requests).
+    #[arg(long)]
+    pub no_model: bool,
+}
+
+/// The model section: the checks, or why there are none.
+enum ModelSection {
+    Checked(Report),
+    NotChecked {
+        reason: String,
+        hint: Option<String>,
+        /// The configuration is broken (not merely absent or skipped).
+        failed: bool,
+    },
+}
+
+impl ModelSection {
+    fn failed(&self) -> bool {
+        match self {
+            ModelSection::Checked(r) => r.failed(),
+            ModelSection::NotChecked { failed, .. } => *failed,
+        }
+    }
+
+    fn json(&self) -> Value {
+        match self {
+            ModelSection::Checked(r) => {
+                let mut v = json!({"checked": true});
+                if let (Some(o), Ok(Value::Object(report))) =
+                    (v.as_object_mut(), serde_json::to_value(r))
+                {
+                    o.extend(report);
+                }
+                v
+            }
+            ModelSection::NotChecked { reason, hint, .. } => {
+                json!({"checked": false, "reason": reason, "hint": hint})
+            }
+        }
+    }
+}
+
+/// The configuration as a run would load it; `on_checking` is told the model before the
+/// (slow) checks start.
+fn model_section(args: &DoctorArgs, home: &Path, on_checking: impl Fn(&Report)) -> ModelSection {
+    if args.no_model {
+        return ModelSection::NotChecked {
+            reason: "not checked (--no-model)".into(),
+            hint: Some("`baton models check` checks it".into()),
+            failed: false,
+        };
+    }
+    let config = match models::load_config(home, &args.project, &LlmOverrides::default()) {
+        Ok(c) => c,
+        Err(f) => {
+            return ModelSection::NotChecked {
+                reason: format!("[{}] {}", f.code, f.message),
+                hint: f.hint,
+                failed: true,
+            };
+        }
+    };
+    let Some(name) = config.model.clone() else {
+        return ModelSection::NotChecked {
+            reason: "no model configured".into(),
+            hint: Some(
+                "set BATON_MODEL, or model = \"...\" under [llm] in baton.toml (with its key in \
+                 OPENAI_API_KEY, its endpoint in OPENAI_BASE_URL or base_url), then `baton models \
+                 check`"
+                    .into(),
+            ),
+            failed: false,
+        };
+    };
+    on_checking(&Report {
+        model: name,
+        endpoint: config.endpoint_shown(),
+        api: config.api.as_str().into(),
+        checks: Vec::new(),
+    });
+    match models::probe_model(&config, ProbeOptions::default()) {
+        Ok(r) => ModelSection::Checked(r),
+        Err(f) => ModelSection::NotChecked {
+            reason: format!("[{}] {}", f.code, f.message),
+            hint: f.hint,
+            failed: true,
+        },
+    }
 }
 
 pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
@@ -60,7 +153,7 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
     // Set in `main`: MCP servers (outside the sandbox) cannot read baton's memory or
     // environment, where the API key is.
     let dumpable = baton_sandbox::dumpable();
-    let report = json!({
+    let mut report = json!({
         "os": caps.os,
         "root": caps.root,
         "layers": layers,
@@ -84,8 +177,14 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
         "configFiles": sources,
     });
     if args.json {
+        let model = model_section(&args, store.home(), |_| {});
+        report["model"] = model.json();
         crate::ui::print_json(&report)?;
-        return Ok(exit::OK);
+        return Ok(if model.failed() {
+            exit::FAILURE
+        } else {
+            exit::OK
+        });
     }
     outln!(
         "sandbox of terminal.run on this system ({}{}):",
@@ -161,5 +260,27 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
     } else {
         outln!("config: {}", sources.join(", "));
     }
-    Ok(exit::OK)
+    // Last: it is the slow part, and it spends tokens.
+    let model = model_section(&args, store.home(), |r| {
+        outln!(
+            "model: {} at {} (api {})",
+            visible(&r.model),
+            r.endpoint,
+            r.api
+        );
+    });
+    match &model {
+        ModelSection::Checked(r) => models::print_checks(r),
+        ModelSection::NotChecked { reason, hint, .. } => {
+            outln!("model: {}", visible(reason));
+            if let Some(h) = hint {
+                outln!("  help: {}", visible(h));
+            }
+        }
+    }
+    Ok(if model.failed() {
+        exit::FAILURE
+    } else {
+        exit::OK
+    })
 }

@@ -10,6 +10,7 @@ pub mod epic;
 pub mod epic_demo;
 pub mod graph;
 pub mod mcp;
+pub mod models;
 pub mod new;
 pub mod package;
 pub mod queue;
@@ -46,6 +47,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Ralph(args) => ralph::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::Mcp(cmd) => mcp::run(cmd),
+        Command::Models(cmd) => models::run(cmd),
         Command::Serve(args) => serve::run(args),
         Command::Session(args) => session::run(args),
         Command::Queue(cmd) => queue::run(cmd),
