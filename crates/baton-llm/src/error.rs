@@ -81,7 +81,7 @@ impl LlmError {
             LlmError::Http {
                 status: 401 | 403, ..
             } => Some(
-                "the endpoint refused the API key: check that the key (OPENAI_API_KEY, or the variable api_key_env names under [llm]) is one this endpoint accepts and may use this model".into(),
+                "the endpoint refused the API key: check that the key (OPENAI_API_KEY, ANTHROPIC_API_KEY with api = \"anthropic\", or the variable api_key_env names under [llm]) is one this endpoint accepts and may use this model".into(),
             ),
             _ => None,
         }
