@@ -2,8 +2,8 @@
 //! cache from) sent twice; the second request's usage says what the cache served.
 
 use super::failure::Outcome;
+use super::prober::{CACHE, Probe};
 use super::report::{Check, Verdict};
-use super::{CACHE, Probe};
 use crate::config::Api;
 use crate::types::{ChatRequest, Message, Usage};
 

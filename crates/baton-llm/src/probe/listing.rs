@@ -4,8 +4,8 @@
 //! Groq's `context_window`, Mistral's `max_context_length`, Anthropic's `max_input_tokens`.
 
 use super::failure::Outcome;
+use super::prober::{CONTEXT, Probe};
 use super::report::{Check, Verdict};
-use super::{CONTEXT, Probe};
 use crate::body::read_capped;
 use crate::config::{Api, known_context_tokens};
 use reqwest::Url;

@@ -1,8 +1,8 @@
 //! The endpoint answers a tiny request and takes the key.
 
 use super::failure::Outcome;
+use super::prober::{Probe, REACHABLE};
 use super::report::{Check, Verdict};
-use super::{Probe, REACHABLE};
 use crate::types::Message;
 use std::time::Instant;
 

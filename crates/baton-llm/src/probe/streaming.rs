@@ -2,8 +2,8 @@
 //! cannot count this endpoint's calls.
 
 use super::failure::Outcome;
+use super::prober::{Probe, STREAMING};
 use super::report::{Check, Verdict};
-use super::{Probe, STREAMING};
 use crate::types::Message;
 
 pub(crate) async fn check(probe: &Probe) -> Outcome {

@@ -2,8 +2,8 @@
 //! back, expect a final text. baton's workflows are tool calls from end to end.
 
 use super::failure::Outcome;
+use super::prober::{Probe, TOOLS};
 use super::report::{Check, Verdict};
-use super::{Probe, TOOLS};
 use crate::error::LlmError;
 use crate::types::{ChatResponse, Message, ToolDef};
 use serde_json::{Value, json};
