@@ -289,3 +289,36 @@ fn every_command_that_takes_model_takes_api() {
         );
     }
 }
+
+/// A queued epic's story units carry no API (each worker's configuration chooses it): the flag
+/// is refused there rather than dropped.
+#[test]
+fn a_queued_epic_refuses_api_with_a_hint() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let epic = tmp.path().join("taskboard-epic");
+    baton_testkit::copy_dir(&repo().join("examples/projects/taskboard-epic"), &epic);
+    let run = baton_with(
+        &baton,
+        &[
+            "epic",
+            "run",
+            "2",
+            "-p",
+            epic.to_str().unwrap(),
+            "--queue",
+            "postgres://baton@127.0.0.1:9/baton",
+            "--api",
+            "anthropic",
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    let v = run.json();
+    assert_eq!(v["error"]["code"], "EPIC_QUEUE_UNSUPPORTED", "{v}");
+    assert!(
+        v["error"]["hint"].as_str().unwrap().contains("[llm]"),
+        "{v}"
+    );
+}
