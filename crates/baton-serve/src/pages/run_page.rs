@@ -486,6 +486,10 @@ mod tests {
         assert!(html.contains("state &lt;unreadable&gt;"));
         assert!(!html.contains("answer-form"));
         assert!(html.contains("data-phase=\"failed\""));
+        // The cache-write row waits hidden until app.js sums some.
+        assert!(html.contains(
+            "<div id=\"usage-written-row\" hidden><dt>Written to cache</dt><dd id=\"usage-written\">0</dd></div>"
+        ));
     }
 
     #[test]
