@@ -51,7 +51,11 @@ fn an_anthropic_run_of_the_reference_conversation_reads_its_prompts_from_the_cac
         .filter(|e| e.status != 200)
         .map(|e| format!("{}", e.status))
         .collect();
-    assert_eq!(run.code, 0, "{}\n{}\nrefused: {refused:?}", run.stdout, run.stderr);
+    assert_eq!(
+        run.code, 0,
+        "{}\n{}\nrefused: {refused:?}",
+        run.stdout, run.stderr
+    );
     let v = run.json();
     assert_eq!(v["phase"], "completed");
     assert!(refused.is_empty(), "{refused:?}");
@@ -64,16 +68,25 @@ fn an_anthropic_run_of_the_reference_conversation_reads_its_prompts_from_the_cac
         assert_eq!(e.path, "/v1/messages");
         assert_eq!(e.body["stream"], true, "baton streams by default");
         let n = breakpoints(&e.body);
-        assert!((2..=MAX_BREAKPOINTS).contains(&n), "request {i}: {n} breakpoints");
+        assert!(
+            (2..=MAX_BREAKPOINTS).contains(&n),
+            "request {i}: {n} breakpoints"
+        );
         let u = e.usage.unwrap();
         if i > 0 {
-            assert!(u.cache_read_input_tokens > 0, "request {i} read nothing: {u:?}");
+            assert!(
+                u.cache_read_input_tokens > 0,
+                "request {i} read nothing: {u:?}"
+            );
         }
         read += u.cache_read_input_tokens;
         written += u.cache_creation_input_tokens;
     }
     // Most of the prompts came from the cache.
-    let prompt: u64 = exchanges.iter().map(|e| e.usage.unwrap().prompt_tokens()).sum();
+    let prompt: u64 = exchanges
+        .iter()
+        .map(|e| e.usage.unwrap().prompt_tokens())
+        .sum();
     assert!(read * 2 > prompt, "{read} of {prompt} read from the cache");
 
     let id = v["runId"].as_str().unwrap();
@@ -85,7 +98,11 @@ fn an_anthropic_run_of_the_reference_conversation_reads_its_prompts_from_the_cac
     assert!(usage["promptTokens"].as_u64().unwrap() >= prompt, "{usage}");
     // Claude has a price: cache writes and reads priced as such.
     assert!(usage["costUsd"].as_f64().unwrap() > 0.0, "{usage}");
-    assert_eq!(shown["run"]["model"]["api"], "anthropic", "{}", shown["run"]["model"]);
+    assert_eq!(
+        shown["run"]["model"]["api"], "anthropic",
+        "{}",
+        shown["run"]["model"]
+    );
     let text = baton.run(&["runs", "show", id]);
     assert!(text.stdout.contains("cached"), "{}", text.stdout);
 
@@ -106,5 +123,8 @@ fn an_anthropic_run_of_the_reference_conversation_reads_its_prompts_from_the_cac
     assert_eq!(r["phase"], "completed");
     assert_eq!(r["artifacts"], v["artifacts"]);
     let trace_text = std::fs::read_to_string(&recorded).unwrap();
-    assert!(trace_text.contains("thinking_blocks"), "the trace keeps the thinking");
+    assert!(
+        trace_text.contains("thinking_blocks"),
+        "the trace keeps the thinking"
+    );
 }

@@ -1,12 +1,14 @@
 //! An answer's content blocks, as baton's assistant message: text joined, `tool_use` as tool
 //! calls, thinking blocks kept to be sent back; `stop_reason` as a finish reason.
 
-use super::THINKING_BLOCKS;
 use crate::error::LlmError;
 use crate::names::ToolNames;
 use crate::types::{ChatResponse, Message, Role, ToolCall};
 use crate::wire;
 use serde_json::{Map, Value};
+
+/// The key of [`crate::Message::extra`] holding an answer's thinking blocks, as received.
+pub const THINKING_BLOCKS: &str = "thinking_blocks";
 
 /// One content block as it is assembled.
 #[derive(Debug)]
@@ -120,7 +122,7 @@ pub fn parse_response(body: &[u8], names: &ToolNames) -> Result<ChatResponse, Ll
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| LlmError::BadResponse(format!("not JSON ({e})")))?;
     if v["type"] == "error" {
-        return Err(super::stream::error_event(&v));
+        return Err(error_event(&v));
     }
     let content = v
         .get("content")
@@ -133,4 +135,25 @@ pub fn parse_response(body: &[u8], names: &ToolNames) -> Result<ChatResponse, Ll
         v.get("usage").filter(|u| u.is_object()),
         names,
     )
+}
+
+/// An `error` event or body as an error the retry loop understands: overloaded as HTTP 529,
+/// a rate limit as 429, an internal error as 500 (all retried); anything else a bad answer.
+pub(super) fn error_event(v: &Value) -> LlmError {
+    let message = wire::error_message(v.to_string().as_bytes());
+    match v.pointer("/error/type").and_then(Value::as_str) {
+        Some("overloaded_error") => LlmError::Http {
+            status: 529,
+            message,
+        },
+        Some("rate_limit_error") => LlmError::RateLimited {
+            message,
+            retry_after: None,
+        },
+        Some("api_error") => LlmError::Http {
+            status: 500,
+            message,
+        },
+        _ => LlmError::BadResponse(format!("the provider reported an error: {message}")),
+    }
 }

@@ -10,12 +10,9 @@ mod blocks;
 pub mod request;
 pub mod stream;
 
-pub use blocks::parse_response;
+pub use blocks::{THINKING_BLOCKS, parse_response};
 pub use request::{BodyOptions, MAX_BREAKPOINTS, request_body};
 pub use stream::MessageStream;
 
 /// The API version every request names (`anthropic-version`).
 pub const VERSION: &str = "2023-06-01";
-
-/// The key of [`crate::Message::extra`] holding an answer's thinking blocks, as received.
-pub const THINKING_BLOCKS: &str = "thinking_blocks";

@@ -8,7 +8,7 @@
 //! of this prompt (written for the next one). Every request of a run then reads all but its
 //! newest turn from the cache.
 
-use super::THINKING_BLOCKS;
+use super::blocks::THINKING_BLOCKS;
 use crate::names::ToolNames;
 use crate::types::{ChatRequest, Message, Role};
 use serde_json::{Value, json};

@@ -6,7 +6,7 @@ use super::blocks::{self, Block};
 use crate::error::LlmError;
 use crate::names::ToolNames;
 use crate::types::ChatResponse;
-use crate::wire::{self, ChunkDelta};
+use crate::wire::ChunkDelta;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
@@ -80,7 +80,7 @@ impl MessageStream {
                 }
             }
             "message_stop" => self.done = true,
-            "error" => return Err(error_event(&v)),
+            "error" => return Err(blocks::error_event(&v)),
             // `ping`, `content_block_stop`, and event types added later.
             _ => {}
         }
@@ -161,25 +161,4 @@ impl MessageStream {
 fn append(block: &mut Value, field: &str, piece: &str) {
     let now = block[field].as_str().unwrap_or_default().to_string();
     block[field] = Value::String(now + piece);
-}
-
-/// An `error` event or body as an error the retry loop understands: overloaded as HTTP 529,
-/// a rate limit as 429, an internal error as 500 (all retried); anything else a bad answer.
-pub(super) fn error_event(v: &Value) -> LlmError {
-    let message = wire::error_message(v.to_string().as_bytes());
-    match v.pointer("/error/type").and_then(Value::as_str) {
-        Some("overloaded_error") => LlmError::Http {
-            status: 529,
-            message,
-        },
-        Some("rate_limit_error") => LlmError::RateLimited {
-            message,
-            retry_after: None,
-        },
-        Some("api_error") => LlmError::Http {
-            status: 500,
-            message,
-        },
-        _ => LlmError::BadResponse(format!("the provider reported an error: {message}")),
-    }
 }
