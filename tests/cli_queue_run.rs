@@ -216,15 +216,20 @@ fn a_run_is_submitted_with_its_package_pinned_and_its_project_as_remote_and_comm
         !parts[4].contains(tmp.path().to_str().unwrap()),
         "no host path of the project in the payload: {row}"
     );
+    // Pinned by the package's content digest (the one `baton package list` and `runs show`
+    // show), which the stored archive's bytes give back.
     let stored = pg
         .psql(
             "postgres",
-            &format!(
-                "SELECT encode(sha256(bytes), 'hex') FROM baton.packages WHERE sha256 = '{sha}'"
-            ),
+            &format!("SELECT encode(bytes, 'hex') FROM baton.packages WHERE sha256 = '{sha}'"),
         )
         .unwrap();
-    assert_eq!(stored.trim(), sha);
+    let hex = stored.trim();
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    assert_eq!(baton_queue::package_digest(&bytes).as_deref(), Some(sha.as_str()));
 
     // Submitting again pins the same package once and queues a second unit; text output.
     let out = submit(false);

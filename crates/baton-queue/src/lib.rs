@@ -14,6 +14,7 @@
 mod connect;
 mod epic;
 mod error;
+mod pinned;
 mod queue;
 mod retry;
 mod schema;
@@ -23,13 +24,17 @@ mod status;
 pub use connect::{DEFAULT_CONNECT_TIMEOUT, DbConfig, Environment, ProcessEnv, pgpass_lookup};
 pub use epic::{EpicHolder, EpicLease, StoryUnit, epic_lease_key};
 pub use error::{PasswordSource, QueueError, UrlSource};
+pub use pinned::{Package, StoredTrace, package_digest};
 pub use queue::{
     CLAIM_SQL, DEFAULT_QUEUE, Expired, FENCE_SQL, Fenced, HEARTBEAT_SQL, Lease, MAX_JSON_BYTES,
-    NewUnit, NewWrite, Package, Queue, Unit, UnitKind, UnitState, WriteRecord,
+    NewUnit, NewWrite, Queue, Unit, UnitKind, UnitState, WriteRecord,
 };
 pub use retry::MAX_RETRY_DELAY;
 pub use schema::{AppliedMigration, InitReport, MIGRATIONS, SCHEMA_VERSION};
-pub use status::{Counts, LeasedUnit, QueueCounts, RetryingUnit, Status, WaitingUnit, WorkerInfo};
+pub use status::{
+    Counts, FailedUnit, LeasedUnit, QueueCounts, RetryingUnit, Status, StoppedWorker, WaitingUnit,
+    WorkerInfo,
+};
 
 /// Creates the queue's schema in the database, or brings it to this baton's version. Safe to
 /// run again and from several machines at once.

@@ -18,7 +18,6 @@ use crate::error::{QueueError, db_error};
 use crate::schema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::time::Duration;
 use tokio_postgres::Statement;
 
@@ -193,15 +192,6 @@ pub struct Expired {
     pub state: UnitState,
 }
 
-/// A stored package.
-#[derive(Debug, Clone)]
-pub struct Package {
-    pub sha256: String,
-    pub name: String,
-    pub version: String,
-    pub bytes: Vec<u8>,
-}
-
 /// SQL text of a timestamp column as RFC 3339 UTC with milliseconds.
 macro_rules! ts {
     ($col:literal) => {
@@ -318,54 +308,8 @@ impl Queue {
         &self.database
     }
 
-    fn err(&self) -> impl Fn(tokio_postgres::Error) -> QueueError + '_ {
+    pub(crate) fn err(&self) -> impl Fn(tokio_postgres::Error) -> QueueError + '_ {
         |e| db_error(e, &self.database)
-    }
-
-    /// Stores a package by content and returns its sha256 (storing the same bytes again is a
-    /// no-op).
-    pub async fn put_package(
-        &self,
-        name: &str,
-        version: &str,
-        bytes: &[u8],
-    ) -> Result<String, QueueError> {
-        let sha256 = hex(&Sha256::digest(bytes));
-        self.client
-            .execute(
-                "INSERT INTO baton.packages (sha256, name, version, bytes) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (sha256) DO NOTHING",
-                &[&sha256, &name, &version, &bytes],
-            )
-            .await
-            .map_err(self.err())?;
-        Ok(sha256)
-    }
-
-    /// A stored package, checked against its hash.
-    pub async fn package(&self, sha256: &str) -> Result<Option<Package>, QueueError> {
-        let row = self
-            .client
-            .query_opt(
-                "SELECT name, version, bytes FROM baton.packages WHERE sha256 = $1",
-                &[&sha256],
-            )
-            .await
-            .map_err(self.err())?;
-        let Some(row) = row else { return Ok(None) };
-        let bytes: Vec<u8> = row.get(2);
-        if hex(&Sha256::digest(&bytes)) != sha256 {
-            return Err(QueueError::Db {
-                message: format!("package {sha256} does not match its hash"),
-                sqlstate: None,
-            });
-        }
-        Ok(Some(Package {
-            sha256: sha256.to_string(),
-            name: row.get(0),
-            version: row.get(1),
-            bytes,
-        }))
     }
 
     /// Puts a unit in the queue and returns its id.
@@ -711,14 +655,22 @@ impl Queue {
             .collect())
     }
 
-    /// Records a worker (or says it started again).
+    /// Records a worker (or says it started again), and forgets workers that stopped more
+    /// than a week ago.
     pub async fn register_worker(&self, id: &str, host: &str) -> Result<(), QueueError> {
         self.client
             .execute(
                 "INSERT INTO baton.workers (id, host) VALUES ($1, $2) \
                  ON CONFLICT (id) DO UPDATE SET host = $2, started_at = now(), \
-                 last_heartbeat_at = now()",
+                 last_heartbeat_at = now(), stopped_at = NULL",
                 &[&id, &host],
+            )
+            .await
+            .map_err(self.err())?;
+        self.client
+            .execute(
+                "DELETE FROM baton.workers WHERE stopped_at < now() - interval '7 days'",
+                &[],
             )
             .await
             .map_err(self.err())?;
@@ -737,7 +689,20 @@ impl Queue {
         Ok(())
     }
 
-    /// Removes a worker that stopped.
+    /// Marks a worker stopped (it left cleanly): the status lists it as stopped, with when.
+    pub async fn worker_stopped(&self, id: &str) -> Result<(), QueueError> {
+        self.client
+            .execute(
+                "UPDATE baton.workers SET stopped_at = now(), last_heartbeat_at = now() \
+                 WHERE id = $1",
+                &[&id],
+            )
+            .await
+            .map_err(self.err())?;
+        Ok(())
+    }
+
+    /// Removes a worker's record.
     pub async fn remove_worker(&self, id: &str) -> Result<(), QueueError> {
         self.client
             .execute("DELETE FROM baton.workers WHERE id = $1", &[&id])
@@ -987,8 +952,4 @@ pub(crate) fn check_json_size(what: &str, value: &Value) -> Result<(), QueueErro
         )));
     }
     Ok(())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -23,10 +23,15 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "epic leases, story units by epic",
         sql: include_str!("../migrations/0002_epics.sql"),
     },
+    Migration {
+        version: 3,
+        name: "traces pinned by content, stopped workers kept",
+        sql: include_str!("../migrations/0003_traces_stopped_workers.sql"),
+    },
 ];
 
 /// The schema version this baton needs.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// Any fixed number: concurrent inits take turns on it.
 const INIT_LOCK: i64 = 0x6261_746f_6e71; // "batonq"

@@ -122,6 +122,39 @@ impl WaitingUnit {
     }
 }
 
+/// A unit that failed, with why (the code and message its worker or the sweep recorded).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailedUnit {
+    pub id: i64,
+    pub kind: UnitKind,
+    pub queue: String,
+    pub attempts: i32,
+    /// The last worker that held it.
+    pub owner: Option<String>,
+    /// When it failed (RFC 3339, UTC), and how long ago in seconds.
+    pub finished_at: String,
+    pub failed_s: f64,
+    /// The failure's code (`LLM_UNREACHABLE`, `WORKER_GIT_FAILED`, …), when recorded.
+    pub code: Option<String>,
+    pub message: Option<String>,
+    /// The run it failed, when a run had started.
+    pub run_id: Option<String>,
+}
+
+/// A worker that stopped cleanly (a killed one is never marked: it stays among the workers,
+/// its heartbeat growing old).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoppedWorker {
+    pub id: String,
+    pub host: String,
+    pub started_at: String,
+    /// When it stopped (RFC 3339, UTC), and how long ago in seconds.
+    pub stopped_at: String,
+    pub stopped_s: f64,
+}
+
 /// A worker and its last heartbeat.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -148,7 +181,12 @@ pub struct Status {
     pub waiting: Vec<WaitingUnit>,
     /// Units waiting for their retry after a failure that may pass, soonest first.
     pub retrying: Vec<RetryingUnit>,
+    /// Failed units, the most recent first.
+    pub failed: Vec<FailedUnit>,
+    /// Running workers (registered, not stopped), the latest heartbeat first.
     pub workers: Vec<WorkerInfo>,
+    /// Workers that stopped in the last 24 hours, the most recent first.
+    pub stopped_workers: Vec<StoppedWorker>,
     /// Leases past their expiry that the sweep has not taken back yet.
     pub expired_unswept: i64,
 }
@@ -238,6 +276,7 @@ impl Queue {
                  FROM baton.workers w
                  LEFT JOIN (SELECT owner, count(*) AS n FROM baton.work_units
                             WHERE state = 'leased' GROUP BY owner) l ON l.owner = w.id
+                 WHERE w.stopped_at IS NULL
                  ORDER BY w.last_heartbeat_at DESC, w.id LIMIT $1",
                 &[&limit],
             )
@@ -252,6 +291,8 @@ impl Queue {
                 leases: r.get(4),
             })
             .collect();
+        let failed = self.failed_units(limit).await?;
+        let stopped_workers = self.stopped_workers(limit).await?;
         let expired_unswept: i64 = client
             .query_one(
                 "SELECT count(*) FROM baton.work_units \
@@ -269,7 +310,9 @@ impl Queue {
             leased,
             waiting,
             retrying,
+            failed,
             workers,
+            stopped_workers,
             expired_unswept,
         })
     }
@@ -330,6 +373,81 @@ impl Queue {
                 max_attempts: r.get(4),
                 ready_in_s: round(r.get::<_, Option<f64>>(5)),
                 reason: r.get(6),
+            })
+            .collect())
+    }
+}
+
+impl Queue {
+    /// The failed units, the most recent first, at most `limit`, with the code and message of
+    /// their outcome.
+    pub async fn failed_units(&self, limit: i64) -> Result<Vec<FailedUnit>, QueueError> {
+        let rows = self
+            .client()
+            .query(
+                "SELECT id, kind, queue, attempts, owner,
+                        to_char(coalesce(finished_at, updated_at) AT TIME ZONE 'UTC',
+                                'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),
+                        extract(epoch FROM now() - coalesce(finished_at, updated_at))::float8,
+                        outcome
+                 FROM baton.work_units WHERE state = 'failed'
+                 ORDER BY coalesce(finished_at, updated_at) DESC, id DESC LIMIT $1",
+                &[&limit.max(0)],
+            )
+            .await
+            .map_err(|e| crate::error::db_error(e, self.database()))?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let outcome: Option<Value> = r.get(7);
+                let text = |k: &str| {
+                    outcome
+                        .as_ref()
+                        .and_then(|o| o.get(k))
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                };
+                FailedUnit {
+                    id: r.get(0),
+                    kind: kind(r.get(1)),
+                    queue: r.get(2),
+                    attempts: r.get(3),
+                    owner: r.get(4),
+                    finished_at: r.get(5),
+                    failed_s: round(r.get::<_, Option<f64>>(6)),
+                    // The sweep records `error`, a worker `code`.
+                    code: text("code").or_else(|| text("error")),
+                    message: text("message"),
+                    run_id: text("runId"),
+                }
+            })
+            .collect())
+    }
+
+    /// The workers that stopped in the last 24 hours, the most recent first, at most `limit`.
+    pub async fn stopped_workers(&self, limit: i64) -> Result<Vec<StoppedWorker>, QueueError> {
+        let rows = self
+            .client()
+            .query(
+                "SELECT id, host,
+                        to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),
+                        to_char(stopped_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),
+                        extract(epoch FROM now() - stopped_at)::float8
+                 FROM baton.workers
+                 WHERE stopped_at IS NOT NULL AND stopped_at > now() - interval '24 hours'
+                 ORDER BY stopped_at DESC, id LIMIT $1",
+                &[&limit.max(0)],
+            )
+            .await
+            .map_err(|e| crate::error::db_error(e, self.database()))?;
+        Ok(rows
+            .iter()
+            .map(|r| StoppedWorker {
+                id: r.get(0),
+                host: r.get(1),
+                started_at: r.get(2),
+                stopped_at: r.get(3),
+                stopped_s: round(r.get::<_, Option<f64>>(4)),
             })
             .collect())
     }

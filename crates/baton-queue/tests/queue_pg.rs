@@ -84,7 +84,10 @@ async fn init_is_idempotent_and_records_its_version() {
              FROM baton.schema_version"
         )
         .unwrap(),
-        format!("1|baton {v},2|baton {v}", v = env!("CARGO_PKG_VERSION"))
+        format!(
+            "1|baton {v},2|baton {v},3|baton {v}",
+            v = env!("CARGO_PKG_VERSION")
+        )
     );
 
     // Two inits at once: one applies, the other finds it done (advisory lock), no error.
@@ -746,7 +749,12 @@ async fn the_sweep_fails_a_unit_past_its_attempts_and_status_counts_everything()
         .unwrap()
         .unwrap();
     q.complete(&a, &json!({})).await.unwrap();
-    q.fail(&b, &json!({"error": "x"})).await.unwrap();
+    q.fail(
+        &b,
+        &json!({"code": "WORKER_GIT_FAILED", "message": "push refused", "runId": "r-1"}),
+    )
+    .await
+    .unwrap();
     q.wait_for_person(&c, &json!({"message": "ok?"}))
         .await
         .unwrap();
@@ -801,6 +809,52 @@ async fn the_sweep_fails_a_unit_past_its_attempts_and_status_counts_everything()
     assert_eq!(s.expired_unswept, 0);
     let text = serde_json::to_string(&s).unwrap();
     assert!(text.contains("\"expiresInS\""), "{text}");
+    // The failed units, the most recent first, each with why.
+    type Why<'a> = (i64, Option<&'a str>, Option<&'a str>, Option<&'a str>);
+    let failed: Vec<Why> = s
+        .failed
+        .iter()
+        .map(|f| {
+            (
+                f.id,
+                f.code.as_deref(),
+                f.message.as_deref(),
+                f.run_id.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        failed,
+        vec![
+            (
+                b.id,
+                Some("WORKER_GIT_FAILED"),
+                Some("push refused"),
+                Some("r-1")
+            ),
+            (
+                poison,
+                Some("LEASE_EXPIRED"),
+                Some("the lease expired on attempt 1 of 1"),
+                None
+            ),
+        ]
+    );
+    assert_eq!(s.failed[0].owner.as_deref(), Some("w-1"));
+    assert!(s.failed[0].finished_at.ends_with('Z'), "{:?}", s.failed[0]);
+    assert!(text.contains("\"failed\":[{"), "{text}");
+    // A worker that stops is kept, as stopped, with when; removed, it is gone.
+    assert!(s.stopped_workers.is_empty());
+    q.worker_stopped("w-1").await.unwrap();
+    let s = q.status(50).await.unwrap();
+    assert_eq!(s.workers.len(), 1);
+    let stopped: Vec<&str> = s.stopped_workers.iter().map(|w| w.id.as_str()).collect();
+    assert_eq!(stopped, vec!["w-1"]);
+    assert!(s.stopped_workers[0].stopped_s < 60.0);
+    // Started again under the same name: running again.
+    q.register_worker("w-1", "build-1").await.unwrap();
+    let s = q.status(50).await.unwrap();
+    assert_eq!((s.workers.len(), s.stopped_workers.len()), (2, 0));
     q.remove_worker("w-1").await.unwrap();
     assert_eq!(q.status(50).await.unwrap().workers.len(), 1);
 }
@@ -812,31 +866,74 @@ async fn packages_are_pinned_by_content_and_bad_units_are_refused() {
         return;
     };
     let q = fresh(&pg).await;
-    let sha = q
-        .put_package("demo", "1.0.0", b"package bytes")
-        .await
-        .unwrap();
-    // sha256 of the bytes, as `sha256sum` gives it.
+    let packed = |edit: bool| {
+        let mut files = baton_package::files::PackageFiles::from_map(
+            baton_package::Origin::Directory("demo".into()),
+            Default::default(),
+        );
+        files.insert(
+            "bmad.json".into(),
+            br#"{"name":"demo","version":"1.0.0"}"#.to_vec(),
+        );
+        let step: &[u8] = if edit { b"edited" } else { b"step one" };
+        files.insert("steps/one.md".into(), step.to_vec());
+        baton_package::pack::pack(&files).unwrap()
+    };
+    let first = packed(false);
+    let sha = q.put_package("demo", "1.0.0", &first.bytes).await.unwrap();
+    // The package's content digest, the one `baton package list` and `runs show` show (and
+    // the archive's integrity.sha256), not the sha256 of the archive's bytes.
+    assert_eq!(sha, first.sha256);
     assert_eq!(
-        sha,
-        "2e547448dcd0f2fcd9dbc386d33f1553369883451898177559bcf3e3b1083d16"
-    );
-    assert_eq!(
-        q.put_package("demo", "1.0.0", b"package bytes")
-            .await
-            .unwrap(),
+        q.put_package("demo", "1.0.0", &first.bytes).await.unwrap(),
         sha
     );
     let other = q
-        .put_package("demo", "1.0.0", b"edited bytes")
+        .put_package("demo", "1.0.0", &packed(true).bytes)
         .await
         .unwrap();
     assert_ne!(other, sha);
     let p = q.package(&sha).await.unwrap().unwrap();
     assert_eq!(
         (p.name.as_str(), p.bytes.as_slice()),
-        ("demo", &b"package bytes"[..])
+        ("demo", first.bytes.as_slice())
     );
+    // Bytes that are not a package are refused.
+    let e = q
+        .put_package("demo", "1.0.0", b"package bytes")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "QUEUE_INVALID_INPUT", "{e}");
+    // A package stored by an older baton, by the sha256 of its bytes, still reads; one whose
+    // bytes match neither digest is refused.
+    pg.psql(
+        "postgres",
+        &format!(
+            "INSERT INTO baton.packages (sha256, name, version, bytes) VALUES \
+             ('2e547448dcd0f2fcd9dbc386d33f1553369883451898177559bcf3e3b1083d16', 'old', '1', \
+              'package bytes'::bytea), ('{}', 'bad', '1', 'package bytes'::bytea)",
+            "1".repeat(64)
+        ),
+    )
+    .unwrap();
+    let old = "2e547448dcd0f2fcd9dbc386d33f1553369883451898177559bcf3e3b1083d16";
+    assert_eq!(
+        q.package(old).await.unwrap().unwrap().bytes,
+        b"package bytes"
+    );
+    assert!(q.package(&"1".repeat(64)).await.is_err());
+    // A trace is pinned by the sha256 of its bytes.
+    let t = q.put_trace("run.trace.json", b"{}").await.unwrap();
+    assert_eq!(
+        t,
+        "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+    );
+    let stored = q.trace(&t).await.unwrap().unwrap();
+    assert_eq!(
+        (stored.name.as_str(), stored.bytes.as_slice()),
+        ("run.trace.json", &b"{}"[..])
+    );
+    assert!(q.trace(&"0".repeat(64)).await.unwrap().is_none());
     assert!(q.package(&"0".repeat(64)).await.unwrap().is_none());
     let id = q
         .submit(&NewUnit {
