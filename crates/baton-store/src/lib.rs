@@ -9,6 +9,7 @@ pub mod durable;
 pub mod guard;
 pub mod home;
 pub mod jsonl;
+pub mod next_step;
 pub mod packages;
 pub mod projects;
 pub mod reindex;

@@ -20,7 +20,9 @@ pub struct Cli {
         global = true,
         value_enum,
         default_value = "auto",
-        value_name = "WHEN"
+        value_name = "WHEN",
+        // Last in every command's help: it belongs to no command's own group of options.
+        display_order = 900
     )]
     pub color: crate::ui::color::ColorChoice,
     #[command(subcommand)]

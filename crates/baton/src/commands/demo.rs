@@ -134,7 +134,23 @@ pub fn run(args: DemoArgs) -> anyhow::Result<u8> {
     let replay = ReplayModel::new(Trace::parse(TRACE)?)
         .with_source(baton_engine::bundled_demo::TRACE_SOURCE);
     let bar = Progress::new();
-    let on_event = |e: EngineEvent| bar.event(e);
+    let on_event = |e: EngineEvent| match e {
+        // The recorded model looks for the sprint status, which the sample has not: a read of a
+        // file not there is expected here, not a failure.
+        EngineEvent::ToolCall {
+            name,
+            ok: false,
+            error: Some(code),
+            target,
+        } if code == "ENOENT" => bar.suspend(|| {
+            eprintln!(
+                "    · {} {} is not there (expected: the model looks for it before it asks you)",
+                crate::ui::visible_line(&name),
+                crate::ui::visible_line(target.as_deref().unwrap_or("the file"))
+            )
+        }),
+        e => bar.event(e),
+    };
     let mut settings = Settings::new(&replay);
     settings.replay = Some(&replay);
     if !args.json {

@@ -117,7 +117,13 @@ fn write_view(
     if run.kind != RunKind::Task {
         writeln!(out, "context   {}", run.context.as_str())?;
     }
-    if let Some(w) = &run.waiting_for {
+    if let Some(f) = baton_store::next_step::failure(&run) {
+        // The error a run stopped on, as a failing command prints one: code, message, hint.
+        writeln!(out, "error     {}: {}", f.code, f.message)?;
+        if let Some(hint) = &f.hint {
+            writeln!(out, "hint      {hint}")?;
+        }
+    } else if let Some(w) = &run.waiting_for {
         writeln!(
             out,
             "waiting   {}",
@@ -126,6 +132,10 @@ fn write_view(
                 .map(str::to_owned)
                 .unwrap_or_else(|| w.to_string())
         )?;
+    }
+    // An interrupted run's phase line already says how it goes on.
+    if let Some(next) = baton_store::next_step::next_step(&run, false).filter(|_| !interrupted) {
+        writeln!(out, "next      {next}")?;
     }
     writeln!(
         out,

@@ -243,7 +243,8 @@ pub fn print_text(e: &Ended) {
         Outcome::Confirm { chain, rerun } => {
             outln!("the session would run this chain:\n");
             for line in chain {
-                outln!("  {}", text::line(&line.line(), 200));
+                let shown = baton_lifecycle::session::late_bound::shown(&line.line());
+                outln!("  {}", text::line(&shown, 200));
             }
             outln!(
                 "\nnothing was created; to create and run it without being asked, add -y: \

@@ -48,7 +48,8 @@ fn show_chain(plan: &Plan) {
             .unwrap_or_default()
     );
     for line in plan.chain_shown() {
-        eprintln!("  {}", text::line(&line.line(), 200));
+        let shown = baton_lifecycle::session::late_bound::shown(&line.line());
+        eprintln!("  {}", text::line(&shown, 200));
     }
     if let Some(d) = &plan.decomposition {
         eprintln!("sub-goals:");

@@ -266,21 +266,7 @@ pub fn text(s: &Session, recent: &Recent, live: &Live) -> String {
 /// person, and the position the session was built at. `baton session status` says where the
 /// session is now: waiting, and the stage of the current step (or done).
 fn here_and_now(board: &str, s: &Session, live: &Live) -> String {
-    let started = s.str("lifecycle_position").unwrap_or("—");
-    let position = if s.status() == "completed" {
-        format!("done (started at {started})")
-    } else {
-        let current = s
-            .active_index()
-            .and_then(|i| s.step(i))
-            .or_else(|| s.all_steps().find(|st| st.status() == "pending"))
-            .map(|st| st.stage())
-            .filter(|stage| !stage.is_empty());
-        match current {
-            Some(stage) if stage != started => format!("{stage} (started at {started})"),
-            _ => started.to_string(),
-        }
-    };
+    let position = baton_lifecycle::session::position::now(s);
     let mut out = String::new();
     for line in board.lines() {
         if line.starts_with("Status:") && s.status() == "running" && live.waiting.is_some() {
