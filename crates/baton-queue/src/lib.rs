@@ -14,6 +14,7 @@
 mod connect;
 mod epic;
 mod error;
+pub mod local;
 mod pinned;
 mod queue;
 mod retry;

@@ -63,6 +63,9 @@ pub(crate) struct Checkpoints<'a> {
     pub stop: &'a tokio_util::sync::CancellationToken,
     /// What each run file held at the last checkpoint: (length, sha256).
     pub seen: std::sync::Mutex<BTreeMap<String, (usize, String)>>,
+    /// The refs of the unit's earlier attempts were removed from the remote (done once, after
+    /// this attempt's first checkpoint, which supersedes them).
+    pub pruned: AtomicBool,
 }
 
 impl Checkpoints<'_> {
@@ -147,6 +150,15 @@ impl Checkpoints<'_> {
         let fenced = queue.fenced(self.lease).await?;
         fenced.append("checkpoint", &body).await?;
         fenced.commit().await?;
+        if !self.pruned.swap(true, Ordering::SeqCst) {
+            // Housekeeping: a ref that cannot be removed now stays, as before; the run goes on.
+            let _ = crate::git::prune_refs(
+                self.tree,
+                &self.lease.project_remote,
+                &format!("refs/baton/runs/{}/*", self.lease.id),
+                &self.run_ref(),
+            );
+        }
         Ok(())
     }
 }

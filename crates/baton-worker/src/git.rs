@@ -108,6 +108,35 @@ pub(crate) fn push(
     })
 }
 
+/// Deletes on `remote` the refs matching `pattern` (a `git ls-remote` pattern such as
+/// `refs/baton/runs/12/*`) except `keep`: the refs an earlier attempt of a unit pushed, which
+/// the current attempt supersedes. Returns the refs deleted.
+pub(crate) fn prune_refs(
+    tree: &Path,
+    remote: &str,
+    pattern: &str,
+    keep: &str,
+) -> Result<Vec<String>, WorkerError> {
+    blocking(|| {
+        let dirs = RepoDirs::resolve(tree).map_err(git_error)?;
+        let listed = run_git(&dirs.common_dir, &["ls-remote", remote, pattern])?;
+        let old: Vec<String> = listed
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .filter(|r| *r != keep)
+            .map(str::to_string)
+            .collect();
+        if old.is_empty() {
+            return Ok(old);
+        }
+        let mut args = vec!["push", "--quiet", remote];
+        let specs: Vec<String> = old.iter().map(|r| format!(":{r}")).collect();
+        args.extend(specs.iter().map(String::as_str));
+        run_git(&dirs.common_dir, &args)?;
+        Ok(old)
+    })
+}
+
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

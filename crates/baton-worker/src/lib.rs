@@ -21,6 +21,7 @@ mod error;
 mod event;
 mod git;
 mod lease;
+mod model;
 mod options;
 pub mod payload;
 pub mod read;
@@ -32,6 +33,7 @@ mod unit;
 pub use answers::{AnswerReceipt, PendingQuestion, answer_unit, pending_questions};
 pub use error::{LEASE_LOST, WorkerError};
 pub use event::{Events, WorkerEvent};
+pub use model::ModelOverride;
 pub use options::WorkerOptions;
 pub use payload::RunPayload;
 pub use read::{ScratchRun, UnitRun, read_unit_run};
@@ -92,7 +94,7 @@ pub async fn run(options: WorkerOptions, events: Events) -> Result<(), WorkerErr
         }
         first_error.get_or_insert(error);
     }
-    let _ = queue.remove_worker(&ctx.options.worker).await;
+    let _ = queue.worker_stopped(&ctx.options.worker).await;
     first_error.map_or(Ok(()), Err)
 }
 

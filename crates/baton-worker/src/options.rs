@@ -34,4 +34,7 @@ pub struct WorkerOptions {
     /// The first wait before a unit whose failure may pass is tried again; it doubles with
     /// each failure in a row, up to [`crate::retry::MAX_DELAY`].
     pub retry_base: Duration,
+    /// The worker's own model settings (`--model`, `--base-url`, `--api`), over each unit's;
+    /// with any of them a unit's recorded trace is not replayed.
+    pub model: crate::model::ModelOverride,
 }

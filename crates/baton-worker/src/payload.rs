@@ -27,6 +27,30 @@ pub struct RunPayload {
     pub model: ModelPayload,
     #[serde(default)]
     pub budget: BudgetPayload,
+    /// A recorded trace the run replays instead of asking a model (`--replay`), pinned by
+    /// content in the database; left out when absent so older workers still read the payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplayPayload>,
+}
+
+/// The trace a replayed run answers from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReplayPayload {
+    /// The sha256 of the trace's bytes, as stored in the database.
+    pub sha256: String,
+    /// Its file name as submitted (shown; no path).
+    pub name: String,
+}
+
+/// Where the submitter's base URL came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BaseUrlFrom {
+    /// `--base-url` of `baton run --queue`.
+    Flag,
+    /// `OPENAI_BASE_URL` of the submitting machine.
+    Env,
 }
 
 fn autopilot_default() -> bool {
@@ -39,6 +63,9 @@ fn autopilot_default() -> bool {
 pub struct ModelPayload {
     pub name: Option<String>,
     pub base_url: Option<String>,
+    /// Which setting of the submitter gave `base_url`, so an error names the real one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url_from: Option<BaseUrlFrom>,
     /// The endpoint's wire protocol, `openai` or `anthropic` (absent: the worker's
     /// configuration chooses; left out when absent so older workers still read the payload).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -74,6 +101,14 @@ impl RunPayload {
         if let Some(api) = payload.model.api.as_deref() {
             api.parse::<baton_llm::config::Api>()
                 .map_err(|e| format!("payload: model.api: {e}"))?;
+        }
+        if let Some(r) = &payload.replay
+            && (r.sha256.len() != 64 || !r.sha256.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            return Err(format!(
+                "payload: replay.sha256 {:?} is not a sha256",
+                r.sha256
+            ));
         }
         let subdir = &payload.project_subdir;
         if subdir.starts_with('/')
@@ -140,6 +175,28 @@ mod tests {
             anthropic
         );
         assert!(p.to_value()["model"].get("api").is_none());
+        let replayed = RunPayload {
+            replay: Some(ReplayPayload {
+                sha256: "a".repeat(64),
+                name: "run.trace.json".into(),
+            }),
+            model: ModelPayload {
+                base_url: Some("http://127.0.0.1:9/v1".into()),
+                base_url_from: Some(BaseUrlFrom::Env),
+                ..Default::default()
+            },
+            ..p.clone()
+        };
+        let v = replayed.to_value();
+        assert_eq!(v["model"]["baseUrlFrom"], "env");
+        assert_eq!(RunPayload::from_value(&v).unwrap(), replayed);
+        assert!(p.to_value().get("replay").is_none());
+        let bad = json!({"package": "demo", "replay": {"sha256": "../x", "name": "t"}});
+        assert!(
+            RunPayload::from_value(&bad)
+                .unwrap_err()
+                .contains("replay.sha256")
+        );
         let context = json!({"package": "demo", "model": {"context": "all"}});
         assert!(
             RunPayload::from_value(&context)

@@ -35,7 +35,18 @@ pub struct ScratchRun {
     /// Why the package could not be installed, when it could not (the view then says the
     /// package is missing, as for a local run whose package is gone).
     pub package_note: Option<String>,
+    /// The project's id as shown: derived from the unit's remote and folder (see
+    /// [`unit_project_id`]), not from the scratch folder, so it is the same on every read.
+    pub project_id: String,
     _dir: tempfile::TempDir,
+}
+
+/// A queued project's id: the first 16 hex digits of sha256 of its remote and its folder in
+/// the repository, the same for every unit of that project and on every read.
+pub fn unit_project_id(remote: &str, subdir: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("{remote}\n{subdir}").as_bytes());
+    crate::git::hex(&digest)[..16].to_string()
 }
 
 impl ScratchRun {
@@ -45,7 +56,9 @@ impl ScratchRun {
             .store
             .find_run(&self.run_id)
             .map_err(|e| WorkerError::other(e.code(), e.to_string()))?;
-        Ok(inspect::view(&self.store, project, run))
+        let mut view = inspect::view(&self.store, project, run);
+        view.run.project_id.clone_from(&self.project_id);
+        Ok(view)
     }
 
     /// The run's audit log (`state/logs/execution.jsonl` of its folder) in the scratch store.
@@ -142,7 +155,15 @@ pub async fn read_unit_run(config: &DbConfig, unit: i64) -> Result<UnitRun, Work
         Some(sha) => queue.package(sha).await?,
         None => None,
     };
-    let run = scratch(&restored, package.as_ref().map(|p| p.bytes.as_slice()))?;
+    let subdir = RunPayload::from_value(&found.payload)
+        .map(|p| p.project_subdir)
+        .unwrap_or_default();
+    let project_id = unit_project_id(&found.project_remote, &subdir);
+    let run = scratch(
+        &restored,
+        package.as_ref().map(|p| p.bytes.as_slice()),
+        project_id,
+    )?;
     Ok(UnitRun {
         unit: found,
         run: Some(run),
@@ -150,7 +171,11 @@ pub async fn read_unit_run(config: &DbConfig, unit: i64) -> Result<UnitRun, Work
 }
 
 /// The run's files written into a new scratch store, the package installed when given.
-fn scratch(restored: &Restored, package: Option<&[u8]>) -> Result<ScratchRun, WorkerError> {
+fn scratch(
+    restored: &Restored,
+    package: Option<&[u8]>,
+    project_id: String,
+) -> Result<ScratchRun, WorkerError> {
     let io = |e: String| WorkerError::other("WORKER_IO", e);
     let dir = tempfile::Builder::new()
         .prefix("baton-unit-")
@@ -173,6 +198,7 @@ fn scratch(restored: &Restored, package: Option<&[u8]>) -> Result<ScratchRun, Wo
         commit: restored.commit.clone(),
         store,
         package_note,
+        project_id,
         _dir: dir,
     })
 }
@@ -191,6 +217,15 @@ fn install(store: &Store, dir: &Path, bytes: &[u8]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::redact_remote;
+
+    #[test]
+    fn a_queued_projects_id_depends_on_its_remote_and_folder_only() {
+        let a = super::unit_project_id("/srv/git/app.git", "");
+        assert_eq!(a, super::unit_project_id("/srv/git/app.git", ""));
+        assert_eq!(a.len(), 16);
+        assert_ne!(a, super::unit_project_id("/srv/git/app.git", "web"));
+        assert_ne!(a, super::unit_project_id("/srv/git/other.git", ""));
+    }
 
     #[test]
     fn a_remotes_password_is_never_shown() {

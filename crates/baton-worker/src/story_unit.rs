@@ -46,6 +46,9 @@ struct StoryCheckpoints<'a> {
     project: &'a Path,
     payload: &'a StoryPayload,
     lost: &'a AtomicBool,
+    /// The refs of the unit's earlier attempts were removed (once, after this attempt's first
+    /// checkpoint).
+    pruned: AtomicBool,
 }
 
 impl StoryCheckpoints<'_> {
@@ -86,6 +89,15 @@ impl StoryCheckpoints<'_> {
         let fenced = queue.fenced(self.lease).await?;
         fenced.append(STORY_CHECKPOINT, &c.to_value()).await?;
         fenced.commit().await?;
+        if !self.pruned.swap(true, Ordering::SeqCst) {
+            // Housekeeping: a ref that cannot be removed now stays, as before.
+            let _ = crate::git::prune_refs(
+                self.tree,
+                &self.lease.project_remote,
+                &format!("refs/baton/stories/{}/*", self.lease.id),
+                &self.reference(),
+            );
+        }
         Ok(())
     }
 }
@@ -232,14 +244,14 @@ pub(crate) async fn run_story_unit(ctx: &Ctx, lease: Lease) -> Result<(), Worker
         (None, None) => Start::Fresh,
     };
     let home = &ctx.options.home;
-    let model = crate::unit::payload_model(
-        home,
-        &project,
-        payload.model.name.clone(),
-        payload.model.base_url.clone(),
-        // A story unit names no API (baton-epic's StoryModel): the worker's files choose.
-        None,
-    )?;
+    // A story unit names no API (baton-epic's StoryModel): the worker's flag or files choose.
+    let named = crate::payload::ModelPayload {
+        name: payload.model.name.clone(),
+        base_url: payload.model.base_url.clone(),
+        ..Default::default()
+    };
+    let choice = crate::model::live_choice(&named, &ctx.options.model)?;
+    let model = crate::model::load(home, &project, &choice)?;
     let store = Store::new(work.join("home"));
     install_pinned(&queue, &store, &work, &payload.packages).await?;
     let hook = StoryCheckpoints {
@@ -250,6 +262,7 @@ pub(crate) async fn run_story_unit(ctx: &Ctx, lease: Lease) -> Result<(), Worker
         project: &project,
         payload: &payload,
         lost: &lost,
+        pruned: AtomicBool::new(false),
     };
     let end = run_story(StoryJob {
         store: &store,

@@ -9,7 +9,7 @@ use crate::git::checkout;
 use crate::lease::{heartbeat, lease_lost};
 use crate::payload::{QUEUE_PAYLOAD_INVALID, RunPayload};
 use crate::retry;
-use baton_engine::model_choice::{self, Requested};
+use baton_engine::model_choice::ModelChoice;
 use baton_engine::runner::{self, Settings, StartRun};
 use baton_engine::{ContextPolicy, Outcome};
 use baton_queue::{Lease, Queue, UnitState};
@@ -100,33 +100,6 @@ async fn complete(
         commit: commit.to_string(),
     });
     Ok(())
-}
-
-/// The model a unit names (by name, endpoint and API), with this worker's own key and
-/// settings.
-pub(crate) fn payload_model(
-    home: &Path,
-    project: &Path,
-    name: Option<String>,
-    base_url: Option<String>,
-    api: Option<&str>,
-) -> Result<model_choice::LoadedModel, WorkerError> {
-    // Checked with the payload; an unknown name here is one that skipped that check.
-    let api = api
-        .map(str::parse::<baton_llm::config::Api>)
-        .transpose()
-        .map_err(|e| WorkerError::other(e.code(), e.to_string()))?;
-    let requested = Requested {
-        model: name,
-        base_url,
-        api,
-        replay: None,
-    };
-    let choice = model_choice::continuation_choice(&requested, None, || false)
-        .map_err(|e| WorkerError::other(e.code, e.message))?;
-    let env = |k: &str| std::env::var(k).ok();
-    model_choice::load_model(&choice, home, Some(project), &env)
-        .map_err(|e| WorkerError::other(e.code, e.message))
 }
 
 /// Hands the unit back to the queue (fenced) as the worker stops.
@@ -262,6 +235,25 @@ pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError>
     let package_path = work.join("package.bmad");
     std::fs::write(&package_path, &package.bytes)
         .map_err(|e| WorkerError::other("WORKER_IO", e.to_string()))?;
+    // The unit's model: a worker's own model wins over the unit's trace.
+    let choice = match &payload.replay {
+        Some(r) if !ctx.options.model.is_set() => {
+            let Some(trace) = queue.trace(&r.sha256).await? else {
+                return Err(WorkerError::other(
+                    "WORKER_NO_TRACE",
+                    format!("trace {} ({}) is not in the database", r.sha256, r.name),
+                ));
+            };
+            let path = work.join("replay.trace.json");
+            std::fs::write(&path, &trace.bytes)
+                .map_err(|e| WorkerError::other("WORKER_IO", e.to_string()))?;
+            ModelChoice::Replay(path)
+        }
+        _ => match crate::model::live_choice(&payload.model, &ctx.options.model) {
+            Ok(c) => c,
+            Err(e) => return fail(ctx, &mut queue, &lease, e.code(), &e.to_string(), None).await,
+        },
+    };
     let store = Store::new(work.join("home"));
     let hook = Checkpoints {
         home: &ctx.options.home,
@@ -273,11 +265,13 @@ pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError>
         lost: &lost,
         stop: &ctx.options.stop,
         seen: std::sync::Mutex::new(restored.as_ref().map(Restored::seen).unwrap_or_default()),
+        pruned: AtomicBool::new(false),
     };
     let outcome = drive(
         ctx,
         &lease,
         &payload,
+        &choice,
         restored.as_ref(),
         answer,
         &store,
@@ -321,6 +315,7 @@ async fn drive(
     ctx: &Ctx,
     lease: &Lease,
     payload: &RunPayload,
+    choice: &ModelChoice,
     restored: Option<&Restored>,
     answer: Option<String>,
     store: &Store,
@@ -330,13 +325,7 @@ async fn drive(
     cancel: tokio_util::sync::CancellationToken,
 ) -> Result<runner::Finished, WorkerError> {
     let home = &ctx.options.home;
-    let model = payload_model(
-        home,
-        project,
-        payload.model.name.clone(),
-        payload.model.base_url.clone(),
-        payload.model.api.as_deref(),
-    )?;
+    let model = crate::model::load(home, project, choice)?;
     let tools = baton_tools::ToolsConfig::load(Some(home), Some(project))
         .map_err(|e| WorkerError::other(e.code(), e.to_string()))?;
     let caps = baton_engine::spend::BudgetConfig::load(Some(home), Some(project))
@@ -355,6 +344,9 @@ async fn drive(
     settings.caps = caps;
     settings.cancel = cancel;
     settings.on_durable = Some(hook);
+    // A replayed run takes its recorded answers, and one taken over goes on past those its
+    // conversation already used.
+    settings.replay = model.replay();
     let variables: Map<String, Value> = payload.vars.clone();
     let start = StartRun {
         package: package_path,

@@ -77,6 +77,7 @@ pub fn routes() -> Router<AppState> {
         .route("/sessions", get(handlers::sessions))
         .route("/sessions/{id}", get(handlers::session_page))
         .route("/queue", get(queue::queue_page))
+        .route("/queue/units/{id}", get(queue::unit_page))
 }
 
 async fn css() -> impl IntoResponse {

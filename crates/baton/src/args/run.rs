@@ -34,11 +34,12 @@ pub struct RunArgs {
     pub model: ModelArgs,
     /// Put the run in this PostgreSQL work queue instead of running it (`baton worker` runs
     /// it). The project must be a git repository with a remote; its commit travels, not its
-    /// files. Leave the password out: PGPASSWORD or ~/.pgpass.
-    #[arg(long, value_name = "URL", conflicts_with_all = ["replay", "record"])]
+    /// files; a --replay trace travels with the unit. Leave the password out: PGPASSWORD or
+    /// ~/.pgpass.
+    #[arg(long, value_name = "URL", conflicts_with = "record")]
     pub queue: Option<String>,
     /// Like --queue, with the URL in this environment variable.
-    #[arg(long, value_name = "NAME", conflicts_with_all = ["queue", "replay", "record"])]
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["queue", "record"])]
     pub db_env: Option<String>,
 }
 

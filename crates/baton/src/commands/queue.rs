@@ -18,7 +18,8 @@ pub enum QueueCommand {
     /// this baton's version. Safe to run again.
     Init(InitArgs),
     /// What the queue holds: units per state and queue, leases with their worker, epoch and
-    /// age, units waiting for a person, workers and their last heartbeat.
+    /// age, units waiting for a person or a retry, failed units and why, workers and their
+    /// last heartbeat, workers that stopped.
     Status(StatusArgs),
     /// Cancel a unit that is queued, leased or waiting. A worker holding it gets LEASE_LOST
     /// on its next write and stops.
@@ -38,7 +39,7 @@ pub struct InitArgs {
 pub struct StatusArgs {
     #[command(flatten)]
     pub db: DbArgs,
-    /// List at most N leased units, waiting units and workers (the counts are always complete).
+    /// List at most N units and workers per list (the counts are always complete).
     #[arg(long, short = 'n', value_name = "N", default_value = "50")]
     pub limit: u32,
     /// Print the status as JSON.
@@ -257,9 +258,42 @@ async fn status(args: &StatusArgs) -> Result<(), QueueError> {
         }
         out!("{}", t.render(colour));
     }
+    if !s.failed.is_empty() {
+        outln!();
+        outln!("{}", paint(Paint::Strong, "failed"));
+        let mut t = Table::new(&[
+            Column::right("ID", 12),
+            Column::left("KIND", 6),
+            Column::left("QUEUE", 20),
+            Column::right("ATTEMPTS", 8),
+            Column::right("FAILED", 8),
+            Column::left("WHY", 80),
+        ]);
+        for f in &s.failed {
+            let why = match (&f.code, &f.message) {
+                (Some(code), Some(message)) => format!("{code}: {message}"),
+                (Some(code), None) => code.clone(),
+                (None, Some(message)) => message.clone(),
+                (None, None) => "(no reason recorded)".to_string(),
+            };
+            t.row(vec![
+                f.id.to_string().into(),
+                f.kind.as_str().into(),
+                f.queue.as_str().into(),
+                f.attempts.to_string().into(),
+                format!("{} ago", age(f.failed_s)).into(),
+                Cell::painted(why.replace('\n', " "), Paint::Warn),
+            ]);
+        }
+        out!("{}", t.render(colour));
+        if c.failed > s.failed.len() as i64 {
+            outln!("(the {} most recent; --limit shows more)", s.failed.len());
+        }
+        outln!("(the whole of one: `baton runs show ID --db URL`)");
+    }
     outln!();
     if s.workers.is_empty() {
-        outln!("no workers have registered");
+        outln!("no worker is running");
     } else {
         outln!("{}", paint(Paint::Strong, "workers"));
         let mut t = Table::new(&[
@@ -274,6 +308,23 @@ async fn status(args: &StatusArgs) -> Result<(), QueueError> {
                 w.host.as_str().into(),
                 w.leases.to_string().into(),
                 format!("{} ago", age(w.last_heartbeat_age_s)).into(),
+            ]);
+        }
+        out!("{}", t.render(colour));
+    }
+    if !s.stopped_workers.is_empty() {
+        outln!();
+        outln!("{}", paint(Paint::Strong, "stopped (last 24 hours)"));
+        let mut t = Table::new(&[
+            Column::left("WORKER", 40),
+            Column::left("HOST", 30),
+            Column::left("STOPPED", 26),
+        ]);
+        for w in &s.stopped_workers {
+            t.row(vec![
+                w.id.as_str().into(),
+                w.host.as_str().into(),
+                format!("{} ago ({})", age(w.stopped_s), w.stopped_at).into(),
             ]);
         }
         out!("{}", t.render(colour));

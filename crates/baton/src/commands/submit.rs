@@ -1,7 +1,8 @@
 //! `baton run <PKG> --queue URL`: put a workflow run in the PostgreSQL work queue instead of
 //! running it (the work is `baton_worker::submit`). The package is pinned into the database by
 //! content; the project travels as its git remote URL and the commit to start from; the model
-//! travels by name and endpoint (never a key: the worker's own environment provides it).
+//! travels by name and endpoint (never a key: the worker's own environment provides it), or,
+//! with `--replay`, as the recorded trace pinned by content beside the package.
 
 use crate::args::ContextArg;
 use crate::args::run::RunArgs;
@@ -11,7 +12,7 @@ use crate::ui::{Paint, color::err};
 use baton_engine::runner::{self, StartRun};
 use baton_queue::DEFAULT_QUEUE;
 use baton_worker::RunPayload;
-use baton_worker::payload::{BudgetPayload, ModelPayload};
+use baton_worker::payload::{BaseUrlFrom, BudgetPayload, ModelPayload};
 use baton_worker::submit::{self as submission, ProjectSource, SubmitError};
 use serde_json::{Value, json};
 
@@ -26,6 +27,14 @@ fn submit_failure(e: SubmitError) -> Failure {
 
 /// The run's options as the worker needs them: no key, no host path.
 fn payload(args: &RunArgs, source: &ProjectSource, package_name: &str) -> RunPayload {
+    let base_url = match &args.model.base_url {
+        Some(url) => Some((url.clone(), BaseUrlFrom::Flag)),
+        None if args.model.replay.is_none() => std::env::var("OPENAI_BASE_URL")
+            .ok()
+            .filter(|u| !u.trim().is_empty())
+            .map(|url| (url, BaseUrlFrom::Env)),
+        None => None,
+    };
     RunPayload {
         package: package_name.to_string(),
         workflow: args.workflow.clone(),
@@ -39,16 +48,15 @@ fn payload(args: &RunArgs, source: &ProjectSource, package_name: &str) -> RunPay
             .collect(),
         project_subdir: source.subdir.clone(),
         model: ModelPayload {
-            name: args
-                .model
-                .model
-                .clone()
-                .or_else(|| std::env::var("BATON_MODEL").ok()),
-            base_url: args
-                .model
-                .base_url
-                .clone()
-                .or_else(|| std::env::var("OPENAI_BASE_URL").ok()),
+            // A replayed run names no model: the trace answers (a worker's --model can still
+            // run it live).
+            name: args.model.model.clone().or_else(|| {
+                std::env::var("BATON_MODEL")
+                    .ok()
+                    .filter(|_| args.model.replay.is_none())
+            }),
+            base_url: base_url.as_ref().map(|(url, _)| url.clone()),
+            base_url_from: base_url.map(|(_, from)| from),
             api: crate::args::ApiArg::api(args.model.api).map(|a| a.as_str().to_string()),
             context: args.model.context.map(|c| {
                 match c {
@@ -63,6 +71,8 @@ fn payload(args: &RunArgs, source: &ProjectSource, package_name: &str) -> RunPay
             tokens: args.budget.budget_tokens,
             usd: args.budget.budget_usd,
         },
+        // Set once the trace is pinned.
+        replay: None,
     }
 }
 
@@ -90,6 +100,13 @@ fn submit(args: &RunArgs) -> Result<(), Failure> {
     let source = submission::project_source(&args.project).map_err(submit_failure)?;
     let package = submission::pack_package(&args.package, args.workflow.as_deref())
         .map_err(submit_failure)?;
+    let trace = args
+        .model
+        .replay
+        .as_deref()
+        .map(submission::read_trace)
+        .transpose()
+        .map_err(submit_failure)?;
     if source.dirty {
         eprintln!(
             "{} the project has uncommitted changes; the run starts from commit {} without them",
@@ -107,11 +124,17 @@ fn submit(args: &RunArgs) -> Result<(), Failure> {
             &config,
             DEFAULT_QUEUE,
             &package,
+            trace.as_ref(),
             &source,
             &payload,
         ))
         .map_err(|e| crate::queue_db::failure(&e))?;
-    let (id, sha256, database) = (submitted.unit, submitted.package_sha256, submitted.database);
+    let (id, sha256, database) = (
+        submitted.unit,
+        &submitted.package_sha256,
+        &submitted.database,
+    );
+    let replay = submitted.payload.replay.as_ref();
     if args.model.json {
         let doc = json!({
             "unit": id,
@@ -125,7 +148,8 @@ fn submit(args: &RunArgs) -> Result<(), Failure> {
                 "baseCommit": source.base_commit,
                 "subdir": source.subdir,
             },
-            "payload": payload.to_value(),
+            "trace": replay.map(|r| json!({"name": r.name, "sha256": r.sha256})),
+            "payload": submitted.payload.to_value(),
         });
         outln!(
             "{}",
@@ -133,12 +157,20 @@ fn submit(args: &RunArgs) -> Result<(), Failure> {
         );
     } else {
         outln!("queued unit {id} in {database}");
+        // The package's content digest, cut as `runs show` cuts it.
         outln!(
             "  package {} {} (sha256 {})",
             package.name,
             package.version,
-            &sha256[..12]
+            &sha256[..16.min(sha256.len())]
         );
+        if let Some(r) = replay {
+            outln!(
+                "  replays {} (sha256 {}): a worker answers from it, offline",
+                r.name,
+                &r.sha256[..16.min(r.sha256.len())]
+            );
+        }
         outln!(
             "  project {} at {}",
             source.remote,

@@ -59,6 +59,17 @@ pub struct WorkerArgs {
     /// failure in a row, up to 5 minutes.
     #[arg(long = "retry-base-s", value_name = "S", default_value = "5", value_parser = parse_retry_base)]
     pub retry_base_s: f64,
+    /// The model every unit runs with, over the one it was submitted with (and over a trace
+    /// it would replay). The key comes from this worker's environment.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The OpenAI-compatible endpoint every unit runs with, over the unit's (and over a trace
+    /// it would replay).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// The endpoint's wire protocol, over the unit's (and over a trace it would replay).
+    #[arg(long, value_enum)]
+    pub api: Option<crate::args::ApiArg>,
 }
 
 /// Seconds, from 0.1 to 300.
@@ -96,6 +107,11 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<u8> {
         stop: CancellationToken::new(),
         keep_units: args.keep_units,
         retry_base: Duration::from_secs_f64(args.retry_base_s),
+        model: baton_worker::ModelOverride {
+            name: args.model.clone(),
+            base_url: args.base_url.clone(),
+            api: crate::args::ApiArg::api(args.api).map(|a| a.as_str().to_string()),
+        },
     };
     // An event can quote a unit's outcome (a model's message): its escapes are shown.
     let events: baton_worker::Events =
