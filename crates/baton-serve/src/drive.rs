@@ -129,6 +129,10 @@ pub fn start(state: &AppState, body: StartBody) -> Result<Value, ApiError> {
             .project
             .clone()
             .ok_or_else(|| ApiError::bad_request("START_INVALID", "project is required"))?;
+        // An installed package's name works like its path, as on the command line.
+        let package = baton_store::package_lookup::locate(store.home(), &package)
+            .map_err(|e| ApiError::bad_request(e.code(), e.to_string()).hint(e.hint()))?
+            .path;
         (package, project, None, None)
     };
     let tools = load_tools(store, &project)?;

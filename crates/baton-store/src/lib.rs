@@ -10,6 +10,7 @@ pub mod guard;
 pub mod home;
 pub mod jsonl;
 pub mod next_step;
+pub mod package_lookup;
 pub mod packages;
 pub mod projects;
 pub mod reindex;

@@ -4,6 +4,7 @@
 pub mod budget;
 pub mod demo;
 pub mod model;
+pub mod package;
 pub mod run;
 
 pub use budget::BudgetArgs;

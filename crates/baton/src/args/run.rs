@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Package directory or .bmad file.
+    /// Package directory or .bmad file, or the name of an installed package (`baton package
+    /// list`); a path that exists wins.
     pub package: PathBuf,
     /// The project the workflow works on.
     #[arg(long, short = 'p', default_value = ".")]

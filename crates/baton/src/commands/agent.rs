@@ -33,7 +33,8 @@ use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Args)]
 pub struct AgentArgs {
-    /// Package directory or .bmad file.
+    /// Package directory or .bmad file, or the name of an installed package (`baton package
+    /// list`); a path that exists wins.
     pub package: PathBuf,
     /// The agent to talk to (default: the first agent with a menu).
     #[arg(long)]
@@ -122,8 +123,12 @@ fn pick_agent<'p>(package: &'p Package, wanted: Option<&str>) -> Result<&'p Agen
     })
 }
 
-pub fn run(args: AgentArgs) -> anyhow::Result<u8> {
+pub fn run(mut args: AgentArgs) -> anyhow::Result<u8> {
     let json = args.model.json;
+    args.package = match crate::args::package::locate(&args.package) {
+        Ok(path) => path,
+        Err(f) => return Ok(f.report(json)),
+    };
     if json && args.input.is_none() {
         return Ok(Failure::new(
             "USAGE",

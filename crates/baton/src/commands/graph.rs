@@ -14,7 +14,7 @@ pub enum Format {
 
 #[derive(Debug, Args)]
 pub struct GraphArgs {
-    /// Package directory or .bmad file.
+    /// Package directory or .bmad file, or the name of an installed package.
     pub package: PathBuf,
     /// Workflow to draw (required for multi-workflow packages).
     #[arg(long, short = 'w')]
@@ -24,7 +24,11 @@ pub struct GraphArgs {
     pub format: Format,
 }
 
-pub fn run(args: GraphArgs) -> anyhow::Result<u8> {
+pub fn run(mut args: GraphArgs) -> anyhow::Result<u8> {
+    args.package = match crate::args::package::locate(&args.package) {
+        Ok(path) => path,
+        Err(f) => return Ok(f.report(false)),
+    };
     let options = ValidateOptions {
         workflow: args.workflow.clone(),
         ..ValidateOptions::default()

@@ -148,7 +148,12 @@ fn load_tools(store: &Store, project: &Path) -> Result<baton_tools::ToolsConfig,
         .map_err(|e| Failure::new(e.code(), e.to_string(), exit::INVALID).hint(Some(e.hint())))
 }
 
-pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
+    // A name `baton package list` shows runs like its path, here and on the queue.
+    args.package = match crate::args::package::locate(&args.package) {
+        Ok(path) => path,
+        Err(f) => return Ok(f.report(args.model.json)),
+    };
     if args.queue.is_some() || args.db_env.is_some() {
         return super::submit::run(&args);
     }

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
-    /// Package directory or .bmad file.
+    /// Package directory or .bmad file, or the name of an installed package (a BMAD skill
+    /// folder or workflow too).
     pub package: PathBuf,
     /// Check only this workflow, and that a run could select it.
     #[arg(long, short = 'w')]
@@ -16,7 +17,11 @@ pub struct ValidateArgs {
     pub json: bool,
 }
 
-pub fn run(args: ValidateArgs) -> anyhow::Result<u8> {
+pub fn run(mut args: ValidateArgs) -> anyhow::Result<u8> {
+    args.package = match crate::args::package::locate(&args.package) {
+        Ok(path) => path,
+        Err(f) => return Ok(f.report(args.json)),
+    };
     // A BMAD skill folder or classic workflow: what baton would run, and how.
     if let Some(described) = baton_epic::method::describe::describe(&args.package, None) {
         return match described {
