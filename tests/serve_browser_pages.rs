@@ -5,7 +5,7 @@
 //! session`), made once per test binary; each test starts its own server and browser on it.
 //! What a person must find there:
 //! - the epic board and the sessions page open on the projects the store knows, newest first
-//!   (never an empty "Choose a project");
+//!   (never an empty "Choose a project"); the epic board offers only those with a sprint;
 //! - story cards link to their phase runs, session steps to their task runs;
 //! - the runs list groups phase and task runs under their story or step, and filters on them;
 //! - the conversation shows baton's own instructions folded and labelled as baton's;
@@ -237,15 +237,13 @@ fn the_epic_board_and_sessions_open_on_the_known_projects_newest_first() {
         .eval("document.getElementById('project-input').value")
         .unwrap();
     assert_eq!(opened, json!(d.epic_project.display().to_string()));
-    // Every known project, newest first: the session's, the epic's, the story demo's.
+    // Only the projects with a sprint status (the others have no board): the epic's.
     let listed = strings(
         browser
             .eval("Array.from(document.querySelectorAll('#project-list a')).map(a => a.dataset.project)")
             .unwrap(),
     );
-    assert_eq!(listed.len(), 3, "{listed:?}");
-    assert_eq!(listed[0], d.session_project.display().to_string());
-    assert_eq!(listed[1], d.epic_project.display().to_string());
+    assert_eq!(listed, [d.epic_project.display().to_string()]);
     let current = browser
         .eval("document.querySelector('#project-list a[aria-current]').dataset.project")
         .unwrap();
@@ -268,6 +266,15 @@ fn the_epic_board_and_sessions_open_on_the_known_projects_newest_first() {
         .eval("document.getElementById('project-input').value")
         .unwrap();
     assert_eq!(opened, json!(d.session_project.display().to_string()));
+    // Every known project, newest first: the session's, the epic's, the story demo's.
+    let listed = strings(
+        browser
+            .eval("Array.from(document.querySelectorAll('#project-list a')).map(a => a.dataset.project)")
+            .unwrap(),
+    );
+    assert_eq!(listed.len(), 3, "{listed:?}");
+    assert_eq!(listed[0], d.session_project.display().to_string());
+    assert_eq!(listed[1], d.epic_project.display().to_string());
 }
 
 #[test]

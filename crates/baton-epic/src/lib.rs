@@ -25,6 +25,7 @@ mod method_consent;
 mod method_run;
 mod method_verdict;
 pub mod models;
+pub mod next_step;
 pub mod orchestrator;
 pub mod outcome;
 pub mod parallel;

@@ -112,6 +112,7 @@ pub async fn bind_with_token(options: ServeOptions, token: Token) -> Result<Boun
         streams: Arc::new(tokio::sync::Semaphore::new(MAX_STREAMS)),
         blocking: Bounded::default(),
         queue: options.queue,
+        start_dir: std::env::current_dir().ok(),
     };
     Ok(Bound {
         listener,

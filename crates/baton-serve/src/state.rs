@@ -7,6 +7,7 @@ use crate::jobs::Jobs;
 use crate::token::Token;
 use baton_queue::DbConfig;
 use baton_store::Store;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -37,6 +38,9 @@ pub struct AppState {
     pub blocking: Bounded,
     /// The work queue's database (`baton serve --db`): the queue page and `/api/queue`.
     pub queue: Option<DbConfig>,
+    /// The directory `baton serve` was started in: the epic board and the sessions page open
+    /// on its project first when none is chosen.
+    pub start_dir: Option<PathBuf>,
 }
 
 /// Event streams (SSE) open at once, at most; one more is refused with 503.

@@ -4,7 +4,7 @@
 //! side by side above the columns, with their phase and worktree branch, and why the others
 //! wait.
 
-use super::html::{esc, phase_badge, push_esc, url_part};
+use super::html::{esc, phase_badge, push_esc, push_esc_code, url_part};
 use baton_bmad::keys::STORY_STATUSES;
 use baton_epic::board::{Board, StoryRow};
 use baton_epic::findings::Findings;
@@ -27,6 +27,36 @@ pub fn project_form(out: &mut String, action: &str, project: &str, projects: &[S
         out.push_str("\"></option>");
     }
     out.push_str("</datalist></div><div class=\"field\"><button type=\"submit\" id=\"project-open\">Open</button></div></form>");
+}
+
+/// Why a project has no board. A project without a sprint status is no failure: it says what
+/// makes one, without an alarm; any other error is shown as one, with its hint.
+pub fn no_board(e: &baton_epic::EpicError) -> String {
+    let mut out = String::new();
+    let calm = e.code == "SPRINT_STATUS_MISSING";
+    if calm {
+        out.push_str("<section class=\"card\" id=\"epic-no-sprint\" data-code=\"");
+        push_esc(&mut out, e.code);
+        out.push_str("\"><h2>No epic board here yet</h2><p>");
+    } else {
+        out.push_str("<section class=\"card error\" id=\"epic-error\" role=\"alert\"><p><code>");
+        push_esc(&mut out, e.code);
+        out.push_str("</code> ");
+    }
+    push_esc(&mut out, &e.message);
+    out.push_str("</p>");
+    if let Some(hint) = &e.hint {
+        out.push_str("<p class=\"muted\" id=\"epic-hint\">");
+        push_esc(&mut out, hint);
+        out.push_str("</p>");
+    }
+    if calm {
+        out.push_str(
+            "<p class=\"muted\"><code>baton demo epic</code> makes a sample project with a board.</p>",
+        );
+    }
+    out.push_str("</section>");
+    out
 }
 
 /// The board of `project` (the path as the person typed it, sent back with answers).
@@ -64,6 +94,12 @@ pub fn render(board: &Board, project: &str) -> String {
             esc(&f.code),
             esc(&f.message)
         );
+        out.push_str("</p>");
+    }
+    // What to do next, in the words `baton epic run` ends with.
+    if let Some(next) = baton_epic::next_step::of_board(board, std::path::Path::new(project)) {
+        out.push_str("<p class=\"next\" id=\"epic-next\" data-testid=\"epic-next\">Next: ");
+        push_esc_code(&mut out, &next);
         out.push_str("</p>");
     }
     out.push_str("</section>");
@@ -315,7 +351,9 @@ fn column(out: &mut String, status: &str, stories: &[&StoryRow], board: &Board, 
         if let Some(p) = &s.phase {
             phase_badge(out, p);
         }
-        if let Some(c) = s.review_cycle.filter(|c| *c > 0) {
+        // Past the first review only, as `baton epic status` says it: a story that never
+        // reached review has no cycle to show.
+        if let Some(c) = s.review_cycle.filter(|c| *c > 1) {
             let _ = write!(out, "<span class=\"tag\">review cycle {c}</span>");
         }
         if let Some(r) = &s.review {

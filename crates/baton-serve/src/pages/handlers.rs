@@ -356,54 +356,40 @@ pub struct ProjectQuery {
 }
 
 pub async fn epic_board(State(state): State<AppState>, Query(q): Query<ProjectQuery>) -> Response {
+    let start_dir = state.start_dir.clone();
     blocking(&state, Nav::Epic, move |store| {
-        let projects = known_projects(store);
+        // Only projects with a sprint status: the others would open to an error.
+        let projects = projects::with_sprint(store, start_dir.as_deref());
         let chosen = non_empty(&q.project).map(str::to_string);
-        // None chosen: the newest known project that has a sprint.
-        let (project, found) = match chosen {
-            Some(p) => {
-                let board = baton_epic::status_board(store, Path::new(&p), None);
-                (p, Some(board))
-            }
-            None => projects
-                .iter()
-                .take(projects::LOOKED_AT)
-                .find_map(|p| {
-                    baton_epic::status_board(store, Path::new(p), None)
-                        .ok()
-                        .map(|b| (p.clone(), Some(Ok(b))))
-                })
-                .unwrap_or_default(),
-        };
+        // None chosen: the project `baton serve` was started in, else the newest with a sprint.
+        let project = chosen.or_else(|| projects.first().cloned());
         let mut body = String::from("<h1>Epic board</h1>");
-        epic::project_form(&mut body, "/epic", &project, &projects);
-        projects::chooser(&mut body, "/epic", &project, &projects);
-        let Some(found) = found else {
-            body.push_str(if projects.is_empty() {
-                "<p class=\"empty\" id=\"epic-none\">No project yet. <code>baton demo epic</code> makes one.</p>"
-            } else {
-                "<p class=\"empty\" id=\"epic-none\">None of the known projects has a sprint status; choose another directory.</p>"
-            });
+        let shown = project.clone().unwrap_or_default();
+        epic::project_form(&mut body, "/epic", &shown, &projects);
+        projects::chooser(&mut body, "/epic", &shown, &projects);
+        let Some(project) = project else {
+            body.push_str(
+                "<p class=\"empty\" id=\"epic-none\">No project with a sprint status yet. \
+                 <code>baton demo epic</code> makes one; in a BMAD project, BMAD's sprint-planning \
+                 workflow writes its <code>sprint-status.yaml</code>.</p>",
+            );
             return PageOut::ok("Epic board", Nav::Epic, body);
         };
-        match found {
+        match baton_epic::status_board(store, Path::new(&project), None) {
             Ok(mut board) => {
                 // The worktrees' folder as a page shows a host path.
                 if let Some(p) = board.parallel.as_mut() {
                     let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-                    let roots =
-                        Roots::new(Some(Path::new(&project)), Some(store.home()), home.as_deref());
+                    let roots = Roots::new(
+                        Some(Path::new(&project)),
+                        Some(store.home()),
+                        home.as_deref(),
+                    );
                     p.worktrees = roots.shown(&p.worktrees);
                 }
                 body.push_str(&epic::render(&board, &project));
             }
-            Err(e) => {
-                body.push_str("<p class=\"error\" id=\"epic-error\" role=\"alert\"><code>");
-                super::html::push_esc(&mut body, e.code);
-                body.push_str("</code> ");
-                super::html::push_esc(&mut body, &e.message);
-                body.push_str("</p>");
-            }
+            Err(e) => body.push_str(&epic::no_board(&e)),
         }
         PageOut::ok("Epic board", Nav::Epic, body)
     })
@@ -523,6 +509,7 @@ pub async fn session_page(
         let roots = Roots::new(Some(&ctx.project), Some(store.home()), ctx.home.as_deref());
         let step_runs = step_runs_of(store, &ctx.project, &s.id);
         let mut summary = summary_json(&s);
+        summary["position"] = baton_lifecycle::session::position::now(&s).into();
         if let Ok(p) = store.project(&ctx.project) {
             let u = baton_lifecycle::session::budget::usage(&s, &p);
             if !u.total.is_zero() {

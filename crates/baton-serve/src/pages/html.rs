@@ -30,6 +30,19 @@ pub fn push_esc(out: &mut String, text: &str) {
 
 /// `text` percent-encoded for one URL path segment or query value (every byte but the
 /// unreserved ones), so an id with `/`, `?` or `#` cannot change the URL it is put in.
+/// `text` escaped, its `` `quoted` `` commands (as the CLI writes them) as `<code>`.
+pub fn push_esc_code(out: &mut String, text: &str) {
+    for (i, part) in text.split('`').enumerate() {
+        if i % 2 == 1 {
+            out.push_str("<code>");
+            push_esc(out, part);
+            out.push_str("</code>");
+        } else {
+            push_esc(out, part);
+        }
+    }
+}
+
 pub fn url_part(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for b in text.bytes() {

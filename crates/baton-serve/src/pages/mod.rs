@@ -17,7 +17,7 @@
 //!   (testid) with `usage-turns`, `usage-tools`, `usage-prompt`, `usage-completion`,
 //!   `usage-total`, `usage-cached`, `usage-written` (in `usage-written-row`, hidden without cache
 //!   writes), `usage-cost`, `artifacts-card`, `artifact-N` (testid), `artifact-preview` (testid),
-//!   `timeline` (testid), `timeline-status`, `run-error`.
+//!   `timeline` (testid), `timeline-status`, `run-error` (with `run-hint` and `run-next`).
 //! - the question (`question`, `data-key`): form `answer-form` (testid, `data-widget-type`
 //!   = text|confirmation|selection|form|feedback|action_selection|plan_review), `question-text`
 //!   (testid), `answer-status`; free text: `answer-text`, `answer-submit`; confirmation:
@@ -34,7 +34,8 @@
 //! - a session (`/sessions/{id}?project=`): `session-status` (testid), `steps` (testid, items
 //!   `li[data-index][data-status]`, the active one `aria-current="step"`), `goals`,
 //!   `decisions` (testid).
-//! - the queue (`/queue`, with `baton serve --db`): see [`queue`].
+//! - the queue (`/queue`, with `baton serve --db`): see [`queue`]; without `--db`, how to
+//!   connect one: see [`queue_setup`].
 //! - assets: `/assets/app.css`, `/assets/app.js`; the icon `/favicon.svg` (also as
 //!   `/favicon.ico`).
 
@@ -45,6 +46,7 @@ mod html;
 mod layout;
 mod projects;
 mod queue;
+mod queue_setup;
 mod run_page;
 mod run_parts;
 mod runs_list;
@@ -76,7 +78,7 @@ pub fn routes() -> Router<AppState> {
         .route("/epic", get(handlers::epic_board))
         .route("/sessions", get(handlers::sessions))
         .route("/sessions/{id}", get(handlers::session_page))
-        .route("/queue", get(queue::queue_page))
+        .route("/queue", get(queue_setup::queue_or_setup))
         .route("/queue/units/{id}", get(queue::unit_page))
 }
 

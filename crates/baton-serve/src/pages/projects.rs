@@ -35,6 +35,34 @@ pub fn newest_first(store: &Store) -> Vec<Project> {
     dated.into_iter().map(|(_, p)| p).collect()
 }
 
+/// Whether `root` has a sprint status the epic board can read.
+fn has_sprint(root: &Path) -> bool {
+    baton_epic::board::status(root, None).is_ok()
+}
+
+/// The folder `baton serve` was started in, or the nearest folder above it, that has a sprint
+/// status (a subfolder of a BMAD project opens that project, as git finds its repository).
+fn start_project(start_dir: &Path) -> Option<String> {
+    start_dir
+        .ancestors()
+        .find(|d| has_sprint(d))
+        .map(|d| d.display().to_string())
+}
+
+/// The projects the epic board offers: the one `baton serve` was started in first, then the
+/// known projects with a sprint status, newest first; projects without BMAD files are left
+/// out (they have no board to open).
+pub fn with_sprint(store: &Store, start_dir: Option<&Path>) -> Vec<String> {
+    let mut found: Vec<String> = start_dir.and_then(start_project).into_iter().collect();
+    for p in newest_first(store).iter().take(LOOKED_AT) {
+        let root = p.root().display().to_string();
+        if !found.contains(&root) && has_sprint(p.root()) {
+            found.push(root);
+        }
+    }
+    found
+}
+
 /// The roots of [`newest_first`], as shown in the pages.
 pub fn roots(projects: &[Project]) -> Vec<String> {
     projects

@@ -82,21 +82,28 @@ pub fn render(view: &View) -> String {
             &r.last_updated_at,
             &format!("/api/runs/{id}/answer"),
         ));
-    } else if let Some(e) = r.waiting_for.as_ref().and_then(|w| w.get("error")) {
-        out.push_str("<section class=\"card error\" id=\"run-error\" role=\"alert\"><h2>Failed</h2><p><code>");
-        push_esc(
-            &mut out,
-            e.get("code").and_then(Value::as_str).unwrap_or(""),
+    } else if let Some(f) = baton_store::next_step::failure(r) {
+        // The error with its hint and the command that goes on, as `baton runs show` says.
+        let title = if r.phase == Phase::Failed {
+            "Failed"
+        } else {
+            "Stopped"
+        };
+        let _ = write!(
+            out,
+            "<section class=\"card error\" id=\"run-error\" role=\"alert\"><h2>{title}</h2><p><code>"
         );
+        push_esc(&mut out, &f.code);
         out.push_str("</code> ");
-        push_esc(
-            &mut out,
-            &clip(
-                e.get("message").and_then(Value::as_str).unwrap_or(""),
-                MESSAGE_CHARS,
-            ),
-        );
-        out.push_str("</p></section>");
+        push_esc(&mut out, &clip(&f.message, MESSAGE_CHARS));
+        out.push_str("</p>");
+        if let Some(hint) = &f.hint {
+            out.push_str("<p id=\"run-hint\">");
+            push_esc(&mut out, &clip(hint, MESSAGE_CHARS));
+            out.push_str("</p>");
+        }
+        next_step(&mut out, r, view.interrupted);
+        out.push_str("</section>");
     }
     out.push_str("</div>");
     graph_card(&mut out, view);
@@ -124,6 +131,24 @@ pub fn render(view: &View) -> String {
     );
     out.push_str("</div></div></div>");
     out
+}
+
+/// What a person does next (`baton_store::next_step`), the command set apart to copy.
+fn next_step(out: &mut String, r: &RunMetadata, interrupted: bool) {
+    let Some(next) = baton_store::next_step::next_step(r, interrupted) else {
+        return;
+    };
+    out.push_str("<p id=\"run-next\" class=\"next\" data-testid=\"run-next\">Next: ");
+    match next.split_once("baton ") {
+        Some((words, command)) => {
+            push_esc(out, words);
+            out.push_str("<code>baton ");
+            push_esc(out, command);
+            out.push_str("</code>");
+        }
+        None => push_esc(out, &next),
+    }
+    out.push_str("</p>");
 }
 
 fn facts_card(out: &mut String, view: &View, phase: &str) {
@@ -155,7 +180,7 @@ fn facts_card(out: &mut String, view: &View, phase: &str) {
     fact("Updated", &r.last_updated_at, false);
     out.push_str("</dl>");
     if view.interrupted {
-        out.push_str("<p class=\"note\">No process drives this run any more; <code>baton resume</code> continues it.</p>");
+        next_step(out, r, true);
     }
     out.push_str("</section>");
 }
@@ -284,6 +309,77 @@ fn baton_message(out: &mut String, content: &str) {
     out.push_str("</div></details>");
 }
 
+/// A string of a tool's answer shown as text of its own: several lines, or long.
+fn is_text(v: &str) -> bool {
+    v.contains('\n') || v.chars().count() > 80
+}
+
+/// The text fields of a tool's JSON answer (`content` of `fs.read`, a command's `stdout`, an
+/// error's `message`…), with where they are (`content`, `error.message`), at most two deep.
+fn text_fields<'v>(v: &'v Value, at: &str, depth: usize, found: &mut Vec<(String, &'v str)>) {
+    match v {
+        Value::String(text) if is_text(text) => found.push((at.to_string(), text)),
+        Value::Object(map) if depth < 2 => {
+            for (key, value) in map {
+                let path = if at.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{at}.{key}")
+                };
+                text_fields(value, &path, depth + 1, found);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A tool's answer: text as text (its real line breaks), the JSON folded below it, pretty.
+/// An answer that is no JSON is shown as it is.
+fn tool_result(out: &mut String, content: &str) {
+    let parsed: Option<Value> = serde_json::from_str(content)
+        .ok()
+        .filter(|v: &Value| v.is_object() || v.is_array());
+    let Some(v) = parsed else {
+        if !content.is_empty() {
+            out.push_str("<div class=\"body\">");
+            push_esc(out, &clip(content, MESSAGE_CHARS));
+            out.push_str("</div>");
+        }
+        return;
+    };
+    match (
+        v.get("ok").and_then(Value::as_bool),
+        v.pointer("/error/code"),
+    ) {
+        (Some(false), code) => {
+            out.push_str("<p class=\"tool-status failed\">failed");
+            if let Some(code) = code.and_then(Value::as_str) {
+                out.push_str(" <code>");
+                push_esc(out, &clip(code, 80));
+                out.push_str("</code>");
+            }
+            out.push_str("</p>");
+        }
+        (Some(true), _) => out.push_str("<p class=\"tool-status ok\">ok</p>"),
+        _ => {}
+    }
+    let mut texts = Vec::new();
+    text_fields(&v, "", 0, &mut texts);
+    for (at, text) in texts {
+        out.push_str("<div class=\"tool-text\"><small class=\"muted\">");
+        push_esc(out, &at);
+        out.push_str("</small><div class=\"body\" data-field=\"");
+        push_esc(out, &at);
+        out.push_str("\">");
+        push_esc(out, &clip(text, MESSAGE_CHARS));
+        out.push_str("</div></div>");
+    }
+    let pretty = serde_json::to_string_pretty(&v).unwrap_or_else(|_| content.to_string());
+    out.push_str("<details class=\"tool-json\"><summary>JSON</summary><pre class=\"body\">");
+    push_esc(out, &clip(&pretty, MESSAGE_CHARS));
+    out.push_str("</pre></details>");
+}
+
 fn conversation_card(out: &mut String, records: &[Value]) {
     out.push_str("<section id=\"conversation-card\" class=\"card\" data-live aria-labelledby=\"conversation-title\"><h2 id=\"conversation-title\">Conversation</h2>");
     // (reset before this message, message) in order.
@@ -343,7 +439,9 @@ fn conversation_card(out: &mut String, records: &[Value]) {
             push_esc(out, &clip(call, 60));
         }
         out.push_str("</header>");
-        if !content.is_empty() {
+        if role == "tool" {
+            tool_result(out, &content);
+        } else if !content.is_empty() {
             out.push_str("<div class=\"body\">");
             push_esc(out, &clip(&content, MESSAGE_CHARS));
             out.push_str("</div>");
@@ -486,10 +584,39 @@ mod tests {
         assert!(html.contains("state &lt;unreadable&gt;"));
         assert!(!html.contains("answer-form"));
         assert!(html.contains("data-phase=\"failed\""));
+        // What goes on, as `baton runs show` says it.
+        assert!(html.contains(
+            "<p id=\"run-next\" class=\"next\" data-testid=\"run-next\">Next: the run is kept; retry with: <code>baton resume 0196abcd-&lt;x&gt;</code></p>"
+        ));
         // The cache-write row waits hidden until app.js sums some.
         assert!(html.contains(
             "<div id=\"usage-written-row\" hidden><dt>Written to cache</dt><dd id=\"usage-written\">0</dd></div>"
         ));
+    }
+
+    #[test]
+    fn a_tool_answer_shows_its_text_as_text_and_its_json_folded() {
+        let mut out = String::new();
+        tool_result(
+            &mut out,
+            r#"{"ok":true,"path":"a.md","content":"line 1\nline <2>"}"#,
+        );
+        assert!(out.contains("<p class=\"tool-status ok\">ok</p>"), "{out}");
+        assert!(
+            out.contains("data-field=\"content\">line 1\nline &lt;2&gt;</div>"),
+            "{out}"
+        );
+        assert!(out.contains("<details class=\"tool-json\"><summary>JSON</summary>"));
+        assert!(!out.contains("<details class=\"tool-json\" open"));
+        let mut failed = String::new();
+        tool_result(
+            &mut failed,
+            r#"{"ok":false,"error":{"code":"ENOENT","message":"no such file"}}"#,
+        );
+        assert!(failed.contains("failed <code>ENOENT</code>"), "{failed}");
+        let mut plain = String::new();
+        tool_result(&mut plain, "not json <x>");
+        assert_eq!(plain, "<div class=\"body\">not json &lt;x&gt;</div>");
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! What a run is part of: an epic story (a phase run the autopilot made, named in the project's
-//! `.baton-epic-progress.json`) or a lifecycle session step (a task run, whose `taskRef` is
+//! What a run is part of: an epic story (a phase run the autopilot made, of a package or of the
+//! project's own BMAD skill, named in the project's `.baton-epic-progress.json`) or a lifecycle session step (a task run, whose `taskRef` is
 //! `<session>/step-<index>-<skill>`). The runs list groups runs by it and filters on it.
 
 use baton_store::{Project, RunKind, RunMetadata};
@@ -84,14 +84,17 @@ pub struct Parts {
 
 impl Parts {
     pub fn of(&mut self, project: &Project, run: &RunMetadata) -> Option<Part> {
-        if run.kind == RunKind::Task {
-            let (session, index, skill) = step_of(&run.workflow_ref)?;
+        if run.kind == RunKind::Task
+            && let Some((session, index, skill)) = step_of(&run.workflow_ref)
+        {
             return Some(Part::Step {
                 session: session.to_string(),
                 index,
                 skill: skill.to_string(),
             });
         }
+        // Any other run, a task run too: an epic phase run of the project's own BMAD skill is
+        // a task run the progress record names like a package's phase run.
         let root = project.root().to_path_buf();
         let runs = self
             .phase_runs

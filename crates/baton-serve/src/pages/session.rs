@@ -16,6 +16,19 @@ fn s<'a>(v: &'a Value, key: &str) -> &'a str {
     v.get(key).and_then(Value::as_str).unwrap_or("")
 }
 
+/// Where a session stands now, as `baton session status` says it: `position` when the
+/// handler put it in (from the loaded session), else from its status and where it was built.
+fn position(v: &Value) -> String {
+    match v.get("position").and_then(Value::as_str) {
+        Some(p) => p.to_string(),
+        None => baton_lifecycle::session::position::describe(
+            s(v, "status"),
+            s(v, "lifecycle_position"),
+            None,
+        ),
+    }
+}
+
 fn n(v: &Value, key: &str) -> Option<u64> {
     v.get(key).and_then(Value::as_u64)
 }
@@ -55,7 +68,7 @@ pub fn render_list(project: &str, sessions: &[Value], problems: &[String]) -> St
         out.push_str("</td><td>");
         push_esc(&mut out, &clip(s(v, "intent"), 160));
         out.push_str("</td><td>");
-        push_esc(&mut out, s(v, "lifecycle_position"));
+        push_esc(&mut out, &position(v));
         out.push_str("</td><td>");
         let p = v.get("progress").unwrap_or(&Value::Null);
         let _ = write!(
@@ -261,7 +274,7 @@ pub fn render(
     };
     let facts = [
         ("Intent", text(summary.get("intent"))),
-        ("Position", text(summary.get("lifecycle_position"))),
+        ("Position", position(summary)),
         ("Phase", text(summary.get("phase"))),
         ("Milestone", milestone_fact(summary)),
         ("Quality", text(summary.get("quality_mode"))),

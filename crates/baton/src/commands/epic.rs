@@ -578,10 +578,11 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
                 visible(&failure.message)
             );
             eprintln!(
-                "  paused at {} of {}; fix the cause, then `{}`",
-                failure.phase,
-                visible_line(&failure.story_key),
-                next("resume")
+                "  {}",
+                visible_line(&baton_epic::next_step::after_failure(
+                    failure,
+                    &next("resume")
+                ))
             );
         }
         EpicOutcome::Stopped => {
