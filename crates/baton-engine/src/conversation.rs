@@ -171,11 +171,21 @@ pub fn restore(path: &Path) -> Result<Restored, StoreError> {
     let mut all: Vec<Message> = Vec::new();
     // Summary calls are model answers too: a replay skips them like turns.
     let mut summary_calls = 0u64;
+    // A turn whose tools moved the run to a new node ends its window: the window restarts
+    // before its results are logged, so the reset itself says those tools ran.
+    let mut closed_by_reset = 0usize;
     for r in &records {
         if r.get("kind").and_then(Value::as_str) != Some("messages") {
             continue;
         }
         if r.get("reset").and_then(Value::as_bool) == Some(true) {
+            if out
+                .history
+                .last()
+                .is_some_and(|m| m.role == Role::Assistant && !m.tool_calls.is_empty())
+            {
+                closed_by_reset += 1;
+            }
             out.history.clear();
             out.compaction = None;
         }
@@ -220,7 +230,8 @@ pub fn restore(path: &Path) -> Result<Restored, StoreError> {
             .iter()
             .filter(|m| m.role == Role::Assistant && m.tool_calls.is_empty())
             .count()
-        + usize::try_from(summary_calls).unwrap_or(0);
+        + usize::try_from(summary_calls).unwrap_or(0)
+        + closed_by_reset;
     out.repaired = repair_window(&mut out.history, &mut out.compaction);
     Ok(out)
 }
@@ -354,6 +365,35 @@ mod tests {
             r.call_ids,
             HashSet::from(["call_0".to_string(), "call_1".to_string()])
         );
+    }
+
+    #[test]
+    fn a_turn_that_moved_the_run_to_a_new_node_counts_as_complete() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("conversation.jsonl");
+        let mut w = JsonlWriter::open(&path).unwrap();
+        let records = [
+            (true, vec![Message::user("directive")]),
+            (false, vec![calls(&["a"])]),
+            (false, vec![Message::tool_result("a", "{}")]),
+            // Its results never reach the log: the window restarts after the transition.
+            (false, vec![calls(&["b", "c"])]),
+            (true, vec![Message::user("directive of the next node")]),
+            (false, vec![calls(&["d"])]),
+        ];
+        for (reset, messages) in records {
+            w.append(
+                &json!({"kind": "messages", "reset": reset, "messages": messages}),
+                true,
+            )
+            .unwrap();
+        }
+        let r = restore(&path).unwrap();
+        assert_eq!(
+            r.complete_turns, 2,
+            "the first two turns finished; the last one was cut off"
+        );
+        assert_eq!(r.repaired, 1);
     }
 
     #[test]

@@ -291,16 +291,19 @@ pub fn load_model(
             let source = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
             return Trace::load(path)
                 .map(|t| {
-                    LoadedModel::Replay(
-                        ReplayModel::new(t).with_source(source.to_string_lossy().into_owned()),
-                    )
+                    let replay =
+                        ReplayModel::new(t).with_source(source.to_string_lossy().into_owned());
+                    LoadedModel::Replay(priced(replay, home, project, env))
                 })
                 .map_err(trace_error);
         }
         ModelChoice::Bundled(name) => {
             return match bundled_trace(name) {
                 Some(text) => Trace::parse(text)
-                    .map(|t| LoadedModel::Replay(ReplayModel::new(t).with_source(name.clone())))
+                    .map(|t| {
+                        let replay = ReplayModel::new(t).with_source(name.clone());
+                        LoadedModel::Replay(priced(replay, home, project, env))
+                    })
                     .map_err(trace_error),
                 None => Err(ModelError {
                     code: "TRACE_INVALID",
@@ -327,6 +330,23 @@ pub fn load_model(
             configuration: true,
             hint: e.hint(),
         })
+}
+
+/// A replay priced as the model its trace recorded (`[models."<name>"] price`, else the
+/// built-in table), or under `[models."replay"]` when the trace names none; a configuration
+/// that cannot be read leaves only the built-in table.
+fn priced(
+    replay: ReplayModel,
+    home: &Path,
+    project: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> ReplayModel {
+    let name = replay.price_name().to_string();
+    let price = LlmConfig::load(Some(home), project, env, &LlmOverrides::default()).map_or_else(
+        |_| baton_llm::price::built_in_price(&name),
+        |c| c.price_of(&name),
+    );
+    replay.with_price(price)
 }
 
 /// The bundled traces by name: the create-story demo's.

@@ -706,28 +706,28 @@ async fn drive(claimed: &Claimed, mut settings: Settings<'_>) -> Result<Finished
 
 /// A USD budget for a model without a price is refused before anything is sent.
 pub fn check_budgets(settings: &Settings<'_>) -> Result<(), RunnerError> {
-    crate::spend::check_price(
-        &settings.caps,
-        settings.model.price(),
-        settings.model.model_name(),
-    )
-    .map_err(|stop| RunnerError::Refused {
-        code: stop.code,
-        message: stop.message,
-        hint: Some(
-            "give the model a price: [models.\"<name>\"] price = { input = …, cached_input = …, output = … } in baton.toml (USD per million tokens)".into(),
-        ),
+    let name = settings.model.price_name();
+    crate::spend::check_price(&settings.caps, settings.model.price(), name).map_err(|stop| {
+        RunnerError::Refused {
+            code: stop.code,
+            message: stop.message,
+            hint: Some(crate::spend::price_hint(name)),
+        }
     })
 }
 
-/// Answers that need no person: those given in advance (`--input`), in order, then the
-/// recording's when replaying.
+/// Answers that need no person: those given in advance (`--input`), in order, each in place of
+/// the recorded answer it meets, then the recording's when replaying.
 pub(crate) fn unattended_answers<'s>(
     mut inputs: VecDeque<String>,
     replay: Option<&'s ReplayModel>,
 ) -> impl FnMut(&str) -> Option<String> + Send + 's {
     move |_question: &str| {
         if let Some(a) = inputs.pop_front() {
+            // The person answered in the recording's place: the replay passes over its answer.
+            if let Some(r) = replay {
+                r.skip_user_input();
+            }
             return Some(a);
         }
         replay.and_then(ReplayModel::take_user_input)

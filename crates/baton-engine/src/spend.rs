@@ -198,6 +198,14 @@ pub fn check_price(caps: &[Cap], price: Option<Price>, model: &str) -> Result<()
     }
 }
 
+/// What to do about `BUDGET_PRICE_UNKNOWN` for the model priced as `name` (see
+/// `ChatModel::price_name`: a replay's recorded model, or `replay`).
+pub fn price_hint(name: &str) -> String {
+    format!(
+        "give the model a price: [models.\"{name}\"] price = {{ input = 2.0, cached_input = 0.5, output = 8.0 }} in baton.toml (USD per million tokens), or budget in tokens"
+    )
+}
+
 /// The code of a `[budget]` table or budget flag that makes no sense.
 pub const BUDGET_CONFIG_INVALID: &str = "BUDGET_CONFIG_INVALID";
 

@@ -62,6 +62,12 @@ pub trait ChatModel: Send + Sync {
         None
     }
 
+    /// The name [`Self::price`] is looked up under (`[models."<name>"] price`): the model's
+    /// own, or for a replay the model the trace recorded.
+    fn price_name(&self) -> &str {
+        self.model_name()
+    }
+
     /// The context window of this model, when configured or known.
     fn context_tokens(&self) -> Option<u64> {
         None
@@ -107,6 +113,10 @@ impl<T: ChatModel + ?Sized> ChatModel for &T {
 
     fn price(&self) -> Option<Price> {
         (**self).price()
+    }
+
+    fn price_name(&self) -> &str {
+        (**self).price_name()
     }
 
     fn context_tokens(&self) -> Option<u64> {

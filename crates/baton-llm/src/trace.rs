@@ -2,7 +2,7 @@
 //! block of a markdown document such as the reference conversation) and recording.
 
 use crate::error::LlmError;
-use crate::types::{ChatRequest, ChatResponse, Message, ToolCall};
+use crate::types::{ChatRequest, ChatResponse, Message, Role, ToolCall};
 use serde_json::{Map, Value, json};
 use std::path::Path;
 
@@ -14,6 +14,9 @@ pub struct Dialogue {
     pub id: String,
     pub content: String,
     pub tool_calls: Vec<ToolCall>,
+    /// The workflow node the answer was given at: the entry's `nodeId`, else the node its
+    /// recorded request was made at; none when the trace says neither.
+    pub node: Option<String>,
     /// The recorded entry as it is, for tools that want more (request, runtime, uiAfter).
     pub raw: Value,
 }
@@ -144,15 +147,56 @@ impl Trace {
                     arguments,
                 });
             }
+            let node = item
+                .get("nodeId")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .or_else(|| recorded_request_node(&item));
             entries.push(Entry::Dialogue(Dialogue {
                 id,
                 content,
                 tool_calls,
+                node,
                 raw: item,
             }));
         }
         Ok(Trace { entries, meta: top })
     }
+}
+
+/// The workflow node a request is made at: the `currentNodeId` of its last run directive.
+/// None after the workflow completed (the directive names no node) and for requests baton did
+/// not compose.
+pub fn request_node(messages: &[Message]) -> Option<String> {
+    messages
+        .iter()
+        .rev()
+        .filter(|m| m.role == Role::User)
+        .find_map(|m| directive_node(m.text()))
+        .flatten()
+}
+
+/// [`request_node`] of a recorded request (`request.messages[]` as the recorder writes them).
+fn recorded_request_node(item: &Value) -> Option<String> {
+    item.pointer("/request/messages")?
+        .as_array()?
+        .iter()
+        .rev()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        .find_map(|m| directive_node(m.get("content").and_then(Value::as_str).unwrap_or("")))
+        .flatten()
+}
+
+/// For a run directive, the node it names (none once the workflow completed); `None` for any
+/// other message.
+fn directive_node(text: &str) -> Option<Option<String>> {
+    let body = text.strip_prefix("RUN_DIRECTIVE")?;
+    Some(
+        body.lines()
+            .find_map(|l| l.trim().strip_prefix("- currentNodeId:"))
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty()),
+    )
 }
 
 /// Bodies of ```json fenced blocks.
@@ -209,6 +253,18 @@ impl TraceRecorder {
         request: &ChatRequest,
         response: &ChatResponse,
     ) -> String {
+        self.record_model_call(phase_before, None, request, response)
+    }
+
+    /// [`Self::record_call`] naming the model that answered (`model`), so a replay of the
+    /// trace is priced as that model.
+    pub fn record_model_call(
+        &mut self,
+        phase_before: &str,
+        model: Option<&str>,
+        request: &ChatRequest,
+        response: &ChatResponse,
+    ) -> String {
         self.calls += 1;
         let id = format!("C{:02}", self.calls);
         let mut assistant =
@@ -229,12 +285,22 @@ impl TraceRecorder {
         let mut entry = json!({
             "id": id,
             "phaseBefore": phase_before,
+            "nodeId": request_node(&request.messages),
             "request": {
                 "messages": request.messages.iter().map(message_json).collect::<Vec<_>>(),
                 "tools": request.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
             },
             "response": {"assistant": assistant},
         });
+        if let Some(m) = model {
+            entry["model"] = json!(m);
+        }
+        // A request baton did not compose is at no node.
+        if entry["nodeId"].is_null()
+            && let Some(fields) = entry.as_object_mut()
+        {
+            fields.shift_remove("nodeId");
+        }
         if let Some(u) = response.usage {
             entry["response"]["usage"] = json!(u);
         }

@@ -348,10 +348,14 @@ fn trace(name: &str) -> Value {
             ],
         ),
     ];
+    // The node each answer is given at: a replay of a workflow edited since then stops with
+    // REPLAY_MISMATCH naming the node, rather than acting on the wrong step.
+    let nodes = [STEP_1, STEP_1, STEP_1, STEP_2, END];
     let mut dialogues: Vec<Value> = Vec::new();
-    for (i, (content, tool_calls)) in turns.into_iter().enumerate() {
+    for (i, ((content, tool_calls), node)) in turns.into_iter().zip(nodes).enumerate() {
         dialogues.push(json!({
             "id": format!("C{:02}", i + 1),
+            "nodeId": node,
             "response": {"assistant": {"role": "assistant", "content": content, "toolCalls": tool_calls}}
         }));
         // The model asked in turn 2; the scripted user answers before the next call.
@@ -365,6 +369,7 @@ fn trace(name: &str) -> Value {
     }
     dialogues.push(json!({
         "id": format!("C{:02}", dialogues.len()),
+        "nodeId": END,
         "response": {"assistant": {
             "role": "assistant",
             "content": format!("{SCRIPTED_CLOSING} It is at {note}."),

@@ -12,6 +12,7 @@ pub mod jsonl;
 pub mod next_step;
 pub mod package_lookup;
 pub mod packages;
+pub mod project_root;
 pub mod projects;
 pub mod reindex;
 pub mod run_error;

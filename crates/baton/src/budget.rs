@@ -27,9 +27,8 @@ pub fn budget_config(
 
 /// A USD budget for a model without a price, said before anything is created or sent.
 pub fn check_price(caps: &[spend::Cap], model: &dyn ChatModel) -> Result<(), Failure> {
-    spend::check_price(caps, model.price(), model.model_name()).map_err(|stop| {
-        Failure::new(stop.code, stop.message, exit::INVALID).hint(Some(
-            "give the model a price: [models.\"<name>\"] price = { input = 2.0, cached_input = 0.5, output = 8.0 } in baton.toml (USD per million tokens), or budget in tokens".into(),
-        ))
+    let name = model.price_name();
+    spend::check_price(caps, model.price(), name).map_err(|stop| {
+        Failure::new(stop.code, stop.message, exit::INVALID).hint(Some(spend::price_hint(name)))
     })
 }

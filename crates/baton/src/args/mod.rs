@@ -5,6 +5,7 @@ pub mod budget;
 pub mod demo;
 pub mod model;
 pub mod package;
+pub mod project;
 pub mod run;
 
 pub use budget::BudgetArgs;

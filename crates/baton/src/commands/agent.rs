@@ -129,6 +129,7 @@ pub fn run(mut args: AgentArgs) -> anyhow::Result<u8> {
         Ok(path) => path,
         Err(f) => return Ok(f.report(json)),
     };
+    args.project = crate::args::project::root(&args.project);
     if json && args.input.is_none() {
         return Ok(Failure::new(
             "USAGE",

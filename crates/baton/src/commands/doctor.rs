@@ -113,7 +113,8 @@ fn model_section(args: &DoctorArgs, home: &Path, on_checking: impl Fn(&Report)) 
     }
 }
 
-pub fn run(args: DoctorArgs) -> anyhow::Result<u8> {
+pub fn run(mut args: DoctorArgs) -> anyhow::Result<u8> {
+    args.project = crate::args::project::root(&args.project);
     let store = Store::open_default()?;
     let config = match ToolsConfig::load(Some(store.home()), Some(&args.project)) {
         Ok(c) => c,

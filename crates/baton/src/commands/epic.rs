@@ -176,7 +176,17 @@ pub struct StopArgs {
     pub json: bool,
 }
 
-pub fn run(args: EpicArgs) -> anyhow::Result<u8> {
+pub fn run(mut args: EpicArgs) -> anyhow::Result<u8> {
+    // Without --project, the project found from the current folder upward.
+    let project = match &mut args.command {
+        EpicCommand::Run(a) => &mut a.project,
+        EpicCommand::Story(a) => &mut a.project,
+        EpicCommand::Status(a) => &mut a.project,
+        EpicCommand::Answer(a) => &mut a.project,
+        EpicCommand::Resume(a) => &mut a.project,
+        EpicCommand::Stop(a) => &mut a.project,
+    };
+    project.project = crate::args::project::root(&project.project);
     match args.command {
         EpicCommand::Run(a) => {
             let command = match a.stories {
@@ -402,6 +412,7 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
         Ok(report) if args.json => {
             // The JSON also says what the epic's runs used so far (tokens, cached, cost).
             let mut v = report_json(&report);
+            v["projectRoot"] = json!(crate::args::project::shown(project));
             if let Ok(mut board) = baton_epic::status(project, Some(&report.epic_id)) {
                 baton_epic::budget::fill_usage(&mut board, &store, project);
                 if let Some(u) = board.epics.first().and_then(|e| e.usage) {
@@ -720,7 +731,9 @@ fn status(args: &StatusArgs) -> anyhow::Result<u8> {
             Err(e) => return Ok(failure(&e).report(args.json)),
         };
         if args.json {
-            crate::ui::print_json(&board)?;
+            let mut v = serde_json::to_value(&board)?;
+            v["projectRoot"] = json!(crate::args::project::shown(project));
+            crate::ui::print_json(&v)?;
         } else {
             out!("{}", stories_board_text(&board));
         }
@@ -735,7 +748,9 @@ fn status(args: &StatusArgs) -> anyhow::Result<u8> {
         Err(e) => return Ok(failure(&e).report(args.json)),
     };
     if args.json {
-        crate::ui::print_json(&board)?;
+        let mut v = serde_json::to_value(&board)?;
+        v["projectRoot"] = json!(crate::args::project::shown(project));
+        crate::ui::print_json(&v)?;
     } else {
         out!("{}", board_text(&board));
     }

@@ -30,7 +30,8 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<u8> {
     }
 }
 
-fn list(args: McpListArgs) -> anyhow::Result<u8> {
+fn list(mut args: McpListArgs) -> anyhow::Result<u8> {
+    args.project = crate::args::project::root(&args.project);
     let store = Store::open_default()?;
     let config = match ToolsConfig::load(Some(store.home()), Some(&args.project)) {
         Ok(c) => c,

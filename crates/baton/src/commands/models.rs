@@ -54,7 +54,8 @@ pub fn run(cmd: ModelsCommand) -> anyhow::Result<u8> {
     }
 }
 
-fn check(args: CheckArgs) -> anyhow::Result<u8> {
+fn check(mut args: CheckArgs) -> anyhow::Result<u8> {
+    args.project = crate::args::project::root(&args.project);
     let store = Store::open_default()?;
     let overrides = LlmOverrides {
         model: args.model.clone(),

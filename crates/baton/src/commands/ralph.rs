@@ -339,7 +339,10 @@ fn cli_name() -> String {
 }
 
 pub fn run(args: RalphArgs) -> anyhow::Result<u8> {
-    let project = args.project.unwrap_or_else(|| PathBuf::from("."));
+    // Without --project, the project found from the current folder upward.
+    let project = args
+        .project
+        .unwrap_or_else(|| crate::args::project::root(Path::new(".")));
     let ctx = Context::from_env(&project, cli_name());
     if let Some(refused) = overlap(&project) {
         // As main.rs does for a parse error: a script that asked for JSON gets JSON.

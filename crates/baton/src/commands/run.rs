@@ -135,7 +135,14 @@ pub(crate) fn present(
                     "hint: the model was never reached; start its server, or fix the endpoint (--base-url, OPENAI_BASE_URL, base_url under [llm] in baton.toml)"
                 );
             }
-            eprintln!("  the run is kept; retry with: baton resume {short}");
+            if code.starts_with("REPLAY_") {
+                // Resuming with the same trace would stop at the same place.
+                eprintln!(
+                    "hint: the recorded trace cannot take this run further; the run is kept, go on with a real model: baton resume {short} --model <MODEL> (or record a new trace: baton run … --model <MODEL> --record <FILE>)"
+                );
+            } else {
+                eprintln!("  the run is kept; retry with: baton resume {short}");
+            }
         }
     }
     Ok(code)
@@ -154,6 +161,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<u8> {
         Ok(path) => path,
         Err(f) => return Ok(f.report(args.model.json)),
     };
+    args.project = crate::args::project::root(&args.project);
     if args.queue.is_some() || args.db_env.is_some() {
         return super::submit::run(&args);
     }

@@ -26,11 +26,28 @@ pub(crate) use setup::{SIGNAL_HINTS, owner};
 use args::SessionCommand;
 
 pub fn run(args: SessionArgs) -> anyhow::Result<u8> {
+    use crate::args::project::root;
+    // Without --project, the project found from the current folder upward.
     match args.command {
-        SessionCommand::Start(a) => start::run(&a),
-        SessionCommand::Continue(a) => resume::continue_(&a),
-        SessionCommand::Status(a) => status::run(&a),
-        SessionCommand::Answer(a) => resume::answer(&a),
-        SessionCommand::Adopt(a) => adopt::run(&a),
+        SessionCommand::Start(mut a) => {
+            a.target_project = root(&a.target_project);
+            start::run(&a)
+        }
+        SessionCommand::Continue(mut a) => {
+            a.target.project = root(&a.target.project);
+            resume::continue_(&a)
+        }
+        SessionCommand::Status(mut a) => {
+            a.target.project = root(&a.target.project);
+            status::run(&a)
+        }
+        SessionCommand::Answer(mut a) => {
+            a.target.project = root(&a.target.project);
+            resume::answer(&a)
+        }
+        SessionCommand::Adopt(mut a) => {
+            a.target.project = root(&a.target.project);
+            adopt::run(&a)
+        }
     }
 }
