@@ -14,6 +14,7 @@
 mod connect;
 mod epic;
 mod error;
+mod hold;
 pub mod local;
 mod pinned;
 mod queue;

@@ -22,6 +22,17 @@ pub enum DemoCommand {
     Epic(DemoEpicArgs),
     /// Run a lifecycle session (with one fix loop) on a copy of a small sample repo, offline.
     Session(DemoSessionArgs),
+    /// Try the PostgreSQL work queue on this machine, offline: a throwaway database, three
+    /// replayed runs on two workers, one killed and its unit taken over, then everything
+    /// removed. Needs PostgreSQL's server programs (Debian: the `postgresql` package).
+    Queue(DemoQueueArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DemoQueueArgs {
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

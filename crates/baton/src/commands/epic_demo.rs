@@ -47,6 +47,7 @@ pub fn run(command: DemoCommand) -> anyhow::Result<u8> {
     let args = match command {
         DemoCommand::Epic(args) => args,
         DemoCommand::Session(args) => return super::session_demo::run(args),
+        DemoCommand::Queue(args) => return super::demo_queue::run(args),
     };
     if let Err(f) = super::demo::clear_previous_demo(&args.dir, "baton demo epic") {
         return Ok(f.report(args.json));

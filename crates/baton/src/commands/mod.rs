@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod answer_queued;
 pub mod demo;
+pub mod demo_queue;
 pub mod doctor;
 pub mod epic;
 pub mod epic_demo;

@@ -114,6 +114,12 @@ async fn status(args: &StatusArgs) -> Result<(), QueueError> {
         outln!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
         return Ok(());
     }
+    print_status(&s);
+    Ok(())
+}
+
+/// The status as `baton queue status` prints it (also `baton demo queue`'s).
+pub fn print_status(s: &baton_queue::Status) {
     let colour = color::enabled(Stream::Out);
     let paint = |p: Paint, text: &str| p.when(colour, text);
     outln!(
@@ -329,7 +335,6 @@ async fn status(args: &StatusArgs) -> Result<(), QueueError> {
         }
         out!("{}", t.render(colour));
     }
-    Ok(())
 }
 
 async fn cancel(args: &CancelArgs) -> Result<(), QueueError> {
