@@ -240,7 +240,9 @@ pub fn render(
             push_esc(&mut out, s(step, "skill"));
             if !s(step, "args").is_empty() {
                 out.push_str(" <span class=\"mono\">");
-                push_esc(&mut out, &clip(s(step, "args"), 200));
+                // A placeholder a later step fills is said in words, as `session start` does.
+                let args = baton_lifecycle::session::late_bound::shown(s(step, "args"));
+                push_esc(&mut out, &clip(&args, 200));
                 out.push_str("</span>");
             }
             if !s(step, "command_path").is_empty() {
@@ -430,7 +432,7 @@ mod tests {
             "steps": [
                 {"index": 0, "kind": "exec", "skill": "plan", "args": "", "status": "completed", "completion_confirmed": true, "command_path": "/h/.baton/bundled/ls-1/commands/plan.md"},
                 {"index": 1, "kind": "exec", "skill": "build", "args": "--x '<y>'", "status": "completed", "completion_confirmed": false},
-                {"index": 2, "kind": "exec", "skill": "test", "args": "", "status": "pending"},
+                {"index": 2, "kind": "exec", "skill": "test", "args": "{phase} --quick", "status": "pending"},
                 {"index": 3, "kind": "decision", "decision": "post-verify", "status": "pending", "retry_count": 1, "max_retries": 3, "verdict": null},
                 {"index": 4, "kind": "exec", "skill": "x", "status": "failed"}
             ],
@@ -475,6 +477,11 @@ mod tests {
         assert!(html.contains("decision, retry 1/3"));
         assert!(html.contains("<span class=\"icon failed\" aria-hidden=\"true\">✗"));
         assert!(html.contains("1 of 2 done"));
+        // A phase not known yet is said in words.
+        assert!(
+            html.contains("&lt;the phase the roadmap picks&gt; --quick"),
+            "{html}"
+        );
         assert!(html.contains("login &lt;works&gt;"));
         assert!(html.contains("Older decisions"));
         // Newest decision first.
