@@ -32,9 +32,7 @@ fn base_url_setting(worker: bool, from: Option<BaseUrlFrom>) -> &'static str {
         (false, Some(BaseUrlFrom::Flag)) => {
             "--base-url of the `baton run --queue` that submitted the unit"
         }
-        (false, Some(BaseUrlFrom::Env)) => {
-            "OPENAI_BASE_URL where the unit was submitted (`baton run --queue`)"
-        }
+        (false, Some(BaseUrlFrom::Env)) => "OPENAI_BASE_URL where the unit was submitted",
         (false, None) => "the base URL the unit was submitted with",
     }
 }
@@ -68,15 +66,35 @@ pub(crate) fn live_choice(
     }))
 }
 
-/// Loads the model `choice` names for a unit whose project is at `project`.
+/// What answers a unit.
+pub(crate) enum UnitModel {
+    /// A live model (or any other choice).
+    Choice(ModelChoice),
+    /// The trace pinned with the unit: its text, and how the run remembers it (its name and
+    /// digest, no path of the worker).
+    Trace { text: String, source: String },
+}
+
+/// Loads the model for a unit whose project is at `project`.
 pub(crate) fn load(
     home: &Path,
     project: &Path,
-    choice: &ModelChoice,
+    model: &UnitModel,
 ) -> Result<model_choice::LoadedModel, WorkerError> {
-    let env = |k: &str| std::env::var(k).ok();
-    model_choice::load_model(choice, home, Some(project), &env)
-        .map_err(|e| WorkerError::other(e.code, e.message))
+    match model {
+        UnitModel::Trace { text, source } => baton_llm::Trace::parse(text)
+            .map(|t| {
+                model_choice::LoadedModel::Replay(
+                    baton_llm::ReplayModel::new(t).with_source(source.clone()),
+                )
+            })
+            .map_err(|e| WorkerError::other(e.code(), e.to_string())),
+        UnitModel::Choice(choice) => {
+            let env = |k: &str| std::env::var(k).ok();
+            model_choice::load_model(choice, home, Some(project), &env)
+                .map_err(|e| WorkerError::other(e.code, e.message))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -103,7 +121,7 @@ mod tests {
         assert_eq!(o.model.as_deref(), Some("unit-model"));
         assert_eq!(
             o.base_url_flag,
-            Some("OPENAI_BASE_URL where the unit was submitted (`baton run --queue`)")
+            Some("OPENAI_BASE_URL where the unit was submitted")
         );
         let flag = ModelPayload {
             base_url_from: Some(BaseUrlFrom::Flag),

@@ -244,14 +244,16 @@ pub(crate) async fn run_story_unit(ctx: &Ctx, lease: Lease) -> Result<(), Worker
         (None, None) => Start::Fresh,
     };
     let home = &ctx.options.home;
-    // A story unit names no API (baton-epic's StoryModel): the worker's flag or files choose.
+    // The unit's model, endpoint and API (baton-epic's StoryModel; a unit from before the API
+    // travelled names none: the worker's flag or files choose).
     let named = crate::payload::ModelPayload {
         name: payload.model.name.clone(),
         base_url: payload.model.base_url.clone(),
+        api: payload.model.api.clone(),
         ..Default::default()
     };
     let choice = crate::model::live_choice(&named, &ctx.options.model)?;
-    let model = crate::model::load(home, &project, &choice)?;
+    let model = crate::model::load(home, &project, &crate::model::UnitModel::Choice(choice))?;
     let store = Store::new(work.join("home"));
     install_pinned(&queue, &store, &work, &payload.packages).await?;
     let hook = StoryCheckpoints {

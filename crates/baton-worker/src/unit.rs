@@ -7,9 +7,9 @@ use crate::ctx::Ctx;
 use crate::event::WorkerEvent;
 use crate::git::checkout;
 use crate::lease::{heartbeat, lease_lost};
+use crate::model::UnitModel;
 use crate::payload::{QUEUE_PAYLOAD_INVALID, RunPayload};
 use crate::retry;
-use baton_engine::model_choice::ModelChoice;
 use baton_engine::runner::{self, Settings, StartRun};
 use baton_engine::{ContextPolicy, Outcome};
 use baton_queue::{Lease, Queue, UnitState};
@@ -244,13 +244,13 @@ pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError>
                     format!("trace {} ({}) is not in the database", r.sha256, r.name),
                 ));
             };
-            let path = work.join("replay.trace.json");
-            std::fs::write(&path, &trace.bytes)
-                .map_err(|e| WorkerError::other("WORKER_IO", e.to_string()))?;
-            ModelChoice::Replay(path)
+            UnitModel::Trace {
+                text: String::from_utf8_lossy(&trace.bytes).into_owned(),
+                source: format!("queue:{}@{}", r.name, &r.sha256[..16.min(r.sha256.len())]),
+            }
         }
         _ => match crate::model::live_choice(&payload.model, &ctx.options.model) {
-            Ok(c) => c,
+            Ok(c) => UnitModel::Choice(c),
             Err(e) => return fail(ctx, &mut queue, &lease, e.code(), &e.to_string(), None).await,
         },
     };
@@ -315,7 +315,7 @@ async fn drive(
     ctx: &Ctx,
     lease: &Lease,
     payload: &RunPayload,
-    choice: &ModelChoice,
+    choice: &UnitModel,
     restored: Option<&Restored>,
     answer: Option<String>,
     store: &Store,
