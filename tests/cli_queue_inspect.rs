@@ -12,8 +12,68 @@ use baton_testkit::git::project_with_remote;
 use baton_testkit::pg::postgres_or_skip;
 use baton_testkit::{demo_trace, example};
 use serde_json::Value;
-use std::process::Output;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Output, Stdio};
+use std::time::Duration;
 use worker_support::{baton, json_of, psql, queue, stderr};
+
+/// `baton serve --db URL` on a free port, killed when dropped.
+struct Serve {
+    child: Child,
+    port: u16,
+    token: String,
+}
+
+impl Serve {
+    fn start(home: &std::path::Path, url: &str) -> Serve {
+        let mut child = baton(home)
+            .args(["serve", "--json", "--port", "0", "--db", url])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        Serve {
+            child,
+            port: v["port"].as_u64().unwrap() as u16,
+            token: v["token"].as_str().unwrap().to_string(),
+        }
+    }
+
+    /// `GET path` with the token: the status and the body.
+    fn get(&self, path: &str) -> (u16, String) {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let request = format!(
+            "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\n\r\n",
+            self.port, self.token
+        );
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap();
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        (status, body)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -293,4 +353,32 @@ fn failed_units_say_why_and_name_the_setting_that_chose_the_endpoint() {
     let code = o1["code"].as_str().unwrap();
     assert!(text.contains("\nfailed\n"), "{text}");
     assert!(text.contains(&format!("{code}: no API key")), "{text}");
+
+    // The queue page lists the failed units with why, each unit number a link to its page,
+    // which says why it failed.
+    let serve = Serve::start(&home, &url);
+    let (status, page) = serve.get("/queue");
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("id=\"queue-failed\""), "{page}");
+    assert!(
+        page.contains(&format!("<code class=\"failure-code\">{code}</code>")),
+        "{page}"
+    );
+    for id in [1, 2, 3] {
+        // Unit 2 is done: it is in no list, so it has no link on this page.
+        let linked = page.contains(&format!("href=\"/queue/units/{id}\""));
+        assert_eq!(linked, id != 2, "unit {id}: {page}");
+    }
+    let (status, unit) = serve.get("/queue/units/1");
+    assert_eq!(status, 200, "{unit}");
+    assert!(
+        unit.contains(&format!("Failed: <code>{code}</code>")),
+        "{unit}"
+    );
+    assert!(
+        unit.contains("OPENAI_BASE_URL where the unit was submitted"),
+        "{unit}"
+    );
+    let (status, _) = serve.get("/queue/units/99");
+    assert_eq!(status, 404);
 }
