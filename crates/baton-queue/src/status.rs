@@ -1,7 +1,8 @@
 //! What the queue holds: units per state (overall and per queue), the leased units with their
 //! holder, epoch and lease ages, the units waiting for a person, the units waiting to be tried
-//! again after a failure that may pass, and the workers with their last heartbeat. Ages are
-//! measured by the database's clock.
+//! again after a failure that may pass, the failed units with why, the running workers with
+//! their last heartbeat and those that stopped lately. Ages are measured by the database's
+//! clock.
 
 use crate::error::QueueError;
 use crate::queue::{Queue, UnitKind, UnitState};
