@@ -290,17 +290,16 @@ fn every_command_that_takes_model_takes_api() {
     }
 }
 
-/// A queued epic's story units carry no API (each worker's configuration chooses it): the flag
-/// is refused there rather than dropped.
+/// A queued epic's story units carry the API (`StoryModel.api`): the flag is taken, and the
+/// epic goes on to its next check (here: the project is not a git repository).
 #[test]
-fn a_queued_epic_refuses_api_with_a_hint() {
+fn a_queued_epic_takes_api() {
     let baton = Baton::new();
     let tmp = tempfile::tempdir().unwrap();
     let epic = tmp.path().join("taskboard-epic");
     baton_testkit::copy_dir(&repo().join("examples/projects/taskboard-epic"), &epic);
-    let run = baton_with(
-        &baton,
-        &[
+    for dry in [false, true] {
+        let mut args = vec![
             "epic",
             "run",
             "2",
@@ -311,14 +310,13 @@ fn a_queued_epic_refuses_api_with_a_hint() {
             "--api",
             "anthropic",
             "--json",
-        ],
-        &[],
-    );
-    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
-    let v = run.json();
-    assert_eq!(v["error"]["code"], "EPIC_QUEUE_UNSUPPORTED", "{v}");
-    assert!(
-        v["error"]["hint"].as_str().unwrap().contains("[llm]"),
-        "{v}"
-    );
+        ];
+        if dry {
+            args.push("--dry-run");
+        }
+        let run = baton_with(&baton, &args, &[]);
+        assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+        let v = run.json();
+        assert_eq!(v["error"]["code"], "QUEUE_PROJECT_NOT_GIT", "{v}");
+    }
 }

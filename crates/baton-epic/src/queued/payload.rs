@@ -20,6 +20,10 @@ pub const MAX_FILE_BYTES: usize = 256 * 1024;
 pub struct StoryModel {
     pub name: Option<String>,
     pub base_url: Option<String>,
+    /// The endpoint's wire protocol, `openai` or `anthropic` (absent: the worker's
+    /// configuration chooses; left out when absent so older workers still read the payload).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
 }
 
 /// A story unit's payload.
@@ -108,6 +112,10 @@ impl StoryPayload {
                 "payload: story {} is not of {}",
                 p.story, p.epic_id
             ));
+        }
+        if let Some(api) = p.model.api.as_deref() {
+            api.parse::<baton_llm::config::Api>()
+                .map_err(|e| format!("payload: model.api: {e}"))?;
         }
         if p.session.is_empty() || p.session.len() > 100 {
             return Err("payload: session must be 1 to 100 characters".into());
@@ -241,6 +249,29 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_api_travels_and_is_left_out_when_absent() {
+        let mut p = StoryPayload {
+            epic_id: "epic-1".into(),
+            story: "1-2-login".into(),
+            session: "s1".into(),
+            artifacts: "_bmad-output/implementation-artifacts".into(),
+            ..Default::default()
+        };
+        // Absent: not in the payload, which a worker without the field still reads.
+        assert!(p.to_value()["model"].get("api").is_none());
+        p.model.api = Some("anthropic".into());
+        assert_eq!(p.to_value()["model"]["api"], "anthropic");
+        assert_eq!(StoryPayload::from_value(&p.to_value()).unwrap(), p);
+        let mut bad = p.to_value();
+        bad["model"]["api"] = json!("gemini");
+        assert!(
+            StoryPayload::from_value(&bad)
+                .unwrap_err()
+                .contains("model.api")
+        );
+    }
 
     #[test]
     fn a_payload_goes_round_and_bad_ones_are_named() {

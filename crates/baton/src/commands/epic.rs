@@ -451,20 +451,6 @@ fn queue_target(
             exit::INVALID,
         ));
     }
-    // A story unit carries the model's name and endpoint only: each worker's own
-    // configuration chooses the API, so a flag here would be silently dropped.
-    if args.api.is_some() {
-        return Err(Failure::new(
-            "EPIC_QUEUE_UNSUPPORTED",
-            "--api does not reach the workers of a queued epic",
-            exit::INVALID,
-        )
-        .hint(Some(
-            "set api under [llm] in the project's baton.toml (the workers read it), or leave \
-             out --api for an endpoint at api.anthropic.com"
-                .into(),
-        )));
-    }
     let (url, env) = match (&args.queue, &args.db_env, &remembered) {
         (None, None, Some(r)) => (r.db_url.clone(), r.db_env.clone()),
         _ => (args.queue.clone(), args.db_env.clone()),
@@ -483,6 +469,10 @@ fn queue_target(
             .or(kept.name)
             .or_else(|| from_env("BATON_MODEL")),
         base_url: kept.base_url.or_else(|| from_env("OPENAI_BASE_URL")),
+        // The workers speak the API asked for here (or remembered by a resumed epic).
+        api: crate::args::ApiArg::api(args.api)
+            .map(|a| a.as_str().to_string())
+            .or(kept.api),
     };
     let host = baton_lifecycle::ralph::claim::hostname();
     let nonce = std::time::SystemTime::now()
