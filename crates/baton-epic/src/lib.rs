@@ -24,6 +24,7 @@ pub mod method;
 mod method_consent;
 mod method_run;
 mod method_verdict;
+pub mod model_check;
 pub mod models;
 pub mod next_step;
 pub mod orchestrator;

@@ -228,7 +228,8 @@ async fn execute_with<'a>(
     let budget = settings.budget;
     let models = Models::new(settings.source, settings.record);
     models.check()?;
-    if queue.is_some() && !settings.dry_run {
+    if queue.is_some() {
+        // A dry run too: it says what the queued run would refuse.
         super::queued::orchestrate::preflight(&project_root, &specs)?;
     }
     if let Some(sp) = &progress.story {

@@ -72,6 +72,8 @@ struct Shared {
     next_id: AtomicU64,
     /// Requests answered (every one, the delay included).
     requests: AtomicU64,
+    /// Model checks answered (`baton_epic::model_check`, before an epic writes anything).
+    checks: AtomicU64,
     /// `(story, verifyOutput)` of each dev run of a `same_lines` story that resolved a conflict.
     resolved: Mutex<Vec<(String, String)>>,
 }
@@ -99,6 +101,7 @@ impl Player {
             method_requests: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
             requests: AtomicU64::new(0),
+            checks: AtomicU64::new(0),
             resolved: Mutex::new(Vec::new()),
         });
         let s = shared.clone();
@@ -119,6 +122,11 @@ impl Player {
     /// `(story, verifyOutput)` of each dev run that resolved a conflict of `same_lines`.
     pub fn resolved(&self) -> Vec<(String, String)> {
         self.shared.resolved.lock().unwrap().clone()
+    }
+
+    /// How many model checks were answered so far (they are not phase requests).
+    pub fn checks(&self) -> u64 {
+        self.shared.checks.load(Ordering::SeqCst)
     }
 
     /// How many requests were answered so far.
@@ -274,6 +282,11 @@ fn var(state: &Value, key: &str) -> String {
 
 fn play(shared: &Shared, body: &Value) -> (u16, Value) {
     let messages: Vec<Value> = body["messages"].as_array().cloned().unwrap_or_default();
+    // The check `baton epic` sends before it writes anything: no phase's request.
+    if messages.len() == 1 && messages[0]["content"] == "Reply with the single word: ready" {
+        shared.checks.fetch_add(1, Ordering::SeqCst);
+        return (200, text_reply("ready"));
+    }
     // A phase run of the project's installed BMAD skill or workflow (a task run).
     if let Some(prompt) = method_player::prompt_of(body) {
         let phase = method_player::header(&prompt).phase;

@@ -355,12 +355,18 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
         Ok(q) => q,
         Err(f) => return Ok(f.report(args.json)),
     };
-    let chosen = match dry_run || queued.is_some() {
-        // A dry run calls no model, nor does an orchestrator whose stories run on workers:
-        // any source does.
+    let chosen = match queued.is_some() {
+        // An orchestrator whose stories run on workers calls no model: any source does. A dry
+        // run chooses (and checks) the model as the real run would.
         true => Orchestrated::Traces(PathBuf::from(".")),
         false => match phase_model(args, &store, project, continuing) {
             Ok(m) => m,
+            // A plan needs no model: a dry run without one shows it, and says what the real
+            // run would need.
+            Err(f) if dry_run && f.code == "LLM_CONFIG_INVALID" => {
+                eprintln!("note: the model was not checked: {}", visible(&f.message));
+                Orchestrated::Traces(PathBuf::from("."))
+            }
             Err(f) => return Ok(f.report(args.json)),
         },
     };
@@ -386,12 +392,23 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
         .enable_all()
         .build()?;
     let _signals = signals::watch(&runtime, settings.cancel.clone());
+    // The model answers before anything is written (a dry run says whether it would).
+    if let Orchestrated::Live(m) = &chosen
+        && let Err(e) = runtime.block_on(baton_epic::model_check::check(
+            m.as_dyn(),
+            &settings.cancel,
+            "nothing was started or written",
+        ))
+    {
+        return Ok(failure(&e).report(args.json));
+    }
     signals::set_next(signals::Next {
         resume: continue_command("resume", project, args.replay.as_deref()),
         answer: None,
     });
     let result = match queued {
-        Some(target) if !dry_run => runtime.block_on(baton_epic::execute_queued(
+        // A dry run with --queue checks what the queued run would refuse, and writes nothing.
+        Some(target) => runtime.block_on(baton_epic::execute_queued(
             &store,
             project,
             command,

@@ -230,6 +230,15 @@ async fn build(
                         return Ok(Built::Ended(Outcome::Cancelled(p.chain_shown()), spent));
                     }
                 }
+                // A chain built without asking the model (no decomposition): the model answers
+                // before the session is written.
+                if p.model_calls == 0
+                    && let Some(m) = &setup.live
+                {
+                    baton_epic::model_check::check(m.as_dyn(), cancel, "no session was created")
+                        .await
+                        .map_err(|e| Failure::new(e.code, e.message, exit::FAILURE).hint(e.hint))?;
+                }
                 let created = start::create(&setup.ctx, *p).map_err(|e| build_failure(&e))?;
                 return Ok(Built::Created(created.session_id, spent));
             }
