@@ -32,6 +32,10 @@ pub struct Description {
     /// Whether this very folder is what those phases run in this project (a skill of the same
     /// name in an earlier tool folder would win).
     pub is_projects_default: bool,
+    /// An interactive skill (it stops for a person at its checkpoints): the loop never picks
+    /// it for an epic phase. Its unattended sibling, when BMAD has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interactive: Option<Interactive>,
     /// `uv` (BMAD's `render_skill.py`, in the sandbox) or `baton`.
     pub renderer: &'static str,
     /// How it is rendered, in words.
@@ -44,6 +48,25 @@ pub struct Description {
     pub prompt_chars: usize,
     /// How a phase run of it is judged.
     pub judged_by: String,
+}
+
+/// Why a skill is never an epic phase.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Interactive {
+    /// The skill to run unattended instead, if BMAD ships one.
+    pub instead: Option<&'static str>,
+}
+
+/// BMAD's interactive skills that sit beside an epic phase's work, with their unattended
+/// sibling: they stop for a person at their checkpoints, so the loop never picks them.
+const INTERACTIVE: [(&str, Option<&str>); 1] = [("bmad-build", Some("bmad-build-auto"))];
+
+fn interactive(name: &str) -> Option<Interactive> {
+    INTERACTIVE
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, instead)| Interactive { instead: *instead })
 }
 
 /// The project of `dir`: the nearest folder (itself included) holding `_bmad/`, `.bmad/` or
@@ -159,6 +182,7 @@ fn describe_in(root: &Path, dir: &Path, render_pref: Option<&str>) -> Result<Des
         shim: inst.shim,
         default_for: default_for.clone(),
         is_projects_default,
+        interactive: interactive(&inst.name),
         renderer: if renderer == Renderer::Uv {
             "uv"
         } else {
@@ -179,6 +203,13 @@ impl Description {
         out.push_str(&format!("  project   {}\n", self.project.display()));
         let phases: Vec<&str> = self.default_for.iter().map(|p| p.as_str()).collect();
         let phase = match (phases.as_slice(), self.is_projects_default) {
+            _ if self.interactive.is_some() => format!(
+                "never picked as an epic phase: it is interactive, it stops for a person at its checkpoints{}",
+                match self.interactive.as_ref().and_then(|i| i.instead) {
+                    Some(other) => format!(" (the loop runs `{other}`, its unattended sibling)"),
+                    None => String::new(),
+                }
+            ),
             ([], _) => format!(
                 "no phase runs it by default; name it for one in baton.toml: [autopilot.phases.<phase>] skill = \"{}\"",
                 self.folder
@@ -215,6 +246,31 @@ mod tests {
     use super::*;
 
     use baton_testkit::write_file as write;
+
+    #[test]
+    fn an_interactive_skill_is_never_an_epic_phase() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        write(root, "_bmad/config.toml", "[modules.bmm]\n");
+        write(
+            root,
+            ".claude/skills/bmad-build/SKILL.md",
+            "---\nname: bmad-build\n---\n# Build, with checkpoints\n",
+        );
+        let d = describe(&root.join(".claude/skills/bmad-build"), Some("baton"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            d.interactive,
+            Some(Interactive {
+                instead: Some("bmad-build-auto")
+            })
+        );
+        let text = d.text();
+        assert!(text.contains("never picked as an epic phase"), "{text}");
+        assert!(text.contains("bmad-build-auto"), "{text}");
+        assert!(!text.contains("name it for one"), "{text}");
+    }
 
     #[test]
     fn a_skill_folder_within_its_project_and_a_package_is_not_described() {

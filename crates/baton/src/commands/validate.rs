@@ -32,7 +32,13 @@ pub fn run(mut args: ValidateArgs) -> anyhow::Result<u8> {
                     crate::ui::print_json(&v)?;
                 } else {
                     out!("{}", crate::ui::visible(&d.text()));
-                    outln!("ok: baton runs it as an epic phase");
+                    if d.interactive.is_some() {
+                        outln!(
+                            "ok: it reads, but it is interactive: never picked as an epic phase"
+                        );
+                    } else {
+                        outln!("ok: baton runs it as an epic phase");
+                    }
                 }
                 Ok(exit::OK)
             }
