@@ -449,13 +449,11 @@ fn same_stop(want: Option<&str>, got: Option<&str>, api: &str) -> bool {
 /// Disagreements found by a fixture and reported, not fixed yet: (fixture, the start of the
 /// disagreement, why). Each is printed on every run; one that no longer happens fails the run,
 /// so the entry goes when the gap closes.
-const KNOWN_GAPS: &[(&str, &str, &str)] = &[
-    (
-        "mistral/stream_magistral_thinking_parts.json",
-        "reasoning kept ",
-        "Magistral streams its thinking as content parts {type: thinking, thinking: [{type: text}]}: baton leaves them out of the text (right) but keeps none of it; keeping it as reasoning_content would send an extra field back to Mistral, which refuses unknown fields",
-    ),
-];
+const KNOWN_GAPS: &[(&str, &str, &str)] = &[(
+    "mistral/stream_magistral_thinking_parts.json",
+    "reasoning kept ",
+    "Magistral streams its thinking as content parts {type: thinking, thinking: [{type: text}]}: baton leaves them out of the text (right) but keeps none of it; keeping it as reasoning_content would send an extra field back to Mistral, which refuses unknown fields",
+)];
 
 async fn run_all(api: &str) -> (usize, Vec<String>) {
     let mut failures = Vec::new();
