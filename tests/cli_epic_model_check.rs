@@ -87,11 +87,20 @@ fn an_unreachable_model_stops_the_epic_before_anything_is_written() {
     // The text form too, and no run was made.
     let text = epic(&baton, &url, &["epic", "run", "epic-2", "-p", p]);
     assert_eq!(text.code, 1);
-    assert!(text.stderr.contains("error[LLM_CONNECT_ERROR]"), "{}", text.stderr);
+    assert!(
+        text.stderr.contains("error[LLM_CONNECT_ERROR]"),
+        "{}",
+        text.stderr
+    );
     assert_eq!(snapshot(&project), before);
     let runs = baton.run(&["runs", "list", "--all", "--json"]);
     assert_eq!(runs.code, 0, "{}", runs.stderr);
-    assert_eq!(runs.stdout.matches("\"runId\"").count(), 0, "{}", runs.stdout);
+    assert_eq!(
+        runs.stdout.matches("\"runId\"").count(),
+        0,
+        "{}",
+        runs.stdout
+    );
 }
 
 #[test]
@@ -119,7 +128,12 @@ fn a_resume_against_a_model_that_went_away_adds_no_run() {
     for _ in 0..2 {
         let resumed = epic(&baton, &url, &["epic", "resume", "-p", p, "--json"]);
         assert_eq!(resumed.code, 1, "{}{}", resumed.stdout, resumed.stderr);
-        assert_eq!(resumed.json()["error"]["code"], "LLM_CONNECT_ERROR", "{}", resumed.stdout);
+        assert_eq!(
+            resumed.json()["error"]["code"],
+            "LLM_CONNECT_ERROR",
+            "{}",
+            resumed.stdout
+        );
         assert_eq!(snapshot(&project), before, "the resume changed the project");
         assert_eq!(
             baton.run(&["runs", "list", "--all", "--json"]).stdout,
@@ -171,7 +185,12 @@ fn a_dry_run_with_queue_says_what_the_queued_run_would_refuse() {
             "--json",
         ],
     );
-    assert_eq!(dry.json()["error"]["code"], "QUEUE_PROJECT_NOT_GIT", "{}", dry.stderr);
+    assert_eq!(
+        dry.json()["error"]["code"],
+        "QUEUE_PROJECT_NOT_GIT",
+        "{}",
+        dry.stderr
+    );
     assert_eq!(dry.code, 2);
 }
 

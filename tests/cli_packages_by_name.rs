@@ -45,7 +45,11 @@ fn an_installed_package_runs_validates_and_draws_by_its_name() {
     assert_eq!(shown["run"]["packageId"], id.as_str(), "{shown:#}");
 
     let validated = baton.run_in(tmp.path(), &["validate", "create-story-micro"]);
-    assert_eq!(validated.code, 0, "{}{}", validated.stdout, validated.stderr);
+    assert_eq!(
+        validated.code, 0,
+        "{}{}",
+        validated.stdout, validated.stderr
+    );
     assert!(validated.stdout.starts_with("ok: create-story-micro "));
     let by_version = baton.run_in(tmp.path(), &["validate", "create-story-micro@1.0.0"]);
     assert_eq!(by_version.code, 0, "{}", by_version.stderr);
@@ -93,7 +97,15 @@ fn a_package_found_nowhere_says_what_was_looked_for_and_where() {
     };
     let p = project.to_str().unwrap();
     check(&["run", "create-story-mikro", "-p", p, "--model", "m"]);
-    check(&["run", "create-story-mikro", "-p", p, "--json", "--model", "m"]);
+    check(&[
+        "run",
+        "create-story-mikro",
+        "-p",
+        p,
+        "--json",
+        "--model",
+        "m",
+    ]);
     // The queue is never reached: the package is looked up first (the port is closed).
     check(&[
         "run",
@@ -129,5 +141,10 @@ fn a_queued_run_takes_an_installed_name() {
             "--json",
         ],
     );
-    assert_eq!(run.json()["error"]["code"], "QUEUE_PROJECT_NOT_GIT", "{}", run.stderr);
+    assert_eq!(
+        run.json()["error"]["code"],
+        "QUEUE_PROJECT_NOT_GIT",
+        "{}",
+        run.stderr
+    );
 }

@@ -22,7 +22,9 @@ fn epic_status_in_a_subfolder_reads_the_project_above() {
     let v = board.json();
     assert_eq!(v["projectRoot"], project.display().to_string(), "{v:#}");
     assert!(
-        board.stderr.contains(&format!("using the project at {}", project.display())),
+        board
+            .stderr
+            .contains(&format!("using the project at {}", project.display())),
         "{}",
         board.stderr
     );
@@ -35,13 +37,21 @@ fn epic_status_in_a_subfolder_reads_the_project_above() {
     // At the root itself, no note; the JSON still says which folder.
     let at_root = baton.run_in(&project, &["epic", "status", "--json"]);
     assert_eq!(at_root.code, 0, "{}", at_root.stderr);
-    assert!(!at_root.stderr.contains("using the project"), "{}", at_root.stderr);
+    assert!(
+        !at_root.stderr.contains("using the project"),
+        "{}",
+        at_root.stderr
+    );
     assert_eq!(at_root.json()["projectRoot"], project.display().to_string());
 
     // A folder named with --project is used as it is.
     let named = baton.run_in(&sub, &["epic", "status", "-p", sub.to_str().unwrap()]);
     assert_eq!(named.code, 2, "{}{}", named.stdout, named.stderr);
-    assert!(named.stderr.contains("SPRINT_STATUS_MISSING"), "{}", named.stderr);
+    assert!(
+        named.stderr.contains("SPRINT_STATUS_MISSING"),
+        "{}",
+        named.stderr
+    );
 }
 
 #[test]
@@ -70,7 +80,9 @@ fn a_session_and_a_dry_epic_run_in_a_subfolder_use_the_project_above() {
 
     let session = baton.run_in(&sub, &["session", "status"]);
     assert!(
-        session.stderr.contains(&format!("using the project at {}", project.display())),
+        session
+            .stderr
+            .contains(&format!("using the project at {}", project.display())),
         "{}{}",
         session.stdout,
         session.stderr

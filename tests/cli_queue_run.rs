@@ -229,7 +229,10 @@ fn a_run_is_submitted_with_its_package_pinned_and_its_project_as_remote_and_comm
         .step_by(2)
         .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
         .collect();
-    assert_eq!(baton_queue::package_digest(&bytes).as_deref(), Some(sha.as_str()));
+    assert_eq!(
+        baton_queue::package_digest(&bytes).as_deref(),
+        Some(sha.as_str())
+    );
 
     // Submitting again pins the same package once and queues a second unit; text output.
     let out = submit(false);

@@ -190,7 +190,12 @@ mod tests {
         let text = e.to_string();
         assert!(text.contains("\"no-such-package\""), "{text}");
         assert!(
-            text.contains(&std::path::absolute("no-such-package").unwrap().display().to_string()),
+            text.contains(
+                &std::path::absolute("no-such-package")
+                    .unwrap()
+                    .display()
+                    .to_string()
+            ),
             "{text}"
         );
         assert!(

@@ -23,7 +23,9 @@ fn profile(name: &str) -> Vec<String> {
 fn the_installed_binary_has_no_debug_info_and_keeps_its_symbols() {
     let release = profile("release");
     assert!(
-        release.iter().any(|l| l == "debug=false" || l == "debug=0" || l == "debug=\"none\""),
+        release
+            .iter()
+            .any(|l| l == "debug=false" || l == "debug=0" || l == "debug=\"none\""),
         "[profile.release] must set debug = false: {release:?}"
     );
     assert!(
@@ -32,6 +34,12 @@ fn the_installed_binary_has_no_debug_info_and_keeps_its_symbols() {
     );
     // Profiling keeps line tables, on top of release.
     let profiling = profile("profiling");
-    assert!(profiling.contains(&"inherits=\"release\"".to_string()), "{profiling:?}");
-    assert!(profiling.contains(&"debug=\"line-tables-only\"".to_string()), "{profiling:?}");
+    assert!(
+        profiling.contains(&"inherits=\"release\"".to_string()),
+        "{profiling:?}"
+    );
+    assert!(
+        profiling.contains(&"debug=\"line-tables-only\"".to_string()),
+        "{profiling:?}"
+    );
 }
