@@ -44,6 +44,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) cancel: CancellationToken,
     /// Hard budgets of the loop (see `budget`).
     pub(crate) budget: baton_engine::spend::BudgetConfig,
+    /// `--context`: the history policy every phase run is driven with (`None`: what each run
+    /// remembers, `node` for a new one).
+    pub(crate) context: Option<baton_engine::ContextPolicy>,
     pub(crate) epic: u32,
     pub(crate) state: RunEpicState,
     pub(crate) progress: Progress,

@@ -55,8 +55,8 @@ pub use error::{EpicError, ErrorKind};
 pub use events::EpicEvent;
 pub use models::ModelSource;
 pub use orchestrator::{
-    AskFn, Command, EpicOutcome, EpicReport, EpicSettings, PlannedStory, execute, execute_parallel,
-    execute_queued, preflight,
+    AskFn, Command, EpicOutcome, EpicReport, EpicSettings, LoopOptions, PlannedStory, execute,
+    execute_parallel, execute_queued, execute_with_options, preflight,
 };
 pub use status_board::status_board;
 

@@ -136,7 +136,36 @@ pub async fn execute_parallel<'a>(
     settings: EpicSettings<'a>,
     parallel: Option<u32>,
 ) -> Result<EpicReport> {
-    execute_with(store, project, command, settings, parallel, None).await
+    let options = LoopOptions {
+        parallel,
+        ..LoopOptions::default()
+    };
+    execute_with(store, project, command, settings, options, None).await
+}
+
+/// What an invocation asks of the loop besides its [`EpicSettings`] (each `None`: what the
+/// epic or its runs already use).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoopOptions {
+    /// `--parallel N` (`None`: `[autopilot] parallel`, or what a parallel epic being resumed
+    /// used).
+    pub parallel: Option<u32>,
+    /// `--context node|full`: the history every phase run of this invocation is driven with,
+    /// remembered by each run as `baton run` does (`None`: what a run remembers, `node` for a
+    /// new one).
+    pub context: Option<baton_engine::ContextPolicy>,
+}
+
+/// [`execute`] with [`LoopOptions`], the stories run here or (`queue`) by queue workers.
+pub async fn execute_with_options<'a>(
+    store: &'a Store,
+    project: &Path,
+    command: Command,
+    settings: EpicSettings<'a>,
+    options: LoopOptions,
+    queue: Option<super::queued::QueueTarget>,
+) -> Result<EpicReport> {
+    execute_with(store, project, command, settings, options, queue).await
 }
 
 /// [`execute_parallel`] with the stories run by queue workers (`--queue`; see
@@ -149,7 +178,11 @@ pub async fn execute_queued<'a>(
     parallel: Option<u32>,
     queue: super::queued::QueueTarget,
 ) -> Result<EpicReport> {
-    execute_with(store, project, command, settings, parallel, Some(queue)).await
+    let options = LoopOptions {
+        parallel,
+        ..LoopOptions::default()
+    };
+    execute_with(store, project, command, settings, options, Some(queue)).await
 }
 
 async fn execute_with<'a>(
@@ -157,9 +190,10 @@ async fn execute_with<'a>(
     project: &Path,
     command: Command,
     settings: EpicSettings<'a>,
-    parallel: Option<u32>,
+    options: LoopOptions,
     queue: Option<super::queued::QueueTarget>,
 ) -> Result<EpicReport> {
+    let parallel = options.parallel;
     let stories_command = matches!(command, Command::Stories { .. });
     let (project_root, config, mut layout) = open(project, stories_command)?;
     // The folder this project's epics work in was recorded when the first one started.
@@ -337,6 +371,7 @@ async fn execute_with<'a>(
         on_event: settings.on_event,
         cancel: settings.cancel,
         budget,
+        context: options.context,
         epic,
         state,
         progress,

@@ -490,6 +490,7 @@ impl Ctx<'_> {
         settings.cancel = self.cancel.clone();
         settings.on_event = Some(&forward);
         settings.caps = caps;
+        settings.context = self.context;
         let finished = runner::continue_claimed(claimed, settings)
             .await
             .map_err(runner_error);

@@ -239,6 +239,8 @@ pub async fn run_story(job: StoryJob<'_>) -> Result<StoryEnd> {
         on_event: job.on_event,
         cancel: job.cancel,
         budget,
+        // The unit's payload carries no policy: each run's own (`node` for a new one).
+        context: None,
         epic,
         state,
         progress,

@@ -72,6 +72,12 @@ pub struct LoopArgs {
     /// Record each phase run's conversation in DIR as <story>.<phase>.<n>.trace.json.
     #[arg(long, value_name = "DIR")]
     pub record: Option<PathBuf>,
+    /// History sent to the model in each phase run of a workflow package: restart at every
+    /// node (default, cheaper), or carry it across nodes. Each run remembers it, so a phase
+    /// run resumed later goes on with it; give it again on `epic resume` for the phases still
+    /// to start. Installed BMAD skills run as tasks, which have no nodes.
+    #[arg(long, value_enum)]
+    pub context: Option<crate::args::ContextArg>,
     /// Never prompt; stop with exit code 10 when a question waits.
     #[arg(long)]
     pub non_interactive: bool,
@@ -406,24 +412,14 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
         resume: continue_command("resume", project, args.replay.as_deref()),
         answer: None,
     });
-    let result = match queued {
-        // A dry run with --queue checks what the queued run would refuse, and writes nothing.
-        Some(target) => runtime.block_on(baton_epic::execute_queued(
-            &store,
-            project,
-            command,
-            settings,
-            args.parallel,
-            target,
-        )),
-        _ => runtime.block_on(baton_epic::execute_parallel(
-            &store,
-            project,
-            command,
-            settings,
-            args.parallel,
-        )),
+    let options = baton_epic::LoopOptions {
+        parallel: args.parallel,
+        context: crate::args::ContextArg::policy(args.context),
     };
+    // A dry run with --queue checks what the queued run would refuse, and writes nothing.
+    let result = runtime.block_on(baton_epic::execute_with_options(
+        &store, project, command, settings, options, queued,
+    ));
     bar.finish();
     match result {
         Ok(report) if args.json => {
@@ -460,6 +456,18 @@ fn queue_target(
         .flatten();
     if args.queue.is_none() && args.db_env.is_none() && remembered.is_none() {
         return Ok(None);
+    }
+    if args.context.is_some() {
+        // The story units carry no policy: the workers' runs would not follow it.
+        return Err(Failure::new(
+            "EPIC_QUEUE_UNSUPPORTED",
+            "--context is not carried to queue workers (this epic's stories run on the queue)",
+            exit::INVALID,
+        )
+        .hint(Some(
+            "leave out --context: the workers' phase runs restart their history at every node"
+                .into(),
+        )));
     }
     if matches!(command, Command::Story { .. } | Command::Stories { .. }) {
         return Err(Failure::new(
