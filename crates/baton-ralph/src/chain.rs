@@ -399,12 +399,46 @@ pub fn insert_after(
     } else {
         milestone
     };
+    // The loop works on the phase of the step it fixes: in an independently planned
+    // milestone of several phases that is not always the session's `phase` (its first), which
+    // `{phase}` would otherwise be filled with when the step is claimed.
+    let phase = phase_fixed_after(session, after);
     let new_steps: Vec<Value> = items
         .iter()
         .enumerate()
-        .map(|(k, item)| step_value(item, after + 1 + k, &milestone))
+        .map(|(k, item)| {
+            let mut step = step_value(item, after + 1 + k, &milestone);
+            if let Some(p) = &phase
+                && let Some(args) = step.get("args").and_then(Value::as_str)
+                && args.contains("{phase}")
+            {
+                step["args"] = json!(args.replace("{phase}", p));
+            }
+            step
+        })
         .collect();
     insert_steps_after(ctx, session, after, new_steps)
+}
+
+/// The phase a fix loop inserted after step `after` works on: the phase number the args of
+/// the step it fixes begin with (`maestro-verify 2`, filled when the milestone's chain was
+/// built or the step claimed). The step fixed is, for a gate, the nearest execution step
+/// before it of the gate's stage; otherwise step `after` itself. `None` when that step names
+/// no phase (a unified milestone's steps): `{phase}` is filled from the session then.
+fn phase_fixed_after(session: &Session, after: usize) -> Option<String> {
+    let at = session.step(after)?;
+    let fixed = match at.decision() {
+        Some(_) => session
+            .all_steps()
+            .take(after)
+            .filter(|st| st.decision().is_none() && st.stage() == at.stage())
+            .last()?,
+        None => at,
+    };
+    let first = fixed.args().split_whitespace().next()?;
+    let numeric = first.starts_with(|c: char| c.is_ascii_digit())
+        && first.chars().all(|c| c.is_ascii_digit() || c == '.');
+    numeric.then(|| first.to_string())
 }
 
 /// Inserts ready step objects after step `after`: their command files resolved first on the
@@ -456,6 +490,61 @@ mod tests {
         assert_eq!(goal_number("G10"), 10);
         assert_eq!(goal_number("G"), u64::MAX);
         assert_eq!(goal_number("X1"), u64::MAX);
+    }
+
+    /// An independently planned milestone of phases 1 and 2: the session's `phase` is the
+    /// first (1); the fix loop after phase 2's verify gate works on phase 2.
+    #[test]
+    fn a_fix_loop_works_on_the_phase_of_the_step_it_fixes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let commands = tmp.path().join(".claude/commands");
+        std::fs::create_dir_all(&commands).unwrap();
+        for skill in [
+            "quality-debug",
+            "maestro-plan",
+            "maestro-execute",
+            "maestro-verify",
+        ] {
+            std::fs::write(commands.join(format!("{skill}.md")), "# x\n").unwrap();
+        }
+        let ctx = crate::testing::context(tmp.path());
+        let m = json!("M2");
+        let done = |item: Item, i: usize, args: &str| {
+            let mut st = step_value(&item, i, &m);
+            if !args.is_empty() {
+                st["args"] = json!(args);
+            }
+            st["status"] = json!("completed");
+            st
+        };
+        let mut pending_gate = step_value(&gate("post-verify", "verify", 0), 3, &m);
+        pending_gate["status"] = json!("running");
+        let mut doc = Map::new();
+        doc.insert("phase".into(), json!(1));
+        doc.insert("milestone".into(), m.clone());
+        doc.insert(
+            "steps".into(),
+            json!([
+                done(exec("maestro-verify", "{phase}", "verify"), 0, "1"),
+                done(gate("post-verify", "verify", 0), 1, ""),
+                done(exec("maestro-verify", "{phase}", "verify"), 2, "2"),
+                pending_gate,
+            ]),
+        );
+        let mut s = Session {
+            id: "s".into(),
+            dir: tmp.path().to_path_buf(),
+            doc,
+        };
+        let items = template_items("post-verify", &["login fails".into()], 1).unwrap();
+        assert_eq!(insert_after(&ctx, &mut s, 3, &items).unwrap(), 5);
+        let args: Vec<&str> = s.all_steps().skip(4).map(|st| st.args()).collect();
+        assert_eq!(args, ["\"login fails\"", "--gaps 2", "2", "2", ""]);
+        // After phase 1's gate, the loop works on phase 1.
+        let items = template_items("post-verify", &[], 1).unwrap();
+        insert_after(&ctx, &mut s, 1, &items).unwrap();
+        assert_eq!(s.step(3).unwrap().args(), "--gaps 1");
+        assert_eq!(s.step(4).unwrap().args(), "1");
     }
 
     #[test]
