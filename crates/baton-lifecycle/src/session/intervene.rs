@@ -379,7 +379,8 @@ pub fn decide(ctx: &Context, session: Option<&str>, choice: Choice, note: &str) 
             } else {
                 ScopeVerdict::Small
             };
-            match scope::settle_with(ctx, &h, index, Some(verdict))? {
+            let answer = scope::Answer { verdict, note };
+            match scope::settle_with(ctx, &h, index, Some(answer))? {
                 scope::Settled::Decided(out) => Ok(out),
                 scope::Settled::Asked => Err(RalphError::usage(
                     "SESSION_NOT_WAITING",

@@ -255,13 +255,20 @@ pub fn settle<'a>(ctx: &Context, session: impl Into<Target<'a>>, index: usize) -
     settle_with(ctx, session, index, None)
 }
 
-/// [`settle`] with a person's answer to the scope question: `Large` or `Small` (medium and
-/// small collapse the same way) in place of an unknown verdict.
+/// A person's answer to the scope question: `Large` or `Small` (medium and small collapse
+/// the same way), and the note they gave with it (kept in the decision).
+#[derive(Debug, Clone, Copy)]
+pub struct Answer<'n> {
+    pub verdict: ScopeVerdict,
+    pub note: Option<&'n str>,
+}
+
+/// [`settle`] with a person's answer in place of an unknown verdict.
 pub fn settle_with<'a>(
     ctx: &Context,
     session: impl Into<Target<'a>>,
     index: usize,
-    answer: Option<ScopeVerdict>,
+    answer: Option<Answer<'_>>,
 ) -> Result<Settled> {
     enum Step {
         Apply(String),
@@ -273,14 +280,15 @@ pub fn settle_with<'a>(
         let auto = s.doc.get("auto_mode").and_then(Value::as_bool) == Some(true);
         if e.verdict == ScopeVerdict::Unknown {
             match answer {
-                Some(v) => {
+                Some(a) => {
                     let why = e.unknown_because.take().unwrap_or_default();
-                    e.verdict = v;
+                    e.verdict = a.verdict;
                     e.unknown_because = None;
                     let reason = apply(s, index, &e);
                     return Ok(Change::write(Step::Apply(format!(
-                        "{reason} (the analysis gave no verdict: {why}; a person chose {})",
-                        v.as_str()
+                        "{reason} (the analysis gave no verdict: {why}; a person chose {}{})",
+                        a.verdict.as_str(),
+                        a.note.map(|n| format!(": {n}")).unwrap_or_default()
                     ))));
                 }
                 None if !auto => {
