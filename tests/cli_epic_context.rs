@@ -90,6 +90,55 @@ fn without_context_the_phase_runs_restart_at_every_node() {
     }
 }
 
+/// The epic remembers `--context`: after a question, `epic answer` without the flag drives
+/// the phases still to start with it too.
+#[test]
+fn an_epic_answered_without_context_goes_on_with_the_one_it_was_run_with() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = sample(tmp.path());
+    let p = project.to_str().unwrap();
+    let story = "2-1-create-board";
+    let player = Player::start(
+        &project,
+        Scenario {
+            questions: vec![(story.into(), "validate".into(), 1, "Kanban or list?".into())],
+            ..Default::default()
+        },
+    );
+    let url = player.base_url();
+    let asked = epic(
+        &baton,
+        &url,
+        &[
+            "epic",
+            "story",
+            story,
+            "-p",
+            p,
+            "--context",
+            "full",
+            "--json",
+        ],
+    );
+    assert_eq!(asked.code, 10, "{}{}", asked.stdout, asked.stderr);
+    let before = policies(&baton).len();
+    let answered = epic(
+        &baton,
+        &url,
+        &["epic", "answer", story, "Kanban", "-p", p, "--json"],
+    );
+    assert_eq!(answered.code, 0, "{}{}", answered.stdout, answered.stderr);
+    let runs = policies(&baton);
+    assert!(
+        runs.len() > before,
+        "phases started after the answer: {runs:?}"
+    );
+    for (id, context) in &runs {
+        assert_eq!(context, "full", "run {id}: {runs:?}");
+    }
+}
+
 #[test]
 fn context_with_queue_is_refused_before_anything_runs() {
     let baton = Baton::new();

@@ -343,6 +343,10 @@ async fn execute_with<'a>(
         _ => RunEpicState::new(&epic_id, &now()),
     };
     state.running = true;
+    // `--context` is remembered with the epic: a resume without it goes on with it.
+    if options.context.is_some() {
+        state.context = options.context;
+    }
     state.stories_folder = stories.as_ref().map(|s| s.folder.rel.clone());
     if let Some(sp) = &progress.story {
         state.current_story_key = Some(sp.key.clone());
@@ -371,7 +375,7 @@ async fn execute_with<'a>(
         on_event: settings.on_event,
         cancel: settings.cancel,
         budget,
-        context: options.context,
+        context: state.context,
         epic,
         state,
         progress,

@@ -2,7 +2,9 @@
 //! `startedAt`, `status` (`running` | `paused`), optional `lastFailure {phase, storyKey, at}`,
 //! `lastSteps[] {step, storyKey, phase, completedAt}` and `lastStoryCompleted`; baton adds
 //! `storiesFolder`, the spec folder of an epic run in stories mode (`baton epic run --stories`),
-//! so `baton epic resume` goes on in that mode. Written only by the orchestrator, durably;
+//! so `baton epic resume` goes on in that mode, and `contextPolicy` (`node` | `full`), the
+//! `--context` the epic was last run with, so its phase runs keep it on resume. Written only by
+//! the orchestrator, durably;
 //! fields it does not know are kept.
 
 use super::error::{EpicError, Result};
@@ -43,6 +45,8 @@ pub struct RunEpicState {
     pub last_story_completed: Option<String>,
     /// The spec folder (project-relative) of a stories-mode epic; `None` in sprint mode.
     pub stories_folder: Option<String>,
+    /// `--context` as the epic was last run with it (`None`: never given).
+    pub context: Option<baton_engine::ContextPolicy>,
     /// Fields this version does not know, written back as they were.
     pub other: Map<String, Value>,
 }
@@ -58,6 +62,7 @@ impl RunEpicState {
             last_steps: Vec::new(),
             last_story_completed: None,
             stories_folder: None,
+            context: None,
             other: Map::new(),
         }
     }
@@ -110,6 +115,11 @@ impl RunEpicState {
         }
         let last_story_completed = f.opt_string("lastStoryCompleted")?.map(str::to_owned);
         let stories_folder = f.opt_string("storiesFolder")?.map(str::to_owned);
+        let context = match f.opt_one_of("contextPolicy", &["node", "full"])? {
+            Some("full") => Some(baton_engine::ContextPolicy::Full),
+            Some(_) => Some(baton_engine::ContextPolicy::Node),
+            None => None,
+        };
         let known = [
             "epicId",
             "currentStoryKey",
@@ -119,6 +129,7 @@ impl RunEpicState {
             "lastSteps",
             "lastStoryCompleted",
             "storiesFolder",
+            "contextPolicy",
         ];
         let other = map
             .iter()
@@ -134,6 +145,7 @@ impl RunEpicState {
             last_steps,
             last_story_completed,
             stories_folder,
+            context,
             other,
         }))
     }
@@ -166,6 +178,9 @@ impl RunEpicState {
         }
         if let Some(f) = &self.stories_folder {
             m.insert("storiesFolder".into(), json!(f));
+        }
+        if let Some(c) = self.context {
+            m.insert("contextPolicy".into(), json!(c.as_str()));
         }
         for (k, v) in &self.other {
             m.insert(k.clone(), v.clone());

@@ -73,9 +73,9 @@ pub struct LoopArgs {
     #[arg(long, value_name = "DIR")]
     pub record: Option<PathBuf>,
     /// History sent to the model in each phase run of a workflow package: restart at every
-    /// node (default, cheaper), or carry it across nodes. Each run remembers it, so a phase
-    /// run resumed later goes on with it; give it again on `epic resume` for the phases still
-    /// to start. Installed BMAD skills run as tasks, which have no nodes.
+    /// node (default, cheaper), or carry it across nodes. The epic and each run remember it:
+    /// `answer` and `resume` go on with it unless given. Installed BMAD skills run as tasks,
+    /// which have no nodes.
     #[arg(long, value_enum)]
     pub context: Option<crate::args::ContextArg>,
     /// Never prompt; stop with exit code 10 when a question waits.
