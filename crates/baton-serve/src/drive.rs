@@ -131,7 +131,15 @@ pub fn start(state: &AppState, body: StartBody) -> Result<Value, ApiError> {
             .ok_or_else(|| ApiError::bad_request("START_INVALID", "project is required"))?;
         // An installed package's name works like its path, as on the command line.
         let package = baton_store::package_lookup::locate(store.home(), &package)
-            .map_err(|e| ApiError::bad_request(e.code(), e.to_string()).hint(e.hint()))?
+            .map_err(|e| {
+                // No such package is a missing resource, as an unknown project is.
+                let error = if e.code() == "PACKAGE_NOT_FOUND" {
+                    ApiError::not_found(e.code(), e.to_string())
+                } else {
+                    ApiError::bad_request(e.code(), e.to_string())
+                };
+                error.hint(e.hint())
+            })?
             .path;
         (package, project, None, None)
     };

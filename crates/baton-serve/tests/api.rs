@@ -526,8 +526,13 @@ fn a_run_from_a_package_and_a_trace_file_and_pages_of_runs() {
         "/api/runs",
         &json!({"package": dir.path().join("no-package"), "project": project, "replay": trace}),
     );
-    assert_eq!(bad_package.status, 422, "{}", bad_package.text());
-    assert_eq!(bad_package.code(), "PACKAGE_INVALID");
+    assert_eq!(bad_package.status, 404, "{}", bad_package.text());
+    assert_eq!(bad_package.code(), "PACKAGE_NOT_FOUND");
+    assert!(
+        bad_package.text().contains("no-package"),
+        "{}",
+        bad_package.text()
+    );
 }
 
 #[test]

@@ -19,6 +19,7 @@
 //! spec's frontmatter `status`, which the loop reads. `bmad-build` is not used: it is the
 //! interactive variant and stops for a person at its checkpoints.
 
+pub mod describe;
 pub mod files;
 pub mod layers;
 pub mod render;
