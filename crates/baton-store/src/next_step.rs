@@ -49,7 +49,12 @@ pub fn next_step(run: &RunMetadata, interrupted: bool) -> Option<String> {
             "no process drives it; continue with: baton resume {short}"
         ));
     }
+    let replay_ran_out = failure(run).is_some_and(|f| f.code.starts_with("REPLAY_"));
     match run.phase {
+        // A replay that diverged or ran out fails the same way on a plain resume.
+        Phase::Failed if replay_ran_out => Some(format!(
+            "the run is kept; the recorded trace cannot take it further: go on live with baton resume {short} --model <MODEL>, or record a new trace"
+        )),
         Phase::Failed => Some(format!("the run is kept; retry with: baton resume {short}")),
         Phase::Idle if run.stop_reason.as_deref() == Some(BUDGET_EXCEEDED) => Some(format!(
             "nothing lost; continue with a larger budget: baton resume {short} --budget-tokens N (or --budget-usd X)"
@@ -94,6 +99,22 @@ mod tests {
             next_step(&r, false).as_deref(),
             Some("the run is kept; retry with: baton resume 0196abcd-1234")
         );
+    }
+
+    #[test]
+    fn a_replay_that_cannot_go_on_is_continued_live() {
+        for code in ["REPLAY_MISMATCH", "REPLAY_EXHAUSTED"] {
+            let r = run(
+                "failed",
+                Some(
+                    json!({"error": {"code": code, "message": "the trace and the workflow disagree"}}),
+                ),
+                None,
+            );
+            let next = next_step(&r, false).unwrap_or_default();
+            assert!(next.contains("--model <MODEL>"), "{next}");
+            assert!(!next.contains("retry with"), "{next}");
+        }
     }
 
     #[test]
