@@ -162,3 +162,72 @@ fn append(block: &mut Value, field: &str, piece: &str) {
     let now = block[field].as_str().unwrap_or_default().to_string();
     block[field] = Value::String(now + piece);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(events: &[&str]) -> Result<ChatResponse, LlmError> {
+        let names = ToolNames::new(["fs.read"]);
+        let mut s = MessageStream::default();
+        for e in events {
+            s.push(e, &names)?;
+        }
+        s.finish(&names)
+    }
+
+    /// What a hostile or broken server streams is refused with a located reason, never taken
+    /// for an answer.
+    #[test]
+    fn a_hostile_stream_is_refused() {
+        let start = r#"{"type":"message_start","message":{"usage":{"input_tokens":3}}}"#;
+        let cases: [(&[&str], &str); 5] = [
+            (&[start, "not json"], "not JSON"),
+            (
+                &[
+                    start,
+                    r#"{"type":"content_block_start","index":99999999,"content_block":{"type":"text","text":""}}"#,
+                ],
+                "at most",
+            ),
+            (
+                &[
+                    start,
+                    r#"{"type":"content_block_delta","delta":{"type":"text_delta","text":"x"}}"#,
+                ],
+                "no index",
+            ),
+            (
+                &[
+                    start,
+                    r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+                    r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{"}}"#,
+                ],
+                "not of that kind",
+            ),
+            (
+                &[
+                    start,
+                    r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":""}}"#,
+                    r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"}}"#,
+                ],
+                "has no name",
+            ),
+        ];
+        for (events, says) in cases {
+            let e = feed(events).unwrap_err().to_string();
+            assert!(e.contains(says), "{e} should say {says}");
+        }
+        // Usage figures that cannot be counts are left out and described, not believed.
+        let lying = feed(&[
+            r#"{"type":"message_start","message":{"usage":{"input_tokens":-5,"cache_read_input_tokens":"many"}}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"ok"}}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}"#,
+            r#"{"type":"message_stop"}"#,
+        ])
+        .unwrap();
+        assert_eq!(lying.message.text(), "ok");
+        assert_eq!(lying.usage.unwrap().prompt_tokens, 0);
+        assert_eq!(lying.usage_faults.len(), 2, "{:?}", lying.usage_faults);
+    }
+}
