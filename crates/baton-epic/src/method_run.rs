@@ -207,7 +207,7 @@ impl Ctx<'_> {
             quote(&root),
             quote(&format!("{root}/{}", m.installed.rel))
         );
-        let out = super::verify::run(&command, &sandbox, RENDER_TIMEOUT, &self.cancel);
+        let out = baton_worktree::verify::run(&command, &sandbox, RENDER_TIMEOUT, &self.cancel);
         let reader = Reader::open(&self.layout.project).map_err(|e| e.message)?;
         match render::from_script_output(&reader, &self.layout.project, &m.installed, &out.tail) {
             Ok(r) if out.passed() => Ok(r),

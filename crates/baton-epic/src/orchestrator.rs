@@ -8,7 +8,7 @@ use super::consent;
 use super::error::{EpicError, Result};
 use super::events::EpicEvent;
 use super::findings::{self, Findings};
-use super::git;
+use baton_worktree::git;
 use super::lock;
 use super::models::{ModelSource, Models};
 use super::pipeline::Pipeline;

@@ -1,6 +1,6 @@
 //! `baton epic run <EPIC> --parallel N`: up to N stories in flight, each in its own git worktree
-//! (see [`super::worktree`]), merged back onto the epic's branch one at a time in approval
-//! order (see [`super::merge`]).
+//! (see [`baton_worktree::worktree`]), merged back onto the epic's branch one at a time in approval
+//! order (see [`baton_worktree::merge`]).
 //!
 //! Each story in flight is driven by the ordinary loop of [`super::story`], with the story as
 //! its target and the worktree as its project: its phase runs, its progress file, its copy of
@@ -19,13 +19,13 @@ use super::agent_state::{self, AgentState};
 use super::error::{EpicError, Result};
 use super::events::EpicEvent;
 use super::lock;
-use super::merge::{self, MergeOutcome, MergeSettings};
+use baton_worktree::merge::{self, MergeOutcome, MergeSettings};
 use super::outcome::EpicOutcome;
 use super::progress::now;
 use super::progress::{FailureDetail, Instruction, Progress, StoryProgress, Target};
 use super::run_state::{self, Failure, RunEpicState};
 use super::schedule::{self, Activity, PlanInput};
-use super::worktree::Worktrees;
+use baton_worktree::worktree::Worktrees;
 use crate::ctx::Ctx;
 use baton_autopilot::untrusted::limit;
 use baton_bmad::keys;
@@ -164,7 +164,7 @@ pub(super) async fn run(ctx: &mut Ctx<'_>, slots: u32, started: SystemTime) -> R
         },
     };
     if st.branch.is_empty() {
-        let out = super::git::run(
+        let out = baton_worktree::git::run(
             &ctx.layout.project,
             &[],
             &["symbolic-ref", "--short", "HEAD"],
@@ -647,7 +647,7 @@ pub(super) fn merge_story_onto(
         }
         None => None,
     };
-    let message = super::git::commit_message(key, text.as_deref());
+    let message = baton_worktree::git::commit_message(key, text.as_deref());
     let mut keep_out = own_files(&ctx.layout.rel, key);
     keep_out.extend(
         also_keep_out
@@ -739,7 +739,7 @@ fn back_to_dev(
         p.completed.retain(|k| k != key);
         let mut sp = StoryProgress::new(key, ctx.pipeline.rework());
         sp.instruction = Some(Instruction::Verify {
-            output: super::worktree::tail(&output, merge::CONFLICT_TAIL),
+            output: baton_worktree::worktree::tail(&output, merge::CONFLICT_TAIL),
         });
         p.story = Some(sp);
         p.save(&l.dir)?;

@@ -13,7 +13,7 @@ use super::lock;
 use super::parallel_state::{self as parallel, ParallelState};
 use super::progress::{Progress, Target};
 use super::schedule::{self, Activity, Candidate, PlanInput, Why};
-use super::worktree::{self, WorktreeRecord, WorktreeState};
+use baton_worktree::worktree::{self, WorktreeRecord, WorktreeState};
 use baton_bmad::keys;
 use baton_bmad::layout::{self, Layout};
 use baton_bmad::sprint::{self, SprintStatus};

@@ -5,7 +5,7 @@
 use super::agent_state::{AgentState, Question};
 use super::error::{EpicError, Result};
 use super::events::EpicEvent;
-use super::git;
+use baton_worktree::git;
 use super::pipeline::Leaves;
 use super::progress::{InFlight, Instruction, RunRecord, StoryProgress};
 use super::review;

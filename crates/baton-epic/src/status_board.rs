@@ -7,7 +7,7 @@ use crate::config::AutopilotConfig;
 use crate::error::Result;
 use crate::parallel_board::{Asker, Inputs, view, worktree_progress};
 use crate::progress::Progress;
-use crate::worktree;
+use baton_worktree::worktree;
 use baton_bmad::keys;
 use baton_bmad::layout;
 use baton_bmad::sprint::{self, SprintStatus};

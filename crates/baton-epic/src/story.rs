@@ -16,21 +16,21 @@ use super::config::AutopilotConfig;
 use super::consent::{EpicConsent, StoryConsent};
 use super::error::{EpicError, Result};
 use super::events::EpicEvent;
-use super::git;
+use baton_worktree::git;
 use super::lock;
 use super::method_consent::MethodConsent;
 use super::method_verdict::Judged;
 use super::pipeline::Leaves;
 use super::progress::{FailureDetail, Instruction, StoryProgress, Target};
 use super::run_state::Failure;
-use super::verify;
+use baton_worktree::verify;
 use baton_bmad::keys;
 use baton_bmad::phase::Phase;
 use baton_bmad::sprint::{self, SprintStatus};
 use std::time::Duration;
 
 use super::ctx::{Ctx, Next, PhaseEnd, Pick};
-use super::git::short;
+use baton_worktree::git::short;
 use super::outcome::EpicOutcome;
 use super::progress::now;
 

@@ -5,7 +5,7 @@
 //! Crash safety: the state file is written before a unit is submitted (the story started) and
 //! after (its unit), and a restarted orchestrator first looks its session's units up in the
 //! database, so a unit submitted just before a kill is found, not submitted twice. A merge under
-//! way is finished from its worktree's record (see [`crate::merge`]).
+//! way is finished from its worktree's record (see [`baton_worktree::merge`]).
 
 use super::payload::{StoryCheckpoint, StoryPayload};
 use super::state::{self, QueuedState};
@@ -14,14 +14,14 @@ use crate::agent_state::{self, AgentState, Question};
 use crate::ctx::Ctx;
 use crate::error::{EpicError, Result};
 use crate::events::EpicEvent;
-use crate::merge::{self, MergeOutcome};
+use baton_worktree::merge::{self, MergeOutcome};
 use crate::outcome::EpicOutcome;
 use crate::parallel::{merge_story_onto, worktree_root};
 use crate::progress::FailureDetail;
 use crate::progress::now;
 use crate::run_state::Failure;
 use crate::schedule::{self, Activity, PlanInput};
-use crate::worktree::{Worktrees, tail};
+use baton_worktree::worktree::{Worktrees, tail};
 use crate::{lock, parallel_board};
 use baton_autopilot::untrusted::limit;
 use baton_bmad::keys;
@@ -164,7 +164,7 @@ pub(crate) async fn run(
         },
     };
     if st.branch.is_empty() {
-        let out = crate::git::run(
+        let out = baton_worktree::git::run(
             &ctx.layout.project,
             &[],
             &["symbolic-ref", "--short", "HEAD"],

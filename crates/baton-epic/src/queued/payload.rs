@@ -2,7 +2,7 @@
 //! Anyone with the database can write both: a worker validates a payload, an orchestrator a
 //! checkpoint, before using them.
 
-use crate::worktree::check_name;
+use baton_worktree::worktree::check_name;
 use baton_bmad::keys;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -67,7 +67,7 @@ const MAX_LISTED: usize = 10_000;
 /// Options every git command of the parallel mode runs with, besides baton-git's (no hook, no
 /// file-system monitor, no nested repository entered): no signing prompt, nothing stashed or
 /// moved behind our back.
-pub(crate) const GIT_SAFE: [&str; 14] = [
+pub const GIT_SAFE: [&str; 14] = [
     "-c",
     "commit.gpgSign=false",
     "-c",
@@ -230,7 +230,7 @@ fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> EpicE
 }
 
 /// Bounded text of a failed command, for an error message.
-pub(crate) fn tail(text: &str, max: usize) -> String {
+pub fn tail(text: &str, max: usize) -> String {
     let t = text.trim();
     if t.len() <= max {
         return t.to_string();
@@ -304,7 +304,7 @@ impl Worktrees {
     }
 
     /// git in the main work tree, with the worktrees' root writable.
-    pub(crate) fn git_main(&self, args: &[&str]) -> Result<GitOutput> {
+    pub fn git_main(&self, args: &[&str]) -> Result<GitOutput> {
         let mut all: Vec<&str> = GIT_SAFE.to_vec();
         all.extend_from_slice(args);
         git::run(
@@ -316,7 +316,7 @@ impl Worktrees {
     }
 
     /// git in the main work tree; a non-zero exit is an error.
-    pub(crate) fn git_main_ok(&self, args: &[&str]) -> Result<String> {
+    pub fn git_main_ok(&self, args: &[&str]) -> Result<String> {
         let out = self.git_main(args)?;
         if !out.ok() {
             return Err(failed(&args.join(" "), &out));
@@ -325,7 +325,7 @@ impl Worktrees {
     }
 
     /// git in a worktree, its administrative folder and work tree named explicitly.
-    pub(crate) fn git_in(&self, wt: &Worktree, args: &[&str]) -> Result<GitOutput> {
+    pub fn git_in(&self, wt: &Worktree, args: &[&str]) -> Result<GitOutput> {
         let git_dir = format!("--git-dir={}", wt.git_dir.display());
         let work_tree = format!("--work-tree={}", wt.record.path.display());
         let cd = wt.record.path.to_string_lossy().into_owned();
@@ -340,7 +340,7 @@ impl Worktrees {
         )
     }
 
-    pub(crate) fn git_in_ok(&self, wt: &Worktree, args: &[&str]) -> Result<String> {
+    pub fn git_in_ok(&self, wt: &Worktree, args: &[&str]) -> Result<String> {
         let out = self.git_in(wt, args)?;
         if !out.ok() {
             return Err(failed(&args.join(" "), &out));
@@ -349,7 +349,7 @@ impl Worktrees {
     }
 
     /// The commit a ref names, `None` when it does not exist.
-    pub(crate) fn resolve(&self, reference: &str) -> Result<Option<String>> {
+    pub fn resolve(&self, reference: &str) -> Result<Option<String>> {
         let spec = format!("{reference}^{{commit}}");
         let out = self.git_main(&["rev-parse", "--verify", "-q", &spec])?;
         Ok(out.ok().then(|| out.stdout.trim().to_string()))

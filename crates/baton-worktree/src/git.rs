@@ -155,7 +155,7 @@ pub fn commit_message(story_key: &str, story_file: Option<&str>) -> String {
 }
 
 /// A commit id as messages show it.
-pub(crate) fn short(id: &str) -> &str {
+pub fn short(id: &str) -> &str {
     id.get(..13).unwrap_or(id)
 }
 
