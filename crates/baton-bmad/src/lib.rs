@@ -15,6 +15,7 @@ pub mod phase;
 pub mod sprint;
 pub mod stories_mode;
 pub mod story_files;
+pub mod tickets;
 
 pub use error::{BmadError, ErrorKind};
 pub use phase::Phase;
