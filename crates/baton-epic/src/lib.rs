@@ -44,6 +44,7 @@ pub mod status_board;
 pub mod stories_mode;
 pub mod story;
 mod story_lookup;
+pub mod tickets_mode;
 
 pub use agent_state::{AgentState, Question};
 pub use baton_bmad::Phase;

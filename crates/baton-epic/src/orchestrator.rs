@@ -75,7 +75,8 @@ fn open(project: &Path, stories: bool) -> Result<(PathBuf, AutopilotConfig, Layo
     })?;
     let config = AutopilotConfig::load(&project_root)?;
     let layout = layout::resolve(&project_root, config.implementation_artifacts.as_deref())?;
-    if !layout.dir.is_open() && !stories {
+    // A ticket-tree project (BMAD 7) may have no implementation artifacts yet, as stories mode.
+    if !layout.dir.is_open() && !stories && !super::tickets_mode::walk::present(&project_root) {
         let sprint_shown = layout.rel_file(sprint::FILE_NAME);
         return Err(EpicError::usage(
             "SPRINT_STATUS_MISSING",
@@ -99,6 +100,9 @@ pub fn preflight(project: &Path, command: &Command) -> Result<()> {
         Some(run) => {
             let progress = run.plan_target(command, progress)?;
             run.check(&progress)?;
+        }
+        None if let Some(run) = super::tickets_mode::walk::select(&root, &layout, command)? => {
+            run.check(&root, &run.plan_target(command, progress)?)?;
         }
         None => {
             let sprint_shown = layout.rel_file(sprint::FILE_NAME);
@@ -198,7 +202,8 @@ async fn execute_with<'a>(
     let (project_root, config, mut layout) = open(project, stories_command)?;
     // The folder this project's epics work in was recorded when the first one started.
     super::layout_record::check(store, &project_root, &layout)?;
-    if stories_command && !layout.dir.is_open() && !settings.dry_run {
+    let tickets = super::tickets_mode::walk::select(&project_root, &layout, &command)?;
+    if (stories_command || tickets.is_some()) && !layout.dir.is_open() && !settings.dry_run {
         // A stories-mode project may have no implementation artifacts yet: the loop's own
         // files go there.
         stories_mode::walk::create_artifacts(&project_root, &layout.rel)?;
@@ -221,6 +226,11 @@ async fn execute_with<'a>(
             run.check(&progress)?;
             (0, progress, None)
         }
+        None if let Some(run) = &tickets => {
+            let progress = run.plan_target(&command, progress)?;
+            run.check(&project_root, &progress)?;
+            (0, progress, None)
+        }
         None => {
             let sprint_shown = layout.rel_file(sprint::FILE_NAME);
             let sprint = SprintStatus::load(&layout.file(sprint::FILE_NAME), &sprint_shown)?;
@@ -230,9 +240,10 @@ async fn execute_with<'a>(
     };
     let epic_id = match &stories {
         Some(run) => run.epic_id(),
+        None if let Some(run) = &tickets => run.epic_id(),
         None => keys::epic_key(epic),
     };
-    if queue.is_some() && stories.is_some() {
+    if queue.is_some() && (stories.is_some() || tickets.is_some()) {
         return Err(EpicError::usage(
             "EPIC_QUEUE_UNSUPPORTED",
             "--queue runs the stories of sprint-status.yaml, not a stories.yaml folder",
@@ -284,6 +295,10 @@ async fn execute_with<'a>(
     if settings.dry_run {
         let (plan, (findings, runnable_left)) = match (&stories, &sprint) {
             (Some(run), _) => (run.dry_plan(&progress)?, run.afterwards()),
+            (None, None) if let Some(run) = &tickets => (
+                run.dry_plan(&project_root, &progress)?,
+                run.afterwards(&project_root),
+            ),
             (None, Some(sprint)) => (
                 dry_plan(&layout, sprint, &progress, epic),
                 afterwards(&layout, sprint, epic),
@@ -323,7 +338,7 @@ async fn execute_with<'a>(
         .or_else(|| queue.as_ref().and_then(|q| q.slots))
         .or_else(|| super::parallel::resumed_slots(&layout.dir, &epic_id))
         .unwrap_or(config.parallel.stories);
-    if slots > 1 && stories.is_none() && queue.is_none() {
+    if slots > 1 && stories.is_none() && tickets.is_none() && queue.is_none() {
         super::parallel::mark(&layout.dir, &epic_id, slots)?;
     }
     // From here on, files change.
@@ -384,7 +399,10 @@ async fn execute_with<'a>(
         stories,
         on_step: None,
     };
-    let looped = match (queue, slots > 1 && ctx.stories.is_none()) {
+    let looped = match (
+        queue,
+        slots > 1 && ctx.stories.is_none() && tickets.is_none(),
+    ) {
         (Some(q), _) => super::queued::orchestrate::run(&mut ctx, slots, started, q).await,
         (None, true) => super::parallel::run(&mut ctx, slots, started).await,
         (None, false) => ctx.run_loop().await,
@@ -401,6 +419,7 @@ async fn execute_with<'a>(
     // The file as the loop left it (a damaged one was reported by the loop already).
     let (findings, runnable_left) = match (&ctx.stories, ctx.sprint()) {
         (Some(run), _) => run.afterwards(),
+        (None, _) if let Some(run) = &tickets => run.afterwards(&project_root),
         (None, Ok(sprint)) => afterwards(&ctx.layout, &sprint, epic),
         (None, Err(_)) => (Findings::default(), 0),
     };

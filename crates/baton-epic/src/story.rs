@@ -59,6 +59,9 @@ impl<'a> Ctx<'a> {
             // Stories mode: the status lives in the story file's frontmatter.
             return self.stories_raise(key, status);
         }
+        if self.tickets_mode() {
+            return self.tickets_raise(key, status);
+        }
         let mut s = self.sprint()?;
         let Some(entry) = s.get(key) else {
             return Ok(());
@@ -133,6 +136,9 @@ impl<'a> Ctx<'a> {
                 Some((index, total)) => Pick::Story(index, total),
                 None => Pick::Nothing,
             });
+        }
+        if self.tickets_mode() {
+            return self.tickets_next();
         }
         let sprint = self.sprint()?;
         let stories: Vec<&sprint::Entry> = sprint.stories_of(self.epic).collect();
@@ -270,6 +276,7 @@ impl<'a> Ctx<'a> {
             let consent = match self.stories {
                 // Stories mode has no epic status.
                 Some(_) => EpicConsent::Go,
+                None if self.tickets_mode() => EpicConsent::Go,
                 None => self.epic_consent(&key, phase)?,
             };
             match consent {
@@ -349,6 +356,9 @@ impl<'a> Ctx<'a> {
     pub(super) fn finish(&mut self) -> Result<EpicOutcome> {
         if self.stories.is_some() {
             return self.stories_finish();
+        }
+        if self.tickets_mode() {
+            return self.tickets_finish();
         }
         let sprint = self.sprint()?;
         let all_done = sprint

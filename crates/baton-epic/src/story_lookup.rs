@@ -10,6 +10,9 @@ use baton_bmad::story_files::{Lookup, StoryFiles, ambiguous_error};
 impl Ctx<'_> {
     /// The story's file now.
     pub(crate) fn story_lookup(&self, key: &str) -> Result<Lookup> {
+        if self.tickets_mode() {
+            return self.tickets_lookup(key);
+        }
         let sprint = self.sprint()?;
         Ok(StoryFiles::find(&self.layout, &sprint, key))
     }

@@ -754,6 +754,21 @@ fn status(args: &StatusArgs) -> anyhow::Result<u8> {
         }
         return Ok(exit::OK);
     }
+    // BMAD 7's ticket tree, when the project keeps its work there (experimental).
+    match baton_epic::tickets_mode::status(project) {
+        Ok(Some(board)) => {
+            if args.json {
+                let mut v = serde_json::to_value(&board)?;
+                v["projectRoot"] = json!(crate::args::project::shown(project));
+                crate::ui::print_json(&v)?;
+            } else {
+                out!("{}", tickets_board_text(&board));
+            }
+            return Ok(exit::OK);
+        }
+        Ok(None) => {}
+        Err(e) => return Ok(failure(&e).report(args.json)),
+    }
     let board = match Store::open_default() {
         Ok(store) => baton_epic::status_board(&store, project, args.epic.as_deref()),
         Err(_) => baton_epic::status(project, args.epic.as_deref()),
@@ -791,6 +806,50 @@ fn sources_text(b: &Board) -> String {
         out.push_str(&format!("  story files: {n}\n"));
     }
     out
+}
+
+/// The board of a ticket tree as text: epics and their tickets in build order.
+pub fn tickets_board_text(b: &baton_epic::tickets_mode::TicketsBoard) -> String {
+    let mut out = format!(
+        "ticket tree (BMAD 7, experimental) under {} ({})\n",
+        b.output_folder, b.output_rule
+    );
+    if let Some(id) = &b.epic_id {
+        let live = if b.live { ", a process is running it" } else { "" };
+        out.push_str(&format!("walk: {id}{live}\n"));
+    }
+    for i in &b.initiatives {
+        let next = i.next.as_deref().unwrap_or("nothing can start now");
+        out.push_str(&format!("\n{} · next: {next}\n", i.folder));
+        for e in &i.epics {
+            out.push_str(&format!("  {}\n", e.name));
+            for t in &e.tickets {
+                let mut line = format!(
+                    "    {} {} {} {}",
+                    if t.next { "→" } else { " " },
+                    pad(&t.key, 24),
+                    pad(t.title.as_deref().unwrap_or(""), 28),
+                    pad(&t.status, 14)
+                );
+                match t.state {
+                    "blocked" => line.push_str(&format!(
+                        "blocked: {}",
+                        t.blocked_reason.as_deref().unwrap_or("no reason given")
+                    )),
+                    "waiting" => line.push_str(&format!("waits on {}", t.waiting_on.join(", "))),
+                    "built" => line.push_str("built: waits for a review before done"),
+                    "not-pulled" => line.push_str("not pulled yet"),
+                    _ => {}
+                }
+                if let Some(p) = &t.phase {
+                    line.push_str(&format!("  [{p}]"));
+                }
+                out.push_str(&line);
+                out.push('\n');
+            }
+        }
+    }
+    visible(&out).into_owned()
 }
 
 /// The board of a spec folder (stories mode) as text.
