@@ -48,6 +48,9 @@ pub struct Description {
     pub prompt_chars: usize,
     /// How a phase run of it is judged.
     pub judged_by: String,
+    /// baton's rendering itself (what `baton validate --out` writes).
+    #[serde(skip)]
+    pub output: render::Rendered,
 }
 
 /// Why a skill is never an epic phase.
@@ -199,10 +202,44 @@ fn describe_in(root: &Path, dir: &Path, render_pref: Option<&str>) -> Result<Des
         snapshot_files: rendered.snapshot.len(),
         prompt_chars: rendered.text.chars().count(),
         judged_by: judged_by(&inst, default_for.first().copied()),
+        output: rendered,
     })
 }
 
 impl Description {
+    /// Writes baton's rendering into `dir` (created when missing): every rendered file as it
+    /// would be placed in a run's `@pkg` folder, or `prompt.md` for a workflow without one (a
+    /// classic workflow). Returns the files written, relative to `dir`.
+    pub fn write_output(&self, dir: &Path) -> Result<Vec<String>> {
+        let mut files: Vec<(String, &[u8])> = self
+            .output
+            .snapshot
+            .iter()
+            .map(|(n, b)| (n.clone(), b.as_slice()))
+            .collect();
+        if files.is_empty() {
+            files.push(("prompt.md".into(), self.output.text.as_bytes()));
+        }
+        let mut written = Vec::new();
+        for (name, bytes) in files {
+            // Names come from the skill's folder listing; nothing may land outside `dir`.
+            if name.starts_with('/')
+                || name
+                    .split('/')
+                    .any(|p| p.is_empty() || p == "." || p == "..")
+            {
+                continue;
+            }
+            let path = dir.join(&name);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(BmadError::io("create", parent))?;
+            }
+            std::fs::write(&path, bytes).map_err(BmadError::io("write", &path))?;
+            written.push(name);
+        }
+        Ok(written)
+    }
+
     /// What `baton validate` prints.
     pub fn text(&self) -> String {
         let mut out = format!("{} — {} `{}`\n", self.folder, self.kind_name, self.name);

@@ -21,6 +21,8 @@
 
 pub mod describe;
 pub mod files;
+pub mod format;
+pub mod jinja;
 pub mod layers;
 pub mod render;
 

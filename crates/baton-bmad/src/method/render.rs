@@ -15,6 +15,8 @@
 //! The result says which of these happened.
 
 use super::files::{self, Reader};
+use super::format::{self, Layer};
+use super::jinja;
 use super::layers::{self, Layers};
 use super::{Installed, Kind};
 use crate::error::{BmadError, Result};
@@ -180,56 +182,40 @@ fn project_relative(value: &str) -> String {
     value.replace("{project-root}", PROJECT)
 }
 
-/// A customization value as text (lists as Markdown lists, review layers as sections).
+/// A customization value as text (lists as Markdown lists, review layers as sections), as
+/// BMAD prints it.
 fn format_custom(v: &toml::Value) -> String {
     match v {
         toml::Value::String(s) => s.clone(),
         toml::Value::Array(items)
             if items.iter().all(toml::Value::is_table) && !items.is_empty() =>
         {
-            let active: Vec<String> = items
+            let text = |item: &toml::Value, k: &str| {
+                item.get(k).and_then(toml::Value::as_str).map(str::to_owned)
+            };
+            let layers: Vec<Layer> = items
                 .iter()
-                .filter_map(|item| {
-                    let instruction = item.get("instruction").and_then(toml::Value::as_str)?;
-                    if instruction.trim().is_empty() {
-                        return None;
+                .map(|item| {
+                    let id = text(item, "id").unwrap_or_default();
+                    Layer {
+                        name: text(item, "name").unwrap_or_else(|| id.clone()),
+                        id,
+                        when: text(item, "when"),
+                        instruction: text(item, "instruction").unwrap_or_default(),
                     }
-                    let id = item.get("id").and_then(toml::Value::as_str).unwrap_or("");
-                    let name = item.get("name").and_then(toml::Value::as_str).unwrap_or(id);
-                    let mut s = format!("#### {name} (`{id}`)\n\n");
-                    if let Some(when) = item.get("when").and_then(toml::Value::as_str) {
-                        s.push_str(&format!("Only when: {when}\n\n"));
-                    }
-                    s.push_str(instruction.trim());
-                    Some(s)
                 })
                 .collect();
-            if active.is_empty() {
-                "(every layer of this list is switched off: halt with the blocking condition `no active review layers`)".into()
-            } else {
-                active.join("\n\n")
-            }
+            format::review_layers(&layers)
         }
         toml::Value::Array(items) => {
-            if items.is_empty() {
-                return "_None._".into();
-            }
-            items
+            let texts: Vec<String> = items
                 .iter()
-                .map(|i| {
-                    let text = match i {
-                        toml::Value::String(s) => s.clone(),
-                        other => layers::scalar_text(other).unwrap_or_default(),
-                    };
-                    let mut lines = text.lines();
-                    let mut s = format!("- {}", lines.next().unwrap_or(""));
-                    for l in lines {
-                        s.push_str(&format!("\n  {l}"));
-                    }
-                    s
+                .map(|i| match i {
+                    toml::Value::String(s) => s.clone(),
+                    other => layers::scalar_text(other).unwrap_or_default(),
                 })
-                .collect::<Vec<_>>()
-                .join("\n")
+                .collect();
+            format::markdown_list(&texts)
         }
         other => layers::scalar_text(other).unwrap_or_default(),
     }
@@ -268,6 +254,9 @@ fn render_skill(
         } else if name != "SKILL.md" {
             others.push((name.clone(), bytes));
         }
+    }
+    if inst.kind == Kind::Rendered && renders_jinja(reader, &sources) {
+        return render_jinja(reader, inst, &sources, others, why);
     }
     let central = layers::central(reader)?;
     let uses_custom = sources.iter().any(|(_, t)| t.contains("{workflow."));
@@ -379,14 +368,103 @@ fn render_skill(
     applied.extend(custom.files.iter().cloned());
     let steps = rendered.len().saturating_sub(1);
     let mut how = match &inst.kind {
-        Kind::Rendered => {
-            format!("resolved by baton ({why}): {entry} and {steps} more Markdown files")
-        }
+        Kind::Rendered => format!(
+            "resolved by baton's token renderer ({why}): {entry} and {steps} more Markdown files"
+        ),
         _ => format!("resolved by baton: {entry} and {steps} more Markdown files"),
     };
     if !custom.files.is_empty() {
         how.push_str(&format!("; customization {}", custom.files.join(" < ")));
     }
+    let mut snapshot: Vec<(String, Vec<u8>)> = rendered
+        .into_iter()
+        .map(|(n, t)| (n, t.into_bytes()))
+        .collect();
+    snapshot.extend(others);
+    Ok(Rendered {
+        text,
+        snapshot,
+        how,
+        applied,
+    })
+}
+
+/// Whether a rendered skill's sources are Jinja templates: BMAD's installed renderer says so
+/// when the project has it (it renders Jinja from BMAD's post-6.12 versions on), else the
+/// sources' own syntax.
+fn renders_jinja(reader: &Reader, sources: &[(String, String)]) -> bool {
+    match reader.text(RENDER_SCRIPT).ok().flatten() {
+        Some(script) => jinja::script_renders_jinja(&script),
+        None => jinja::is_jinja(sources),
+    }
+}
+
+/// A rendered skill whose sources are Jinja templates (BMAD after 6.12).
+fn render_jinja(
+    reader: &Reader,
+    inst: &Installed,
+    sources: &[(String, String)],
+    others: Vec<(String, Vec<u8>)>,
+    why: &str,
+) -> Result<Rendered> {
+    let central = layers::central(reader)?;
+    let custom = if reader.is_file(&format!("{}/customize.toml", inst.rel)) {
+        layers::customization(reader, &inst.rel, &inst.name)?
+    } else {
+        Layers::default()
+    };
+    let values = jinja::Values::new(&central.table, &custom.table);
+    let out = jinja::render(sources, &values).map_err(|stop| match stop {
+        jinja::Stop::Halted { at, message } => BmadError::usage(
+            "EPIC_SKILL_HALTED",
+            format!("{} halted at {}/{at}: {message}", inst.name, inst.rel),
+        )
+        .hint(format!(
+            "the skill refuses this configuration, as BMAD's renderer would; change the value it names (its customization: {}/customize.toml < _bmad/custom/{name}.toml < _bmad/custom/{name}.user.toml), or pick another method for the phase in baton.toml",
+            inst.rel,
+            name = inst.name
+        )),
+        jinja::Stop::Failed { at, message } => failed(inst, format!("{}/{at}: {message}", inst.rel)),
+    })?;
+    let total: usize = out.files.iter().map(|(_, t)| t.len()).sum();
+    if total as u64 > files::MAX_TOTAL {
+        return Err(failed(
+            inst,
+            format!("its rendering is over {} bytes", files::MAX_TOTAL),
+        ));
+    }
+    let rendered: Vec<(String, String)> = out
+        .files
+        .into_iter()
+        .map(|(n, t)| {
+            let t = t
+                .replace("{project-root}", PROJECT)
+                .replace("{skill-root}", SNAPSHOT)
+                .replace("{skill-name}", &inst.name);
+            (n, t)
+        })
+        .collect();
+    let text = rendered
+        .iter()
+        .find(|(n, _)| n == jinja::ENTRY)
+        .map(|(_, t)| t.clone())
+        .unwrap_or_default();
+    let steps = rendered.len().saturating_sub(1);
+    let mut how = format!(
+        "rendered by baton's Jinja renderer ({why}): {} and {steps} more Markdown files",
+        jinja::ENTRY
+    );
+    if !out.omitted.is_empty() {
+        how.push_str(&format!(
+            "; left out by this configuration: {}",
+            out.omitted.join(", ")
+        ));
+    }
+    if !custom.files.is_empty() {
+        how.push_str(&format!("; customization {}", custom.files.join(" < ")));
+    }
+    let mut applied = central.files.clone();
+    applied.extend(custom.files.iter().cloned());
     let mut snapshot: Vec<(String, Vec<u8>)> = rendered
         .into_iter()
         .map(|(n, t)| (n, t.into_bytes()))

@@ -15,6 +15,10 @@ pub struct ValidateArgs {
     /// Print a JSON report instead of text.
     #[arg(long)]
     pub json: bool,
+    /// For a BMAD skill or workflow folder: write baton's rendering of it (the files a phase
+    /// run gets in its @pkg folder) into DIR, to read or compare with BMAD's own renderer.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 pub fn run(mut args: ValidateArgs) -> anyhow::Result<u8> {
@@ -26,12 +30,33 @@ pub fn run(mut args: ValidateArgs) -> anyhow::Result<u8> {
     if let Some(described) = baton_epic::method::describe::describe(&args.package, None) {
         return match described {
             Ok(d) => {
+                let written = match &args.out {
+                    Some(dir) => match d.write_output(dir) {
+                        Ok(files) => Some(files),
+                        Err(e) => {
+                            return Ok(crate::failure::Failure::new(
+                                e.code,
+                                e.message,
+                                exit::FAILURE,
+                            )
+                            .hint(e.hint)
+                            .report(args.json));
+                        }
+                    },
+                    None => None,
+                };
                 if args.json {
                     let mut v = serde_json::to_value(&d)?;
                     v["ok"] = serde_json::json!(true);
+                    if let Some(files) = &written {
+                        v["written"] = serde_json::json!(files);
+                    }
                     crate::ui::print_json(&v)?;
                 } else {
                     out!("{}", crate::ui::visible(&d.text()));
+                    if let (Some(dir), Some(files)) = (&args.out, &written) {
+                        outln!("  written   {} files into {}", files.len(), dir.display());
+                    }
                     if d.interactive.is_some() {
                         outln!(
                             "ok: it reads, but it is interactive: never picked as an epic phase"
@@ -48,6 +73,20 @@ pub fn run(mut args: ValidateArgs) -> anyhow::Result<u8> {
                     .report(args.json),
             ),
         };
+    }
+    if args.out.is_some() {
+        return Ok(crate::failure::Failure::new(
+            "VALIDATE_OUT_NOT_A_SKILL",
+            format!(
+                "--out writes the rendering of a BMAD skill or workflow folder; {} is a package",
+                args.package.display()
+            ),
+            exit::INVALID,
+        )
+        .hint(Some(
+            "name a skill folder (e.g. .claude/skills/bmad-build-auto), or leave --out out".into(),
+        ))
+        .report(args.json));
     }
     let options = ValidateOptions {
         workflow: args.workflow,
