@@ -815,7 +815,11 @@ pub fn tickets_board_text(b: &baton_epic::tickets_mode::TicketsBoard) -> String 
         b.output_folder, b.output_rule
     );
     if let Some(id) = &b.epic_id {
-        let live = if b.live { ", a process is running it" } else { "" };
+        let live = if b.live {
+            ", a process is running it"
+        } else {
+            ""
+        };
         out.push_str(&format!("walk: {id}{live}\n"));
     }
     for i in &b.initiatives {
