@@ -5,6 +5,7 @@
 //! leaves the project as it was.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
+#[allow(unused_imports)] // `common` re-exports helpers other tests use
 mod common;
 #[path = "../crates/baton-epic/tests/support/player.rs"]
 mod player;
@@ -30,13 +31,6 @@ fn project(into: &Path) -> PathBuf {
         &root,
         "_bmad/config.toml",
         "[core]\nuser_name = \"Mara\"\ncommunication_language = \"Deutsch\"\n\n[modules.bmm]\nplanning_artifacts = \"{project-root}/_bmad-output/planning-artifacts\"\nimplementation_artifacts = \"{project-root}/_bmad-output/implementation-artifacts\"\n",
-    );
-    // Named for the build phase here, so that these tests do not depend on which phase a
-    // BMAD version's pipeline gives the skill by default.
-    write(
-        &root,
-        "baton.toml",
-        "[autopilot.phases.dev]\nskill = \"bmad-build-auto\"\n",
     );
     write(
         &root,
