@@ -12,6 +12,7 @@ pub mod keys;
 pub mod layout;
 pub mod method;
 pub mod phase;
+pub mod pipeline;
 pub mod sprint;
 pub mod stories_mode;
 pub mod story_files;

@@ -1,6 +1,7 @@
-//! The implementation phases a story goes through (seed 004's five), their names as state files
-//! and commands write them, and where a story starts for its sprint status. Their order, what
-//! runs each and what each must leave are the epic's pipeline (`baton_epic::pipeline`).
+//! The implementation phases a story can go through — seed 004's five, and BMAD 6.11+'s
+//! `build` (one skill that plans, implements and reviews) — their names as state files and
+//! commands write them, and where a story starts for its sprint status. Which of them a
+//! project runs, in which order, is its pipeline ([`crate::pipeline`], `baton_epic::pipeline`).
 
 use std::fmt;
 
@@ -9,15 +10,19 @@ pub enum Phase {
     CreateStory,
     Validate,
     Dev,
+    /// BMAD 6.11+'s implementation phase (`bmad-build-auto`): the story planned, implemented
+    /// and reviewed by one skill, in the place of create-story, dev and their checks.
+    Build,
     Revision,
     CodeReview,
 }
 
 impl Phase {
-    pub const ALL: [Phase; 5] = [
+    pub const ALL: [Phase; 6] = [
         Phase::CreateStory,
         Phase::Validate,
         Phase::Dev,
+        Phase::Build,
         Phase::Revision,
         Phase::CodeReview,
     ];
@@ -27,6 +32,7 @@ impl Phase {
             Phase::CreateStory => "create-story",
             Phase::Validate => "validate",
             Phase::Dev => "dev",
+            Phase::Build => "build",
             Phase::Revision => "revision",
             Phase::CodeReview => "code-review",
         }
@@ -34,6 +40,12 @@ impl Phase {
 
     pub fn parse(text: &str) -> Option<Phase> {
         Phase::ALL.into_iter().find(|p| p.as_str() == text)
+    }
+
+    /// The phase that writes the story's code (dev, or build): where a failed check or a review
+    /// asking for changes sends a story.
+    pub fn is_implementation(self) -> bool {
+        matches!(self, Phase::Dev | Phase::Build)
     }
 
     /// Where a story with no progress of ours starts, from its sprint status (legacy values
@@ -66,7 +78,7 @@ impl<'de> serde::Deserialize<'de> for Phase {
         let s = String::deserialize(d)?;
         Phase::parse(&s).ok_or_else(|| {
             serde::de::Error::custom(format!(
-                "unknown phase {s:?}; expected one of: create-story, validate, dev, revision, code-review"
+                "unknown phase {s:?}; expected one of: create-story, validate, dev, build, revision, code-review"
             ))
         })
     }

@@ -11,7 +11,14 @@ use serde_json::{Map, Value, json};
 
 pub const SUFFIX: &str = ".agent-state.json";
 const CODE: &str = "AGENT_STATE_INVALID";
-const PHASES: [&str; 5] = ["create-story", "validate", "dev", "revision", "code-review"];
+const PHASES: [&str; 6] = [
+    "create-story",
+    "validate",
+    "dev",
+    "build",
+    "revision",
+    "code-review",
+];
 pub const BLOCK_REASONS: [&str; 5] = [
     "no_resource",
     "manual_test_required",

@@ -5,7 +5,11 @@
 //! implementation_artifacts = "_bmad-output/implementation-artifacts"
 //! max_review_cycles = 3
 //!
-//! [autopilot.phases.dev]          # create-story, validate, dev, revision, code-review
+//! pipeline = ["build", "code-review"]  # optional: the phases in run order (default: what the
+//!                                 # installed BMAD method implies, see `pipeline`)
+//! retrospective = true            # run the installed bmad-retrospective once an epic is done
+//!
+//! [autopilot.phases.dev]          # create-story, validate, dev, build, revision, code-review
 //! package = "path/to/package"     # a directory or .bmad, or an installed package name
 //! workflow = "dev-story"
 //! agent = "dev"
@@ -106,6 +110,11 @@ pub struct AutopilotConfig {
     pub parallel: super::schedule::ParallelConfig,
     /// Where story worktrees are kept (relative to the project; default: beside the store).
     pub worktrees: Option<String>,
+    /// The phases in run order; `None`: what the installed BMAD method implies.
+    pub pipeline: Option<Vec<String>>,
+    /// Run the installed `bmad-retrospective` once an epic's stories are done.
+    #[serde(default)]
+    pub retrospective: bool,
 }
 
 fn default_cycles() -> u32 {
@@ -123,6 +132,8 @@ impl Default for AutopilotConfig {
             git: GitConfig::default(),
             parallel: super::schedule::ParallelConfig::default(),
             worktrees: None,
+            pipeline: None,
+            retrospective: false,
         }
     }
 }
@@ -157,7 +168,7 @@ impl AutopilotConfig {
         for (name, phase) in &config.phases {
             if Phase::parse(name).is_none() {
                 return Err(invalid(format!(
-                    "{CONFIG_FILE}: [autopilot.phases.{name}] is not a phase; the phases are create-story, validate, dev, revision, code-review"
+                    "{CONFIG_FILE}: [autopilot.phases.{name}] is not a phase; the phases are create-story, validate, dev, build, revision, code-review"
                 )));
             }
             if phase.skill.is_some()
@@ -172,6 +183,9 @@ impl AutopilotConfig {
                     "{CONFIG_FILE}: [autopilot.phases.{name}] skill is empty"
                 )));
             }
+        }
+        if let Some(names) = &config.pipeline {
+            super::pipeline::Pipeline::configured(names)?;
         }
         if let Some(r) = &config.render
             && !matches!(r.as_str(), "auto" | "uv" | "baton")

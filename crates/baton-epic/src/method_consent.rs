@@ -126,7 +126,22 @@ impl Ctx<'_> {
         match answer_of(&answer) {
             Answer::Accept => {
                 // Rendered again from the files as they are now, which become the snapshot.
-                self.specs = specs::resolve(&self.config, &self.layout.project, self.store)?;
+                if let Some(recorded) = &now.pipeline {
+                    self.pipeline = crate::pipeline::Pipeline::from_record(recorded)?;
+                    // A story at a phase the new pipeline does not run goes on where it stands.
+                    if let Some(sp) = self.progress.story.as_mut() {
+                        let at = self.pipeline.nearest(sp.phase);
+                        if at != sp.phase {
+                            sp.go(at);
+                        }
+                    }
+                }
+                self.specs = specs::resolve(
+                    &self.config,
+                    &self.layout.project,
+                    self.store,
+                    &self.pipeline,
+                )?;
                 now.save(&self.layout.dir)?;
                 agent.remove(&q.id);
                 agent.save(&self.layout.dir)?;

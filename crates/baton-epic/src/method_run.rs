@@ -285,6 +285,17 @@ impl Ctx<'_> {
                     "Create the story file of story `{key}` of {epic} (the next story in `@project/{sprint}`).\nStory file to write: `@project/{story_file}`.\n"
                 ));
             }
+            Phase::Build => {
+                r.push_str(&format!("Story `{key}` of {epic}: build it.\n"));
+                if spec.is_empty() && !story_exists {
+                    // The name the finder knows the story's spec by.
+                    r.push_str(&format!(
+                        "No spec exists yet: write it as `@project/{}`.\n",
+                        self.layout.rel_file(&format!("spec-{key}.md"))
+                    ));
+                }
+                file_line(&mut r);
+            }
             Phase::Dev if m.installed.name.contains("build") => {
                 r.push_str(&format!("Story `{key}` of {epic}: build it.\n"));
                 file_line(&mut r);

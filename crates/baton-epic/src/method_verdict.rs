@@ -214,7 +214,7 @@ impl Ctx<'_> {
         let Some(name) = self.method_name(phase) else {
             return Ok(Judged::NotMethod);
         };
-        if phase != Phase::Dev {
+        if !phase.is_implementation() {
             return Ok(Judged::NotMethod);
         }
         let seen = self.seen(key)?;

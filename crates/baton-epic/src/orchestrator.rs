@@ -8,7 +8,6 @@ use super::consent;
 use super::error::{EpicError, Result};
 use super::events::EpicEvent;
 use super::findings::{self, Findings};
-use baton_worktree::git;
 use super::lock;
 use super::models::{ModelSource, Models};
 use super::pipeline::Pipeline;
@@ -21,6 +20,7 @@ use baton_bmad::layout::{self, Layout};
 use baton_bmad::phase::Phase;
 use baton_bmad::sprint::{self, SprintStatus};
 use baton_store::Store;
+use baton_worktree::git;
 use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
@@ -54,6 +54,8 @@ pub struct EpicReport {
     /// What runs each phase: package and workflow, or the installed BMAD skill or workflow and
     /// how it is rendered.
     pub phases: Vec<specs::PhaseLine>,
+    /// The pipeline the epic runs: where it came from, why, and what runs each phase.
+    pub pipeline: super::pipeline::PipelineView,
     /// What the plan cannot show, read after the command: the epic's keys whose value BMAD
     /// does not define, legacy values, retrospective action items, and every key of the file
     /// outside BMAD's grammar.
@@ -253,11 +255,13 @@ async fn execute_with<'a>(
         // An epic whose stories run on the queue goes on there (its units are in flight).
         super::queued::refuse_local(&layout, &epic_id)?;
     }
-    let specs = specs::resolve(&config, &project_root, store)?;
+    let pipeline = epic_pipeline(&config, &project_root, &layout, &epic_id)?;
+    let specs = specs::resolve(&config, &project_root, store, &pipeline)?;
     let mut tools = baton_tools::ToolsConfig::load(Some(store.home()), Some(&project_root))
         .map_err(|e| EpicError::usage(e.code(), e.to_string()).hint(e.hint()))?;
     super::method_consent::protect(&mut tools, &layout.rel, &specs);
-    let phases = specs::lines(&specs);
+    let phases = specs::lines(&specs, &pipeline);
+    let pipeline_view = specs::view(&pipeline, &specs);
     if config.git.commit {
         git::check(&project_root)?;
     }
@@ -300,11 +304,15 @@ async fn execute_with<'a>(
                 run.afterwards(&project_root),
             ),
             (None, Some(sprint)) => (
-                dry_plan(&layout, sprint, &progress, epic),
+                dry_plan(&layout, sprint, &progress, epic, &pipeline),
                 afterwards(&layout, sprint, epic),
             ),
             (None, None) => (Vec::new(), (Findings::default(), 0)),
         };
+        let mut plan = plan;
+        for p in &mut plan {
+            p.phase = pipeline.nearest(p.phase);
+        }
         // `baton epic run --parallel N`: the same schedule the loop would follow.
         let parallel = match (&sprint, &command) {
             (Some(sprint), Command::Run { .. }) => {
@@ -327,6 +335,7 @@ async fn execute_with<'a>(
             stories_completed: Vec::new(),
             phases_run: 0,
             phases,
+            pipeline: pipeline_view,
             findings,
             runnable_left,
         });
@@ -381,7 +390,7 @@ async fn execute_with<'a>(
         store,
         project,
         layout,
-        pipeline: Pipeline::for_config(&config),
+        pipeline,
         config,
         specs,
         tools,
@@ -429,6 +438,7 @@ async fn execute_with<'a>(
         stories_completed: ctx.completed_now,
         phases_run: ctx.phases_run,
         phases,
+        pipeline: pipeline_view,
         findings,
         runnable_left,
     })
@@ -440,6 +450,27 @@ fn afterwards(layout: &Layout, sprint: &SprintStatus, n: u32) -> (Findings, usiz
     let mut f = findings::of(sprint, Some(n));
     consent::amend(&mut f, layout, sprint);
     (f, consent::runnable_left(sprint, n))
+}
+
+/// The pipeline epic `epic_id` runs: the one it recorded when it started (kept to its end,
+/// unless a person accepts a change, see `method_consent`), else the one the configuration or
+/// the installed method gives now.
+fn epic_pipeline(
+    config: &AutopilotConfig,
+    project: &Path,
+    layout: &Layout,
+    epic_id: &str,
+) -> Result<Pipeline> {
+    // Checked every time: a configuration it refuses is said at once.
+    let now = Pipeline::for_project(config, project)?;
+    if layout.dir.is_open()
+        && let Some(kept) = super::method::snapshot::MethodSnapshot::load(&layout.dir, &layout.rel)?
+        && kept.epic_id == epic_id
+        && let Some(recorded) = &kept.pipeline
+    {
+        return Pipeline::from_record(recorded);
+    }
+    Ok(now)
 }
 
 /// Which epic the command is about, and the progress it continues or starts.
@@ -575,6 +606,7 @@ fn dry_plan(
     sprint: &SprintStatus,
     progress: &Progress,
     epic: u32,
+    pipeline: &Pipeline,
 ) -> Vec<PlannedStory> {
     let mut plan = Vec::new();
     let files = baton_bmad::story_files::StoryFiles::scan(layout, sprint);
@@ -587,7 +619,7 @@ fn dry_plan(
         let start = files.start(layout, &e.key, e.normalized());
         let (phase, note) = match &progress.story {
             Some(sp) if sp.key == e.key => (Some(sp.phase), None),
-            _ => (Phase::start_for(&start.status), start.note),
+            _ => (pipeline.start_for(&start.status), start.note),
         };
         if let Some(phase) = phase {
             plan.push(PlannedStory {

@@ -5,17 +5,16 @@
 use super::agent_state::{AgentState, Question};
 use super::error::{EpicError, Result};
 use super::events::EpicEvent;
-use baton_worktree::git;
 use super::pipeline::Leaves;
 use super::progress::{InFlight, Instruction, RunRecord, StoryProgress};
 use super::review;
 use super::run_state;
 use baton_bmad::layout::Layout;
-use baton_bmad::phase::Phase;
 use baton_bmad::sprint;
 use baton_engine::runner::{self, Continuation, Finished, RunnerError, Settings, StartRun};
 use baton_engine::{EngineEvent, Outcome};
 use baton_store::Phase as RunPhase;
+use baton_worktree::git;
 use serde_json::{Map, Value, json};
 
 use super::progress::now;
@@ -45,7 +44,7 @@ impl Ctx<'_> {
             json!(story_file.unwrap_or_else(|| self.layout.rel_file(&format!("{}.md", sp.key)))),
         );
         v.insert("reviewCycle".into(), json!(sp.review_cycle.to_string()));
-        if sp.phase == Phase::Dev {
+        if sp.phase.is_implementation() {
             match &sp.instruction {
                 Some(Instruction::Review { summary }) => {
                     v.insert("reviewSummary".into(), json!(summary));
@@ -116,6 +115,12 @@ impl Ctx<'_> {
         let Some(mut sp) = self.progress.story.clone() else {
             return Ok(PhaseEnd::Completed);
         };
+        if sp.run.is_none() && self.pipeline.stage(sp.phase).is_none() {
+            // A story recorded at a phase this pipeline does not run (a status BMAD's other
+            // generation starts elsewhere, a stories-mode standing) goes on where it stands.
+            sp.go(self.pipeline.nearest(sp.phase));
+            self.progress.story = Some(sp.clone());
+        }
         let phase = sp.phase;
         if sp.run.is_none() {
             // Before a fresh run of the phase. A story found in two places stops the loop.

@@ -27,6 +27,7 @@ pub fn to_json(r: &EpicReport) -> Value {
         "outcome": outcome_name(&r.outcome),
         "storiesCompleted": r.stories_completed,
         "phasesRun": r.phases_run,
+        "pipeline": r.pipeline,
     });
     if let (Value::Object(map), Ok(Value::Object(findings))) =
         (&mut v, serde_json::to_value(&r.findings))

@@ -17,7 +17,14 @@ pub const FILE_NAME: &str = ".run-epic-state.json";
 const CODE: &str = "RUN_EPIC_STATE_INVALID";
 /// The trace is bounded: the oldest steps go first.
 const MAX_LAST_STEPS: usize = 100;
-const PHASES: [&str; 5] = ["create-story", "validate", "dev", "revision", "code-review"];
+const PHASES: [&str; 6] = [
+    "create-story",
+    "validate",
+    "dev",
+    "build",
+    "revision",
+    "code-review",
+];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {

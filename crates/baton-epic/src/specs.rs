@@ -8,7 +8,7 @@ use super::config::AutopilotConfig;
 use super::error::{EpicError, Result};
 use super::method::render::{self, Rendered, Renderer};
 use super::method::{self, Installed, Kind, files::Reader};
-use super::pipeline::{Pipeline, Runner};
+use super::pipeline::{Pipeline, Runner, Runs, Stage};
 use baton_bmad::phase::Phase;
 use baton_package::{ValidateOptions, validate_path};
 use baton_store::Store;
@@ -28,6 +28,11 @@ pub struct PhaseSpec {
     /// The project's installed BMAD skill or workflow, run as a task run instead of a package
     /// workflow.
     pub method: Option<MethodSpec>,
+    /// The installed skill's action for this phase, when it has several (create-story's
+    /// `validate`).
+    pub action: Option<String>,
+    /// The installed build skill's settings as its customization sets them (checked).
+    pub settings: Vec<(String, String)>,
 }
 
 /// An installed BMAD skill or workflow that runs a phase.
@@ -83,10 +88,11 @@ pub struct PhaseLine {
     pub how: Option<String>,
 }
 
-/// The report lines of `specs`, in phase order.
-pub fn lines(specs: &Specs) -> Vec<PhaseLine> {
-    specs
-        .values()
+/// The report lines of `specs`, in `pipeline`'s order.
+pub fn lines(specs: &Specs, pipeline: &Pipeline) -> Vec<PhaseLine> {
+    pipeline
+        .phases()
+        .filter_map(|p| specs.get(&p))
         .map(|s| PhaseLine {
             phase: s.phase,
             package: s.shown.clone(),
@@ -96,13 +102,56 @@ pub fn lines(specs: &Specs) -> Vec<PhaseLine> {
         .collect()
 }
 
-/// The installed method a phase runs: named with `skill`, else the project's default for the
-/// phase when no package is named.
+/// `pipeline` with what runs each of its phases (`specs`, resolved for it).
+pub fn view(pipeline: &Pipeline, specs: &Specs) -> super::pipeline::PipelineView {
+    let mut v = pipeline.view(|stage| match specs.get(&stage.phase) {
+        Some(PhaseSpec {
+            method: Some(m), ..
+        }) => (
+            Runs {
+                kind: if m.installed.is_skill() {
+                    "skill"
+                } else {
+                    "workflow"
+                },
+                name: m.installed.name.clone(),
+                path: m.installed.rel.clone(),
+            },
+            Some(m.how()),
+        ),
+        Some(s) => (
+            Runs {
+                kind: "package",
+                name: s.workflow.clone(),
+                path: s.shown.clone(),
+            },
+            None,
+        ),
+        None => (
+            Runs {
+                kind: "package",
+                name: stage.runs.workflow.to_string(),
+                path: super::bundled::NAME.to_string(),
+            },
+            None,
+        ),
+    });
+    for p in &mut v.phases {
+        if let Some(s) = Phase::parse(p.name).and_then(|ph| specs.get(&ph)) {
+            p.settings = s.settings.clone();
+        }
+    }
+    v
+}
+
+/// The installed method a phase runs: named with `skill`, else the one the pipeline's method
+/// names for the stage, else the project's default for the phase when no package is named.
 pub(crate) fn installed_for(
     config: &AutopilotConfig,
-    phase: Phase,
+    stage: &Stage,
     reader: &Reader,
 ) -> Result<Option<(Installed, String)>> {
+    let phase = stage.phase;
     let c = config.phase(phase);
     if let Some(name) = c.skill.as_deref().map(str::trim) {
         return match method::find(reader, name)? {
@@ -115,6 +164,15 @@ pub(crate) fn installed_for(
     }
     if c.package.is_some() || c.workflow.is_some() || c.agent.is_some() {
         return Ok(None);
+    }
+    if let Some(name) = &stage.method
+        && let Some(found) = method::find(reader, name)?
+    {
+        let chosen = match &stage.action {
+            Some(action) => format!("installed in the project (its {action} action)"),
+            None => "installed in the project".into(),
+        };
+        return Ok(Some((found, chosen)));
     }
     Ok(method::default_for(reader, phase)?.map(|found| (found, "installed in the project".into())))
 }
@@ -166,14 +224,24 @@ fn method_spec(
     })
 }
 
-/// Resolves and validates the pipeline's phases.
-pub fn resolve(config: &AutopilotConfig, project: &Path, store: &Store) -> Result<Specs> {
+/// Resolves and validates `pipeline`'s phases.
+pub fn resolve(
+    config: &AutopilotConfig,
+    project: &Path,
+    store: &Store,
+    pipeline: &Pipeline,
+) -> Result<Specs> {
     let mut out = BTreeMap::new();
     let mut bundled_dir = None;
     let reader = Reader::open(project)?;
-    for stage in Pipeline::for_config(config).stages() {
+    for stage in pipeline.stages() {
         let phase = stage.phase;
-        if let Some((installed, chosen)) = installed_for(config, phase, &reader)? {
+        if let Some((installed, chosen)) = installed_for(config, stage, &reader)? {
+            // A setting BMAD's build would halt on is refused before anything runs.
+            let settings = match phase {
+                Phase::Build => baton_bmad::pipeline::build_settings(&reader, &installed)?,
+                _ => Vec::new(),
+            };
             let m = method_spec(config, &reader, installed, chosen)?;
             out.insert(
                 phase,
@@ -184,6 +252,8 @@ pub fn resolve(config: &AutopilotConfig, project: &Path, store: &Store) -> Resul
                     workflow: m.installed.name.clone(),
                     agent: None,
                     method: Some(m),
+                    action: stage.action.clone(),
+                    settings,
                 },
             );
             continue;
@@ -228,6 +298,8 @@ pub fn resolve(config: &AutopilotConfig, project: &Path, store: &Store) -> Resul
                         .unwrap_or_else(|| default_workflow.into()),
                     agent: Some(c.agent.clone().unwrap_or_else(|| default_agent.into())),
                     method: None,
+                    action: None,
+                    settings: Vec::new(),
                 }
             }
             Some(name) => {
@@ -250,6 +322,8 @@ pub fn resolve(config: &AutopilotConfig, project: &Path, store: &Store) -> Resul
                     workflow,
                     agent,
                     method: None,
+                    action: None,
+                    settings: Vec::new(),
                 }
             }
         };

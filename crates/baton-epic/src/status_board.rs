@@ -7,13 +7,13 @@ use crate::config::AutopilotConfig;
 use crate::error::Result;
 use crate::parallel_board::{Asker, Inputs, view, worktree_progress};
 use crate::progress::Progress;
-use baton_worktree::worktree;
 use baton_bmad::keys;
 use baton_bmad::layout;
 use baton_bmad::sprint::{self, SprintStatus};
 use baton_engine::spend;
 use baton_llm::Usage;
 use baton_store::{Project, Store};
+use baton_worktree::worktree;
 use std::path::Path;
 
 /// The board as `baton epic status` and the web board show it: [`status`], with the schedule

@@ -16,23 +16,23 @@ use super::config::AutopilotConfig;
 use super::consent::{EpicConsent, StoryConsent};
 use super::error::{EpicError, Result};
 use super::events::EpicEvent;
-use baton_worktree::git;
 use super::lock;
 use super::method_consent::MethodConsent;
 use super::method_verdict::Judged;
 use super::pipeline::Leaves;
 use super::progress::{FailureDetail, Instruction, StoryProgress, Target};
 use super::run_state::Failure;
-use baton_worktree::verify;
 use baton_bmad::keys;
 use baton_bmad::phase::Phase;
 use baton_bmad::sprint::{self, SprintStatus};
+use baton_worktree::git;
+use baton_worktree::verify;
 use std::time::Duration;
 
 use super::ctx::{Ctx, Next, PhaseEnd, Pick};
-use baton_worktree::git::short;
 use super::outcome::EpicOutcome;
 use super::progress::now;
+use baton_worktree::git::short;
 
 impl<'a> Ctx<'a> {
     pub(super) fn emit(&self, e: EpicEvent) {
@@ -206,7 +206,7 @@ impl<'a> Ctx<'a> {
             if let Some(note) = &start.note {
                 self.emit(EpicEvent::Note(format!("{}: {note}", e.key)));
             }
-            if let Some(phase) = Phase::start_for(&start.status) {
+            if let Some(phase) = self.pipeline.start_for(&start.status) {
                 self.progress.story = Some(StoryProgress::new(&e.key, phase));
                 return Ok(Pick::Story(index_of(&e.key), total));
             }

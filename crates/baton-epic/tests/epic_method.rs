@@ -151,10 +151,14 @@ async fn the_installed_build_auto_skill_builds_the_story_and_the_review_skill_re
             None,
         )
         .await;
+    // BMAD 6.12's own pipeline: build, then code review; nothing bundled runs.
+    let names: Vec<&str> = plan.phases.iter().map(|p| p.phase.as_str()).collect();
+    assert_eq!(names, ["build", "code-review"]);
+    assert_eq!(plan.pipeline.source.as_str(), "bmad-6.11+");
     let dev = plan
         .phases
         .iter()
-        .find(|p| p.phase.as_str() == "dev")
+        .find(|p| p.phase.as_str() == "build")
         .unwrap();
     assert_eq!(dev.workflow, "bmad-build-auto");
     assert!(
@@ -174,15 +178,6 @@ async fn the_installed_build_auto_skill_builds_the_story_and_the_review_skill_re
         .find(|p| p.phase.as_str() == "code-review")
         .unwrap();
     assert_eq!(review.workflow, "bmad-code-review");
-    for bundled in ["create-story", "validate", "revision"] {
-        let line = plan
-            .phases
-            .iter()
-            .find(|p| p.phase.as_str() == bundled)
-            .unwrap();
-        assert!(line.package.contains("bmad-phase4"), "{line:?}");
-        assert_eq!(line.how, None);
-    }
 
     let report = w.story("1-2-glass-chimney").await;
     assert_eq!(
@@ -192,10 +187,12 @@ async fn the_installed_build_auto_skill_builds_the_story_and_the_review_skill_re
     );
     assert_eq!(report.stories_completed, ["1-2-glass-chimney"]);
 
-    // The dev phase got the project's skill, rendered with its customization layers, not the
-    // bundled prompt, and no host path.
-    let dev_requests = w.player.method_requests("dev");
-    let request = dev_requests.first().expect("the dev phase asked the model");
+    // The build phase got the project's skill, rendered with its customization layers, not
+    // the bundled prompt, and no host path.
+    let dev_requests = w.player.method_requests("build");
+    let request = dev_requests
+        .first()
+        .expect("the build phase asked the model");
     for marker in [
         "LANTERN-BUILD-AUTO-MARKER",
         "LANTERN-CUSTOMIZE-MARKER",
@@ -229,16 +226,16 @@ async fn the_installed_build_auto_skill_builds_the_story_and_the_review_skill_re
         "{review_request}"
     );
 
-    // The loop went dev → revision (bundled) → code-review, and read the verdicts from files.
+    // The loop went build → code-review, and read the verdicts from files; no bundled phase
+    // ran around BMAD's own.
     let served = w.player.served();
     assert!(
-        first(&served, "dev") < first(&served, "revision"),
+        first(&served, "build") < first(&served, "code-review"),
         "{served:?}"
     );
-    assert!(
-        first(&served, "revision") < first(&served, "code-review"),
-        "{served:?}"
-    );
+    for bundled in ["create-story", "validate", "dev", "revision"] {
+        assert!(!served.iter().any(|p| p == bundled), "{served:?}");
+    }
     let spec = w.read(&format!("{F1_IMPL}/spec-1-2-glass-chimney.md"));
     assert!(spec.contains("status: 'done'"), "{spec}");
     assert!(spec.contains("## Auto Run Result"), "{spec}");
@@ -273,7 +270,7 @@ async fn the_installed_build_auto_skill_builds_the_story_and_the_review_skill_re
     // the rendered files are in the run's read-only @pkg folder.
     let progress = w.progress(F1_IMPL);
     let runs = progress["runs"].as_array().unwrap();
-    let dev_run = runs.iter().find(|r| r["phase"] == "dev").unwrap();
+    let dev_run = runs.iter().find(|r| r["phase"] == "build").unwrap();
     assert!(
         dev_run["method"]
             .as_str()
@@ -285,7 +282,7 @@ async fn the_installed_build_auto_skill_builds_the_story_and_the_review_skill_re
     let project = w.store.project(&w.project).unwrap();
     let meta = project.get_run(id).unwrap();
     assert_eq!(meta.kind, RunKind::Task);
-    assert_eq!(meta.workflow_ref, "epic-1/1-2-glass-chimney/dev.1");
+    assert_eq!(meta.workflow_ref, "epic-1/1-2-glass-chimney/build.1");
     let step = std::fs::read_to_string(
         baton_engine::task_run::package_dir(&project, id).join("step-01-clarify-and-route.md"),
     )
@@ -317,7 +314,7 @@ async fn a_review_skill_that_asks_for_changes_sends_the_story_back_to_the_build(
         "{report:?}"
     );
     // Two builds: the second was told the review's findings.
-    let builds = w.player.method_requests("dev");
+    let builds = w.player.method_requests("build");
     let second = builds
         .iter()
         .find(|r| r.contains("reviewCycle: 2"))
@@ -351,7 +348,7 @@ async fn a_build_that_halts_blocked_pauses_the_loop_with_its_blocking_condition(
     );
     // Not retried: the skill would halt the same way on the same spec.
     assert_eq!(
-        w.player.method_requests("dev").len(),
+        w.player.method_requests("build").len(),
         2,
         "one run: a turn and its finish"
     );
@@ -401,13 +398,13 @@ async fn a_skill_phase_stopped_mid_run_resumes_the_same_task_run() {
         EpicOutcome::Done { epic_done: false },
         "{resumed:?}"
     );
-    // One dev run, continued: the same id, its conversation kept.
+    // One build run, continued: the same id, its conversation kept.
     let progress = w.progress(F1_IMPL);
     let devs: Vec<&serde_json::Value> = progress["runs"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|r| r["phase"] == "dev")
+        .filter(|r| r["phase"] == "build")
         .collect();
     assert_eq!(devs.len(), 1, "{devs:?}");
     assert_eq!(devs[0]["runId"], id.as_str());
@@ -416,7 +413,7 @@ async fn a_skill_phase_stopped_mid_run_resumes_the_same_task_run() {
         .list_runs()
         .unwrap()
         .into_iter()
-        .filter(|r| r.workflow_ref.contains("/dev."))
+        .filter(|r| r.workflow_ref.contains("/build."))
         .count();
     assert_eq!(tasks, 1);
     assert_eq!(
@@ -506,7 +503,7 @@ async fn a_skill_named_in_baton_toml_runs_its_phase_and_a_package_keeps_the_bund
     w.write(
         "baton.toml",
         &format!(
-            "[autopilot]\nimplementation_artifacts = \"{F1_IMPL}\"\n[autopilot.phases.dev]\nskill = \"{wf}\"\n[autopilot.phases.code-review]\npackage = \"bmad-phase4\"\n"
+            "[autopilot]\nimplementation_artifacts = \"{F1_IMPL}\"\n[autopilot.phases.build]\nskill = \"{wf}\"\n[autopilot.phases.code-review]\npackage = \"bmad-phase4\"\n"
         ),
     );
     let plan = w
@@ -522,7 +519,7 @@ async fn a_skill_named_in_baton_toml_runs_its_phase_and_a_package_keeps_the_bund
     let dev = plan
         .phases
         .iter()
-        .find(|p| p.phase.as_str() == "dev")
+        .find(|p| p.phase.as_str() == "build")
         .unwrap();
     assert_eq!(dev.workflow, "team-dev");
     let review = plan
@@ -534,7 +531,7 @@ async fn a_skill_named_in_baton_toml_runs_its_phase_and_a_package_keeps_the_bund
 
     w.write(
         "baton.toml",
-        &format!("[autopilot]\nimplementation_artifacts = \"{F1_IMPL}\"\n[autopilot.phases.dev]\nskill = \"bmad-nothing\"\n"),
+        &format!("[autopilot]\nimplementation_artifacts = \"{F1_IMPL}\"\n[autopilot.phases.build]\nskill = \"bmad-nothing\"\n"),
     );
     let e = execute(
         &w.store,
@@ -559,7 +556,7 @@ async fn a_skill_named_in_baton_toml_runs_its_phase_and_a_package_keeps_the_bund
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_backlog_story_goes_through_the_bundled_story_phases_and_the_installed_build() {
+async fn a_backlog_story_is_built_by_the_installed_build_alone() {
     let w = lantern(Scenario::default());
     let report = w.story("1-3-oil-gauge").await;
     assert_eq!(
@@ -567,30 +564,85 @@ async fn a_backlog_story_goes_through_the_bundled_story_phases_and_the_installed
         EpicOutcome::Done { epic_done: false },
         "{report:?}"
     );
-    // The bundled create-story wrote the story file; the build skill made its spec beside it.
+    // BMAD 6.12 has no create-story before build: the build skill writes the story's spec,
+    // under the name baton gave it, and no bundled phase runs around it.
+    let build = w.player.method_requests("build");
     assert!(
-        w.read(&format!("{F1_IMPL}/1-3-oil-gauge.md"))
-            .contains("ready-for-dev")
-    );
-    let spec = w.read(&format!("{F1_IMPL}/spec-1-3-oil-gauge.md"));
-    assert!(spec.contains("status: 'done'"), "{spec}");
-    let build = w.player.method_requests("dev");
-    assert!(
-        build[0].contains("Its story file: `@project/delivery/impl/1-3-oil-gauge.md`"),
+        build[0].contains(
+            "No spec exists yet: write it as `@project/delivery/impl/spec-1-3-oil-gauge.md`"
+        ),
         "{}",
         build[0]
     );
+    let spec = w.read(&format!("{F1_IMPL}/spec-1-3-oil-gauge.md"));
+    assert!(spec.contains("status: 'done'"), "{spec}");
+    assert!(!w.project.join(F1_IMPL).join("1-3-oil-gauge.md").exists());
     let served = w.player.served();
-    for (a, b) in [
-        ("create-story", "validate"),
-        ("validate", "dev"),
-        ("dev", "revision"),
-        ("revision", "code-review"),
-    ] {
-        assert!(first(&served, a) < first(&served, b), "{served:?}");
+    assert!(
+        first(&served, "build") < first(&served, "code-review"),
+        "{served:?}"
+    );
+    for bundled in ["create-story", "validate", "dev", "revision"] {
+        assert!(!served.iter().any(|p| p == bundled), "{served:?}");
     }
     assert_eq!(
         w.status_line(F1_IMPL, "1-3-oil-gauge"),
         "1-3-oil-gauge: done"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundled_phase_configured_in_baton_toml_comes_back_into_the_build_pipeline() {
+    let w = lantern(Scenario::default());
+    w.write(
+        "baton.toml",
+        &format!(
+            "[autopilot]\nimplementation_artifacts = \"{F1_IMPL}\"\n[autopilot.phases.validate]\npackage = \"bmad-phase4\"\n"
+        ),
+    );
+    let report = w.story("1-3-oil-gauge").await;
+    assert_eq!(
+        report.outcome,
+        EpicOutcome::Done { epic_done: false },
+        "{report:?}"
+    );
+    let names: Vec<&str> = report.phases.iter().map(|p| p.phase.as_str()).collect();
+    assert_eq!(names, ["validate", "build", "code-review"]);
+    assert!(
+        report
+            .pipeline
+            .reason
+            .contains("[autopilot.phases.validate]")
+    );
+    let served = w.player.served();
+    assert!(
+        first(&served, "validate") < first(&served, "build"),
+        "{served:?}"
+    );
+
+    // dev is not a phase of BMAD 6.11+'s pipeline: configuring it is refused, not ignored.
+    w.write(
+        "baton.toml",
+        &format!(
+            "[autopilot]\nimplementation_artifacts = \"{F1_IMPL}\"\n[autopilot.phases.dev]\nskill = \"bmad-build-auto\"\n"
+        ),
+    );
+    let e = execute(
+        &w.store,
+        &w.project,
+        Command::Resume,
+        EpicSettings {
+            source: ModelSource::Live(&w.model),
+            record: None,
+            ask: None,
+            on_event: None,
+            cancel: CancellationToken::new(),
+            dry_run: true,
+            budget: Default::default(),
+        },
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code, "EPIC_PIPELINE_INVALID", "{e:?}");
+    assert!(e.hint.unwrap().contains("[autopilot.phases.build]"));
 }

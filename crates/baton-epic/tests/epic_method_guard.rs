@@ -111,7 +111,7 @@ impl World {
         let project = self.project.clone();
         let stop = move |e: EpicEvent| {
             if let EpicEvent::PhaseEnded { phase, .. } = e
-                && phase == Phase::Dev
+                && phase == Phase::Build
             {
                 baton_epic::stop(&project).unwrap();
             }

@@ -94,7 +94,7 @@ fn kind_word(k: &Kind) -> &'static str {
 /// How the loop judges a phase run of `inst` in `phase`.
 pub fn judged_by(inst: &Installed, phase: Option<Phase>) -> String {
     match phase {
-        Some(Phase::Dev) if inst.name.contains("build") => "the status it writes into the story's spec frontmatter (done or review: built; blocked: the loop pauses with its blocking condition), then the verify commands and the git diff since the recorded baseline".into(),
+        Some(Phase::Build | Phase::Dev) if phase == Some(Phase::Build) || inst.name.contains("build") => "the status it writes into the story's spec frontmatter (done or review: built; blocked: the loop pauses with its blocking condition), then the verify commands and the git diff since the recorded baseline".into(),
         Some(Phase::Dev) => "the status it writes into the story file (review or done: built) or into sprint-status.yaml, then the verify commands and the git diff since the recorded baseline".into(),
         Some(Phase::CodeReview) => "the story's review.json when it writes one; else the status it sets in the story or spec file or in sprint-status.yaml (done approves; in-progress asks for changes, its Review Findings becoming the developer's instruction)".into(),
         Some(Phase::CreateStory) => "the story file it writes".into(),
@@ -346,12 +346,12 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(d.kind, "rendered-skill");
-        assert_eq!(d.default_for, [Phase::Dev]);
+        assert_eq!(d.default_for, [Phase::Build]);
         assert!(d.is_projects_default);
         assert_eq!(d.renderer, "baton");
         assert_eq!(d.applied, ["_bmad/config.toml"]);
         assert!(
-            d.text().contains("dev (the project's default for it)"),
+            d.text().contains("build (the project's default for it)"),
             "{}",
             d.text()
         );

@@ -10,14 +10,15 @@
 //! |--------------|--------------------------------------------------------------|
 //! | create-story | `bmad-create-story` skill, classic `create-story`            |
 //! | validate     | none: BMAD has no separate validation skill (bundled)        |
-//! | dev          | `bmad-build-auto`, `bmad-dev-story` skills, classic `dev-story` |
+//! | dev          | `bmad-dev-story` skill, classic `dev-story`                  |
+//! | build        | `bmad-build-auto` skill (BMAD 6.11+)                         |
 //! | revision     | none: BMAD has no revision pass (bundled)                    |
 //! | code-review  | `bmad-code-review` skill, classic `code-review`              |
 //!
-//! `bmad-build-auto` comes before the `bmad-dev-story` shim: it is the unattended build BMAD
-//! 6.12 ships (what its `bmad-dev-auto` shim forwards to), and it records its outcome in the
-//! spec's frontmatter `status`, which the loop reads. `bmad-build` is not used: it is the
-//! interactive variant and stops for a person at its checkpoints.
+//! `bmad-build-auto` is the unattended build BMAD 6.11+ ships (what its `bmad-dev-auto` shim
+//! forwards to); it records its outcome in the spec's frontmatter `status`, which the loop
+//! reads. `bmad-build` is not used: it is the interactive variant and stops for a person at its
+//! checkpoints. Which phases a project runs at all is its pipeline ([`crate::pipeline`]).
 
 pub mod describe;
 pub mod files;
@@ -72,7 +73,8 @@ pub fn defaults(phase: Phase) -> &'static [&'static str] {
     match phase {
         Phase::CreateStory => &["bmad-create-story", "create-story"],
         Phase::Validate | Phase::Revision => &[],
-        Phase::Dev => &["bmad-build-auto", "bmad-dev-story", "dev-story"],
+        Phase::Dev => &["bmad-dev-story", "dev-story"],
+        Phase::Build => &["bmad-build-auto"],
         Phase::CodeReview => &["bmad-code-review", "code-review"],
     }
 }
@@ -362,15 +364,20 @@ mod tests {
         );
         // Without its workflow.md it is not a rendered skill.
         assert_eq!(
-            default_for(&r, Phase::Dev).unwrap().unwrap().kind,
+            default_for(&r, Phase::Build).unwrap().unwrap().kind,
             Kind::Plain
+        );
+        // Build-auto runs the build phase; dev keeps the dev-story skill.
+        assert_eq!(
+            default_for(&r, Phase::Dev).unwrap().unwrap().name,
+            "bmad-dev-story"
         );
         write(
             root,
             ".claude/skills/bmad-build-auto/workflow.md",
             "# Build\n",
         );
-        let auto = default_for(&r, Phase::Dev).unwrap().unwrap();
+        let auto = default_for(&r, Phase::Build).unwrap().unwrap();
         assert_eq!(
             (auto.name.as_str(), auto.kind.clone()),
             ("bmad-build-auto", Kind::Rendered)

@@ -14,9 +14,9 @@ use super::layers;
 use super::{CLASSIC_ROOTS, Kind, SKILL_FOLDERS};
 use crate::config::AutopilotConfig;
 use crate::error::{EpicError, Result};
+use crate::pipeline::Recorded;
 use baton_autopilot::untrusted::limit;
 use baton_bmad::layout::Artifacts;
-use baton_bmad::phase::Phase;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -43,6 +43,10 @@ pub struct MethodSnapshot {
     pub phases: BTreeMap<String, String>,
     /// Project-relative file → sha256 (hex) of its bytes; `None`: it did not exist.
     pub files: BTreeMap<String, Option<String>>,
+    /// The pipeline the method implied (or baton.toml set) when the snapshot was taken: the
+    /// epic runs the recorded one until a person accepts a change. Absent in older snapshots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<Recorded>,
 }
 
 /// One difference between two snapshots.
@@ -51,6 +55,11 @@ pub enum Change {
     Changed(String),
     Appeared(String),
     Disappeared(String),
+    /// The method now implies another pipeline (`a → b (source)`).
+    Pipeline {
+        was: String,
+        now: String,
+    },
     /// A phase would run another method (`""`: a package).
     Chosen {
         phase: String,
@@ -72,6 +81,9 @@ impl std::fmt::Display for Change {
             Change::Changed(p) => write!(f, "{p} (changed)"),
             Change::Appeared(p) => write!(f, "{p} (appeared)"),
             Change::Disappeared(p) => write!(f, "{p} (disappeared)"),
+            Change::Pipeline { was, now } => {
+                write!(f, "the pipeline would be {now} instead of {was}")
+            }
             Change::Chosen { phase, was, now } => {
                 write!(
                     f,
@@ -105,14 +117,16 @@ impl MethodSnapshot {
     /// The method of `project` under `config`, now.
     pub fn take(config: &AutopilotConfig, project: &Path, epic_id: &str) -> Result<MethodSnapshot> {
         let reader = Reader::open(project)?;
+        let pipeline = crate::pipeline::Pipeline::for_project(config, project)?;
         let mut phases = BTreeMap::new();
         let mut wanted: Vec<String> = layers::CENTRAL
             .iter()
             .chain(layers::FLAT.iter())
             .map(|s| s.to_string())
             .collect();
-        for phase in Phase::ALL {
-            let chosen = match crate::specs::installed_for(config, phase, &reader) {
+        for stage in pipeline.stages() {
+            let phase = stage.phase;
+            let chosen = match crate::specs::installed_for(config, stage, &reader) {
                 Ok(Some((inst, _))) => {
                     for f in reader.files(&inst.rel) {
                         wanted.push(files::join(&inst.rel, &f));
@@ -143,6 +157,7 @@ impl MethodSnapshot {
             taken_at: baton_store::time::now_rfc3339(),
             phases,
             files,
+            pipeline: Some(pipeline.record()),
         })
     }
 
@@ -179,6 +194,14 @@ impl MethodSnapshot {
     /// What differs in `now` from this snapshot: phases first, then files by path.
     pub fn changes(&self, now: &MethodSnapshot) -> Vec<Change> {
         let mut out = Vec::new();
+        if let (Some(was), Some(is)) = (&self.pipeline, &now.pipeline)
+            && (was.source, names(was)) != (is.source, names(is))
+        {
+            out.push(Change::Pipeline {
+                was: was.arrow(),
+                now: is.arrow(),
+            });
+        }
         for (phase, was) in &self.phases {
             let is = now.phases.get(phase).cloned().unwrap_or_default();
             if *was != is {
@@ -204,6 +227,10 @@ impl MethodSnapshot {
         }
         out
     }
+}
+
+fn names(r: &Recorded) -> Vec<&str> {
+    r.phases.iter().map(|p| p.name.as_str()).collect()
 }
 
 /// `changes` in one line, at most [`SHOWN`] of them named.
@@ -258,7 +285,11 @@ mod tests {
         write(root, "_bmad/config.toml", "[core]\nx = 1\n");
         let config = AutopilotConfig::default();
         let first = MethodSnapshot::take(&config, root, "epic-1").unwrap();
-        assert_eq!(first.phases["dev"], ".agents/skills/bmad-build-auto");
+        assert_eq!(first.phases["build"], ".agents/skills/bmad-build-auto");
+        assert_eq!(
+            first.pipeline.as_ref().unwrap().arrow(),
+            "build → code-review (bmad-6.11+)"
+        );
         assert_eq!(first.phases["code-review"], "");
         assert!(first.files["_bmad/custom/bmad-build-auto.toml"].is_none());
         let same = MethodSnapshot::take(&config, root, "epic-1").unwrap();

@@ -14,14 +14,12 @@ use crate::agent_state::{self, AgentState, Question};
 use crate::ctx::Ctx;
 use crate::error::{EpicError, Result};
 use crate::events::EpicEvent;
-use baton_worktree::merge::{self, MergeOutcome};
 use crate::outcome::EpicOutcome;
 use crate::parallel::{merge_story_onto, worktree_root};
 use crate::progress::FailureDetail;
 use crate::progress::now;
 use crate::run_state::Failure;
 use crate::schedule::{self, Activity, PlanInput};
-use baton_worktree::worktree::{Worktrees, tail};
 use crate::{lock, parallel_board};
 use baton_autopilot::untrusted::limit;
 use baton_bmad::keys;
@@ -33,6 +31,8 @@ use baton_queue::source::{
 use baton_queue::{
     DEFAULT_QUEUE, EpicLease, NewUnit, Queue, QueueError, UnitKind, UnitState, epic_lease_key,
 };
+use baton_worktree::merge::{self, MergeOutcome};
+use baton_worktree::worktree::{Worktrees, tail};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -529,6 +529,7 @@ impl Orch<'_> {
             from_unit,
             back_to_dev,
             packages: self.packages.clone(),
+            pipeline: Some(ctx.pipeline.record()),
         })
     }
 

@@ -2,8 +2,8 @@
 //! Anyone with the database can write both: a worker validates a payload, an orchestrator a
 //! checkpoint, before using them.
 
-use baton_worktree::worktree::check_name;
 use baton_bmad::keys;
+use baton_worktree::worktree::check_name;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -59,6 +59,10 @@ pub struct StoryPayload {
     /// database by content (sha256): the worker installs them before the story starts.
     #[serde(default)]
     pub packages: Vec<String>,
+    /// The epic's pipeline (the worker runs the same phases as the orchestrator); absent from
+    /// older orchestrators: the worker takes the project's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<crate::pipeline::Recorded>,
 }
 
 /// The names a payload or a checkpoint may carry for `story`.

@@ -176,7 +176,15 @@ pub async fn run_story(job: StoryJob<'_>) -> Result<StoryEnd> {
     let dir = job.project.join(&payload.artifacts);
     std::fs::create_dir_all(&dir).map_err(EpicError::io("create", &dir))?;
     config.implementation_artifacts = Some(payload.artifacts.clone());
-    let pipeline = Pipeline::for_config(&config);
+    let pipeline = match &payload.pipeline {
+        Some(recorded) => Pipeline::from_record(recorded).map_err(|e| {
+            EpicError::usage(
+                "QUEUE_PAYLOAD_INVALID",
+                format!("payload: pipeline: {}", e.message),
+            )
+        })?,
+        None => Pipeline::for_project(&config, job.project)?,
+    };
     let layout = layout::resolve(job.project, Some(&payload.artifacts))?;
     place_files(&layout, payload, &job.start)?;
     match &job.answered {
@@ -216,7 +224,7 @@ pub async fn run_story(job: StoryJob<'_>) -> Result<StoryEnd> {
     progress.save(&layout.dir)?;
     let state = RunEpicState::load(&layout.dir, &layout.rel_file(run_state::FILE_NAME))?
         .unwrap_or_else(|| RunEpicState::new(&payload.epic_id, &now()));
-    let specs = specs::resolve(&config, job.project, job.store)?;
+    let specs = specs::resolve(&config, job.project, job.store, &pipeline)?;
     let mut tools = baton_tools::ToolsConfig::load(Some(job.home), Some(job.project))
         .map_err(|e| EpicError::usage(e.code(), e.to_string()).hint(e.hint()))?;
     crate::method_consent::protect(&mut tools, &layout.rel, &specs);

@@ -246,7 +246,7 @@ impl Ctx<'_> {
         v.insert("storyId".into(), json!(entry.id));
         v.insert("storyTitle".into(), json!(entry.title));
         v.insert("storyDescription".into(), json!(entry.description));
-        if sp.phase == Phase::Dev && !entry.invoke_dev_with.is_empty() {
+        if sp.phase.is_implementation() && !entry.invoke_dev_with.is_empty() {
             v.insert("invokeDevWith".into(), json!(entry.invoke_dev_with));
         }
     }

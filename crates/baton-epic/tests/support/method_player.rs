@@ -142,7 +142,7 @@ pub fn turn(
         ),
     );
     match h.phase.as_str() {
-        "dev" if h.method.contains("build") => {
+        "dev" | "build" if h.method.contains("build") => {
             let spec = named(prompt, "Its spec file:")
                 .unwrap_or_else(|| format!("{}/spec-{key}.md", h.artifacts));
             let before = read(&spec);

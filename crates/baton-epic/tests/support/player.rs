@@ -304,7 +304,7 @@ fn play(shared: &Shared, body: &Value) -> (u16, Value) {
             &shared.scenario.blocked,
         );
         let first_turn = !messages.iter().any(|m| m["role"] == "tool");
-        if phase == "dev" && first_turn {
+        if (phase == "dev" || phase == "build") && first_turn {
             calls.extend(
                 shared
                     .scenario

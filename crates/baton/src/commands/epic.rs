@@ -663,6 +663,25 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
             if let Some(p) = parallel {
                 out!("{}", parallel_text(p, true));
             }
+            outln!(
+                "pipeline: {} ({})",
+                r.pipeline
+                    .phases
+                    .iter()
+                    .map(|p| p.name)
+                    .collect::<Vec<_>>()
+                    .join(" → "),
+                r.pipeline.source
+            );
+            outln!("  {}", visible(&r.pipeline.reason));
+            for p in r.pipeline.phases.iter().filter(|p| !p.settings.is_empty()) {
+                let set: Vec<String> = p
+                    .settings
+                    .iter()
+                    .map(|(k, v)| format!("workflow.{k} = {v}"))
+                    .collect();
+                outln!("  {} settings: {}", p.name, set.join(", "));
+            }
             outln!("phases:");
             for l in &r.phases {
                 outln!(
