@@ -246,7 +246,7 @@ fn validate_on_a_bmad_skill_folder_says_what_baton_would_run() {
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     for said in [
         ".claude/skills/bmad-build-auto — BMAD skill, rendered `bmad-build-auto`",
-        "phase     dev (the project's default for it)",
+        "phase     build (the project's default for it)",
         "a baton task run",
         "resolved by baton",
         "_bmad/custom/bmad-build-auto.toml",

@@ -176,6 +176,10 @@ pub struct Board {
     /// why the others wait (see [`super::parallel_board`]). Set by `status_board`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parallel: Option<super::parallel_board::ParallelBoard>,
+    /// The pipeline the epic runs (recorded when it started) or would run now: where it came
+    /// from, why, and what runs each phase. Set by `status_board`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<super::pipeline::PipelineView>,
 }
 
 /// The board of `epic` (`epic-N` or `N`), else of the state file's epic, else of every epic.
@@ -267,6 +271,7 @@ pub fn status(project: &Path, epic: Option<&str>) -> Result<Board> {
         sprint_status: layout.sprint_status_info(),
         story_files: files.info(),
         parallel: None,
+        pipeline: None,
     })
 }
 

@@ -326,6 +326,12 @@ impl Ctx<'_> {
             }
             Phase::Validate | Phase::Revision => {
                 r.push_str(&format!("Phase {} of story `{key}` of {epic}.\n", sp.phase));
+                if let Some(action) = self.specs.get(&sp.phase).and_then(|s| s.action.as_deref()) {
+                    // BMAD's create-story validates with its own action (menu "Validate Story").
+                    r.push_str(&format!(
+                        "Run the skill's `{action}` action on the story's file (not a new story); keep the file's status as it is unless the action changes it.\n"
+                    ));
+                }
                 file_line(&mut r);
             }
         }

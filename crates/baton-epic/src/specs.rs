@@ -144,6 +144,46 @@ pub fn view(pipeline: &Pipeline, specs: &Specs) -> super::pipeline::PipelineView
     v
 }
 
+/// `pipeline` with what would run each phase, found but not rendered (the board's view).
+pub fn planned_view(
+    config: &AutopilotConfig,
+    project: &Path,
+    pipeline: &Pipeline,
+) -> Result<super::pipeline::PipelineView> {
+    let reader = Reader::open(project)?;
+    let mut found = BTreeMap::new();
+    for stage in pipeline.stages() {
+        if let Some((inst, _)) = installed_for(config, stage, &reader)? {
+            found.insert(stage.phase, inst);
+        }
+    }
+    Ok(pipeline.view(|stage| match found.get(&stage.phase) {
+        Some(inst) => (
+            Runs {
+                kind: if inst.is_skill() { "skill" } else { "workflow" },
+                name: inst.name.clone(),
+                path: inst.rel.clone(),
+            },
+            None,
+        ),
+        None => {
+            let c = config.phase(stage.phase);
+            let runs = Runs {
+                kind: "package",
+                name: c
+                    .workflow
+                    .clone()
+                    .unwrap_or_else(|| stage.runs.workflow.to_string()),
+                path: c
+                    .package
+                    .clone()
+                    .unwrap_or_else(|| format!("{} (bundled)", super::bundled::NAME)),
+            };
+            (runs, None)
+        }
+    }))
+}
+
 /// The installed method a phase runs: named with `skill`, else the one the pipeline's method
 /// names for the stage, else the project's default for the phase when no package is named.
 pub(crate) fn installed_for(

@@ -24,7 +24,40 @@ pub fn status_board(store: &Store, project: &Path, epic: Option<&str>) -> Result
     let mut board = board::status(project, epic)?;
     fill_parallel(&mut board, store.home(), project);
     fill_usage(&mut board, store, project);
+    fill_pipeline(&mut board, project);
     Ok(board)
+}
+
+/// The pipeline of the board's epic: the one it recorded, else the one it would run now (what
+/// runs each phase found, not rendered). What cannot be read is a warning of the board.
+pub fn fill_pipeline(board: &mut Board, project: &Path) {
+    let planned = || -> Result<crate::pipeline::PipelineView> {
+        let root =
+            std::fs::canonicalize(project).map_err(crate::error::EpicError::io("open", project))?;
+        let config = AutopilotConfig::load(&root)?;
+        let now = crate::pipeline::Pipeline::for_project(&config, &root)?;
+        let layout = layout::resolve(&root, config.implementation_artifacts.as_deref())?;
+        let recorded = match (&board.epic_id, layout.dir.is_open()) {
+            (Some(epic), true) => {
+                crate::method::snapshot::MethodSnapshot::load(&layout.dir, &layout.rel)?
+                    .filter(|k| &k.epic_id == epic)
+                    .and_then(|k| k.pipeline)
+            }
+            _ => None,
+        };
+        let pipeline = match recorded {
+            Some(r) => crate::pipeline::Pipeline::from_record(&r)?,
+            None => now,
+        };
+        crate::specs::planned_view(&config, &root, &pipeline)
+    };
+    match planned() {
+        Ok(v) => board.pipeline = Some(v),
+        Err(e) => board
+            .findings
+            .warnings
+            .push(format!("pipeline: {}: {}", e.code, e.message)),
+    }
 }
 
 /// The usage of one run of `project`: its records, else its `run.json`.

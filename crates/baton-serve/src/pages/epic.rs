@@ -103,6 +103,9 @@ pub fn render(board: &Board, project: &str) -> String {
         out.push_str("</p>");
     }
     out.push_str("</section>");
+    if let Some(p) = &board.pipeline {
+        pipeline(&mut out, p);
+    }
     if let Some(p) = &board.parallel {
         parallel(&mut out, p);
     }
@@ -146,6 +149,30 @@ pub fn render(board: &Board, project: &str) -> String {
     findings(&mut out, &board.findings);
     out.push_str("</div>");
     out
+}
+
+/// The pipeline: each phase in order with what runs it, and why this pipeline.
+fn pipeline(out: &mut String, p: &baton_epic::pipeline::PipelineView) {
+    out.push_str(
+        "<section class=\"card\" id=\"epic-pipeline\" aria-labelledby=\"epic-pipeline-title\"><div class=\"heading\"><h2 id=\"epic-pipeline-title\">Pipeline</h2>",
+    );
+    let _ = write!(
+        out,
+        " <span class=\"tag\" data-testid=\"pipeline-source\">{}</span></div><ol class=\"pipeline\" data-testid=\"epic-pipeline\">",
+        esc(p.source.as_str())
+    );
+    for ph in &p.phases {
+        let _ = write!(out, "<li data-phase=\"{}\"><strong>", esc(ph.name));
+        push_esc(out, ph.name);
+        out.push_str("</strong> ");
+        push_esc(out, &ph.runs.name);
+        let _ = write!(out, " <span class=\"muted\">({}, <code>", esc(ph.runs.kind));
+        push_esc(out, &ph.runs.path);
+        out.push_str("</code>)</span></li>");
+    }
+    out.push_str("</ol><p class=\"muted\" data-testid=\"pipeline-reason\">");
+    push_esc(out, &p.reason);
+    out.push_str("</p></section>");
 }
 
 /// A parallel epic: the stories in flight side by side (phase, state, worktree branch and
@@ -501,6 +528,7 @@ mod tests {
             sprint_status: Default::default(),
             story_files: Default::default(),
             parallel: None,
+            pipeline: None,
             epics: vec![EpicRow {
                 key: "epic-1".into(),
                 status: "in-progress".into(),

@@ -663,17 +663,7 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
             if let Some(p) = parallel {
                 out!("{}", parallel_text(p, true));
             }
-            outln!(
-                "pipeline: {} ({})",
-                r.pipeline
-                    .phases
-                    .iter()
-                    .map(|p| p.name)
-                    .collect::<Vec<_>>()
-                    .join(" → "),
-                r.pipeline.source
-            );
-            outln!("  {}", visible(&r.pipeline.reason));
+            out!("{}", pipeline_text(&r.pipeline));
             for p in r.pipeline.phases.iter().filter(|p| !p.settings.is_empty()) {
                 let set: Vec<String> = p
                     .settings
@@ -698,6 +688,20 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
         }
     }
     Ok(code)
+}
+
+/// The pipeline in a few lines: the phases in order with what runs each, and why.
+pub fn pipeline_text(p: &baton_epic::pipeline::PipelineView) -> String {
+    let names: Vec<&str> = p.phases.iter().map(|ph| ph.name).collect();
+    let mut out = format!("pipeline: {} ({})\n", names.join(" → "), p.source);
+    out.push_str(&format!("  {}\n", visible(&p.reason)));
+    for ph in &p.phases {
+        out.push_str(&format!(
+            "  {:<13} {} {} ({})\n",
+            ph.name, ph.runs.kind, ph.runs.name, ph.runs.path
+        ));
+    }
+    out
 }
 
 /// What the board and the plan cannot show as epics and stories, each with its line: values
@@ -1028,6 +1032,9 @@ pub fn board_text(b: &Board) -> String {
     if let Some(p) = &b.parallel {
         out.push('\n');
         out.push_str(&parallel_text(p, false));
+    }
+    if let Some(p) = &b.pipeline {
+        out.push_str(&format!("\n{}", pipeline_text(p)));
     }
     out.push_str(&findings_text(&b.findings));
     if let Some(f) = &b.last_failure {
