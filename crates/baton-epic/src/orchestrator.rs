@@ -94,7 +94,10 @@ fn open(project: &Path, stories: bool) -> Result<(PathBuf, AutopilotConfig, Layo
 /// question. A command runs them before it looks for a model, so a missing file is said
 /// first (`execute` checks again, under the lock).
 pub fn preflight(project: &Path, command: &Command) -> Result<()> {
-    let (root, _, layout) = open(project, matches!(command, Command::Stories { .. }))?;
+    let (root, config, layout) = open(project, matches!(command, Command::Stories { .. }))?;
+    // The pipeline and the installed skills it runs (rendered: a halt, a setting BMAD refuses)
+    // are refused before anything else, the model included, is asked.
+    specs::check_methods(&config, &root, &Pipeline::for_project(&config, &root)?)?;
     let state_shown = layout.rel_file(run_state::FILE_NAME);
     let state = RunEpicState::load(&layout.dir, &state_shown)?;
     let progress = Progress::load(&layout.dir, &layout.rel)?;

@@ -264,6 +264,21 @@ fn method_spec(
     })
 }
 
+/// Renders every installed skill or workflow `pipeline` runs, and checks the build's settings:
+/// what [`resolve`] refuses of the project's method, without the store.
+pub fn check_methods(config: &AutopilotConfig, project: &Path, pipeline: &Pipeline) -> Result<()> {
+    let reader = Reader::open(project)?;
+    for stage in pipeline.stages() {
+        if let Some((installed, chosen)) = installed_for(config, stage, &reader)? {
+            if stage.phase == Phase::Build {
+                baton_bmad::pipeline::build_settings(&reader, &installed)?;
+            }
+            method_spec(config, &reader, installed, chosen)?;
+        }
+    }
+    Ok(())
+}
+
 /// Resolves and validates `pipeline`'s phases.
 pub fn resolve(
     config: &AutopilotConfig,
