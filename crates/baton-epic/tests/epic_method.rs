@@ -482,6 +482,9 @@ async fn a_classic_dev_story_workflow_builds_and_the_classic_review_approves() {
         first(&served, "dev") < first(&served, "code-review"),
         "{served:?}"
     );
+    // The classic cycle is BMAD's own: no bundled revision between dev-story and the review.
+    assert!(!served.iter().any(|p| p == "revision"), "{served:?}");
+    assert_eq!(plan.pipeline.source.as_str(), "bmad-classic");
     assert_eq!(w.status_line(F2_IMPL, "2-2-pest-log"), "2-2-pest-log: done");
 }
 

@@ -360,3 +360,56 @@ async fn a_method_the_person_changed_between_run_and_resume_is_asked_about_then_
         .unwrap_or_default();
     assert!(!board.contains(REVIEW_LAYER), "{board}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_epic_keeps_its_pipeline_until_the_person_accepts_the_one_a_changed_method_implies() {
+    let w = World::new(Scenario::default());
+    let first = w.dev_then_stop().await;
+    assert_eq!(first.pipeline.source.as_str(), "bmad-6.11+");
+    // The person removes BMAD's build skill while the epic is paused: the method now implies
+    // baton's bundled five phases.
+    std::fs::remove_dir_all(w.project.join(".claude/skills/bmad-build-auto")).unwrap();
+
+    // The epic keeps the pipeline it started with, and asks before changing it.
+    let report = w.resume().await;
+    assert_eq!(report.pipeline.source.as_str(), "bmad-6.11+", "{report:?}");
+    let EpicOutcome::Paused { failure } = &report.outcome else {
+        panic!("{:?}", report.outcome);
+    };
+    assert_eq!(failure.code, "EPIC_METHOD_CHANGED");
+    assert!(
+        failure.message.contains(
+            "the pipeline would be create-story → validate → dev → revision → code-review (bundled) instead of build → code-review (bmad-6.11+)"
+        ),
+        "{}",
+        failure.message
+    );
+    assert!(w.player.method_requests("code-review").is_empty());
+
+    // Accepted: the new pipeline is recorded, and the story goes on where it stands (its
+    // review), not back to a create-story the new pipeline starts with.
+    let report = w
+        .exec(
+            Command::Answer {
+                story: KEY.into(),
+                question: None,
+                text: "accept".into(),
+            },
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(
+        report.outcome,
+        EpicOutcome::Done { epic_done: false },
+        "{report:?}"
+    );
+    assert!(!w.review_requests().is_empty());
+    let served = w.player.served();
+    for not_run in ["create-story", "validate", "dev", "revision"] {
+        assert!(!served.iter().any(|p| p == not_run), "{served:?}");
+    }
+    let snapshot: serde_json::Value =
+        serde_json::from_str(&w.read(&format!("{IMPL}/.baton-epic-method.json")).unwrap()).unwrap();
+    assert_eq!(snapshot["pipeline"]["source"], "bundled", "{snapshot}");
+}
