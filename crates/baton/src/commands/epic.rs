@@ -696,8 +696,13 @@ pub fn pipeline_text(p: &baton_epic::pipeline::PipelineView) -> String {
     let mut out = format!("pipeline: {} ({})\n", names.join(" → "), p.source);
     out.push_str(&format!("  {}\n", visible(&p.reason)));
     for ph in &p.phases {
+        let action = ph
+            .action
+            .as_deref()
+            .map(|a| format!(", its {a} action"))
+            .unwrap_or_default();
         out.push_str(&format!(
-            "  {:<13} {} {} ({})\n",
+            "  {:<13} {} {} ({}{action})\n",
             ph.name, ph.runs.kind, ph.runs.name, ph.runs.path
         ));
     }
