@@ -226,6 +226,8 @@ impl Tree {
     /// folder as recorded in an epic id. `None`: nothing of the tree.
     pub fn scope(&self, name: &str) -> Option<Scope> {
         let name = name.trim().trim_end_matches('/');
+        // An epic id as the loop records it (`tickets:<folder>`), e.g. from a printed hint.
+        let name = super::scope_of(name).unwrap_or(name);
         for (i, init) in self.initiatives.iter().enumerate() {
             if init.name == name || init.folder == name {
                 return Some(Scope {

@@ -169,6 +169,11 @@ fn next_follows_build_order_and_only_done_releases_dependants() {
     assert_eq!(t.scope("2"), Some(sail.clone()));
     assert_eq!(t.scope("initiative-kite"), Some(all.clone()));
     assert_eq!(t.scope_folder(&sail).unwrap(), format!("{INIT}/epic-sail"));
+    // The epic id the loop prints in its hints names the same scope.
+    assert_eq!(
+        t.scope(&format!("tickets:{INIT}/epic-sail")),
+        Some(sail.clone())
+    );
     assert!(t.next(&sail).is_none());
 
     // A stored done releases it.
