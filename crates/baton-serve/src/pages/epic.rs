@@ -588,6 +588,55 @@ mod tests {
     }
 
     #[test]
+    fn the_pipeline_is_shown_in_order_with_what_runs_each_phase_and_why() {
+        use baton_epic::pipeline::{PhaseView, PipelineView, Runs};
+        let phase = |name, kind, runs: &str, path: &str| PhaseView {
+            name,
+            runs: Runs {
+                kind,
+                name: runs.into(),
+                path: path.into(),
+            },
+            render: None,
+            leaves: "",
+            back_to: None,
+            action: None,
+            settings: Vec::new(),
+        };
+        let mut b = board();
+        assert!(!render(&b, "/p").contains("epic-pipeline"));
+        b.pipeline = Some(PipelineView {
+            source: baton_bmad::pipeline::Source::Bmad611,
+            reason: "`bmad-build-auto` is installed <here>".into(),
+            phases: vec![
+                phase(
+                    "build",
+                    "skill",
+                    "bmad-build-auto",
+                    ".claude/skills/bmad-build-auto",
+                ),
+                phase(
+                    "code-review",
+                    "package",
+                    "code-review",
+                    "bmad-phase4 (bundled)",
+                ),
+            ],
+        });
+        let html = render(&b, "/p");
+        assert!(html.contains("data-testid=\"pipeline-source\">bmad-6.11+</span>"));
+        let build = html
+            .find("data-phase=\"build\"><strong>build</strong> bmad-build-auto")
+            .unwrap();
+        let review = html
+            .find("data-phase=\"code-review\"><strong>code-review</strong>")
+            .unwrap();
+        assert!(build < review);
+        assert!(html.contains("(skill, <code>.claude/skills/bmad-build-auto</code>)"));
+        assert!(html.contains("is installed &lt;here&gt;"));
+    }
+
+    #[test]
     fn keys_the_columns_cannot_show_are_listed_with_their_lines() {
         let html = render(&board(), "/p");
         let odd = html.find("id=\"epic-not-runnable\"").unwrap();
