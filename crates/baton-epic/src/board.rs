@@ -2,18 +2,18 @@
 //! flight, pending questions, review verdicts and the last failure. Read-only and lock-free
 //! (every file it reads is replaced atomically); a damaged story file is shown, not fatal.
 
-use super::agent_state::{self, AgentState};
 use super::config::AutopilotConfig;
 use super::consent;
 use super::error::{EpicError, Result};
-use super::findings::{self, Findings};
-use super::lock;
 use super::progress::{FailureDetail, Progress, RunRecord};
-use super::review::{self, Review};
-use super::run_state::{self, RunEpicState};
 use baton_bmad::keys::{self, KeyKind};
 use baton_bmad::layout;
 use baton_bmad::sprint::{self, SprintStatus};
+use baton_epic_state::agent_state::{self, AgentState};
+use baton_epic_state::findings::{self, Findings};
+use baton_epic_state::lock;
+use baton_epic_state::review::{self, Review};
+use baton_epic_state::run_state::{self, RunEpicState};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::path::Path;

@@ -12,11 +12,11 @@
 //!
 //! Any other answer is not guessed at: the question is asked again, saying why.
 
-use super::agent_state::{AgentState, Question};
-use super::findings::Findings;
 use baton_bmad::keys::{self, KeyKind};
 use baton_bmad::layout::Layout;
 use baton_bmad::sprint::{self, Entry, SprintStatus};
+use baton_epic_state::agent_state::{AgentState, Question};
+use baton_epic_state::findings::Findings;
 
 /// Why the block fields of an agent-state file name the sprint status.
 pub(crate) const BLOCKED_AT: &str = "sprint-status";
@@ -113,7 +113,11 @@ pub fn amend(findings: &mut Findings, layout: &Layout, sprint: &SprintStatus) {
         {
             n.reason.push_str(&format!(
                 "; left as it is, as you answered (in {})",
-                layout.rel_file(&format!("{}{}", n.key, super::agent_state::SUFFIX))
+                layout.rel_file(&format!(
+                    "{}{}",
+                    n.key,
+                    baton_epic_state::agent_state::SUFFIX
+                ))
             ));
         }
     }

@@ -2,7 +2,6 @@
 //! meaning are in `consent`): the question written in the story's agent-state file, answered at
 //! once at a terminal or paused for `baton epic answer`.
 
-use super::agent_state::AgentState;
 use super::error::Result;
 use super::events::EpicEvent;
 use super::outcome::EpicOutcome;
@@ -12,6 +11,7 @@ use crate::ctx::Ctx;
 use baton_bmad::keys::{self};
 use baton_bmad::phase::Phase;
 use baton_bmad::sprint::{self, Entry};
+use baton_epic_state::agent_state::AgentState;
 
 impl Ctx<'_> {
     fn agent_for(&self, story: &str, phase: Phase) -> Result<AgentState> {

@@ -3,7 +3,6 @@
 //! `consent_ask`, `method_consent`, `method_verdict`, `budget`, stories mode's `run`), each an
 //! `impl Ctx` of its own concern.
 
-use crate::agent_state::{AgentState, Question};
 use crate::config::AutopilotConfig;
 use crate::error::Result;
 use crate::events::EpicEvent;
@@ -11,11 +10,12 @@ use crate::models::Models;
 use crate::outcome::{AskFn, EpicOutcome};
 use crate::pipeline::Pipeline;
 use crate::progress::Progress;
-use crate::run_state::RunEpicState;
 use crate::specs::Specs;
 use crate::stories_mode::walk::StoriesRun;
 use baton_bmad::layout::Layout;
 use baton_bmad::phase::Phase;
+use baton_epic_state::agent_state::{AgentState, Question};
+use baton_epic_state::run_state::RunEpicState;
 use baton_store::{Project, Store};
 use std::future::Future;
 use std::pin::Pin;

@@ -4,7 +4,6 @@
 //! `{story}.review.json`). The orchestrator is deterministic Rust; every phase is an ordinary
 //! baton run of a package workflow, so it is resumable, audited and replayable.
 
-pub mod agent_state;
 pub mod board;
 pub mod budget;
 pub mod bundled;
@@ -14,11 +13,10 @@ mod consent_ask;
 mod ctx;
 pub mod error;
 pub mod events;
-pub mod findings;
+pub use baton_epic_state::{
+    agent_state, findings, jsonfile, layout_record, lock, review, run_state,
+};
 pub use baton_worktree::{git, merge, verify, worktree};
-pub mod jsonfile;
-pub mod layout_record;
-pub mod lock;
 pub mod method;
 mod method_consent;
 mod method_run;
@@ -36,8 +34,6 @@ pub mod pipeline;
 pub mod progress;
 pub mod queued;
 pub mod report;
-pub mod review;
-pub mod run_state;
 pub mod schedule;
 pub mod specs;
 pub mod status_board;

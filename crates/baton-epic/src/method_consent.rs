@@ -13,7 +13,6 @@
 //!
 //! Any other answer is not guessed at: the question is asked again, saying why.
 
-use super::agent_state::{AgentState, Question};
 use super::error::Result;
 use super::events::EpicEvent;
 use super::method::snapshot::{self, MethodSnapshot};
@@ -22,6 +21,7 @@ use super::progress::FailureDetail;
 use super::specs::{self, Specs};
 use crate::ctx::Ctx;
 use baton_bmad::phase::Phase;
+use baton_epic_state::agent_state::{AgentState, Question};
 
 /// The code the loop stops with when nobody can answer.
 pub const CODE: &str = "EPIC_METHOD_CHANGED";

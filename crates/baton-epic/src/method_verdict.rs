@@ -18,9 +18,9 @@
 use super::error::{EpicError, Result};
 use super::method::files::Reader;
 use super::progress::{InFlight, Mark};
-use super::review::{self, Review};
 use crate::ctx::Ctx;
 use baton_bmad::phase::Phase;
+use baton_epic_state::review::{self, Review};
 use sha2::{Digest, Sha256};
 
 /// Longest review summary taken from a findings section.

@@ -2,23 +2,23 @@
 //! write (a refused command leaves the project as it was), then the loop runs (see
 //! [`super::story`]) until the epic is done, a question or a failure pauses it, or it is stopped.
 
-use super::agent_state::{AgentState, Question};
 use super::config::AutopilotConfig;
 use super::consent;
 use super::error::{EpicError, Result};
 use super::events::EpicEvent;
-use super::findings::{self, Findings};
-use super::lock;
 use super::models::{ModelSource, Models};
 use super::pipeline::Pipeline;
 use super::progress::{Progress, Target};
-use super::review::Review;
-use super::run_state::{self, RunEpicState};
 use super::specs;
 use baton_bmad::keys::{self, KeyKind};
 use baton_bmad::layout::{self, Layout};
 use baton_bmad::phase::Phase;
 use baton_bmad::sprint::{self, SprintStatus};
+use baton_epic_state::agent_state::{AgentState, Question};
+use baton_epic_state::findings::{self, Findings};
+use baton_epic_state::lock;
+use baton_epic_state::review::Review;
+use baton_epic_state::run_state::{self, RunEpicState};
 use baton_store::Store;
 use baton_worktree::git;
 use std::path::{Path, PathBuf};
@@ -206,7 +206,7 @@ async fn execute_with<'a>(
     let stories_command = matches!(command, Command::Stories { .. });
     let (project_root, config, mut layout) = open(project, stories_command)?;
     // The folder this project's epics work in was recorded when the first one started.
-    super::layout_record::check(store, &project_root, &layout)?;
+    baton_epic_state::layout_record::check(store, &project_root, &layout)?;
     let tickets = super::tickets_mode::walk::select(&project_root, &layout, &command)?;
     if (stories_command || tickets.is_some()) && !layout.dir.is_open() && !settings.dry_run {
         // A stories-mode project may have no implementation artifacts yet: the loop's own
@@ -383,8 +383,8 @@ async fn execute_with<'a>(
     let project = store
         .project(&project_root)
         .map_err(|e| EpicError::failure(e.code(), e.to_string()))?;
-    super::layout_record::save(store, &project_root, &layout)?;
-    super::layout_record::save_stories(
+    baton_epic_state::layout_record::save(store, &project_root, &layout)?;
+    baton_epic_state::layout_record::save_stories(
         store,
         &project_root,
         stories.as_ref().map(|s| s.folder.rel.as_str()),
@@ -688,7 +688,7 @@ fn pick_question<'s>(agent: &'s AgentState, id: Option<&str>, shown: &str) -> Re
 }
 
 fn check_answer(layout: &Layout, story: &str, question: Option<&str>, text: &str) -> Result<()> {
-    let shown = layout.rel_file(&format!("{story}{}", super::agent_state::SUFFIX));
+    let shown = layout.rel_file(&format!("{story}{}", baton_epic_state::agent_state::SUFFIX));
     if text.trim().is_empty() {
         return Err(EpicError::usage("EPIC_ANSWER_EMPTY", "the answer is empty"));
     }
@@ -704,7 +704,7 @@ fn check_answer(layout: &Layout, story: &str, question: Option<&str>, text: &str
 
 /// Writes the answer into the agent-state file (first, so no answer is ever lost).
 fn record_answer(layout: &Layout, story: &str, question: Option<&str>, text: &str) -> Result<()> {
-    let shown = layout.rel_file(&format!("{story}{}", super::agent_state::SUFFIX));
+    let shown = layout.rel_file(&format!("{story}{}", baton_epic_state::agent_state::SUFFIX));
     let Some(mut agent) = AgentState::load(&layout.dir, &layout.rel, story)? else {
         return Err(EpicError::usage(
             "EPIC_NO_QUESTION",

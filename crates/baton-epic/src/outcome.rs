@@ -1,10 +1,10 @@
 //! What an epic command asks for ([`Command`]) and how it ends ([`EpicOutcome`]): the data every
 //! layer of the loop returns, below the loop itself (`orchestrator` re-exports it).
 
-use crate::agent_state::Question;
 use crate::parallel_board::ParallelBoard;
 use crate::progress::FailureDetail;
 use baton_bmad::phase::Phase;
+use baton_epic_state::agent_state::Question;
 
 /// What the command asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]

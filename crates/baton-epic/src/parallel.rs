@@ -15,14 +15,11 @@
 //! epic's branch, the stories started (a story not in the list gets a fresh worktree state), the
 //! approved stories waiting to merge (in approval order) and how often a merge sent a story back.
 
-use super::agent_state::{self, AgentState};
 use super::error::{EpicError, Result};
 use super::events::EpicEvent;
-use super::lock;
 use super::outcome::EpicOutcome;
 use super::progress::now;
 use super::progress::{FailureDetail, Instruction, Progress, StoryProgress, Target};
-use super::run_state::{self, Failure, RunEpicState};
 use super::schedule::{self, Activity, PlanInput};
 use crate::ctx::Ctx;
 use baton_autopilot::untrusted::limit;
@@ -30,6 +27,9 @@ use baton_bmad::keys;
 use baton_bmad::layout::{self, Artifacts, Layout};
 use baton_bmad::phase::Phase;
 use baton_bmad::sprint::{self, SprintStatus};
+use baton_epic_state::agent_state::{self, AgentState};
+use baton_epic_state::lock;
+use baton_epic_state::run_state::{self, Failure, RunEpicState};
 use baton_worktree::merge::{self, MergeOutcome, MergeSettings};
 use baton_worktree::worktree::Worktrees;
 use std::collections::{BTreeMap, BTreeSet};
@@ -142,7 +142,7 @@ type StoryFuture<'b> =
 
 /// How a story of this invocation stands.
 enum Held {
-    Question(String, super::agent_state::Question),
+    Question(String, baton_epic_state::agent_state::Question),
     Failed(FailureDetail),
 }
 
@@ -566,7 +566,7 @@ fn question_waiting(
     ctx: &Ctx<'_>,
     story: &Ctx<'_>,
     key: &str,
-) -> Result<Option<super::agent_state::Question>> {
+) -> Result<Option<baton_epic_state::agent_state::Question>> {
     let Ok(Some(theirs)) = AgentState::load(&story.layout.dir, &story.layout.rel, key) else {
         return Ok(None);
     };

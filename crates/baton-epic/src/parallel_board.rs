@@ -6,10 +6,8 @@
 //! candidates ([`candidates`]) and the same rules ([`super::schedule::plan`]), so what is shown
 //! is what the loop does. Read-only: nothing is created, registered or locked.
 
-use super::agent_state::AgentState;
 use super::config::AutopilotConfig;
 use super::error::Result;
-use super::lock;
 use super::parallel_state::{self as parallel, ParallelState};
 use super::progress::{Progress, Target};
 use super::schedule::{self, Activity, Candidate, PlanInput, Why};
@@ -17,6 +15,8 @@ use baton_bmad::keys;
 use baton_bmad::layout::{self, Layout};
 use baton_bmad::sprint::{self, SprintStatus};
 use baton_bmad::story_files::StoryFiles;
+use baton_epic_state::agent_state::AgentState;
+use baton_epic_state::lock;
 use baton_worktree::worktree::{self, WorktreeRecord, WorktreeState};
 use serde::Serialize;
 use std::collections::BTreeMap;

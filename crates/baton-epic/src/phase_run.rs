@@ -2,17 +2,17 @@
 //! resumed or answered when it exists, driven to an end; its questions become agent-state
 //! questions; the files only the orchestrator writes are restored if the run touched them.
 
-use super::agent_state::{AgentState, Question};
 use super::error::{EpicError, Result};
 use super::events::EpicEvent;
 use super::pipeline::Leaves;
 use super::progress::{InFlight, Instruction, RunRecord, StoryProgress};
-use super::review;
-use super::run_state;
 use baton_bmad::layout::Layout;
 use baton_bmad::sprint;
 use baton_engine::runner::{self, Continuation, Finished, RunnerError, Settings, StartRun};
 use baton_engine::{EngineEvent, Outcome};
+use baton_epic_state::agent_state::{AgentState, Question};
+use baton_epic_state::review;
+use baton_epic_state::run_state;
 use baton_store::Phase as RunPhase;
 use baton_worktree::git;
 use serde_json::{Map, Value, json};
@@ -130,7 +130,7 @@ impl Ctx<'_> {
             let stage = self.pipeline.stage(phase).cloned();
             let leaves = stage.as_ref().map(|s| s.leaves);
             if leaves == Some(Leaves::Verdict) {
-                super::jsonfile::remove(&review::path(&self.layout.dir, &sp.key))?;
+                baton_epic_state::jsonfile::remove(&review::path(&self.layout.dir, &sp.key))?;
             }
             if matches!(leaves, Some(Leaves::Code { diff: true, .. }))
                 && self.config.git.commit
@@ -608,7 +608,7 @@ impl OwnedFiles {
             }
             match before {
                 Some(bytes) => file.write(bytes)?,
-                None => super::jsonfile::remove(file)?,
+                None => baton_epic_state::jsonfile::remove(file)?,
             }
             if let Some(f) = on_event {
                 let name = layout.rel_file(&file.name);

@@ -11,20 +11,20 @@
 //! is written last, and everything before it is idempotent, so a resumed loop redoes at most the
 //! bookkeeping of the step it was in, and never a phase run that exists (it is resumed).
 
-use super::agent_state::{AgentState, Question};
 use super::config::AutopilotConfig;
 use super::consent::{EpicConsent, StoryConsent};
 use super::error::{EpicError, Result};
 use super::events::EpicEvent;
-use super::lock;
 use super::method_consent::MethodConsent;
 use super::method_verdict::Judged;
 use super::pipeline::Leaves;
 use super::progress::{FailureDetail, Instruction, StoryProgress, Target};
-use super::run_state::Failure;
 use baton_bmad::keys;
 use baton_bmad::phase::Phase;
 use baton_bmad::sprint::{self, SprintStatus};
+use baton_epic_state::agent_state::{AgentState, Question};
+use baton_epic_state::lock;
+use baton_epic_state::run_state::Failure;
 use baton_worktree::git;
 use baton_worktree::verify;
 use std::time::Duration;

@@ -10,7 +10,6 @@
 use super::payload::{StoryCheckpoint, StoryPayload};
 use super::state::{self, QueuedState};
 use super::{EPIC_QUEUE_LEASE_HELD, EPIC_QUEUE_LEASE_LOST, QueueTarget, STORY_CHECKPOINT};
-use crate::agent_state::{self, AgentState, Question};
 use crate::ctx::Ctx;
 use crate::error::{EpicError, Result};
 use crate::events::EpicEvent;
@@ -18,13 +17,14 @@ use crate::outcome::EpicOutcome;
 use crate::parallel::{merge_story_onto, worktree_root};
 use crate::progress::FailureDetail;
 use crate::progress::now;
-use crate::run_state::Failure;
 use crate::schedule::{self, Activity, PlanInput};
 use crate::{lock, parallel_board};
 use baton_autopilot::untrusted::limit;
 use baton_bmad::keys;
 use baton_bmad::phase::Phase;
 use baton_bmad::sprint;
+use baton_epic_state::agent_state::{self, AgentState, Question};
+use baton_epic_state::run_state::Failure;
 use baton_queue::source::{
     ProjectSource, QUEUE_COMMIT_NOT_PUSHED, SubmitError, check_pushed, project_remote,
 };

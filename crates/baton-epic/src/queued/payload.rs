@@ -69,9 +69,9 @@ pub struct StoryPayload {
 pub fn carried(story: &str) -> [String; 4] {
     [
         baton_bmad::sprint::FILE_NAME.to_string(),
-        crate::run_state::FILE_NAME.to_string(),
+        baton_epic_state::run_state::FILE_NAME.to_string(),
         crate::progress::FILE_NAME.to_string(),
-        format!("{story}{}", crate::agent_state::SUFFIX),
+        format!("{story}{}", baton_epic_state::agent_state::SUFFIX),
     ]
 }
 
@@ -157,7 +157,7 @@ impl StoryPayload {
 /// orchestrator copies where `baton epic answer` finds it).
 pub fn question_body(
     story: &str,
-    q: &crate::agent_state::Question,
+    q: &baton_epic_state::agent_state::Question,
     agent_state: Option<&str>,
 ) -> Value {
     serde_json::json!({
@@ -170,11 +170,11 @@ pub fn question_body(
 }
 
 /// The question a waiting story unit carries, if it reads as one.
-pub fn question_from_body(v: &Value) -> Option<crate::agent_state::Question> {
+pub fn question_from_body(v: &Value) -> Option<baton_epic_state::agent_state::Question> {
     let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
     let id = text("questionId").filter(|i| !i.is_empty() && i.len() <= 100)?;
     let question: String = text("question")?.chars().take(4000).collect();
-    Some(crate::agent_state::Question {
+    Some(baton_epic_state::agent_state::Question {
         id,
         question,
         context: text("context").map(|c| c.chars().take(4000).collect()),
@@ -320,7 +320,7 @@ mod tests {
 
     #[test]
     fn a_question_goes_round_and_answers_read_both_ways() {
-        let q = crate::agent_state::Question {
+        let q = baton_epic_state::agent_state::Question {
             id: "q1".into(),
             question: "Which port?".into(),
             context: Some("asked at dev".into()),

@@ -6,7 +6,6 @@
 
 use super::StepHook;
 use super::payload::{StoryAnswer, StoryPayload, carried};
-use crate::agent_state::{AgentState, Question};
 use crate::config::AutopilotConfig;
 use crate::ctx::Ctx;
 use crate::error::{EpicError, Result};
@@ -16,12 +15,13 @@ use crate::outcome::EpicOutcome;
 use crate::pipeline::Pipeline;
 use crate::progress::now;
 use crate::progress::{FailureDetail, Instruction, Progress, StoryProgress, Target};
-use crate::run_state::{self, RunEpicState};
 use crate::{lock, specs};
 use baton_autopilot::untrusted::limit;
 use baton_bmad::keys;
 use baton_bmad::layout::{self, Layout};
 use baton_bmad::sprint::{self, SprintStatus};
+use baton_epic_state::agent_state::{AgentState, Question};
+use baton_epic_state::run_state::{self, RunEpicState};
 use baton_llm::ChatModel;
 use baton_store::Store;
 use std::collections::BTreeMap;
@@ -147,7 +147,7 @@ fn place_files(layout: &Layout, payload: &StoryPayload, start: &Start) -> Result
             }
             if matches!(start, Start::From(_)) {
                 // The orchestrator's statuses of now, and its copy of the story's questions.
-                let agent = format!("{key}{}", crate::agent_state::SUFFIX);
+                let agent = format!("{key}{}", baton_epic_state::agent_state::SUFFIX);
                 for name in [sprint::FILE_NAME, agent.as_str()] {
                     if let Some(text) = payload.files.get(name) {
                         layout.dir.write(name, text.as_bytes())?;
@@ -189,7 +189,7 @@ pub async fn run_story(job: StoryJob<'_>) -> Result<StoryEnd> {
     place_files(&layout, payload, &job.start)?;
     match &job.answered {
         Some(StoryAnswer::AgentState(text)) => {
-            let name = format!("{key}{}", crate::agent_state::SUFFIX);
+            let name = format!("{key}{}", baton_epic_state::agent_state::SUFFIX);
             layout.dir.write(&name, text.as_bytes())?;
         }
         Some(StoryAnswer::Text(text)) => {

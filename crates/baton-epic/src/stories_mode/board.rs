@@ -7,11 +7,11 @@
 use crate::board::{PendingQuestion, PhaseRunLink, Standing as Where};
 use crate::config::AutopilotConfig;
 use crate::error::{EpicError, Result};
-use crate::lock;
 use crate::progress::{FailureDetail, Progress};
-use crate::run_state::{self, RunEpicState};
 use baton_bmad::layout;
 use baton_bmad::stories_mode::{SpecFolder, Standing};
+use baton_epic_state::lock;
+use baton_epic_state::run_state::{self, RunEpicState};
 use serde::Serialize;
 use std::path::Path;
 

@@ -5,7 +5,6 @@
 //! statuses only the orchestrator writes.
 
 use super::walk::{StoriesRun, not_runnable};
-use crate::agent_state::{AgentState, Question};
 use crate::ctx::Ctx;
 use crate::error::{EpicError, Result};
 use crate::events::EpicEvent;
@@ -13,6 +12,7 @@ use crate::outcome::EpicOutcome;
 use crate::progress::{StoryProgress, Target};
 use baton_bmad::phase::Phase;
 use baton_bmad::stories_mode::{Standing, StoryEntry, derived_name, frontmatter};
+use baton_epic_state::agent_state::{AgentState, Question};
 use serde_json::{Map, Value, json};
 #[cfg(test)]
 use std::sync::Mutex;

@@ -5,8 +5,8 @@ use crate::error::{EpicError, Result};
 use crate::events::EpicEvent;
 use crate::outcome::{Command, PlannedStory};
 use crate::progress::{Progress, Target};
-use crate::run_state::RunEpicState;
 use baton_bmad::stories_mode::{SpecFolder, Standing, StoryState, frontmatter, matches};
+use baton_epic_state::run_state::RunEpicState;
 use baton_store::Store;
 use std::path::Path;
 
@@ -37,7 +37,7 @@ pub(crate) fn select(
                 return Ok(None);
             };
             if let Some(store) = store {
-                let recorded = crate::layout_record::recorded_stories(store, project)?;
+                let recorded = baton_epic_state::layout_record::recorded_stories(store, project)?;
                 if recorded.as_deref() != Some(rel.as_str()) {
                     return Err(EpicError::usage(
                         "EPIC_LAYOUT_CHANGED",
@@ -249,7 +249,7 @@ impl StoriesRun {
 impl StoriesRun {
     /// What a report says besides its outcome: no sprint-status findings in this mode, and how
     /// many stories another walk would run (those before the first it stops at).
-    pub(crate) fn afterwards(&self) -> (crate::findings::Findings, usize) {
+    pub(crate) fn afterwards(&self) -> (baton_epic_state::findings::Findings, usize) {
         let mut left = 0;
         for row in self.folder.scan().unwrap_or_default() {
             match row.standing() {
@@ -258,7 +258,7 @@ impl StoriesRun {
                 Standing::NotRunnable(_) => break,
             }
         }
-        (crate::findings::Findings::default(), left)
+        (baton_epic_state::findings::Findings::default(), left)
     }
 }
 

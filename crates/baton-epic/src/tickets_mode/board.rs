@@ -5,10 +5,10 @@
 
 use crate::config::AutopilotConfig;
 use crate::error::{EpicError, Result};
-use crate::lock;
 use crate::progress::{FailureDetail, Progress};
 use baton_bmad::layout;
 use baton_bmad::tickets::{self, State, Tree, order::Scope};
+use baton_epic_state::lock;
 use serde::Serialize;
 use std::path::Path;
 

@@ -1,12 +1,12 @@
 //! A ticket-tree walk as data: which one a command works on, and what it plans.
 
 use crate::error::{EpicError, Result};
-use crate::findings::Findings;
 use crate::outcome::{Command, PlannedStory};
 use crate::progress::{Progress, Target};
 use baton_bmad::Phase;
 use baton_bmad::layout::Layout;
 use baton_bmad::tickets::{self, EPIC_PREFIX, State, Tree, order::Scope};
+use baton_epic_state::findings::Findings;
 use std::path::Path;
 
 /// A walk of the tickets under `folder` (an initiative's, or one epic's; project-relative).
@@ -63,9 +63,9 @@ pub(crate) fn select(
         }
         Command::Resume | Command::Answer { .. } => {
             let progress = Progress::load(&layout.dir, &layout.rel).ok().flatten();
-            let state = crate::run_state::RunEpicState::load(
+            let state = baton_epic_state::run_state::RunEpicState::load(
                 &layout.dir,
-                &layout.rel_file(crate::run_state::FILE_NAME),
+                &layout.rel_file(baton_epic_state::run_state::FILE_NAME),
             )
             .ok()
             .flatten();
