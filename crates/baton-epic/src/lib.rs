@@ -34,6 +34,7 @@ pub mod pipeline;
 pub mod progress;
 pub mod queued;
 pub mod report;
+pub mod retrospective;
 pub mod schedule;
 pub mod specs;
 pub mod status_board;

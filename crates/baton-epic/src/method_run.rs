@@ -32,7 +32,7 @@ use std::time::Duration;
 use super::progress::now;
 
 /// The file that says a run's `@pkg` holds its rendered skill (written last).
-const PLACED: &str = ".baton-rendered";
+pub(crate) const PLACED: &str = ".baton-rendered";
 /// How long BMAD's renderer may take.
 const RENDER_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -41,7 +41,7 @@ pub fn task_ref(epic_id: &str, story: &str, phase: Phase, n: u32) -> String {
     format!("{epic_id}/{story}/{phase}.{n}")
 }
 
-fn def() -> TaskDef {
+pub(crate) fn def() -> TaskDef {
     TaskDef {
         system: vec![Message::system(prompt::RULES)],
         finish: prompt::finish_tool(),
@@ -99,7 +99,7 @@ impl Ctx<'_> {
                     let ask = Ask {
                         story_key: &sp.key,
                         epic_id: &self.progress.epic_id,
-                        phase: sp.phase,
+                        phase: sp.phase.as_str(),
                         review_cycle: sp.review_cycle,
                         artifacts: &self.layout.rel,
                         request: self.method_request(&sp, &m),
@@ -160,7 +160,7 @@ impl Ctx<'_> {
     /// The skill as the run starts from it: BMAD's own renderer when it is used (falling back
     /// to baton's rendering, said so, unless `render = "uv"` asks for BMAD's alone), else
     /// baton's.
-    fn render_for_run(&self, m: &MethodSpec) -> Result<(Rendered, String)> {
+    pub(crate) fn render_for_run(&self, m: &MethodSpec) -> Result<(Rendered, String)> {
         if !m.by_script() {
             return Ok((m.rendered.clone(), m.rendered.how.clone()));
         }
@@ -225,7 +225,7 @@ impl Ctx<'_> {
 
     /// The prompt with the project's and the store's absolute paths made relative (a value
     /// from the configuration may hold one).
-    fn without_host_paths(&self, text: String) -> String {
+    pub(crate) fn without_host_paths(&self, text: String) -> String {
         let root = self.layout.project.display().to_string();
         let home = self.store.home().display().to_string();
         text.replace(&format!("{root}/"), "@project/")
@@ -234,7 +234,7 @@ impl Ctx<'_> {
     }
 
     /// Writes the rendered files into the run's `@pkg` folder (then the marker).
-    fn place(&self, run_id: &str, rendered: &Rendered) -> Result<()> {
+    pub(crate) fn place(&self, run_id: &str, rendered: &Rendered) -> Result<()> {
         let dir = task_run::package_dir(&self.project, run_id);
         for (name, bytes) in &rendered.snapshot {
             if name
@@ -352,7 +352,7 @@ impl Ctx<'_> {
     }
 
     /// An idle task run made for this phase run before a kill hid its id.
-    fn adopt_task(&self, name: &str, inflight: &InFlight) -> Option<String> {
+    pub(crate) fn adopt_task(&self, name: &str, inflight: &InFlight) -> Option<String> {
         let probe = self.project.run_paths("probe").dir;
         let runs_dir = probe.parent()?;
         let entries = std::fs::read_dir(runs_dir).ok()?;
@@ -418,7 +418,8 @@ impl Ctx<'_> {
                 m.record_answer(answer, None);
             }
             let guard = OwnedFiles::snapshot(&self.layout);
-            let finished = self.invoke_task(task, &continuation, &sp, inflight.n).await;
+            let trace = super::models::trace_name(&sp.key, sp.phase, inflight.n);
+            let finished = self.invoke_task(task, &continuation, &sp.key, trace).await;
             // What the run wrote for its story in sprint-status.yaml, kept before it is undone.
             if let Some(value) = self.sprint_value_written(&guard, &sp.key) {
                 inflight.sprint_wrote = Some(value);
@@ -479,19 +480,20 @@ impl Ctx<'_> {
         (Some(&is) != was.as_ref()).then_some(is)
     }
 
-    /// One invocation of the task run.
-    async fn invoke_task(
+    /// One invocation of the task run (`key`: the story it is for, whose budget it counts
+    /// against; `trace`: its trace file's name).
+    pub(crate) async fn invoke_task(
         &mut self,
         task: ClaimedTask,
         continuation: &TaskContinuation,
-        sp: &StoryProgress,
-        n: u32,
+        key: &str,
+        trace: String,
     ) -> Result<task_run::TaskFinished> {
         let run_id = task.run().run_id.clone();
         let live = self.models.live();
-        let caps = super::budget::caps_for(self, &sp.key, &run_id, live.and_then(|l| l.price()));
+        let caps = super::budget::caps_for(self, key, &run_id, live.and_then(|l| l.price()));
         let paths = self.project.run_paths(&run_id);
-        let m = self.models.for_run(&run_id, &sp.key, sp.phase, n)?;
+        let m = self.models.for_trace(&run_id, trace)?;
         let positioned = m.position(
             matches!(continuation, TaskContinuation::Answer(_)),
             &paths.conversation_log,

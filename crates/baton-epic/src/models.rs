@@ -106,8 +106,13 @@ impl<'a> Models<'a> {
         phase: Phase,
         n: u32,
     ) -> Result<&mut RunModel> {
+        self.for_trace(run_id, trace_name(story, phase, n))
+    }
+
+    /// The models of run `run_id`, whose trace file is called `name` (a run that is no story's
+    /// phase, like an epic's retrospective, names its own).
+    pub fn for_trace(&mut self, run_id: &str, name: String) -> Result<&mut RunModel> {
         if !self.runs.contains_key(run_id) {
-            let name = trace_name(story, phase, n);
             let replay = match &self.source {
                 ModelSource::Live(_) => None,
                 ModelSource::Replay(dir) => {

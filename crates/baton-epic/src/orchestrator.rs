@@ -63,6 +63,8 @@ pub struct EpicReport {
     /// Stories of the epic another `baton epic run` would run without asking (not done, in a
     /// status BMAD defines, the epic too).
     pub runnable_left: usize,
+    /// `[autopilot] retrospective = true`: the epic's retrospective, as the files say now.
+    pub retrospective: Option<super::retrospective::RetroPlan>,
 }
 
 /// The project, its baton.toml and the folder of sprint-status.yaml (which a stories-mode
@@ -98,6 +100,7 @@ pub fn preflight(project: &Path, command: &Command) -> Result<()> {
     // The pipeline and the installed skills it runs (rendered: a halt, a setting BMAD refuses)
     // are refused before anything else, the model included, is asked.
     specs::check_methods(&config, &root, &Pipeline::for_project(&config, &root)?)?;
+    super::retrospective::check(&config, &root)?;
     let state_shown = layout.rel_file(run_state::FILE_NAME);
     let state = RunEpicState::load(&layout.dir, &state_shown)?;
     let progress = Progress::load(&layout.dir, &layout.rel)?;
@@ -260,6 +263,7 @@ async fn execute_with<'a>(
     }
     let pipeline = epic_pipeline(&config, &project_root, &layout, &epic_id)?;
     let specs = specs::resolve(&config, &project_root, store, &pipeline)?;
+    let retro = super::retrospective::check(&config, &project_root)?;
     let mut tools = baton_tools::ToolsConfig::load(Some(store.home()), Some(&project_root))
         .map_err(|e| EpicError::usage(e.code(), e.to_string()).hint(e.hint()))?;
     super::method_consent::protect(&mut tools, &layout.rel, &specs);
@@ -341,6 +345,7 @@ async fn execute_with<'a>(
             pipeline: pipeline_view,
             findings,
             runnable_left,
+            retrospective: retro_plan(retro.as_ref(), &layout, sprint.as_ref(), epic, &progress),
         });
     }
 
@@ -435,6 +440,15 @@ async fn execute_with<'a>(
         (None, Ok(sprint)) => afterwards(&ctx.layout, &sprint, epic),
         (None, Err(_)) => (Findings::default(), 0),
     };
+    // Sprint mode only: a stories folder or a ticket tree has no retrospective key.
+    let sprint_now = sprint.as_ref().and_then(|_| ctx.sprint().ok());
+    let retrospective = retro_plan(
+        retro.as_ref(),
+        &ctx.layout,
+        sprint_now.as_ref(),
+        epic,
+        &ctx.progress,
+    );
     Ok(EpicReport {
         epic_id,
         outcome,
@@ -444,7 +458,27 @@ async fn execute_with<'a>(
         pipeline: pipeline_view,
         findings,
         runnable_left,
+        retrospective,
     })
+}
+
+/// The report's retrospective: only with the option on, for an epic of sprint-status.yaml.
+fn retro_plan(
+    retro: Option<&specs::MethodSpec>,
+    layout: &Layout,
+    sprint: Option<&SprintStatus>,
+    epic: u32,
+    progress: &Progress,
+) -> Option<super::retrospective::RetroPlan> {
+    let (m, sprint) = (retro?, sprint?);
+    let recorded = progress.retrospective.as_ref();
+    Some(super::retrospective::plan(
+        &m.installed,
+        layout,
+        sprint,
+        epic,
+        recorded,
+    ))
 }
 
 /// What the report says besides its outcome: the findings of epic `n`, with the answers

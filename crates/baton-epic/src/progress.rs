@@ -158,6 +158,9 @@ pub struct Progress {
     pub story: Option<StoryProgress>,
     pub runs: Vec<RunRecord>,
     pub failure: Option<FailureDetail>,
+    /// `[autopilot] retrospective`: the epic's retrospective runs (see `retrospective`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retrospective: Option<crate::retrospective::RetroProgress>,
 }
 
 pub fn path(dir: &Artifacts) -> ArtifactFile {
@@ -174,6 +177,7 @@ impl Progress {
             story: None,
             runs: Vec::new(),
             failure: None,
+            retrospective: None,
         }
     }
 

@@ -20,7 +20,7 @@ pub fn outcome_name(o: &EpicOutcome) -> &'static str {
 /// `{epicId, outcome, storiesCompleted, phasesRun, …}`: what `baton epic … --json` prints (a
 /// dry run's `plan`, and `parallel`: the schedule of a parallel epic), with what the plan cannot
 /// show (`unrecognized`, `notRunnable`, `legacyMapped`,
-/// `retroItems`, `warnings`).
+/// `retroItems`, `warnings`) and, with `[autopilot] retrospective = true`, `retrospective`.
 pub fn to_json(r: &EpicReport) -> Value {
     let mut v = json!({
         "epicId": r.epic_id,
@@ -33,6 +33,10 @@ pub fn to_json(r: &EpicReport) -> Value {
         (&mut v, serde_json::to_value(&r.findings))
     {
         map.extend(findings);
+    }
+    // `[autopilot] retrospective = true`: whether the epic's retrospective runs, and what it writes.
+    if let Some(r) = &r.retrospective {
+        v["retrospective"] = json!(r);
     }
     match &r.outcome {
         EpicOutcome::Done { epic_done } => {

@@ -237,7 +237,7 @@ fn skill_not_found(phase: Phase, name: &str, reader: &Reader) -> EpicError {
 }
 
 /// Renders `installed` now (the check before the loop writes anything).
-fn method_spec(
+pub(crate) fn method_spec(
     config: &AutopilotConfig,
     reader: &Reader,
     installed: Installed,

@@ -5,7 +5,6 @@
 
 use super::Installed;
 use super::render::Rendered;
-use baton_bmad::phase::Phase;
 use baton_llm::ToolDef;
 use serde_json::{Value, json};
 
@@ -31,7 +30,8 @@ findings, the code), not from what you say.";
 pub struct Ask<'a> {
     pub story_key: &'a str,
     pub epic_id: &'a str,
-    pub phase: Phase,
+    /// The phase's name (`dev`, …; `retrospective` for an epic's retrospective).
+    pub phase: &'a str,
     pub review_cycle: u32,
     /// The implementation artifacts folder (project-relative).
     pub artifacts: &'a str,
@@ -151,7 +151,7 @@ mod tests {
         let ask = Ask {
             story_key: "1-2-glass",
             epic_id: "epic-1",
-            phase: Phase::Dev,
+            phase: "dev",
             review_cycle: 1,
             artifacts: "impl",
             request: "Implement story 1-2-glass.".into(),

@@ -10,6 +10,8 @@
 //! - code-review: `### Review Findings` appended to the spec or story file, its status set to
 //!   `done` (or `in-progress` when the scenario asks for changes at that cycle), and the story's
 //!   value in sprint-status.yaml set to the same, as BMAD's review skill does;
+//! - retrospective (an epic's `bmad-retrospective`): the document the request names, and, as
+//!   BMAD's skill does, `epic-N-retrospective: done` plus an action item in sprint-status.yaml;
 //! - any other phase (create-story): the story file, `Status: ready-for-dev`.
 #![allow(dead_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -182,6 +184,32 @@ pub fn turn(
                         false,
                     ),
                 ),
+            ]
+        }
+        "retrospective" => {
+            let doc = named(prompt, "Retrospective document to write:")
+                .expect("the request names the document");
+            let sprint_rel = format!("{}/sprint-status.yaml", h.artifacts);
+            let sprint: String = read(&sprint_rel)
+                .lines()
+                .map(|l| {
+                    if l.trim_start().starts_with(&format!("{key}:")) {
+                        format!("  {key}: done")
+                    } else {
+                        l.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+                + "\n  - epic: 1\n    action: \"Played: keep the review findings short\"\n    status: open\n";
+            vec![
+                write(
+                    &doc,
+                    format!(
+                        "---\nepic: 1\nverdict: accepted\nheadless: true\n---\n# Retrospective of {key}\n\n## Assumptions\n\n- run headless by the played model\n"
+                    ),
+                ),
+                write(&sprint_rel, sprint),
             ]
         }
         "code-review" => {

@@ -296,13 +296,19 @@ fn play(shared: &Shared, body: &Value) -> (u16, Value) {
             .lock()
             .unwrap()
             .push((phase.clone(), body.to_string()));
-        let mut calls: Vec<(&str, Value)> = method_player::turn(
-            &shared.project,
-            &prompt,
-            &messages,
-            &shared.scenario.changes,
-            &shared.scenario.blocked,
-        );
+        let story = method_player::header(&prompt).story;
+        let lazy = shared.scenario.lazy.contains(&(story, phase.clone()));
+        let mut calls: Vec<(&str, Value)> = match lazy {
+            // Completes at once, having written nothing.
+            true => vec![("phase_complete", json!({"summary": "nothing to do"}))],
+            false => method_player::turn(
+                &shared.project,
+                &prompt,
+                &messages,
+                &shared.scenario.changes,
+                &shared.scenario.blocked,
+            ),
+        };
         let first_turn = !messages.iter().any(|m| m["role"] == "tool");
         if (phase == "dev" || phase == "build") && first_turn {
             calls.extend(

@@ -664,6 +664,9 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
                 out!("{}", parallel_text(p, true));
             }
             out!("{}", pipeline_text(&r.pipeline));
+            if let Some(retro) = &r.retrospective {
+                outln!("{}", retrospective_text(retro));
+            }
             for p in r.pipeline.phases.iter().filter(|p| !p.settings.is_empty()) {
                 let set: Vec<String> = p
                     .settings
@@ -688,6 +691,26 @@ pub fn present(r: &EpicReport, json: bool, next: &dyn Fn(&str) -> String) -> any
         }
     }
     Ok(code)
+}
+
+/// `[autopilot] retrospective = true` in one line: whether the epic's retrospective runs.
+pub fn retrospective_text(r: &baton_epic::retrospective::RetroPlan) -> String {
+    let status = r.status.as_deref().unwrap_or("not listed");
+    if r.will_run {
+        format!(
+            "retrospective: {} runs once every story is done; it writes {}, then {}: done (now {})",
+            visible_line(&r.skill),
+            visible_line(&r.document),
+            visible_line(&r.key),
+            visible_line(status)
+        )
+    } else {
+        format!(
+            "retrospective: {} is {}: not run",
+            visible_line(&r.key),
+            visible_line(status)
+        )
+    }
 }
 
 /// The pipeline in a few lines: the phases in order with what runs each, and why.
