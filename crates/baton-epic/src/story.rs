@@ -547,7 +547,11 @@ impl<'a> Ctx<'a> {
 
     /// Records the phase as done and moves to the next one.
     pub(super) fn advance(&mut self, key: &str, phase: Phase, now: &str) -> Result<Next> {
-        if phase == Phase::Validate {
+        if self
+            .pipeline
+            .next(phase)
+            .is_some_and(|n| n.is_implementation())
+        {
             // Stories mode: `spec_checkpoint` asks a person before dev (written before the
             // progress moves on, so a crash in between asks the same question again).
             self.stories_spec_checkpoint(key)?;

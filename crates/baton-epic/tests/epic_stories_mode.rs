@@ -439,3 +439,46 @@ fn broken_inputs_are_refused_with_their_line_before_anything_is_written() {
     assert_eq!(e.code, "STORIES_FOLDER_INVALID");
     assert!(!w.file(IMPL).exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_phase_before_the_build_spec_checkpoint_asks_before_the_build_starts() {
+    let w = World::new();
+    // BMAD 6.11+'s pipeline: nothing plans before the code is written.
+    std::fs::write(
+        w.file("baton.toml"),
+        "[autopilot]\npipeline = [\"build\", \"code-review\"]\n",
+    )
+    .unwrap();
+    let report = w.run(w.stories(), false).await.unwrap();
+    let (story, qid, question) = waiting(&report);
+    assert_eq!(story, "2");
+    assert!(question.contains("spec_checkpoint"), "{question}");
+    assert!(
+        w.player.served().is_empty(),
+        "nothing ran before the person looked: {:?}",
+        w.player.served()
+    );
+
+    // Answered, story 2 is built and reviewed; nothing else of the old pipeline runs.
+    let report = w
+        .run(
+            Command::Answer {
+                story: "2".into(),
+                question: Some(qid),
+                text: "the panel spec is right".into(),
+            },
+            false,
+        )
+        .await
+        .unwrap();
+    assert!(
+        !matches!(report.outcome, EpicOutcome::Paused { .. }),
+        "{report:?}"
+    );
+    let served = w.player.served();
+    assert!(served.iter().any(|p| p == "build"), "{served:?}");
+    for not_run in ["create-story", "validate", "dev", "revision"] {
+        assert!(!served.iter().any(|p| p == not_run), "{served:?}");
+    }
+    assert_eq!(w.status("2-sail-panel.md"), "done");
+}

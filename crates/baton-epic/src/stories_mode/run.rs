@@ -93,6 +93,12 @@ impl Ctx<'_> {
                 );
                 self.checkpoint(&row.entry.id, phase, "done_checkpoint", text)?;
             }
+            let phase = self.pipeline.nearest(phase);
+            if phase.is_implementation() && self.pipeline.first() == phase {
+                // No phase plans before the code (BMAD 6.11+'s build): the spec written by
+                // the breakdown is what a person reviews, before the build starts.
+                self.stories_spec_checkpoint(&row.entry.id)?;
+            }
             self.progress.story = Some(StoryProgress::new(&row.entry.id, phase));
             return Ok(Some((i + 1, total)));
         }
@@ -120,7 +126,8 @@ impl Ctx<'_> {
         agent.save(&self.layout.dir)
     }
 
-    /// After planning (validate), a story with `spec_checkpoint` waits for a person before dev.
+    /// After planning (the phase before the code), a story with `spec_checkpoint` waits for a
+    /// person before the code is written.
     pub(crate) fn stories_spec_checkpoint(&self, key: &str) -> Result<()> {
         if self.stories.is_none() {
             return Ok(());
