@@ -7,5 +7,6 @@
 pub mod error;
 pub mod git;
 pub mod merge;
+pub mod publish;
 pub mod verify;
 pub mod worktree;
