@@ -10,11 +10,9 @@ mod common;
 #[path = "../crates/baton-epic/tests/support/player.rs"]
 mod player;
 
-use common::{Baton, Run};
+use common::Baton;
 use player::{Player, Scenario};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 const SKILL: &str = ".claude/skills/bmad-build-auto";
 const IMPL: &str = "_bmad-output/implementation-artifacts";
@@ -106,39 +104,6 @@ fn project(into: &Path) -> PathBuf {
     root
 }
 
-fn epic(baton: &Baton, player: &Player, args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args(args)
-        .env("BATON_HOME", baton.home.path())
-        .env("OPENAI_BASE_URL", player.base_url())
-        .env("BATON_MODEL", "played")
-        .env("OPENAI_API_KEY", "sk-test")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .expect("baton runs");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-/// Every file of the project with its bytes.
-fn files(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    common::walk(root)
-        .into_iter()
-        .filter(|p| p.is_file())
-        .map(|p| {
-            (
-                p.strip_prefix(root).unwrap().to_path_buf(),
-                std::fs::read(&p).unwrap(),
-            )
-        })
-        .collect()
-}
-
 /// The phase of the dry run that runs the build skill.
 fn build_phase(dry: &serde_json::Value) -> serde_json::Value {
     dry["phases"]
@@ -222,9 +187,8 @@ fn a_jinja_skill_is_rendered_by_baton_and_nothing_of_the_template_language_reach
     // The dry run names the renderer for the phase, and asks nothing of the model.
     let player = Player::start(&root, Scenario::default());
     let p = root.to_str().unwrap();
-    let dry = epic(
-        &baton,
-        &player,
+    let dry = baton.played(
+        &player.base_url(),
         &["epic", "run", "epic-1", "-p", p, "--dry-run", "--json"],
     );
     assert_eq!(dry.code, 0, "{}{}", dry.stdout, dry.stderr);
@@ -236,9 +200,8 @@ fn a_jinja_skill_is_rendered_by_baton_and_nothing_of_the_template_language_reach
         rendered.contains("_bmad/scripts/render_skill.py is missing"),
         "{build}"
     );
-    let text = epic(
-        &baton,
-        &player,
+    let text = baton.played(
+        &player.base_url(),
         &["epic", "run", "epic-1", "-p", p, "--dry-run"],
     );
     assert!(
@@ -262,13 +225,12 @@ fn a_halt_the_configuration_reaches_refuses_the_epic_before_any_model_request() 
         "_bmad/custom/bmad-build-auto.user.toml",
         "[workflow]\nspec_layout = \"nested\"\n",
     );
-    let before = files(&root);
+    let before = common::files(&root);
     let player = Player::start(&root, Scenario::default());
     let p = root.to_str().unwrap();
 
-    let run = epic(
-        &baton,
-        &player,
+    let run = baton.played(
+        &player.base_url(),
         &["epic", "run", "epic-1", "-p", p, "--json"],
     );
     assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
@@ -293,10 +255,10 @@ fn a_halt_the_configuration_reaches_refuses_the_epic_before_any_model_request() 
     // Refused before the model was asked anything, even whether it answers.
     assert!(player.served().is_empty(), "{:?}", player.served());
     assert_eq!(player.requests(), 0, "{} checks", player.checks());
-    assert_eq!(files(&root), before, "the project changed");
+    assert_eq!(common::files(&root), before, "the project changed");
 
     // The same in words, and from `baton validate`, which no longer says ok.
-    let text = epic(&baton, &player, &["epic", "run", "epic-1", "-p", p]);
+    let text = baton.played(&player.base_url(), &["epic", "run", "epic-1", "-p", p]);
     assert_eq!(text.code, 2);
     assert!(text.stderr.contains("EPIC_SKILL_HALTED"), "{}", text.stderr);
     assert!(
@@ -311,5 +273,5 @@ fn a_halt_the_configuration_reaches_refuses_the_epic_before_any_model_request() 
     assert!(!v.stdout.contains("\"ok\": true"), "{}", v.stdout);
     assert!(player.served().is_empty(), "{:?}", player.served());
     assert_eq!(player.requests(), player.checks());
-    assert_eq!(files(&root), before, "the project changed");
+    assert_eq!(common::files(&root), before, "the project changed");
 }

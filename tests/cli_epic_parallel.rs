@@ -9,11 +9,11 @@ mod common;
 #[path = "../crates/baton-epic/tests/support/player.rs"]
 mod player;
 
-use common::{Baton, Run, repo};
+use common::{Baton, repo};
 use player::{Player, Scenario};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 const IMPL: &str = "_bmad-output/implementation-artifacts";
 const A: &str = "1-1-project-scaffold";
@@ -62,23 +62,6 @@ fn sample(into: &Path) -> PathBuf {
     project
 }
 
-fn epic(baton: &Baton, player: &Player, args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args(args)
-        .env("BATON_HOME", baton.home.path())
-        .env("OPENAI_BASE_URL", player.base_url())
-        .env("BATON_MODEL", "played")
-        .env("OPENAI_API_KEY", "sk-test")
-        .stdin(Stdio::null())
-        .output()
-        .expect("baton runs");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
 fn s(x: &str) -> String {
     x.to_string()
 }
@@ -108,7 +91,7 @@ fn dry_run_and_status_show_which_stories_run_together_and_why_the_others_wait() 
 
     // --dry-run: A and C start together, B waits for A; then B alone.
     let run = ["epic", "run", "epic-1", "-p", p, "--parallel", "2"];
-    let dry = epic(&baton, &player, &[&run[..], &["--dry-run"]].concat());
+    let dry = baton.played(&player.base_url(), &[&run[..], &["--dry-run"]].concat());
     assert_eq!(dry.code, 0, "{}{}", dry.stdout, dry.stderr);
     assert!(
         dry.stdout.contains("parallel: up to 2 stories in flight\n"),
@@ -132,9 +115,8 @@ fn dry_run_and_status_show_which_stories_run_together_and_why_the_others_wait() 
         "{}",
         dry.stdout
     );
-    let dry = epic(
-        &baton,
-        &player,
+    let dry = baton.played(
+        &player.base_url(),
         &[&run[..], &["--dry-run", "--json"]].concat(),
     );
     assert_eq!(dry.code, 0, "{}{}", dry.stdout, dry.stderr);
@@ -164,15 +146,14 @@ fn dry_run_and_status_show_which_stories_run_together_and_why_the_others_wait() 
     );
 
     // The run: A and C both stop at their question (exit 10); B never started.
-    let r = epic(
-        &baton,
-        &player,
+    let r = baton.played(
+        &player.base_url(),
         &[&run[..], &["--non-interactive"]].concat(),
     );
     assert_eq!(r.code, 10, "{}{}", r.stdout, r.stderr);
 
     // The board: A and C in flight side by side, their phase, branch and worktree; B waits.
-    let st = epic(&baton, &player, &["epic", "status", "-p", p]);
+    let st = baton.played(&player.base_url(), &["epic", "status", "-p", p]);
     assert_eq!(st.code, 0, "{}{}", st.stdout, st.stderr);
     let text = &st.stdout;
     assert!(
@@ -200,7 +181,7 @@ fn dry_run_and_status_show_which_stories_run_together_and_why_the_others_wait() 
         "{text}"
     );
 
-    let st = epic(&baton, &player, &["epic", "status", "-p", p, "--json"]);
+    let st = baton.played(&player.base_url(), &["epic", "status", "-p", p, "--json"]);
     assert_eq!(st.code, 0, "{}{}", st.stdout, st.stderr);
     let board = st.json();
     let par = &board["parallel"];
@@ -225,7 +206,7 @@ fn dry_run_and_status_show_which_stories_run_together_and_why_the_others_wait() 
         );
         // The dev run waiting there is the one the board links.
         let run_id = f["runId"].as_str().unwrap();
-        let runs = epic(&baton, &player, &["runs", "show", run_id, "--json"]);
+        let runs = baton.played(&player.base_url(), &["runs", "show", run_id, "--json"]);
         assert_eq!(runs.code, 0, "{}{}", runs.stdout, runs.stderr);
     }
     assert_eq!(
@@ -248,7 +229,7 @@ fn dry_run_and_status_show_which_stories_run_together_and_why_the_others_wait() 
     // The stories' phase runs are the project's in the store (one project, not one per
     // worktree): `baton runs list` has them, each with its worktree; the board counts their
     // tokens.
-    let list = epic(&baton, &player, &["runs", "list", "--json"]);
+    let list = baton.played(&player.base_url(), &["runs", "list", "--json"]);
     assert_eq!(list.code, 0, "{}{}", list.stdout, list.stderr);
     let rows = list.json();
     let rows = rows.as_array().unwrap();
@@ -290,9 +271,8 @@ fn dry_run_and_status_show_which_stories_run_together_and_why_the_others_wait() 
     assert!(tree.is_absolute() && tree.is_dir(), "{done:#}");
     std::fs::remove_dir_all(&tree).unwrap();
     let id = done["runId"].as_str().unwrap();
-    let chat = epic(
-        &baton,
-        &player,
+    let chat = baton.played(
+        &player.base_url(),
         &["chat", id, "what did you change?", "--json"],
     );
     assert_eq!(chat.code, 2, "{}{}", chat.stdout, chat.stderr);

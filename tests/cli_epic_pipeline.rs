@@ -12,12 +12,10 @@ mod common;
 #[path = "../crates/baton-epic/tests/support/player.rs"]
 mod player;
 
-use common::{Baton, Run};
+use common::Baton;
 use player::{Player, Scenario};
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 const IMPL: &str = "_bmad-output/implementation-artifacts";
 
@@ -112,36 +110,6 @@ fn bmad_classic(into: &Path) -> PathBuf {
     root
 }
 
-fn epic(baton: &Baton, player: &Player, args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args(args)
-        .env("BATON_HOME", baton.home.path())
-        .env("OPENAI_BASE_URL", player.base_url())
-        .env("BATON_MODEL", "played")
-        .env("OPENAI_API_KEY", "sk-test")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .expect("baton runs");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-/// Every file of the project with its bytes.
-fn files(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    common::walk(root)
-        .into_iter()
-        .map(|p| {
-            let bytes = std::fs::read(&p).unwrap();
-            (p, bytes)
-        })
-        .collect()
-}
-
 fn names(pipeline: &Value) -> Vec<String> {
     pipeline["phases"]
         .as_array()
@@ -156,14 +124,13 @@ fn names(pipeline: &Value) -> Vec<String> {
 fn planned(baton: &Baton, root: &Path) -> (Value, Value) {
     let player = Player::start(root, Scenario::default());
     let p = root.to_str().unwrap();
-    let dry = epic(
-        baton,
-        &player,
+    let dry = baton.played(
+        &player.base_url(),
         &["epic", "run", "epic-1", "-p", p, "--dry-run", "--json"],
     );
     assert_eq!(dry.code, 0, "{}{}", dry.stdout, dry.stderr);
     let dry = dry.json();
-    let status = epic(baton, &player, &["epic", "status", "-p", p, "--json"]);
+    let status = baton.played(&player.base_url(), &["epic", "status", "-p", p, "--json"]);
     assert_eq!(status.code, 0, "{}{}", status.stdout, status.stderr);
     let status = status.json();
     assert_eq!(
@@ -266,9 +233,8 @@ fn the_text_views_name_the_pipeline_and_why() {
     let root = bmad_612(tmp.path());
     let player = Player::start(&root, Scenario::default());
     let p = root.to_str().unwrap();
-    let dry = epic(
-        &baton,
-        &player,
+    let dry = baton.played(
+        &player.base_url(),
         &["epic", "run", "epic-1", "-p", p, "--dry-run"],
     );
     assert_eq!(dry.code, 0, "{}", dry.stderr);
@@ -279,7 +245,7 @@ fn the_text_views_name_the_pipeline_and_why() {
         dry.stdout
     );
     assert!(dry.stdout.contains("starts at build"), "{}", dry.stdout);
-    let status = epic(&baton, &player, &["epic", "status", "-p", p]);
+    let status = baton.played(&player.base_url(), &["epic", "status", "-p", p]);
     assert!(
         status
             .stdout
@@ -328,15 +294,14 @@ fn a_configured_pipeline_overrides_the_method_and_a_bad_one_is_refused_before_an
         ),
     ] {
         write(&root, "baton.toml", toml);
-        let before = files(&root);
-        let run = epic(
-            &baton,
-            &player,
+        let before = common::files(&root);
+        let run = baton.played(
+            &player.base_url(),
             &["epic", "run", "epic-1", "-p", p, "--json"],
         );
         assert_eq!(run.code, 2, "{toml}: {}{}", run.stdout, run.stderr);
         assert_eq!(run.json()["error"]["code"], code, "{toml}: {}", run.stdout);
-        assert_eq!(files(&root), before, "{toml}: the project changed");
+        assert_eq!(common::files(&root), before, "{toml}: the project changed");
     }
     assert_eq!(player.requests(), 0, "{:?}", player.served());
 }
@@ -352,12 +317,11 @@ fn a_build_setting_bmad_would_halt_on_is_refused_before_anything_runs() {
         "_bmad/custom/bmad-build-auto.toml",
         "[workflow]\nreview = \"paranoid\"\n",
     );
-    let before = files(&root);
+    let before = common::files(&root);
     let player = Player::start(&root, Scenario::default());
     let p = root.to_str().unwrap();
-    let run = epic(
-        &baton,
-        &player,
+    let run = baton.played(
+        &player.base_url(),
         &["epic", "run", "epic-1", "-p", p, "--json"],
     );
     assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
@@ -372,5 +336,5 @@ fn a_build_setting_bmad_would_halt_on_is_refused_before_anything_runs() {
     assert!(e["hint"].as_str().unwrap().contains("thorough"), "{e}");
     // Refused before the model was asked anything, even whether it answers.
     assert_eq!(player.requests(), 0, "{:?}", player.served());
-    assert_eq!(files(&root), before, "the project changed");
+    assert_eq!(common::files(&root), before, "the project changed");
 }

@@ -9,10 +9,9 @@ mod common;
 #[path = "../crates/baton-epic/tests/support/player.rs"]
 mod player;
 
-use common::{Baton, Run, repo};
+use common::{Baton, repo};
 use player::{Player, Scenario};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 const SPEC: &str = "_bmad-output/planning-artifacts/specs/kite-v1";
 
@@ -23,23 +22,6 @@ fn project(into: &Path) -> PathBuf {
         &project,
     );
     project
-}
-
-fn with_model(baton: &Baton, player: &Player, args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args(args)
-        .env("BATON_HOME", baton.home.path())
-        .env("OPENAI_BASE_URL", player.base_url())
-        .env("BATON_MODEL", "played")
-        .env("OPENAI_API_KEY", "sk-test")
-        .stdin(Stdio::null())
-        .output()
-        .expect("baton runs");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
 }
 
 #[test]
@@ -169,9 +151,8 @@ fn a_walk_pauses_at_the_spec_checkpoint_and_status_shows_the_stories_board() {
     let p = project.to_str().unwrap();
     let player = Player::start(&project, Scenario::default());
 
-    let run = with_model(
-        &baton,
-        &player,
+    let run = baton.played(
+        &player.base_url(),
         &["epic", "run", "--stories", SPEC, "-p", p, "--json"],
     );
     assert_eq!(run.code, 10, "{}{}", run.stdout, run.stderr);
@@ -195,9 +176,8 @@ fn a_walk_pauses_at_the_spec_checkpoint_and_status_shows_the_stories_board() {
     );
 
     // The answer goes on in stories mode, to the done checkpoint before story 3-1.
-    let answered = with_model(
-        &baton,
-        &player,
+    let answered = baton.played(
+        &player.base_url(),
         &["epic", "answer", "2", "reviewed", "-p", p, "--json"],
     );
     assert_eq!(answered.code, 10, "{}{}", answered.stdout, answered.stderr);

@@ -11,10 +11,9 @@ mod common;
 #[path = "../crates/baton-epic/tests/support/player.rs"]
 mod player;
 
-use common::{Baton, Run};
+use common::Baton;
 use player::{Player, Scenario};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 const EPIC: &str = "_bmad-output/initiative-kite/epic-frame";
 
@@ -69,23 +68,6 @@ fn project(into: &Path) -> PathBuf {
     );
     put(&root, "src/kite.txt", "a kite\n");
     root
-}
-
-fn with_model(baton: &Baton, player: &Player, args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args(args)
-        .env("BATON_HOME", baton.home.path())
-        .env("OPENAI_BASE_URL", player.base_url())
-        .env("BATON_MODEL", "played")
-        .env("OPENAI_API_KEY", "sk-test")
-        .stdin(Stdio::null())
-        .output()
-        .expect("baton runs");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
 }
 
 fn tickets(board: &serde_json::Value) -> Vec<serde_json::Value> {
@@ -156,9 +138,8 @@ fn the_ticket_tree_is_shown_and_only_the_runnable_ticket_is_built_to_done() {
         .collect();
 
     let player = Player::start(&project, Scenario::default());
-    let run = with_model(
-        &baton,
-        &player,
+    let run = baton.played(
+        &player.base_url(),
         &["epic", "run", "initiative-kite", "-p", p, "--json"],
     );
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
@@ -200,9 +181,8 @@ fn the_ticket_tree_is_shown_and_only_the_runnable_ticket_is_built_to_done() {
     let board = baton.run(&["epic", "status", "-p", p, "--json"]).json();
     assert!(board["initiatives"][0]["next"].is_null(), "{board}");
     assert_eq!(tickets(&board)[3]["status"], "done");
-    let again = with_model(
-        &baton,
-        &player,
+    let again = baton.played(
+        &player.base_url(),
         &["epic", "run", "initiative-kite", "-p", p, "--json"],
     );
     assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);

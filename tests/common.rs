@@ -53,6 +53,38 @@ impl Baton {
     }
 }
 
+impl Baton {
+    /// `baton ARGS` with the played model at `base_url` as the configured model (and a dummy
+    /// key), stdin closed.
+    pub fn played(&self, base_url: &str, args: &[&str]) -> Run {
+        let out: Output = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(args)
+            .env("BATON_HOME", self.home.path())
+            .env("OPENAI_BASE_URL", base_url)
+            .env("BATON_MODEL", "played")
+            .env("OPENAI_API_KEY", "sk-test")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("baton runs");
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+/// Every file under `root` with its bytes (to show a command left a project as it was).
+pub fn files(root: &Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    walk(root)
+        .into_iter()
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect()
+}
+
 /// Every file under `dir`, recursively.
 pub fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();

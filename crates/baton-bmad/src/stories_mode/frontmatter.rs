@@ -24,7 +24,7 @@ pub enum Found {
 }
 
 /// The frontmatter block: the bytes between the opening `---` line and the closing one.
-fn block(text: &str) -> Option<Range<usize>> {
+pub(crate) fn block(text: &str) -> Option<Range<usize>> {
     let first_end = text.find('\n')?;
     if text[..first_end].trim_end_matches('\r') != "---" {
         return None;

@@ -5,7 +5,6 @@
 //! body) unchanged.
 
 use crate::stories_mode::frontmatter;
-use std::ops::Range;
 
 /// Every status BMAD's draft defines for a ticket (absent: no build has started).
 pub const STATUSES: [&str; 8] = [
@@ -29,24 +28,6 @@ pub struct Meta {
     pub blocked_reason: Option<String>,
 }
 
-/// The frontmatter block's byte range (between the `---` lines).
-fn block(text: &str) -> Option<Range<usize>> {
-    let first_end = text.find('\n')?;
-    if text[..first_end].trim_end_matches('\r') != "---" {
-        return None;
-    }
-    let start = first_end + 1;
-    let mut at = start;
-    for line in text[start..].split_inclusive('\n') {
-        let bare = line.trim_end_matches(['\n', '\r']);
-        if bare == "---" || bare == "..." {
-            return Some(start..at);
-        }
-        at += line.len();
-    }
-    None
-}
-
 fn scalar(v: Option<&serde_json::Value>) -> Option<String> {
     match v? {
         serde_json::Value::Null => None,
@@ -60,7 +41,7 @@ fn scalar(v: Option<&serde_json::Value>) -> Option<String> {
 /// YAML, an `id` that is no positive integer, a status BMAD does not define, a `status:` that
 /// is not a plain one-line value).
 pub fn meta(text: &str) -> Result<Meta, (&'static str, String)> {
-    let Some(range) = block(text) else {
+    let Some(range) = crate::stories_mode::frontmatter::block(text) else {
         return Ok(Meta::default());
     };
     let options = serde_saphyr::options! { with_snippet: false };
