@@ -31,6 +31,13 @@
 //!
 //! [autopilot.git]
 //! commit = true
+//!
+//! [autopilot.publish]             # see `baton_worktree::publish`
+//! push = true                     # each approved story's branch baton/<epic>/<story>
+//! remote = "origin"               # a remote's name or a URL
+//! command = "gh pr create --fill --head {branch} --base {base}"
+//! command_timeout_s = 120
+//! done_when = "approved"          # or "merged": done once the remote's base has it
 //! ```
 
 use super::error::{EpicError, Result};
@@ -43,6 +50,7 @@ pub const CONFIG_FILE: &str = "baton.toml";
 pub const DEFAULT_MAX_REVIEW_CYCLES: u32 = 3;
 pub const DEFAULT_VERIFY_TIMEOUT_S: u64 = 900;
 pub const DEFAULT_VERIFY_ATTEMPTS: u32 = 3;
+pub const DEFAULT_PUBLISH_TIMEOUT_S: u64 = 120;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -90,6 +98,85 @@ pub struct GitConfig {
     pub commit: bool,
 }
 
+/// When a published story is done.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DoneWhen {
+    /// Its code review approved it (as without publishing).
+    #[default]
+    Approved,
+    /// The remote's base branch contains its commit.
+    Merged,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PublishConfig {
+    #[serde(default)]
+    pub push: bool,
+    #[serde(default = "default_remote")]
+    pub remote: String,
+    /// The operator's own command, run after the push (placeholders filled in, quoted).
+    pub command: Option<String>,
+    #[serde(default = "default_publish_timeout")]
+    pub command_timeout_s: u64,
+    #[serde(default)]
+    pub done_when: DoneWhen,
+}
+
+impl Default for PublishConfig {
+    fn default() -> Self {
+        PublishConfig {
+            push: false,
+            remote: default_remote(),
+            command: None,
+            command_timeout_s: DEFAULT_PUBLISH_TIMEOUT_S,
+            done_when: DoneWhen::Approved,
+        }
+    }
+}
+
+fn default_remote() -> String {
+    "origin".to_string()
+}
+
+fn default_publish_timeout() -> u64 {
+    DEFAULT_PUBLISH_TIMEOUT_S
+}
+
+impl PublishConfig {
+    /// Stories done only once merged on the remote.
+    pub fn waits_for_merge(&self) -> bool {
+        self.push && self.done_when == DoneWhen::Merged
+    }
+
+    fn check(&self) -> Result<()> {
+        let at = |m: String| invalid(format!("{CONFIG_FILE}: [autopilot.publish] {m}"));
+        if !self.push && (self.command.is_some() || self.done_when == DoneWhen::Merged) {
+            return Err(at(
+                "command and done_when = \"merged\" need push = true (they act on the pushed branch)".into(),
+            ));
+        }
+        let remote = self.remote.trim();
+        if remote.is_empty() || remote.starts_with('-') {
+            return Err(at(format!(
+                "remote = {:?} is not a remote's name or URL",
+                self.remote
+            )));
+        }
+        if self.command_timeout_s == 0 {
+            return Err(at("command_timeout_s must be at least 1".into()));
+        }
+        if let Some(c) = &self.command {
+            if c.trim().is_empty() {
+                return Err(at("command is empty".into()));
+            }
+            baton_worktree::publish::check_template(c).map_err(|m| at(format!("command: {m}")))?;
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AutopilotConfig {
@@ -104,6 +191,10 @@ pub struct AutopilotConfig {
     pub verify: VerifyConfig,
     #[serde(default)]
     pub git: GitConfig,
+    /// `[autopilot.publish]`: approved stories' branches pushed, a pull request command, done
+    /// when merged.
+    #[serde(default)]
+    pub publish: PublishConfig,
     /// `parallel = N` or `[autopilot.parallel]`: stories in flight at once (see
     /// [`super::parallel`]).
     #[serde(default)]
@@ -130,6 +221,7 @@ impl Default for AutopilotConfig {
             phases: BTreeMap::new(),
             verify: VerifyConfig::default(),
             git: GitConfig::default(),
+            publish: PublishConfig::default(),
             parallel: super::schedule::ParallelConfig::default(),
             worktrees: None,
             pipeline: None,
@@ -204,6 +296,7 @@ impl AutopilotConfig {
                 "{CONFIG_FILE}: [autopilot.verify] timeout_s must be at least 1"
             )));
         }
+        config.publish.check()?;
         if let Some(i) = config
             .verify
             .commands
@@ -240,6 +333,34 @@ mod tests {
         assert_eq!(c.phase(Phase::Dev).workflow.as_deref(), Some("dev-story"));
         assert!(c.git.commit);
         assert_eq!(c.verify.timeout_s, DEFAULT_VERIFY_TIMEOUT_S);
+    }
+
+    #[test]
+    fn publishing_is_read_and_its_mistakes_named() {
+        let c = AutopilotConfig::parse(
+            "[autopilot.publish]\npush = true\ncommand = \"gh pr create --head {branch} --base {base} --title {title}\"\ndone_when = \"merged\"\n",
+        )
+        .unwrap();
+        assert!(c.publish.waits_for_merge());
+        assert_eq!(c.publish.remote, "origin");
+        assert_eq!(c.publish.command_timeout_s, DEFAULT_PUBLISH_TIMEOUT_S);
+        assert!(!AutopilotConfig::default().publish.push);
+        let err = |text: &str| AutopilotConfig::parse(text).unwrap_err();
+        let e = err("[autopilot.publish]\npush = true\ndone_when = \"closed\"\n");
+        assert_eq!(e.code, "EPIC_CONFIG_INVALID");
+        assert!(e.message.contains("closed") && e.message.contains("line 3"), "{e}");
+        let e = err("[autopilot.publish]\ncommand = \"gh pr create\"\n");
+        assert!(e.message.contains("[autopilot.publish]") && e.message.contains("push = true"), "{e}");
+        let e = err("[autopilot.publish]\npush = true\ncommand = \"echo {pr}\"\n");
+        assert!(e.message.contains("command: {pr} is not a placeholder"), "{e}");
+        let e = err("[autopilot.publish]\npush = true\ncommand = \"echo \\\"{title}\\\"\"\n");
+        assert!(e.message.contains("inside quotes"), "{e}");
+        let e = err("[autopilot.publish]\npush = true\nremote = \"--upload-pack=x\"\n");
+        assert!(e.message.contains("remote"), "{e}");
+        let e = err("[autopilot.publish]\npush = true\ncommand_timeout_s = 0\n");
+        assert!(e.message.contains("command_timeout_s"), "{e}");
+        let e = err("[autopilot.publish]\npush = true\nbranch = \"x\"\n");
+        assert!(e.message.contains("branch"), "{e}");
     }
 
     #[test]
