@@ -100,6 +100,7 @@ pub fn preflight(project: &Path, command: &Command) -> Result<()> {
     // The pipeline and the installed skills it runs (rendered: a halt, a setting BMAD refuses)
     // are refused before anything else, the model included, is asked.
     specs::check_methods(&config, &root, &Pipeline::for_project(&config, &root)?)?;
+    super::notify::config(&root)?;
     super::retrospective::check(&config, &root)?;
     let state_shown = layout.rel_file(run_state::FILE_NAME);
     let state = RunEpicState::load(&layout.dir, &state_shown)?;
@@ -263,6 +264,7 @@ async fn execute_with<'a>(
     }
     let pipeline = epic_pipeline(&config, &project_root, &layout, &epic_id)?;
     let specs = specs::resolve(&config, &project_root, store, &pipeline)?;
+    let notify_config = super::notify::config(&project_root)?;
     let retro = super::retrospective::check(&config, &project_root)?;
     let mut tools = baton_tools::ToolsConfig::load(Some(store.home()), Some(&project_root))
         .map_err(|e| EpicError::usage(e.code(), e.to_string()).hint(e.hint()))?;
@@ -359,6 +361,8 @@ async fn execute_with<'a>(
         super::parallel::mark(&layout.dir, &epic_id, slots)?;
     }
     // From here on, files change.
+    let notify =
+        super::notify::EpicNotify::new(notify_config, store.home(), &project_root, &epic_id);
     cleanup_temp_files(&layout.dir);
     lock::clear_stale_stop(&layout.dir, started)?;
     if let Command::Answer {
@@ -367,7 +371,8 @@ async fn execute_with<'a>(
         text,
     } = &command
     {
-        record_answer(&layout, story, question.as_deref(), text)?;
+        let answered = record_answer(&layout, story, question.as_deref(), text)?;
+        notify.answered(story, &answered);
     }
     progress.failure = None;
     let mut state = match state {
@@ -394,6 +399,13 @@ async fn execute_with<'a>(
         &project_root,
         stories.as_ref().map(|s| s.folder.rel.as_str()),
     )?;
+    // The webhooks see every event the caller sees.
+    let observed = |e: EpicEvent| {
+        notify.observe(&e);
+        if let Some(f) = settings.on_event {
+            f(e);
+        }
+    };
     let mut ctx = Ctx {
         store,
         project,
@@ -404,7 +416,10 @@ async fn execute_with<'a>(
         tools,
         models,
         ask: settings.ask,
-        on_event: settings.on_event,
+        on_event: match notify.is_enabled() {
+            true => Some(&observed),
+            false => settings.on_event,
+        },
         cancel: settings.cancel,
         budget,
         context: state.context,
@@ -433,6 +448,7 @@ async fn execute_with<'a>(
             return Err(e);
         }
     };
+    notify.outcome(&outcome);
     // The file as the loop left it (a damaged one was reported by the loop already).
     let (findings, runnable_left) = match (&ctx.stories, ctx.sprint()) {
         (Some(run), _) => run.afterwards(),
@@ -471,6 +487,10 @@ fn retro_plan(
     progress: &Progress,
 ) -> Option<super::retrospective::RetroPlan> {
     let (m, sprint) = (retro?, sprint?);
+    // `baton epic run` runs it; `baton epic story` leaves it to the epic's run.
+    if !matches!(progress.target, Target::Epic { .. }) {
+        return None;
+    }
     let recorded = progress.retrospective.as_ref();
     Some(super::retrospective::plan(
         &m.installed,
@@ -736,8 +756,14 @@ fn check_answer(layout: &Layout, story: &str, question: Option<&str>, text: &str
     pick_question(&agent, question, &shown).map(|_| ())
 }
 
-/// Writes the answer into the agent-state file (first, so no answer is ever lost).
-fn record_answer(layout: &Layout, story: &str, question: Option<&str>, text: &str) -> Result<()> {
+/// Writes the answer into the agent-state file (first, so no answer is ever lost); returns
+/// the question answered.
+fn record_answer(
+    layout: &Layout,
+    story: &str,
+    question: Option<&str>,
+    text: &str,
+) -> Result<Question> {
     let shown = layout.rel_file(&format!("{story}{}", baton_epic_state::agent_state::SUFFIX));
     let Some(mut agent) = AgentState::load(&layout.dir, &layout.rel, story)? else {
         return Err(EpicError::usage(
@@ -745,9 +771,11 @@ fn record_answer(layout: &Layout, story: &str, question: Option<&str>, text: &st
             format!("{shown} does not exist"),
         ));
     };
-    let id = pick_question(&agent, question, &shown)?.id.clone();
-    agent.answer(&id, text);
-    agent.save(&layout.dir)
+    let mut picked = pick_question(&agent, question, &shown)?.clone();
+    agent.answer(&picked.id, text);
+    agent.save(&layout.dir)?;
+    picked.answer = Some(text.to_string());
+    Ok(picked)
 }
 
 #[cfg(test)]

@@ -475,7 +475,8 @@ pub(super) async fn run(ctx: &mut Ctx<'_>, slots: u32, started: SystemTime) -> R
         return ctx.pause(EpicOutcome::Paused { failure });
     }
     ctx.progress.story = None;
-    ctx.finish()
+    let done = ctx.finish()?;
+    ctx.retrospective_after(done).await
 }
 
 /// A question waits in `key`'s agent-state file of the main work tree.

@@ -17,7 +17,7 @@ use crate::method::prompt::{self, Ask};
 use crate::method::{self, Installed};
 use crate::outcome::EpicOutcome;
 use crate::phase_run::{OwnedFiles, runner_error};
-use crate::progress::{InFlight, Mark, now, now_ms};
+use crate::progress::{InFlight, Mark, Target, now, now_ms};
 use crate::run_state::Failure;
 use crate::specs::{self, MethodSpec};
 use baton_bmad::keys;
@@ -168,9 +168,13 @@ impl Ctx<'_> {
         outcome: EpicOutcome,
     ) -> Result<EpicOutcome> {
         let sprint_mode = self.stories.is_none() && !self.tickets_mode();
+        // `baton epic run` only: a single story's loop (`epic story`, a story of a parallel
+        // epic in its worktree, a queue worker's unit) leaves it to the epic's.
+        let whole_epic = matches!(self.progress.target, Target::Epic { .. });
         if outcome != (EpicOutcome::Done { epic_done: true })
             || !self.config.retrospective
             || !sprint_mode
+            || !whole_epic
         {
             return Ok(outcome);
         }

@@ -445,3 +445,50 @@ async fn the_option_without_the_skill_is_refused_before_anything_is_written() {
     assert_eq!(support::snapshot(&w.project), before);
     assert_eq!(player.requests(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parallel_epic_runs_its_retrospective_once_its_stories_are_merged() {
+    let w = World::new(true, true);
+    support::git(&w.project, &["init", "-q", "-b", "main"]);
+    support::git(&w.project, &["add", "-A"]);
+    support::git(
+        &w.project,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "-m",
+            "init",
+        ],
+    );
+    let player = Player::start(&w.project, Scenario::default());
+    let m = model(&player);
+    let report = baton_epic::execute_parallel(
+        &w.store,
+        &w.project,
+        run_epic(),
+        EpicSettings {
+            source: ModelSource::Live(&m),
+            record: None,
+            ask: None,
+            on_event: None,
+            cancel: CancellationToken::new(),
+            dry_run: false,
+            budget: Default::default(),
+        },
+        Some(2),
+    )
+    .await;
+    let report = report.unwrap();
+    assert_eq!(
+        report.outcome,
+        EpicOutcome::Done { epic_done: true },
+        "{report:?}"
+    );
+    assert_eq!(retro_starts(&player), 1);
+    assert_eq!(w.status_line(RETRO), "epic-1-retrospective: done");
+    assert_eq!(w.documents().len(), 1);
+}
