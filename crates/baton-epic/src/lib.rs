@@ -24,6 +24,7 @@ mod method_verdict;
 pub mod model_check;
 pub mod models;
 pub mod next_step;
+pub mod notify;
 pub mod orchestrator;
 pub mod outcome;
 pub mod parallel;

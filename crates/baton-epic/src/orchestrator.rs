@@ -399,12 +399,18 @@ async fn execute_with<'a>(
         &project_root,
         stories.as_ref().map(|s| s.folder.rel.as_str()),
     )?;
-    // The webhooks see every event the caller sees.
-    let observed = |e: EpicEvent| {
-        notify.observe(&e);
-        if let Some(f) = settings.on_event {
+    // The webhooks see every event the caller sees (the loop then holds them for less than
+    // 'a: the ask function's lifetime is shortened to match).
+    let (caller, watching) = (settings.on_event, &notify);
+    let observed = move |e: EpicEvent| {
+        watching.observe(&e);
+        if let Some(f) = caller {
             f(e);
         }
+    };
+    let ask: Option<AskFn<'_>> = match settings.ask {
+        Some(a) => Some(a),
+        None => None,
     };
     let mut ctx = Ctx {
         store,
@@ -415,7 +421,7 @@ async fn execute_with<'a>(
         specs,
         tools,
         models,
-        ask: settings.ask,
+        ask,
         on_event: match notify.is_enabled() {
             true => Some(&observed),
             false => settings.on_event,
@@ -465,6 +471,7 @@ async fn execute_with<'a>(
         epic,
         &ctx.progress,
     );
+    notify.finish().await;
     Ok(EpicReport {
         epic_id,
         outcome,
