@@ -265,7 +265,8 @@ async fn execute_with<'a>(
     let pipeline = epic_pipeline(&config, &project_root, &layout, &epic_id)?;
     let specs = specs::resolve(&config, &project_root, store, &pipeline)?;
     let notify_config = super::notify::config(&project_root)?;
-    let retro = super::retrospective::check(&config, &project_root)?;
+    // Run by the loop on this machine: a queued epic's orchestrator calls no model.
+    let retro = super::retrospective::check(&config, &project_root)?.filter(|_| queue.is_none());
     let mut tools = baton_tools::ToolsConfig::load(Some(store.home()), Some(&project_root))
         .map_err(|e| EpicError::usage(e.code(), e.to_string()).hint(e.hint()))?;
     super::method_consent::protect(&mut tools, &layout.rel, &specs);
