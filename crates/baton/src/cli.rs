@@ -81,4 +81,7 @@ pub enum Command {
     /// Claim queued runs from the PostgreSQL work queue and run them: each in a worktree of
     /// its project's remote, checkpointed into the database under a fenced lease.
     Worker(crate::commands::worker::WorkerArgs),
+    /// Webhooks of baton.toml ([[notify.webhooks]]): the delivery log, a test event.
+    #[command(subcommand)]
+    Notify(crate::commands::notify::NotifyCommand),
 }
