@@ -147,6 +147,30 @@ pub struct FailureDetail {
     pub run_id: Option<String>,
 }
 
+/// An epic's retrospective as the progress record keeps it (see `retrospective`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetroProgress {
+    /// `epic-N-retrospective`.
+    pub key: String,
+    /// The document the request names (a file name in the implementation artifacts), chosen
+    /// once so a resumed or repeated run is told the same one.
+    pub document: String,
+    /// The run being driven (its `marks`: the document before the first run).
+    pub run: Option<InFlight>,
+    /// Every run made, oldest first.
+    pub runs: Vec<RetroRun>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetroRun {
+    pub n: u32,
+    pub run_id: String,
+    /// `completed`, `missing` (ended without its document), `failed`, or empty while it runs.
+    pub result: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Progress {
@@ -160,7 +184,7 @@ pub struct Progress {
     pub failure: Option<FailureDetail>,
     /// `[autopilot] retrospective`: the epic's retrospective runs (see `retrospective`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retrospective: Option<crate::retrospective::RetroProgress>,
+    pub retrospective: Option<RetroProgress>,
 }
 
 pub fn path(dir: &Artifacts) -> ArtifactFile {

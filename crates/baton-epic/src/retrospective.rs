@@ -18,15 +18,16 @@ use crate::method::{self, Installed};
 use crate::outcome::EpicOutcome;
 use crate::phase_run::{OwnedFiles, runner_error};
 use crate::progress::{InFlight, Mark, Target, now, now_ms};
-use crate::run_state::Failure;
+pub use crate::progress::{RetroProgress, RetroRun};
 use crate::specs::{self, MethodSpec};
 use baton_bmad::keys;
 use baton_bmad::layout::Layout;
 use baton_bmad::sprint::{self, SprintStatus};
 use baton_engine::task_driver::TaskEnd;
 use baton_engine::task_run::{self, ClaimedTask, TaskContinuation};
+use baton_epic_state::run_state::Failure;
 use baton_store::{NewTaskRun, Phase as RunPhase};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::path::Path;
 
@@ -49,30 +50,6 @@ const MAX_DOCUMENT: u64 = 16 * 1024 * 1024;
 /// The answer a question of the unattended run gets.
 const UNATTENDED: &str = "Nobody is present to answer: this retrospective runs headless. Take the \
 recommended or default choice yourself, record it in the document's Assumptions section, and go on.";
-
-/// The epic's retrospective as baton's progress record keeps it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RetroProgress {
-    /// `epic-N-retrospective`.
-    pub key: String,
-    /// The document the request names (a file name in the implementation artifacts), chosen
-    /// once so a resumed or repeated run is told the same one.
-    pub document: String,
-    /// The run being driven (its `marks`: the document before the first run).
-    pub run: Option<InFlight>,
-    /// Every run made, oldest first.
-    pub runs: Vec<RetroRun>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RetroRun {
-    pub n: u32,
-    pub run_id: String,
-    /// `completed`, `missing` (ended without its document), `failed`, or empty while it runs.
-    pub result: String,
-}
 
 /// What a report says of the retrospective (`[autopilot] retrospective = true` only).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
