@@ -50,6 +50,10 @@ pub struct StoryRow {
     /// The tokens (and cost, where priced) of those runs, summed (see `status_board::fill_usage`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<baton_llm::Usage>,
+    /// `[autopilot.publish]`: its branch, how far publishing got (`approved`, `pushed`,
+    /// `published`, `merged`), the link the command printed, the last error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub publish: Option<baton_worktree::publish::Story>,
 }
 
 /// A phase run of a story, as the board links it.
@@ -97,6 +101,7 @@ impl StoryRow {
             file_status: None,
             runs: Vec::new(),
             usage: None,
+            publish: None,
         }
     }
 }
@@ -216,6 +221,7 @@ pub fn status(project: &Path, epic: Option<&str>) -> Result<Board> {
     let in_flight = progress.as_ref().and_then(|p| p.story.clone());
     let recorded: &[RunRecord] = progress.as_ref().map_or(&[], |p| p.runs.as_slice());
     let mut epics: Vec<EpicRow> = Vec::new();
+    let published = baton_worktree::publish::Ledger::load(&layout.dir).unwrap_or_default();
     for entry in sprint.entries() {
         match entry.kind {
             KeyKind::Epic(n) if wanted.is_none_or(|w| w == n) => epics.push(EpicRow {
@@ -233,6 +239,7 @@ pub fn status(project: &Path, epic: Option<&str>) -> Result<Board> {
                     .filter(|r| r.story_key == entry.key)
                     .map(PhaseRunLink::of)
                     .collect();
+                row.publish = published.get(&entry.key).cloned();
                 match epics.iter_mut().find(|e| e.key == epic_key) {
                     Some(e) => e.stories.push(row),
                     None => epics.push(EpicRow {

@@ -348,11 +348,20 @@ mod tests {
         let err = |text: &str| AutopilotConfig::parse(text).unwrap_err();
         let e = err("[autopilot.publish]\npush = true\ndone_when = \"closed\"\n");
         assert_eq!(e.code, "EPIC_CONFIG_INVALID");
-        assert!(e.message.contains("closed") && e.message.contains("line 3"), "{e}");
+        assert!(
+            e.message.contains("closed") && e.message.contains("line 3"),
+            "{e}"
+        );
         let e = err("[autopilot.publish]\ncommand = \"gh pr create\"\n");
-        assert!(e.message.contains("[autopilot.publish]") && e.message.contains("push = true"), "{e}");
+        assert!(
+            e.message.contains("[autopilot.publish]") && e.message.contains("push = true"),
+            "{e}"
+        );
         let e = err("[autopilot.publish]\npush = true\ncommand = \"echo {pr}\"\n");
-        assert!(e.message.contains("command: {pr} is not a placeholder"), "{e}");
+        assert!(
+            e.message.contains("command: {pr} is not a placeholder"),
+            "{e}"
+        );
         let e = err("[autopilot.publish]\npush = true\ncommand = \"echo \\\"{title}\\\"\"\n");
         assert!(e.message.contains("inside quotes"), "{e}");
         let e = err("[autopilot.publish]\npush = true\nremote = \"--upload-pack=x\"\n");

@@ -16,7 +16,7 @@ pub mod events;
 pub use baton_epic_state::{
     agent_state, findings, jsonfile, layout_record, lock, review, run_state,
 };
-pub use baton_worktree::{git, merge, verify, worktree};
+pub use baton_worktree::{git, merge, publish, verify, worktree};
 pub mod method;
 mod method_consent;
 mod method_run;
@@ -33,6 +33,7 @@ mod parallel_state;
 pub mod phase_run;
 pub mod pipeline;
 pub mod progress;
+pub mod publishing;
 pub mod queued;
 pub mod report;
 pub mod retrospective;

@@ -272,7 +272,7 @@ async fn execute_with<'a>(
     super::method_consent::protect(&mut tools, &layout.rel, &specs);
     let phases = specs::lines(&specs, &pipeline);
     let pipeline_view = specs::view(&pipeline, &specs);
-    if config.git.commit {
+    if config.git.commit || config.publish.push {
         git::check(&project_root)?;
     }
     if let Some(model) = super::models::live_of(&settings.source) {
@@ -438,6 +438,8 @@ async fn execute_with<'a>(
         stories,
         on_step: None,
     };
+    // Stories approved but not published yet are published again; merged ones are done.
+    ctx.publish_catch_up(None, true)?;
     let looped = match (
         queue,
         slots > 1 && ctx.stories.is_none() && tickets.is_none(),

@@ -208,14 +208,18 @@ pub(super) async fn run(ctx: &mut Ctx<'_>, slots: u32, started: SystemTime) -> R
             && let Some(key) = st.queue.first().cloned()
         {
             match merge_one(ctx, &wts, &st, &epic_id, &key, started)? {
-                MergeOutcome::Merged { .. } => {
-                    main.raise(&key, "done");
+                MergeOutcome::Merged { commit } => {
+                    // Published (`publishing`): done now, or once merged on the remote.
+                    if ctx.publish_record(&key, &commit, &st.branch)? {
+                        main.raise(&key, "done");
+                    }
                     story_finished(ctx, &wts, &epic_id, &key)?;
                     wts.remove(&epic_id, &key, true)?;
                     st.queue.retain(|k| k != &key);
                     st.started.retain(|k| k != &key);
                     st.returned.remove(&key);
                     st.save(&main_dir)?;
+                    ctx.publish_catch_up(Some(&key), false)?;
                 }
                 MergeOutcome::Conflict { files, tail } => {
                     let output = format!(
@@ -279,8 +283,12 @@ pub(super) async fn run(ctx: &mut Ctx<'_>, slots: u32, started: SystemTime) -> R
                     None => Activity::Idle,
                 }
             };
-            let candidates =
+            // Published stories waiting for their merge run no more; their dependants wait.
+            ctx.publish_catch_up(None, false)?;
+            let holding = ctx.publish_holding();
+            let mut candidates =
                 super::parallel_board::candidates(&ctx.layout, &sprint, ctx.epic, &activity);
+            candidates.retain(|c| !holding.contains(&c.key));
             let may_start = super::parallel_board::may_start(Some(&ctx.progress), st.started.len());
             let plan = schedule::plan(&PlanInput {
                 stories: &candidates,
@@ -306,7 +314,7 @@ pub(super) async fn run(ctx: &mut Ctx<'_>, slots: u32, started: SystemTime) -> R
                     })
                     .map(|w| format!("{}: {}", w.key, w.why.text()))
                     .collect();
-                if !blocked.is_empty() && held.is_empty() {
+                if !blocked.is_empty() && held.is_empty() && holding.is_empty() {
                     stuck = Some(blocked.join("; "));
                 }
             }
@@ -509,8 +517,9 @@ fn story_ctx<'a: 'b, 'b>(
         .project_in_work_tree(&ctx.layout.project, wt)
         .map_err(|e| EpicError::failure(e.code(), e.to_string()))?;
     let mut config = ctx.config.clone();
-    // The story's commit is made when it is merged.
+    // The story's commit is made when it is merged, and published from there.
     config.git.commit = false;
+    config.publish.push = false;
     Ok(Ctx {
         store: ctx.store,
         project,

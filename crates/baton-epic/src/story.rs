@@ -174,6 +174,8 @@ impl<'a> Ctx<'a> {
             return Ok(Pick::Nothing);
         }
         let files = baton_bmad::story_files::StoryFiles::scan(&self.layout, &sprint);
+        // Published, waiting for the merge: done for the loop, not run again.
+        let held = self.publish_holding();
         for e in &stories {
             if let Target::Story { story_key } = &self.progress.target
                 && *story_key != e.key
@@ -191,7 +193,7 @@ impl<'a> Ctx<'a> {
                     StoryConsent::Set(answered) => status = answered,
                 }
             }
-            if status == "done" {
+            if status == "done" || held.contains(&e.key) {
                 continue;
             }
             // The story's file may be further along (see `story_files::start_status`).
@@ -234,6 +236,8 @@ impl<'a> Ctx<'a> {
             if self.cancel.is_cancelled() {
                 return self.pause(EpicOutcome::Interrupted);
             }
+            // Every few minutes: merged stories are done (`publishing`).
+            self.publish_catch_up(None, false)?;
             let (index, total) = match self.next_story()? {
                 Pick::Story(index, total) => (index, total),
                 Pick::Nothing => {
@@ -363,6 +367,7 @@ impl<'a> Ctx<'a> {
         if self.tickets_mode() {
             return self.tickets_finish();
         }
+        self.note_waiting_merges();
         let sprint = self.sprint()?;
         let all_done = sprint
             .stories_of(self.epic)
@@ -746,7 +751,9 @@ impl<'a> Ctx<'a> {
     }
 
     pub(super) fn story_done(&mut self, key: &str) -> Result<Next> {
-        if self.config.git.commit {
+        let mut done = true;
+        // Publishing pushes the story's commit: it is made as with `[autopilot.git] commit`.
+        if self.config.git.commit || self.config.publish.push {
             let story = match self.stories {
                 Some(_) => self.stories_story_text(key),
                 None => self.story_text(key),
@@ -755,8 +762,11 @@ impl<'a> Ctx<'a> {
                 &self.layout.project,
                 &git::commit_message(key, story.as_deref()),
             )?;
+            done = self.publish_head(key)?;
         }
-        self.raise(key, "done")?;
+        if done {
+            self.raise(key, "done")?;
+        }
         if matches!(self.progress.target, Target::Story { .. }) {
             self.state.last_story_completed = Some(key.to_string());
         }
@@ -768,6 +778,7 @@ impl<'a> Ctx<'a> {
         }
         self.progress.story = None;
         self.save()?;
+        self.publish_catch_up(Some(key), false)?;
         Ok(Next::Continue)
     }
 }

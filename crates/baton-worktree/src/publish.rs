@@ -288,9 +288,9 @@ pub fn fill(template: &str, story: &Story) -> String {
 pub fn url_in(text: &str) -> Option<String> {
     text.split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | '(' | ')'))
         .filter(|w| w.starts_with("https://") || w.starts_with("http://"))
-        .map(|w| w.trim_end_matches(['.', ',', ';']).to_string())
-        .filter(|w| w.len() > "https://".len())
-        .next_back()
+        .map(|w| w.trim_end_matches(['.', ',', ';']))
+        .rfind(|w| w.len() > "https://".len())
+        .map(str::to_string)
 }
 
 /// git that talks to the remote: unconfined, the person's configuration and credentials, on the
@@ -392,8 +392,14 @@ pub fn run_command(target: &Target<'_>, template: &str, story: &Story) -> Comman
     let pid = child.id();
     let (tx, rx) = std::sync::mpsc::channel::<Piped>();
     for (i, pipe) in [
-        child.stdout.take().map(|o| Box::new(o) as Box<dyn Read + Send>),
-        child.stderr.take().map(|o| Box::new(o) as Box<dyn Read + Send>),
+        child
+            .stdout
+            .take()
+            .map(|o| Box::new(o) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|o| Box::new(o) as Box<dyn Read + Send>),
     ]
     .into_iter()
     .enumerate()
@@ -519,7 +525,14 @@ pub fn is_merged(project: &Path, remote: &str, base: &str, commit: &str) -> Resu
     let spec = format!("+refs/heads/{base}:{local}");
     let out = remote_git(
         project,
-        &["fetch", "-q", "--no-tags", "--no-write-fetch-head", remote, &spec],
+        &[
+            "fetch",
+            "-q",
+            "--no-tags",
+            "--no-write-fetch-head",
+            remote,
+            &spec,
+        ],
     )?;
     if !out.ok() {
         return Err(EpicError::failure(
@@ -595,11 +608,17 @@ mod tests {
         assert_eq!(quote("plain"), "'plain'");
         assert_eq!(quote("it's"), r"'it'\''s'");
         let hostile = "x'; touch pwned; echo '$(id)`id`\"";
-        let filled = fill("gh pr create --title {title} --head {branch}", &story(hostile));
+        let filled = fill(
+            "gh pr create --title {title} --head {branch}",
+            &story(hostile),
+        );
         // sh reads it back as the title, one argument, nothing run.
         let out = Command::new("sh")
             .arg("-c")
-            .arg(format!("printf '%s\\n' {}", &filled["gh pr create --title ".len()..]))
+            .arg(format!(
+                "printf '%s\\n' {}",
+                &filled["gh pr create --title ".len()..]
+            ))
             .output()
             .unwrap();
         let printed = String::from_utf8_lossy(&out.stdout);
@@ -618,7 +637,10 @@ mod tests {
         let e = check_template("echo '{title}'").unwrap_err();
         assert!(e.contains("inside quotes"), "{e}");
         // A `{` that is no placeholder stays as it is.
-        assert_eq!(fill("a {B} {branch}", &story("t")), "a {B} 'baton/epic-1/1-2-auth'");
+        assert_eq!(
+            fill("a {B} {branch}", &story("t")),
+            "a {B} 'baton/epic-1/1-2-auth'"
+        );
     }
 
     #[test]
@@ -627,7 +649,10 @@ mod tests {
             url_in("Creating pull request\nhttps://example.test/o/r/pull/7\n"),
             Some("https://example.test/o/r/pull/7".into())
         );
-        assert_eq!(url_in("see <http://a.test/x>."), Some("http://a.test/x".into()));
+        assert_eq!(
+            url_in("see <http://a.test/x>."),
+            Some("http://a.test/x".into())
+        );
         assert_eq!(url_in("no link"), None);
     }
 
@@ -640,7 +665,11 @@ mod tests {
             command: None,
             timeout: Duration::from_secs(1),
         };
-        let run = run_command(&target, "echo opened https://x.test/pr/1; sleep 30", &story("t"));
+        let run = run_command(
+            &target,
+            "echo opened https://x.test/pr/1; sleep 30",
+            &story("t"),
+        );
         assert!(run.timed_out && run.exit.is_none() && !run.ok(), "{run:?}");
         assert_eq!(url_in(&run.output).as_deref(), Some("https://x.test/pr/1"));
         let run = run_command(&target, "echo {story} >&2; exit 3", &story("t"));

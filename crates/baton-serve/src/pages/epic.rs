@@ -175,6 +175,43 @@ fn pipeline(out: &mut String, p: &baton_epic::pipeline::PipelineView) {
     out.push_str("</p></section>");
 }
 
+/// `[autopilot.publish]`: the story's branch, how far publishing got, the link its command
+/// printed (an http(s) URL only), its last error.
+fn story_publish(out: &mut String, p: &baton_epic::publish::Story) {
+    out.push_str("<p class=\"publish\" data-testid=\"story-publish\" data-state=\"");
+    out.push_str(p.state.as_str());
+    out.push_str("\"><span class=\"mono\">");
+    push_esc(out, &p.branch);
+    out.push_str("</span> <span class=\"tag\">");
+    out.push_str(p.state.as_str());
+    if p.holds() {
+        out.push_str(", waits for its merge");
+    }
+    out.push_str("</span>");
+    if let Some(url) = p
+        .url
+        .as_ref()
+        .filter(|u| u.starts_with("https://") || u.starts_with("http://"))
+    {
+        out.push_str(" <a href=\"");
+        push_esc(out, url);
+        out.push_str("\" rel=\"noopener noreferrer\">");
+        push_esc(out, url);
+        out.push_str("</a>");
+    }
+    out.push_str("</p>");
+    if let Some(e) = &p.error {
+        out.push_str("<p class=\"warning\">publish: ");
+        push_esc(out, &format!("{}: {}", e.code, e.message));
+        if let Some(h) = &e.hint {
+            out.push_str("<br><small>hint: ");
+            push_esc(out, h);
+            out.push_str("</small>");
+        }
+        out.push_str("</p>");
+    }
+}
+
 /// A parallel epic: the stories in flight side by side (phase, state, worktree branch and
 /// folder), the stories that start next, and why each other story waits.
 fn parallel(out: &mut String, p: &ParallelBoard) {
@@ -411,6 +448,9 @@ fn column(out: &mut String, status: &str, stories: &[&StoryRow], board: &Board, 
             out.push_str("<p class=\"warning\">");
             push_esc(out, p);
             out.push_str("</p>");
+        }
+        if let Some(p) = &s.publish {
+            story_publish(out, p);
         }
         for q in &s.questions {
             let form_id = format!("answer-{}-{}", url_part(&s.key), url_part(&q.id));
@@ -676,5 +716,34 @@ mod tests {
             "<dd id=\"epic-standing\" data-standing=\"running\"><span class=\"phase phase-running\">running</span></dd>"
         ));
         assert!(html.starts_with("<div id=\"epic-board\" data-live data-poll=\"3000\">"));
+    }
+
+    #[test]
+    fn a_published_story_shows_its_branch_state_and_link() {
+        use baton_epic::publish::{Failure, State, Story};
+        let mut b = board();
+        let story = |url: &str| Story {
+            story: "1-1-setup".into(),
+            epic: "epic-1".into(),
+            title: "t".into(),
+            branch: "baton/epic-1/1-1-setup".into(),
+            base: "main".into(),
+            commit: "abc".into(),
+            state: State::Published,
+            wait_merge: true,
+            command: None,
+            url: Some(url.into()),
+            error: Some(Failure {
+                code: "EPIC_PUBLISH_CHECK_FAILED".into(),
+                message: "<b>down</b>".into(),
+                hint: None,
+            }),
+        };
+        b.epics[0].stories[0].publish = Some(story("https://forge.test/pr/1?a=1&b=\"2\""));
+        let html = render(&b, "/p");
+        assert!(html.contains("data-testid=\"story-publish\" data-state=\"published\"><span class=\"mono\">baton/epic-1/1-1-setup</span> <span class=\"tag\">published, waits for its merge</span> <a href=\"https://forge.test/pr/1?a=1&amp;b=&quot;2&quot;\""), "{html}");
+        assert!(html.contains("publish: EPIC_PUBLISH_CHECK_FAILED: &lt;b&gt;down&lt;/b&gt;"));
+        b.epics[0].stories[0].publish = Some(story("javascript:alert(1)"));
+        assert!(!render(&b, "/p").contains("javascript:"));
     }
 }

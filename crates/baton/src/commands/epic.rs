@@ -820,14 +820,20 @@ fn status(args: &StatusArgs) -> anyhow::Result<u8> {
         Ok(None) => {}
         Err(e) => return Ok(failure(&e).report(args.json)),
     }
+    // `done_when = "merged"`: the remote is asked which published stories are merged.
+    let merge_check = baton_epic::publishing::check_merges(project);
     let board = match Store::open_default() {
         Ok(store) => baton_epic::status_board(&store, project, args.epic.as_deref()),
         Err(_) => baton_epic::status(project, args.epic.as_deref()),
     };
-    let board = match board {
+    let mut board = match board {
         Ok(b) => b,
         Err(e) => return Ok(failure(&e).report(args.json)),
     };
+    if let Err(e) = merge_check {
+        let w = format!("publish: {}: {}", e.code, e.message);
+        board.findings.warnings.push(w);
+    }
     if args.json {
         let mut v = serde_json::to_value(&board)?;
         v["projectRoot"] = json!(crate::args::project::shown(project));
@@ -1004,6 +1010,27 @@ fn usage_text(u: &baton_llm::Usage) -> String {
     t
 }
 
+/// A published story's lines: its branch, how far publishing got, its link, its last error.
+fn publish_text(p: &baton_epic::publish::Story) -> String {
+    let waits = if p.holds() {
+        ", waits for its merge"
+    } else {
+        ""
+    };
+    let mut out = format!("      branch {} · {}{waits}", p.branch, p.state.as_str());
+    if let Some(url) = &p.url {
+        out.push_str(&format!(" · {url}"));
+    }
+    out.push('\n');
+    if let Some(e) = &p.error {
+        out.push_str(&format!("      ! publish: {}: {}\n", e.code, e.message));
+        if let Some(h) = &e.hint {
+            out.push_str(&format!("        hint: {h}\n"));
+        }
+    }
+    out
+}
+
 /// The board as text.
 pub fn board_text(b: &Board) -> String {
     let mut out = String::new();
@@ -1051,6 +1078,9 @@ pub fn board_text(b: &Board) -> String {
             }
             if let Some(p) = &s.problem {
                 out.push_str(&format!("      ! {p}\n"));
+            }
+            if let Some(p) = &s.publish {
+                out.push_str(&publish_text(p));
             }
         }
         if let Some(u) = &e.usage {
