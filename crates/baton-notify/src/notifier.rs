@@ -1,7 +1,8 @@
 //! The queue between a run and its webhooks: [`Notifier::send`] never blocks (a bounded queue
 //! per webhook, an event that finds it full is logged as dropped); a thread per webhook
-//! delivers in order. [`Notifier::finish`] gives what is still queued a bounded grace period
-//! (the longest per-try timeout, at most [`MAX_GRACE`]), then logs the rest as abandoned.
+//! delivers in order. [`Notifier::close`] then [`Closing::wait`] (or dropping the notifier)
+//! give what is still queued a bounded grace period (the longest per-try timeout, at most
+//! [`MAX_GRACE`]), then log the rest as abandoned.
 
 use crate::config::{NotifyConfig, Webhook};
 use crate::deliver;
@@ -16,19 +17,27 @@ use std::time::{Duration, Instant};
 pub const QUEUE: usize = 256;
 pub const MAX_GRACE: Duration = Duration::from_secs(10);
 
+/// Queued or in flight: `(delivery id, event, project)`.
+type Pending = Arc<Mutex<Vec<(String, String, String)>>>;
+
 struct Lane {
     webhook: Webhook,
-    tx: Option<SyncSender<Event>>,
+    tx: SyncSender<Event>,
     /// Signalled when the thread has delivered everything and ended.
     done: Receiver<()>,
-    /// Queued or in flight: `(delivery id, event, project)`.
-    pending: Arc<Mutex<Vec<Pending>>>,
+    pending: Pending,
 }
 
-type Pending = (String, String, String);
-
 pub struct Notifier {
-    lanes: Vec<Lane>,
+    /// Emptied by [`Notifier::close`].
+    lanes: Mutex<Vec<Lane>>,
+    home: PathBuf,
+    grace: Duration,
+}
+
+/// What [`Notifier::close`] left to wait for.
+pub struct Closing {
+    lanes: Vec<(Webhook, Receiver<()>, Pending)>,
     home: PathBuf,
     grace: Duration,
 }
@@ -48,10 +57,10 @@ impl Notifier {
         let lanes = config
             .webhooks
             .into_iter()
-            .map(|w| Lane::start(w, home.to_path_buf(), public_url.clone()))
+            .filter_map(|w| Lane::start(w, home.to_path_buf(), public_url.clone()))
             .collect();
         Notifier {
-            lanes,
+            lanes: Mutex::new(lanes),
             home: home.to_path_buf(),
             grace,
         }
@@ -59,114 +68,139 @@ impl Notifier {
 
     /// A notifier without webhooks.
     pub fn disabled() -> Notifier {
-        Notifier {
-            lanes: Vec::new(),
-            home: PathBuf::new(),
-            grace: Duration::ZERO,
-        }
+        Notifier::new(NotifyConfig::default(), Path::new(""))
     }
 
     pub fn is_enabled(&self) -> bool {
-        !self.lanes.is_empty()
+        self.lanes.lock().map(|l| !l.is_empty()).unwrap_or(false)
     }
 
     /// Queues `event` for every webhook that wants it; returns at once.
     pub fn send(&self, event: Event) {
-        for lane in &self.lanes {
+        let Ok(lanes) = self.lanes.lock() else {
+            return;
+        };
+        for lane in lanes.iter() {
             if !lane.webhook.wants(event.kind) {
                 continue;
             }
-            let Some(tx) = &lane.tx else { continue };
             let id = event.delivery_id();
             let kind = event.kind.as_str().to_string();
-            let project = event.project.clone();
             if let Ok(mut p) = lane.pending.lock() {
-                p.push((id.clone(), kind.clone(), project.clone()));
+                p.push((id.clone(), kind.clone(), event.project.clone()));
             }
-            match tx.try_send(event.clone()) {
-                Ok(()) => {}
-                Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                    lane.forget(&id);
-                    self.log_unsent(&lane.webhook, &id, &kind, &project, Outcome::Dropped);
-                }
+            if let Err(TrySendError::Full(e) | TrySendError::Disconnected(e)) =
+                lane.tx.try_send(event.clone())
+            {
+                forget(&lane.pending, &id);
+                log_unsent(
+                    &self.home,
+                    &lane.webhook,
+                    &id,
+                    &kind,
+                    &e.project,
+                    Outcome::Dropped,
+                );
             }
         }
     }
 
-    /// Waits for the queued deliveries up to the grace period, then logs what is left as
-    /// abandoned. Called by drop too.
-    pub fn finish(&mut self) {
-        let deadline = Instant::now() + self.grace;
-        for lane in &mut self.lanes {
-            lane.tx = None;
+    /// Stops taking events; what is queued is still delivered (see [`Closing::wait`]).
+    pub fn close(&self) -> Closing {
+        let lanes = self
+            .lanes
+            .lock()
+            .map(|mut l| std::mem::take(&mut *l))
+            .unwrap_or_default();
+        Closing {
+            // Dropping each sender ends its thread once the queue is empty.
+            lanes: lanes
+                .into_iter()
+                .map(|l| (l.webhook, l.done, l.pending))
+                .collect(),
+            home: self.home.clone(),
+            grace: self.grace,
         }
-        let lanes = std::mem::take(&mut self.lanes);
-        for lane in lanes {
+    }
+}
+
+impl Closing {
+    /// Waits for the queued deliveries up to the grace period, then logs what is left as
+    /// abandoned.
+    pub fn wait(self) {
+        let deadline = Instant::now() + self.grace;
+        for (webhook, done, pending) in self.lanes {
             let left = deadline.saturating_duration_since(Instant::now());
-            if lane.done.recv_timeout(left).is_ok() {
+            if done.recv_timeout(left).is_ok() {
                 continue;
             }
-            let pending = lane.pending.lock().map(|p| p.clone()).unwrap_or_default();
-            for (id, kind, project) in pending {
-                self.log_unsent(&lane.webhook, &id, &kind, &project, Outcome::Abandoned);
+            let left_over = pending.lock().map(|p| p.clone()).unwrap_or_default();
+            for (id, kind, project) in left_over {
+                log_unsent(
+                    &self.home,
+                    &webhook,
+                    &id,
+                    &kind,
+                    &project,
+                    Outcome::Abandoned,
+                );
             }
         }
-    }
-
-    fn log_unsent(&self, w: &Webhook, id: &str, kind: &str, project: &str, outcome: Outcome) {
-        let _ = log::append(
-            &self.home,
-            &Entry {
-                at: crate::event::now_rfc3339(),
-                delivery: id.to_string(),
-                event: kind.to_string(),
-                project: project.to_string(),
-                webhook: w.label(),
-                attempt: 0,
-                outcome,
-                status: None,
-                error: None,
-                millis: 0,
-            },
-        );
     }
 }
 
 impl Drop for Notifier {
     fn drop(&mut self) {
-        self.finish();
+        self.close().wait();
+    }
+}
+
+fn log_unsent(home: &Path, w: &Webhook, id: &str, kind: &str, project: &str, outcome: Outcome) {
+    let _ = log::append(
+        home,
+        &Entry {
+            at: crate::event::now_rfc3339(),
+            delivery: id.to_string(),
+            event: kind.to_string(),
+            project: project.to_string(),
+            webhook: w.label(),
+            attempt: 0,
+            outcome,
+            status: None,
+            error: None,
+            millis: 0,
+        },
+    );
+}
+
+fn forget(pending: &Pending, id: &str) {
+    if let Ok(mut p) = pending.lock()
+        && let Some(i) = p.iter().position(|(d, _, _)| d == id)
+    {
+        p.remove(i);
     }
 }
 
 impl Lane {
-    fn start(webhook: Webhook, home: PathBuf, public_url: Option<String>) -> Lane {
+    /// `None` when no thread can be started (the webhook is then left out).
+    fn start(webhook: Webhook, home: PathBuf, public_url: Option<String>) -> Option<Lane> {
         let (tx, rx) = mpsc::sync_channel::<Event>(QUEUE);
         let (done_tx, done) = mpsc::channel();
-        let pending = Arc::new(Mutex::new(Vec::new()));
-        let lane = Lane {
-            webhook: webhook.clone(),
-            tx: Some(tx),
-            done,
-            pending: pending.clone(),
-        };
-        let spawned = std::thread::Builder::new()
+        let pending: Pending = Arc::new(Mutex::new(Vec::new()));
+        let (w, p) = (webhook.clone(), pending.clone());
+        std::thread::Builder::new()
             .name(format!("baton-notify-{}", webhook.index))
             .spawn(move || {
-                run_lane(&webhook, &home, public_url.as_deref(), &rx, &pending);
+                run_lane(&w, &home, public_url.as_deref(), &rx, &p);
                 let _ = done_tx.send(());
-            });
-        if spawned.is_err() {
-            // No thread: events queue up to the bound, then are logged as dropped.
-        }
-        lane
-    }
-
-    fn forget(&self, id: &str) {
-        if let Ok(mut p) = self.pending.lock()
-            && let Some(i) = p.iter().position(|(d, _, _)| d == id)
-        {
-            p.remove(i);
-        }
+            })
+            .ok()?;
+        Some(Lane {
+            webhook,
+            tx,
+            done,
+            pending,
+        })
     }
 }
 
@@ -175,7 +209,7 @@ fn run_lane(
     home: &Path,
     public_url: Option<&str>,
     rx: &Receiver<Event>,
-    pending: &Mutex<Vec<Pending>>,
+    pending: &Pending,
 ) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -193,11 +227,6 @@ fn run_lane(
             &event,
             deliver::TRIES,
         ));
-        let id = event.delivery_id();
-        if let Ok(mut p) = pending.lock()
-            && let Some(i) = p.iter().position(|(d, _, _)| *d == id)
-        {
-            p.remove(i);
-        }
+        forget(pending, &event.delivery_id());
     }
 }
