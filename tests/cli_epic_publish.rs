@@ -370,3 +370,57 @@ fn a_failed_push_keeps_the_story_and_resume_publishes_it() {
         );
     }
 }
+
+#[test]
+fn in_parallel_a_dependant_waits_for_the_merge_of_the_story_it_needs() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let publish = format!(
+        "[autopilot.parallel]\nafter = {{ \"{B}\" = [\"{A}\"] }}\n\n[autopilot.publish]\npush = true\ndone_when = \"merged\"\n"
+    );
+    let (project, remote) = sample(tmp.path(), &publish, true);
+    let p = project.to_str().unwrap();
+    let player = Player::start(&project, Scenario::default());
+    let run = ["epic", "run", "epic-1", "-p", p, "--parallel", "2"];
+
+    // A runs, is merged onto main here and published; B waits for A's merge on the remote.
+    let r = epic(
+        &baton,
+        &player,
+        &[&run[..], &["--non-interactive"]].concat(),
+    );
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let a_branch = format!("refs/heads/baton/epic-1/{A}");
+    assert_eq!(
+        remote_ref(&remote, &a_branch),
+        Some(story_commit(&project, A))
+    );
+    assert!(remote_ref(&remote, &format!("refs/heads/baton/epic-1/{B}")).is_none());
+    assert_eq!(sprint_status(&project, A), "review");
+    assert_eq!(sprint_status(&project, B), "backlog");
+    let board = status_json(&baton, &player, p);
+    assert_eq!(
+        story(&board, A)["publish"]["state"],
+        "published",
+        "{board:#}"
+    );
+    assert!(story(&board, B)["publish"].is_null());
+
+    // Merged on the remote: A is done, and the resumed epic runs B, published in its turn.
+    let out = Command::new("git")
+        .arg("--git-dir")
+        .arg(&remote)
+        .args(["update-ref", "refs/heads/main", &a_branch])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let r = epic(&baton, &player, &["epic", "resume", "-p", p]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(sprint_status(&project, A), "done");
+    assert_eq!(sprint_status(&project, B), "review");
+    assert_eq!(
+        remote_ref(&remote, &format!("refs/heads/baton/epic-1/{B}")),
+        Some(story_commit(&project, B))
+    );
+    assert_ne!(sprint_status(&project, "epic-1"), "done");
+}
