@@ -357,3 +357,53 @@ fn a_receiver_that_never_answers_slows_the_epic_by_one_timeout_at_most() {
         "{log:#?}"
     );
 }
+
+#[test]
+fn notify_test_sends_a_sample_to_every_webhook_and_says_how_each_went() {
+    let endpoint = receiver(Mode::RefuseFirst(0));
+    // A port nobody listens on: bound then released.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let b = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let project = sample(
+        tmp.path(),
+        &format!(
+            "{}[[notify.webhooks]]\nurl = \"http://{closed}/x?token=hidden\"\nformat = \"slack\"\n",
+            hook(&endpoint.url, "events = [\"epic.done\"]")
+        ),
+    );
+    let p = project.to_str().unwrap();
+    let player = Player::start(&project, Scenario::default());
+    let run = baton(&b, &player, &["notify", "test", "-p", p, "--json"]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    let out = run.json();
+    assert_eq!(out["delivered"], false);
+    let results = out["results"].as_array().unwrap();
+    assert_eq!(results[0]["outcome"], "delivered");
+    assert_eq!(results[1]["outcome"], "failed");
+    assert!(!run.stdout.contains("token=hidden"), "{}", run.stdout);
+    // Sent whatever events the webhook asks for, signed like any other.
+    let mut all = Vec::new();
+    let got = endpoint.accepted(1, &mut all);
+    assert_eq!(got[0]["event"], "question");
+    check_signed(&all);
+
+    // No webhook: said with a code and a hint.
+    std::fs::remove_file(project.join("baton.toml")).unwrap();
+    let none = baton(&b, &player, &["notify", "test", "-p", p, "--json"]);
+    assert_eq!(none.code, 2);
+    assert_eq!(none.json()["error"]["code"], "NOTIFY_NO_WEBHOOK");
+    // A broken configuration is refused before an epic starts.
+    std::fs::write(
+        project.join("baton.toml"),
+        "[[notify.webhooks]]\nurl = \"http://127.0.0.1:9/\"\nevents = [\"story.merged\"]\n",
+    )
+    .unwrap();
+    let refused = baton(&b, &player, &["epic", "run", "2", "-p", p, "--json"]);
+    assert_eq!(refused.code, 2, "{}{}", refused.stdout, refused.stderr);
+    assert_eq!(refused.json()["error"]["code"], "NOTIFY_EVENT_UNKNOWN");
+    assert!(player.served().is_empty());
+}

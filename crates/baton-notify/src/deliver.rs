@@ -64,8 +64,23 @@ async fn attempt(
         Ok(r) => Err((Some(r.status().as_u16()), format!("HTTP {}", r.status()))),
         // The error's URL is left out: it may hold the webhook's token.
         Err(e) if e.is_timeout() => Err((None, format!("no answer within {:?}", webhook.timeout))),
-        Err(e) => Err((None, e.without_url().to_string())),
+        Err(e) => Err((None, chain(e.without_url()))),
     }
+}
+
+/// An error with its causes (`error sending request: … Connection refused`).
+fn chain(e: reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        let s = c.to_string();
+        if !text.contains(&s) {
+            text.push_str(": ");
+            text.push_str(&s);
+        }
+        cause = c.source();
+    }
+    text
 }
 
 /// Tries `event` on `webhook` up to `tries` times, waiting `backoff`, then twice as long…
