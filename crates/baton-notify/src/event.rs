@@ -94,6 +94,8 @@ pub struct Event {
     pub story: Option<String>,
     pub run: Option<String>,
     pub unit: Option<String>,
+    /// A lifecycle session's id (`session.waiting`, `session.done`).
+    pub session: Option<String>,
     pub question: Option<QuestionInfo>,
     pub usage: Option<Value>,
     /// One line for a person: what happened (a failure's message, a note).
@@ -114,6 +116,7 @@ impl Event {
             story: None,
             run: None,
             unit: None,
+            session: None,
             question: None,
             usage: None,
             summary: None,
@@ -132,6 +135,7 @@ impl Event {
             self.story.as_deref(),
             self.run.as_deref(),
             self.unit.as_deref(),
+            self.session.as_deref(),
             self.question.as_ref().map(|q| q.id.as_str()),
             self.nonce.as_deref(),
         ] {
@@ -144,27 +148,39 @@ impl Event {
 
     /// How to answer this event's question, as `webhook` may be told.
     pub fn answer(&self, webhook: &Webhook, public_url: Option<&str>) -> Option<Answer> {
-        let (story, q) = (self.story.as_deref()?, self.question.as_ref()?);
-        if self.kind != EventKind::Question {
-            return None;
-        }
         let path = self.project_path.as_ref().filter(|_| webhook.include_path);
-        let mut command = format!(
-            "baton epic answer {} '<your answer>' --question {}",
-            shell_word(story),
-            shell_word(&q.id)
-        );
+        let (mut command, page) = match self.kind {
+            EventKind::Question => {
+                let (story, q) = (self.story.as_deref()?, self.question.as_ref()?);
+                let command = format!(
+                    "baton epic answer {} '<your answer>' --question {}",
+                    shell_word(story),
+                    shell_word(&q.id)
+                );
+                (command, "/epic".to_string())
+            }
+            EventKind::SessionWaiting => {
+                let id = self.session.as_deref()?;
+                let command = format!(
+                    "baton session answer '<your answer>' --session {}",
+                    shell_word(id)
+                );
+                (command, format!("/sessions/{}", url_encode(id)))
+            }
+            _ => return None,
+        };
         if let Some(p) = path {
             command.push_str(" -p ");
             command.push_str(&shell_word(&p.display().to_string()));
         }
-        let url = public_url.map(|base| match path {
-            // The board of that project; without its path the page asks which project.
-            Some(p) => format!(
-                "{base}/epic?project={}",
+        let url = public_url.map(|base| match (path, self.kind) {
+            // The page of that project; without its path the list asks which project.
+            (Some(p), _) => format!(
+                "{base}{page}?project={}",
                 url_encode(&p.display().to_string())
             ),
-            None => format!("{base}/epic"),
+            (None, EventKind::SessionWaiting) => format!("{base}/sessions"),
+            (None, _) => format!("{base}/epic"),
         });
         Some(Answer { command, url })
     }
@@ -186,6 +202,7 @@ impl Event {
             "story": self.story,
             "run": self.run,
             "unit": self.unit,
+            "session": self.session,
             "question": self.question.as_ref().map(|q| json!({
                 "id": q.id, "text": q.text, "choices": q.choices,
             })),
@@ -309,6 +326,28 @@ mod tests {
             e.json(&hook(true), Some("http://h"))["answer"]["url"],
             "http://h/epic?project=/home/ann/my%20projects/taskboard"
         );
+    }
+
+    #[test]
+    fn a_waiting_session_is_answered_with_baton_session_answer() {
+        let mut e = Event::new(EventKind::SessionWaiting, "csvsum");
+        e.project_path = Some(PathBuf::from("/w/csvsum"));
+        e.session = Some("ralph-2026 x".into());
+        let plain = e.json(&hook(false), Some("https://b.example"));
+        assert_eq!(
+            plain["answer"]["command"],
+            "baton session answer '<your answer>' --session 'ralph-2026 x'"
+        );
+        assert_eq!(plain["answer"]["url"], "https://b.example/sessions");
+        let with = e.json(&hook(true), Some("https://b.example"));
+        assert_eq!(
+            with["answer"]["url"],
+            "https://b.example/sessions/ralph-2026%20x?project=/w/csvsum"
+        );
+        assert_eq!(with["session"], "ralph-2026 x");
+        // Done: nothing to answer.
+        e.kind = EventKind::SessionDone;
+        assert_eq!(e.json(&hook(true), None)["answer"], Value::Null);
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub mod infer;
 pub mod intervene;
 pub mod late_bound;
 pub mod milestone;
+pub mod notify;
 pub mod position;
 pub mod review;
 pub mod run;

@@ -325,13 +325,28 @@ pub async fn answer(
     ctx: &Context,
     session: Option<&str>,
     text: &str,
-    mut settings: RunSettings<'_>,
+    settings: RunSettings<'_>,
 ) -> Result<SessionReport> {
     let project = project_of(ctx, settings.store)?;
     // The session is found once; everything after re-reads its status.json.
     let (h, _) = Handle::open(ctx, session, Pick::Active)?;
-    let caps = settings.step_caps(&h, &project);
-    let t = answer_step(ctx, &h, text, settings.step(&project, caps)).await?;
+    let notify = super::notify::config(ctx)?;
+    let home = settings.store.home().to_path_buf();
+    let report = answer_found(ctx, &h, text, settings, &project).await?;
+    super::notify::send(notify, &home, ctx, h.id(), &report.end).await;
+    Ok(report)
+}
+
+/// [`answer`] on the session `h` found.
+async fn answer_found(
+    ctx: &Context,
+    h: &Handle,
+    text: &str,
+    mut settings: RunSettings<'_>,
+    project: &Project,
+) -> Result<SessionReport> {
+    let caps = settings.step_caps(h, project);
+    let t = answer_step(ctx, h, text, settings.step(project, caps)).await?;
     let mut spent = Spent::default();
     spent.add(t.report.model_calls, t.report.usage);
     let t = match step_tick(t) {
@@ -347,7 +362,7 @@ pub async fn answer(
     if let Some(f) = settings.after_tick.as_mut() {
         f(&t);
     }
-    let mut report = run_found(ctx, &h, settings).await?;
+    let mut report = run_found(ctx, h, settings).await?;
     report.ticks += 1;
     report.spent.add(spent.model_calls, spent.usage);
     Ok(report)
@@ -364,7 +379,11 @@ pub async fn run(
     }
     // The session is found once; every tick re-reads its status.json.
     let (h, _) = Handle::open(ctx, session, Pick::Any)?;
-    run_found(ctx, &h, settings).await
+    let notify = super::notify::config(ctx)?;
+    let home = settings.store.home().to_path_buf();
+    let report = run_found(ctx, &h, settings).await?;
+    super::notify::send(notify, &home, ctx, h.id(), &report.end).await;
+    Ok(report)
 }
 
 /// What the loop reports when it was stopped.
