@@ -258,6 +258,14 @@ async fn execute_with<'a>(
             "--queue runs the stories of sprint-status.yaml, not a stories.yaml folder",
         ));
     }
+    if queue.is_some() && config.publish.push {
+        // Queued stories are merged by the queue's orchestrator, which does not publish yet.
+        return Err(EpicError::usage(
+            "EPIC_QUEUE_UNSUPPORTED",
+            "[autopilot.publish] push is not supported with --queue yet",
+        )
+        .hint("run the epic without --queue (--parallel N publishes), or set push = false"));
+    }
     if queue.is_none() && !settings.dry_run {
         // An epic whose stories run on the queue goes on there (its units are in flight).
         super::queued::refuse_local(&layout, &epic_id)?;
