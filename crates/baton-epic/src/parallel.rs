@@ -64,6 +64,7 @@ fn own_files(rel: &str, key: &str) -> Vec<String> {
         super::method::snapshot::FILE_NAME.to_string(),
         lock::STOP_FILE.to_string(),
         FILE_NAME.to_string(),
+        baton_worktree::publish::FILE_NAME.to_string(),
         format!("{key}{}", agent_state::SUFFIX),
     ]
     .into_iter()

@@ -91,6 +91,10 @@ impl Ctx<'_> {
     /// `force` or every [`CHECK_EVERY_S`], asks the remote which held stories are merged and
     /// marks them done. A failure is the story's (on the board, retried), never the loop's.
     pub(crate) fn publish_catch_up(&self, only: Option<&str>, force: bool) -> Result<()> {
+        // A story's own loop in its worktree never publishes (its orchestrator does).
+        if !self.config.publish.push {
+            return Ok(());
+        }
         let mut ledger = Ledger::load(&self.layout.dir)?;
         if ledger.stories.is_empty() {
             return Ok(());
