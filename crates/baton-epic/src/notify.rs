@@ -26,6 +26,9 @@ pub struct EpicNotify {
     epic: String,
     /// Stories whose approval was sent by this invocation (it precedes `story.done`).
     approved: Mutex<HashSet<String>>,
+    /// `--queue`: the workers send each unit's own events (`question`, `story.approved`,
+    /// `story.failed`) when its end is committed; this side sends the epic's.
+    by_workers: bool,
 }
 
 impl EpicNotify {
@@ -36,7 +39,14 @@ impl EpicNotify {
             path: project_root.to_path_buf(),
             epic: epic.to_string(),
             approved: Mutex::new(HashSet::new()),
+            by_workers: false,
         }
+    }
+
+    /// The stories run on queue workers, which announce their units' ends themselves.
+    pub fn queued(mut self, queued: bool) -> Self {
+        self.by_workers = queued;
+        self
     }
 
     pub fn is_enabled(&self) -> bool {
@@ -76,6 +86,9 @@ impl EpicNotify {
 
     /// `story.approved`, once per story and invocation.
     fn approved(&self, story: &str) {
+        if self.by_workers {
+            return;
+        }
         let first = self
             .approved
             .lock()
@@ -101,7 +114,7 @@ impl EpicNotify {
             EpicOutcome::Done { epic_done: true } => {
                 self.notifier.send(self.event(EventKind::EpicDone, None));
             }
-            EpicOutcome::Waiting { story, question } => {
+            EpicOutcome::Waiting { story, question } if !self.by_workers => {
                 let mut e = self.event(EventKind::Question, Some(story));
                 e.question = Some(info(question));
                 self.notifier.send(e);
@@ -110,7 +123,9 @@ impl EpicNotify {
                 let mut e = self.event(EventKind::StoryFailed, Some(&failure.story_key));
                 e.run = failure.run_id.clone();
                 e.summary = Some(format!("{}: {}", failure.code, failure.message));
-                self.notifier.send(e.clone());
+                if !self.by_workers {
+                    self.notifier.send(e.clone());
+                }
                 e.kind = EventKind::EpicPaused;
                 self.notifier.send(e);
             }
@@ -135,7 +150,9 @@ impl EpicNotify {
                 e.summary = Some(message.clone());
                 self.notifier.send(e);
             }
-            EpicOutcome::Done { epic_done: false } | EpicOutcome::Planned { .. } => {}
+            EpicOutcome::Done { epic_done: false }
+            | EpicOutcome::Waiting { .. }
+            | EpicOutcome::Planned { .. } => {}
         }
     }
 

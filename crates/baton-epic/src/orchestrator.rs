@@ -371,7 +371,8 @@ async fn execute_with<'a>(
     }
     // From here on, files change.
     let notify =
-        super::notify::EpicNotify::new(notify_config, store.home(), &project_root, &epic_id);
+        super::notify::EpicNotify::new(notify_config, store.home(), &project_root, &epic_id)
+            .queued(queue.is_some());
     cleanup_temp_files(&layout.dir);
     lock::clear_stale_stop(&layout.dir, started)?;
     if let Command::Answer {
@@ -417,10 +418,7 @@ async fn execute_with<'a>(
             f(e);
         }
     };
-    let ask: Option<AskFn<'_>> = match settings.ask {
-        Some(a) => Some(a),
-        None => None,
-    };
+    let ask = settings.ask.map(|a| a as AskFn<'_>);
     let mut ctx = Ctx {
         store,
         project,

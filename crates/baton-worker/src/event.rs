@@ -54,6 +54,11 @@ pub enum WorkerEvent {
     LeftFoldersRemoved {
         count: usize,
     },
+    /// The project's webhooks could not be used for a unit's end (the unit's end stands).
+    NotifyRefused {
+        unit: i64,
+        message: String,
+    },
     /// The unit's folder could not be removed (the worker goes on).
     CleanFailed {
         unit: i64,
@@ -117,6 +122,9 @@ impl fmt::Display for WorkerEvent {
             ),
             WorkerEvent::CleanFailed { unit, message } => {
                 write!(f, "warning: unit {unit}: its folder stays: {message}")
+            }
+            WorkerEvent::NotifyRefused { unit, message } => {
+                write!(f, "warning: unit {unit}: no webhook sent: {message}")
             }
             WorkerEvent::DatabaseLost { message } => {
                 write!(

@@ -22,6 +22,7 @@ mod event;
 mod git;
 mod lease;
 mod model;
+mod notify;
 mod options;
 pub mod payload;
 pub mod read;

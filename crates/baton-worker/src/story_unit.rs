@@ -291,6 +291,7 @@ pub(crate) async fn run_story_unit(ctx: &Ctx, lease: Lease) -> Result<(), Worker
     let last = hook.record()?;
     let fenced = queue.fenced(&lease).await?;
     fenced.append(STORY_CHECKPOINT, &last.to_value()).await?;
+    let announce = crate::notify::event(&lease.project_remote, &payload, lease.id, &end);
     match end {
         StoryEnd::Approved => {
             let branch = format!(
@@ -338,6 +339,15 @@ pub(crate) async fn run_story_unit(ctx: &Ctx, lease: Lease) -> Result<(), Worker
                 .await?;
             ctx.emit(WorkerEvent::Released { unit: lease.id });
         }
+    }
+    // Only once the unit's end is committed: a worker that lost the lease never gets here.
+    if let Some(e) = announce
+        && let Err(message) = crate::notify::send(&ctx.options.home, &project, e)
+    {
+        ctx.emit(WorkerEvent::NotifyRefused {
+            unit: lease.id,
+            message,
+        });
     }
     Ok(())
 }
