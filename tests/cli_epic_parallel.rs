@@ -9,31 +9,15 @@ mod common;
 #[path = "../crates/baton-epic/tests/support/player.rs"]
 mod player;
 
-use common::{Baton, repo};
+use common::{Baton, git, repo};
 use player::{Player, Scenario};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const IMPL: &str = "_bmad-output/implementation-artifacts";
 const A: &str = "1-1-project-scaffold";
 const B: &str = "1-2-user-authentication";
 const C: &str = "1-3-password-reset";
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// The sample project in a git repository, story B after story A.
 fn sample(into: &Path) -> PathBuf {

@@ -10,7 +10,7 @@ mod common;
 #[path = "../crates/baton-epic/tests/support/player.rs"]
 mod player;
 
-use common::{Baton, repo};
+use common::{Baton, git, repo};
 use player::{Player, Scenario};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,21 +18,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const IMPL: &str = "_bmad-output/implementation-artifacts";
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn sample(into: &Path) -> PathBuf {
     let project = into.join("project");

@@ -11,7 +11,7 @@ mod common;
 #[path = "../crates/baton-epic/tests/support/player.rs"]
 mod player;
 
-use common::{Baton, Run, repo};
+use common::{Baton, Run, git, repo};
 use player::{Player, Scenario};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -22,21 +22,6 @@ const A: &str = "1-1-project-scaffold";
 const B: &str = "1-2-user-authentication";
 /// Story A's title, as its story file says it: quotes, a command substitution, backticks.
 const HOSTILE: &str = "Scaffold'; touch PWNED; echo '$(touch PWNED2) `touch PWNED3` \"x\"";
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// Whether `reference` exists in the bare repository `remote` (its commit).
 fn remote_ref(remote: &Path, reference: &str) -> Option<String> {

@@ -74,6 +74,22 @@ impl Baton {
     }
 }
 
+/// `git -C dir ARGS`, which must succeed; its stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Every file under `root` with its bytes (to show a command left a project as it was).
 pub fn files(root: &Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
     walk(root)
