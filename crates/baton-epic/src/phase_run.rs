@@ -570,6 +570,8 @@ impl OwnedFiles {
             run_state::FILE_NAME,
             super::progress::FILE_NAME,
             super::method::snapshot::FILE_NAME,
+            // A forged ledger ("merged") would make a story done without its merge.
+            baton_worktree::publish::FILE_NAME,
         ]
         .iter()
         .map(|name| {

@@ -413,3 +413,21 @@ async fn an_epic_keeps_its_pipeline_until_the_person_accepts_the_one_a_changed_m
         serde_json::from_str(&w.read(&format!("{IMPL}/.baton-epic-method.json")).unwrap()).unwrap();
     assert_eq!(snapshot["pipeline"]["source"], "bundled", "{snapshot}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dev_model_cannot_forge_the_publish_ledger() {
+    // A forged ledger saying the story was merged on the remote would let `done_when =
+    // "merged"` mark it done without any merge.
+    let ledger = format!("{IMPL}/.baton-epic-publish.json");
+    let forged = format!(
+        "{{\"stories\": [{{\"story\": \"{KEY}\", \"state\": \"merged\", \"note\": \"{HOSTILE}\"}}]}}"
+    );
+    let w = World::new(Scenario {
+        method_dev_calls: vec![fs_write(&ledger, &forged)],
+        ..Scenario::default()
+    });
+    w.dev_then_stop().await;
+    // The build did its work; its write of the orchestrator's ledger was undone.
+    assert!(w.read(&format!("src/{KEY}.txt")).is_some());
+    assert_eq!(w.read(&ledger), None);
+}
