@@ -409,3 +409,70 @@ fn in_parallel_a_dependant_waits_for_the_merge_of_the_story_it_needs() {
     );
     assert_ne!(sprint_status(&project, "epic-1"), "done");
 }
+
+#[test]
+fn a_hook_or_an_fsmonitor_planted_in_the_repository_never_runs_when_a_story_is_published() {
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let publish = "[autopilot.git]\ncommit = true\n\n[autopilot.publish]\npush = true\n";
+    let (project, remote) = sample(tmp.path(), publish, true);
+    // What a model with a shell could leave behind: hooks for the commit and the push, and an
+    // fsmonitor, each leaving a mark inside the project and beside it when run.
+    let outside = tmp.path().join("PLANTED-RAN");
+    let mark = |name: &str| {
+        format!(
+            "#!/bin/sh\ntouch \"$PWD/{name}-RAN\" '{}'\nexit 0\n",
+            outside.display()
+        )
+    };
+    let hooks = project.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    for hook in [
+        "pre-push",
+        "post-commit",
+        "pre-commit",
+        "reference-transaction",
+    ] {
+        let path = hooks.join(hook);
+        std::fs::write(&path, mark(hook)).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let fsmonitor = project.join("fsmonitor.sh");
+    std::fs::write(&fsmonitor, mark("fsmonitor")).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fsmonitor, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let config = project.join(".git/config");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!("[core]\n\tfsmonitor = {}\n", fsmonitor.display()));
+    std::fs::write(&config, text).unwrap();
+
+    let p = project.to_str().unwrap();
+    let player = Player::start(&project, Scenario::default());
+    let r = epic(
+        &baton,
+        &player,
+        &["epic", "run", "epic-1", "-p", p, "--non-interactive"],
+    );
+    // Checked before the test's own git touches the project.
+    let ran: Vec<String> = std::fs::read_dir(&project)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with("-RAN"))
+        .collect();
+    assert!(ran.is_empty(), "planted programs ran: {ran:?}");
+    assert!(
+        !outside.exists(),
+        "a planted program ran outside the project"
+    );
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    for key in [A, B] {
+        assert!(
+            remote_ref(&remote, &format!("refs/heads/baton/epic-1/{key}")).is_some(),
+            "{key} was not published"
+        );
+    }
+}
