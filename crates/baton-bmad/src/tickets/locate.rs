@@ -134,7 +134,9 @@ pub fn markdown_files(dir: &Dir, max: usize) -> Vec<String> {
     let mut names: Vec<String> = entries
         .flatten()
         .take(max)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        // Links and FIFOs too: reading them refuses them by name (a link out is never
+        // followed, a FIFO never opened), rather than leaving a ticket silently without file.
+        .filter(|e| e.file_type().is_ok_and(|t| !t.is_dir()))
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".md") && !n.starts_with('.'))
         .collect();

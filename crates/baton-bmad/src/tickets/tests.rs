@@ -346,3 +346,51 @@ fn hostile_files_are_refused_with_their_place() {
     let e = Tree::load(&root).unwrap_err();
     assert_eq!(e.code, "TICKET_FILE_AMBIGUOUS");
 }
+
+#[test]
+fn a_ticket_file_that_is_a_link_out_or_a_fifo_is_refused_without_being_read() {
+    let (tmp, root) = tree();
+    let hem = format!("{INIT}/epic-sail/story-hem.md");
+    // A link to a file outside the project: never followed.
+    let outside = tmp.path().join("outside.md");
+    std::fs::write(&outside, ticket(2, Some("done"), "")).unwrap();
+    std::fs::remove_file(root.join(&hem)).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join(&hem)).unwrap();
+    let e = Tree::load(&root).unwrap_err();
+    assert_eq!(e.code, "PATH_OUTSIDE_PROJECT", "{}", e.message);
+    assert!(
+        e.message.contains("story-hem.md"),
+        "{}: {}",
+        e.code,
+        e.message
+    );
+    // A FIFO: refused at once (a read would block forever).
+    std::fs::remove_file(root.join(&hem)).unwrap();
+    let status = std::process::Command::new("mkfifo")
+        .arg(root.join(&hem))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let e = Tree::load(&root).unwrap_err();
+    assert_eq!(e.code, "FILE_NOT_REGULAR", "{}", e.message);
+    assert!(
+        e.message.contains("story-hem.md"),
+        "{}: {}",
+        e.code,
+        e.message
+    );
+    // The manifest as a link out: the same.
+    std::fs::remove_file(root.join(&hem)).unwrap();
+    let manifest = root.join(format!("{INIT}/epic-sail/tickets.toml"));
+    let outside_toml = tmp.path().join("outside.toml");
+    std::fs::write(&outside_toml, "[[entry]]\nid = 1\n").unwrap();
+    std::fs::remove_file(&manifest).unwrap();
+    std::os::unix::fs::symlink(&outside_toml, &manifest).unwrap();
+    let e = Tree::load(&root).unwrap_err();
+    assert!(
+        e.message.contains("tickets.toml"),
+        "{}: {}",
+        e.code,
+        e.message
+    );
+}
