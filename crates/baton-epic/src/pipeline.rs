@@ -577,6 +577,32 @@ mod tests {
     }
 
     #[test]
+    fn a_recorded_pipeline_is_checked_again_when_read() {
+        let p = Pipeline::configured(&["build".into(), "code-review".into()]).unwrap();
+        let recorded = p.record();
+        assert_eq!(Pipeline::from_record(&recorded).unwrap(), p);
+        let json = serde_json::to_value(&recorded).unwrap();
+        assert_eq!(json["source"], "config");
+        // A record someone edited: a phase that does not exist, or a list that ends no story.
+        let mut bad = recorded.clone();
+        bad.phases[0].name = "deploy".into();
+        assert_eq!(
+            Pipeline::from_record(&bad).unwrap_err().code,
+            "EPIC_PIPELINE_INVALID"
+        );
+        let mut bad = recorded;
+        bad.phases.pop();
+        assert_eq!(
+            Pipeline::from_record(&bad).unwrap_err().code,
+            "EPIC_PIPELINE_INVALID"
+        );
+        let unknown: Result<Recorded, _> = serde_json::from_str(
+            r#"{"source": "bmad-6.11+", "reason": "", "phases": [], "extra": 1}"#,
+        );
+        assert!(unknown.is_err());
+    }
+
+    #[test]
     fn a_pipeline_that_cannot_end_a_story_is_refused() {
         for bad in [
             vec!["build"],
