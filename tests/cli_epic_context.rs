@@ -10,35 +10,15 @@ mod common;
 #[path = "../crates/baton-epic/tests/support/player.rs"]
 mod player;
 
-use common::{Baton, Run, repo};
+use common::{Baton, repo};
 use player::{Player, Scenario};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 fn sample(into: &Path) -> PathBuf {
     let project = into.join("project");
     baton_testkit::copy_dir(&repo().join("examples/projects/taskboard-epic"), &project);
     project
-}
-
-fn epic(baton: &Baton, base_url: &str, args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args(args)
-        .env("BATON_HOME", baton.home.path())
-        .env("OPENAI_BASE_URL", base_url)
-        .env("BATON_MODEL", "played")
-        .env("OPENAI_API_KEY", "sk-test")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
 }
 
 /// The context policy `runs show --json` gives for every run of the store.
@@ -66,7 +46,7 @@ fn story_runs(extra: &[&str]) -> Vec<(String, Value)> {
     let player = Player::start(&project, Scenario::default());
     let mut args = vec!["epic", "story", "2-1-create-board", "-p", p, "--json"];
     args.extend_from_slice(extra);
-    let run = epic(&baton, &player.base_url(), &args);
+    let run = baton.played(&player.base_url(), &args);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert_eq!(run.json()["outcome"], "done", "{}", run.stdout);
     let runs = policies(&baton);
@@ -107,8 +87,7 @@ fn an_epic_answered_without_context_goes_on_with_the_one_it_was_run_with() {
         },
     );
     let url = player.base_url();
-    let asked = epic(
-        &baton,
+    let asked = baton.played(
         &url,
         &[
             "epic",
@@ -123,8 +102,7 @@ fn an_epic_answered_without_context_goes_on_with_the_one_it_was_run_with() {
     );
     assert_eq!(asked.code, 10, "{}{}", asked.stdout, asked.stderr);
     let before = policies(&baton).len();
-    let answered = epic(
-        &baton,
+    let answered = baton.played(
         &url,
         &["epic", "answer", story, "Kanban", "-p", p, "--json"],
     );
@@ -145,8 +123,7 @@ fn context_with_queue_is_refused_before_anything_runs() {
     let tmp = tempfile::tempdir().unwrap();
     let project = sample(tmp.path());
     let p = project.to_str().unwrap();
-    let run = epic(
-        &baton,
+    let run = baton.played(
         "http://127.0.0.1:9/v1",
         &[
             "epic",

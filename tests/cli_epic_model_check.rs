@@ -9,11 +9,9 @@ mod common;
 #[path = "../crates/baton-epic/tests/support/player.rs"]
 mod player;
 
-use common::{Baton, Run, repo};
+use common::{Baton, repo};
 use player::{Player, Scenario};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 fn sample(into: &Path) -> PathBuf {
     let project = into.join("project");
@@ -21,40 +19,10 @@ fn sample(into: &Path) -> PathBuf {
     project
 }
 
-/// Every file of the project with its bytes.
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    common::walk(dir)
-        .into_iter()
-        .map(|p| {
-            let bytes = std::fs::read(&p).unwrap();
-            (p, bytes)
-        })
-        .collect()
-}
-
 /// A loopback port nothing listens on.
 fn closed_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
-}
-
-fn epic(baton: &Baton, base_url: &str, args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args(args)
-        .env("BATON_HOME", baton.home.path())
-        .env("OPENAI_BASE_URL", base_url)
-        .env("BATON_MODEL", "played")
-        .env("OPENAI_API_KEY", "sk-test")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
 }
 
 #[test]
@@ -64,13 +32,13 @@ fn an_unreachable_model_stops_the_epic_before_anything_is_written() {
     let project = sample(tmp.path());
     let p = project.to_str().unwrap();
     let url = format!("http://127.0.0.1:{}/v1", closed_port());
-    let before = snapshot(&project);
+    let before = common::files(&project);
 
     for args in [
         vec!["epic", "run", "epic-2", "-p", p, "--json"],
         vec!["epic", "run", "epic-2", "-p", p, "--dry-run", "--json"],
     ] {
-        let run = epic(&baton, &url, &args);
+        let run = baton.played(&url, &args);
         assert_eq!(run.code, 1, "{args:?}: {}{}", run.stdout, run.stderr);
         let v = run.json();
         assert_eq!(v["error"]["code"], "LLM_CONNECT_ERROR", "{args:?}: {v:#}");
@@ -82,17 +50,21 @@ fn an_unreachable_model_stops_the_epic_before_anything_is_written() {
             "{v:#}"
         );
         assert!(v["error"]["hint"].as_str().is_some(), "{v:#}");
-        assert_eq!(snapshot(&project), before, "{args:?} changed the project");
+        assert_eq!(
+            common::files(&project),
+            before,
+            "{args:?} changed the project"
+        );
     }
     // The text form too, and no run was made.
-    let text = epic(&baton, &url, &["epic", "run", "epic-2", "-p", p]);
+    let text = baton.played(&url, &["epic", "run", "epic-2", "-p", p]);
     assert_eq!(text.code, 1);
     assert!(
         text.stderr.contains("error[LLM_CONNECT_ERROR]"),
         "{}",
         text.stderr
     );
-    assert_eq!(snapshot(&project), before);
+    assert_eq!(common::files(&project), before);
     let runs = baton.run(&["runs", "list", "--all", "--json"]);
     assert_eq!(runs.code, 0, "{}", runs.stderr);
     assert_eq!(
@@ -118,15 +90,15 @@ fn a_resume_against_a_model_that_went_away_adds_no_run() {
         },
     );
     let url = player.base_url();
-    let paused = epic(&baton, &url, &["epic", "run", "epic-2", "-p", p, "--json"]);
+    let paused = baton.played(&url, &["epic", "run", "epic-2", "-p", p, "--json"]);
     assert_eq!(paused.code, 1, "{}{}", paused.stdout, paused.stderr);
     assert_eq!(paused.json()["outcome"], "paused");
     drop(player);
     let runs_before = baton.run(&["runs", "list", "--all", "--json"]).stdout;
-    let before = snapshot(&project);
+    let before = common::files(&project);
 
     for _ in 0..2 {
-        let resumed = epic(&baton, &url, &["epic", "resume", "-p", p, "--json"]);
+        let resumed = baton.played(&url, &["epic", "resume", "-p", p, "--json"]);
         assert_eq!(resumed.code, 1, "{}{}", resumed.stdout, resumed.stderr);
         assert_eq!(
             resumed.json()["error"]["code"],
@@ -134,7 +106,11 @@ fn a_resume_against_a_model_that_went_away_adds_no_run() {
             "{}",
             resumed.stdout
         );
-        assert_eq!(snapshot(&project), before, "the resume changed the project");
+        assert_eq!(
+            common::files(&project),
+            before,
+            "the resume changed the project"
+        );
         assert_eq!(
             baton.run(&["runs", "list", "--all", "--json"]).stdout,
             runs_before,
@@ -150,9 +126,8 @@ fn a_dry_run_checks_the_model_with_one_short_request() {
     let project = sample(tmp.path());
     let p = project.to_str().unwrap();
     let player = Player::start(&project, Scenario::default());
-    let before = snapshot(&project);
-    let dry = epic(
-        &baton,
+    let before = common::files(&project);
+    let dry = baton.played(
         &player.base_url(),
         &["epic", "run", "epic-2", "-p", p, "--dry-run", "--json"],
     );
@@ -160,7 +135,7 @@ fn a_dry_run_checks_the_model_with_one_short_request() {
     assert_eq!(dry.json()["outcome"], "planned");
     assert_eq!(player.checks(), 1);
     assert!(player.served().is_empty(), "no phase ran");
-    assert_eq!(snapshot(&project), before);
+    assert_eq!(common::files(&project), before);
 }
 
 #[test]
@@ -170,8 +145,7 @@ fn a_dry_run_with_queue_says_what_the_queued_run_would_refuse() {
     let project = sample(tmp.path());
     let p = project.to_str().unwrap();
     let url = format!("http://127.0.0.1:{}/v1", closed_port());
-    let dry = epic(
-        &baton,
+    let dry = baton.played(
         &url,
         &[
             "epic",
@@ -202,8 +176,7 @@ fn a_session_whose_chain_asks_no_model_checks_it_before_it_is_created() {
     std::fs::create_dir(&project).unwrap();
     let url = format!("http://127.0.0.1:{}/v1", closed_port());
     // A brainstorm's chain is built without a decomposition call.
-    let run = epic(
-        &baton,
+    let run = baton.played(
         &url,
         &[
             "session",
