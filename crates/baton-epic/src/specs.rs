@@ -102,23 +102,21 @@ pub fn lines(specs: &Specs, pipeline: &Pipeline) -> Vec<PhaseLine> {
         .collect()
 }
 
+/// An installed skill or classic workflow as the pipeline's view names it.
+fn runs_of(inst: &Installed) -> Runs {
+    Runs {
+        kind: if inst.is_skill() { "skill" } else { "workflow" },
+        name: inst.name.clone(),
+        path: inst.rel.clone(),
+    }
+}
+
 /// `pipeline` with what runs each of its phases (`specs`, resolved for it).
 pub fn view(pipeline: &Pipeline, specs: &Specs) -> super::pipeline::PipelineView {
     let mut v = pipeline.view(|stage| match specs.get(&stage.phase) {
         Some(PhaseSpec {
             method: Some(m), ..
-        }) => (
-            Runs {
-                kind: if m.installed.is_skill() {
-                    "skill"
-                } else {
-                    "workflow"
-                },
-                name: m.installed.name.clone(),
-                path: m.installed.rel.clone(),
-            },
-            Some(m.how()),
-        ),
+        }) => (runs_of(&m.installed), Some(m.how())),
         Some(s) => (
             Runs {
                 kind: "package",
@@ -158,14 +156,7 @@ pub fn planned_view(
         }
     }
     Ok(pipeline.view(|stage| match found.get(&stage.phase) {
-        Some(inst) => (
-            Runs {
-                kind: if inst.is_skill() { "skill" } else { "workflow" },
-                name: inst.name.clone(),
-                path: inst.rel.clone(),
-            },
-            None,
-        ),
+        Some(inst) => (runs_of(inst), None),
         None => {
             let c = config.phase(stage.phase);
             let runs = Runs {
