@@ -1,0 +1,12 @@
+//! Coding-agent CLIs as executors: baton is their harness. Each CLI has an [`adapter`] (its
+//! command line, what its per-run home holds, how its event stream reads); the CLI runs confined,
+//! with no network but baton's gateway, which holds the real key, the budget and the record.
+
+pub mod adapter;
+pub mod claude_code;
+pub mod codex;
+pub mod kind;
+pub mod opencode;
+
+pub use adapter::{Adapter, Event, Invocation, Launch};
+pub use kind::ExecutorKind;
