@@ -7,6 +7,7 @@ pub mod claude_code;
 pub mod codex;
 pub mod kind;
 pub mod opencode;
+pub mod testing;
 
 pub use adapter::{Adapter, Event, Invocation, Launch};
 pub use kind::ExecutorKind;
