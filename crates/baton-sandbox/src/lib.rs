@@ -17,7 +17,8 @@
 //! - **descriptors**: every descriptor above 2 is closed at `exec`, whether or not it had
 //!   close-on-exec;
 //! - **network**: a new, empty network namespace (loopback only), or where namespaces are
-//!   not allowed, seccomp refusing IPv4/IPv6 sockets;
+//!   not allowed, seccomp refusing IPv4/IPv6 sockets; or a [`PrivateNetwork`] whose loopback
+//!   holds one listener of baton's (the model gateway a coding-agent CLI talks to);
 //! - **protected paths**: a private mount namespace in which every mount is read-only except
 //!   the writable directories (so not even `chmod` reaches a file outside them), and the
 //!   read-only paths inside those are bind mounts remounted read-only;
@@ -36,12 +37,12 @@ mod spec;
 
 pub use error::{SandboxError, SpawnFailure};
 pub use layers::{Capabilities, Layer, LayerReport, NamespaceMode};
-pub use spec::{Limits, SandboxSpec};
+pub use spec::{Limits, NetworkNamespace, SandboxSpec};
 
 #[cfg(target_os = "linux")]
 pub use linux::{
-    Confinement, Signal, capabilities, close_inherited_fds, dumpable, kill_group, probe,
-    protect_process,
+    Confinement, PrivateNetwork, Signal, capabilities, close_inherited_fds, dumpable, kill_group,
+    probe, protect_process,
 };
 
 #[cfg(not(target_os = "linux"))]
@@ -97,6 +98,26 @@ mod other {
         Probe,
     }
 
+    /// No private network namespace outside Linux (none can be made).
+    pub enum PrivateNetwork {}
+
+    impl PrivateNetwork {
+        pub fn new() -> Result<PrivateNetwork, SandboxError> {
+            Err(SandboxError::Unavailable {
+                missing: vec![Layer::Network],
+                detail: format!("no network namespaces on {}", std::env::consts::OS),
+            })
+        }
+
+        pub fn namespace(&self) -> NetworkNamespace {
+            match *self {}
+        }
+
+        pub fn bind_loopback(&self) -> std::io::Result<std::net::TcpListener> {
+            match *self {}
+        }
+    }
+
     /// Nothing to mark outside Linux (the child keeps what it inherits).
     pub fn close_inherited_fds(_cmd: &mut Command) {}
 
@@ -127,6 +148,6 @@ mod other {
 }
 #[cfg(not(target_os = "linux"))]
 pub use other::{
-    Confinement, Signal, capabilities, close_inherited_fds, dumpable, kill_group, probe,
-    protect_process,
+    Confinement, PrivateNetwork, Signal, capabilities, close_inherited_fds, dumpable, kill_group,
+    probe, protect_process,
 };

@@ -22,6 +22,10 @@ pub struct SandboxSpec {
     /// `socket(AF_UNIX, …)`; with ABI 9, named sockets outside the writable directories are
     /// refused by Landlock either way.
     pub unix_sockets: bool,
+    /// A network namespace the command joins instead of a new empty one (see
+    /// `PrivateNetwork`): its loopback holds the only address the command can reach (baton's
+    /// model gateway for a coding-agent CLI). Only with `network: false`.
+    pub join_network: Option<NetworkNamespace>,
     pub limits: Limits,
     /// When true, a layer this spec needs and the kernel lacks is an error
     /// (`SANDBOX_UNAVAILABLE`); when false, the command runs with the layers that exist.
@@ -38,3 +42,15 @@ pub struct Limits {
     /// `RLIMIT_CPU`: CPU seconds of each process.
     pub cpu_seconds: Option<u64>,
 }
+
+/// An open network namespace (its descriptor keeps it alive while anyone holds it).
+#[derive(Debug, Clone)]
+pub struct NetworkNamespace(pub std::sync::Arc<std::os::fd::OwnedFd>);
+
+impl PartialEq for NetworkNamespace {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for NetworkNamespace {}

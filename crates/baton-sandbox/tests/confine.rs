@@ -419,3 +419,63 @@ fn protect_process_makes_baton_non_dumpable() {
         "{out:?}"
     );
 }
+
+/// A command that joins a run's private network reaches the one listener baton bound on that
+/// namespace's loopback, and nothing on the host's loopback (where every other local server,
+/// and the way out, are).
+#[test]
+fn a_private_network_reaches_only_its_own_listener() {
+    let d = dirs();
+    let private = match baton_sandbox::PrivateNetwork::new() {
+        Ok(p) => p,
+        Err(e) => {
+            assert_ne!(capabilities().namespaces, NamespaceMode::Direct, "{e}");
+            eprintln!("no private network here ({e}): skipped");
+            return;
+        }
+    };
+    let inside = private.bind_loopback().unwrap();
+    let inside_port = inside.local_addr().unwrap().port();
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let host_port = host.local_addr().unwrap().port();
+    host.set_nonblocking(true).unwrap();
+    let s = SandboxSpec {
+        join_network: Some(private.namespace()),
+        ..spec(&d)
+    };
+    if !full_sandbox(&s) {
+        return;
+    }
+    let c = Confinement::prepare(&s, capabilities()).unwrap();
+    assert!(
+        c.applied()
+            .iter()
+            .any(|(l, how)| *l == Layer::Network && how == "private-namespace")
+    );
+    let out = run_sh(
+        &s,
+        &d.project,
+        &format!(
+            "bash -c 'echo hello >/dev/tcp/127.0.0.1/{inside_port}' && echo reached; \
+             bash -c 'echo x >/dev/tcp/127.0.0.1/{host_port}' 2>/dev/null && echo host-reached; \
+             bash -c 'echo x >/dev/tcp/1.1.1.1/80' 2>/dev/null && echo out-reached; echo end"
+        ),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // The child has exited: what it sent waits in the accepted connection's buffer.
+    inside.set_nonblocking(true).unwrap();
+    let (mut conn, _) = inside.accept().expect("the child connected");
+    conn.set_nonblocking(false).unwrap();
+    let mut got = String::new();
+    std::io::Read::read_to_string(&mut conn, &mut got).unwrap();
+    assert_eq!(got, "hello\n", "{out:?}");
+    assert!(stdout.contains("reached\n"), "{out:?}");
+    assert!(!stdout.contains("host-reached"), "{out:?}");
+    assert!(!stdout.contains("out-reached"), "{out:?}");
+    assert!(
+        host.accept().is_err(),
+        "nothing connected to the host's listener"
+    );
+    // The process's own connections stay in the host's namespace.
+    assert!(std::net::TcpStream::connect(("127.0.0.1", host_port)).is_ok());
+}

@@ -203,6 +203,52 @@ fn shared_netns() -> Option<&'static OwnedFd> {
     NETNS.get_or_init(make_netns).as_ref()
 }
 
+/// A network namespace of its own (loopback up, nothing else) for one run: baton binds a
+/// listener on its loopback ([`PrivateNetwork::bind_loopback`]) and the run's commands join it
+/// (`SandboxSpec::join_network`), so that listener is the only address they can reach. It lives
+/// while the value or a spec holding its namespace does. Only where the process may enter
+/// namespaces directly (root).
+pub struct PrivateNetwork {
+    fd: Arc<OwnedFd>,
+}
+
+impl PrivateNetwork {
+    pub fn new() -> Result<PrivateNetwork, SandboxError> {
+        if capabilities().namespaces != NamespaceMode::Direct {
+            return Err(SandboxError::Unavailable {
+                missing: vec![Layer::Network],
+                detail: "a private network namespace needs a process that may enter namespaces directly (root)".into(),
+            });
+        }
+        make_netns()
+            .map(|fd| PrivateNetwork { fd: Arc::new(fd) })
+            .ok_or_else(|| SandboxError::Setup("no network namespace could be made".into()))
+    }
+
+    pub fn namespace(&self) -> crate::NetworkNamespace {
+        crate::NetworkNamespace(self.fd.clone())
+    }
+
+    /// A TCP listener on `127.0.0.1` of this namespace, at a port the kernel picks. A socket
+    /// belongs to the namespace of the thread that made it, so a short-lived thread enters the
+    /// namespace (`setns` changes only the calling thread) and makes it; the process's other
+    /// threads, and every connection it makes, stay in the host's namespace.
+    pub fn bind_loopback(&self) -> std::io::Result<std::net::TcpListener> {
+        let fd = self.fd.clone();
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                // SAFETY: setns on a descriptor we own, for this thread only.
+                if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                std::net::TcpListener::bind(("127.0.0.1", 0))
+            })
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the namespace thread panicked")))
+        })
+    }
+}
+
 fn make_netns() -> Option<OwnedFd> {
     // SAFETY: the child only makes system calls (unshare, the loopback ioctls, write, pause)
     // until it is killed; the parent closes what it opened and reaps the child.
@@ -375,7 +421,19 @@ impl Confinement {
         let binds = if ns_ok { read_only.clone() } else { Vec::new() };
         let readonly_root = ns_ok && caps.readonly_root;
         let mut setup = namespace_setup(mode, net_namespace, &writable, &binds, readonly_root);
-        if net_namespace
+        if let Some(private) = &spec.join_network {
+            // The run's own namespace: entered directly, or not at all (a command that cannot
+            // join it would either reach nothing or everything).
+            if spec.network || mode != NamespaceMode::Direct {
+                return Err(SandboxError::Unavailable {
+                    missing: vec![Layer::Network],
+                    detail: "a private network namespace is joined only by a process that may enter namespaces directly, with the network otherwise off".into(),
+                });
+            }
+            setup.unshare &= !libc::CLONE_NEWNET;
+            setup.loopback_up = false;
+            setup.join_net = Some(private.0.as_raw_fd());
+        } else if net_namespace
             && mode == NamespaceMode::Direct
             && let Some(net) = shared_netns()
         {
@@ -421,6 +479,8 @@ impl Confinement {
         }
         if spec.network {
             applied.push((Layer::Network, "allowed".into()));
+        } else if spec.join_network.is_some() {
+            applied.push((Layer::Network, "private-namespace".into()));
         } else if net_namespace {
             applied.push((Layer::Network, "namespace".into()));
         } else if deny_inet {

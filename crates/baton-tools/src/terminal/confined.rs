@@ -225,6 +225,7 @@ fn spec(
         read_only,
         network: t.network,
         unix_sockets: t.unix_sockets,
+        join_network: None,
         limits: Limits {
             processes: t.max_processes,
             address_space: t.max_memory_bytes,
