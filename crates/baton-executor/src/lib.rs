@@ -5,9 +5,13 @@
 pub mod adapter;
 pub mod claude_code;
 pub mod codex;
+pub mod config;
+pub mod find;
+pub mod group;
 pub mod kind;
 pub mod opencode;
 pub mod testing;
 
 pub use adapter::{Adapter, Event, Invocation, Launch};
+pub use config::{ExecutorConfig, read_executors};
 pub use kind::ExecutorKind;

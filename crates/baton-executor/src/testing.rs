@@ -2,7 +2,7 @@
 //! skips the test or fails it (CI sets `BATON_REQUIRE_EXECUTORS=1` so it never skips silently).
 
 use crate::ExecutorKind;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The CLI of `kind`: first in `$BATON_EXECUTOR_PATH` (a directory), then on `PATH`.
 pub fn cli_path(kind: ExecutorKind) -> Option<PathBuf> {
@@ -15,7 +15,8 @@ pub fn cli_path(kind: ExecutorKind) -> Option<PathBuf> {
                 .into_iter()
                 .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>()),
         );
-    dirs.map(|d| d.join(name)).find(|p| is_executable(p))
+    dirs.map(|d| d.join(name))
+        .find(|p| crate::find::is_executable(p))
 }
 
 /// Whether a missing CLI must fail the test (`BATON_REQUIRE_EXECUTORS` set, not `0`).
@@ -40,9 +41,4 @@ pub fn require_or_skip(kind: ExecutorKind) -> Option<PathBuf> {
             None
         }
     }
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
