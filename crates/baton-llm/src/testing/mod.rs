@@ -9,6 +9,7 @@
 
 pub mod anthropic;
 pub mod caching;
+pub mod responses;
 mod reply;
 mod tool_protocol;
 
