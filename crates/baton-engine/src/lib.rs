@@ -13,6 +13,7 @@ pub mod driver;
 mod durable;
 mod error;
 mod event;
+pub mod external;
 pub mod inspect;
 pub mod machine;
 pub mod model_choice;

@@ -138,7 +138,7 @@ pub fn model_record(model: &dyn ChatModel) -> ModelRecord {
 /// `model-unreachable` for a run that failed without reaching its model (refused, unknown
 /// host, no key); `budget-exceeded` for a run stopped before a call that would cross a
 /// budget; no reason otherwise.
-fn stop_reason(phase: Phase, waiting_for: Option<&Value>) -> Option<String> {
+pub(crate) fn stop_reason(phase: Phase, waiting_for: Option<&Value>) -> Option<String> {
     let code = waiting_for?.pointer("/error/code")?.as_str()?;
     match phase {
         Phase::Failed => matches!(code, "LLM_CONNECT_ERROR" | "LLM_KEY_MISSING")

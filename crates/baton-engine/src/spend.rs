@@ -392,7 +392,9 @@ impl Recorded {
         run_usage(&self.usage, self.calls)
     }
 
-    fn add_line(&mut self, line: &Value, price: Option<Price>) {
+    /// Adds one call's audit fields (`usage`, `counted`, `estimate`, `prompt`), as the log's
+    /// `engine.turn` lines are summed.
+    pub fn add_line(&mut self, line: &Value, price: Option<Price>) {
         let usage = line
             .get("usage")
             .filter(|u| !u.is_null())
@@ -682,37 +684,7 @@ impl Meter {
     }
 
     fn check(&self, estimate: &Estimate) -> Result<(), BudgetStop> {
-        for cap in &self.caps {
-            let mut spent = cap.spent_elsewhere;
-            spent.add(self.run.spent);
-            if let Some(limit) = cap.tokens
-                && spent.tokens.saturating_add(estimate.tokens()) > limit
-            {
-                return Err(stop(
-                    cap,
-                    "tokens",
-                    limit as f64,
-                    spent.tokens as f64,
-                    estimate.tokens() as f64,
-                ));
-            }
-            if let Some(limit) = cap.usd {
-                let Some(usd) = estimate.usd else {
-                    return Err(BudgetStop {
-                        code: BUDGET_PRICE_UNKNOWN,
-                        message: format!(
-                            "a USD budget is set ({}) but the model has no known price",
-                            cap.scope
-                        ),
-                        details: json!({"scope": cap.scope, "kind": "usd"}),
-                    });
-                };
-                if spent.usd + usd > limit {
-                    return Err(stop(cap, "usd", limit, spent.usd, usd));
-                }
-            }
-        }
-        Ok(())
+        check_caps(&self.caps, self.run.spent, estimate)
     }
 
     /// Counts a call made: baton counts the answer's tokens (text, reasoning, tool names and
@@ -767,6 +739,41 @@ impl Meter {
         self.previous = Some((bytes, node));
         figures
     }
+}
+
+/// Whether a call that may cost `estimate` fits every cap, the run having spent `run_spent`.
+pub fn check_caps(caps: &[Cap], run_spent: Spent, estimate: &Estimate) -> Result<(), BudgetStop> {
+    for cap in caps {
+        let mut spent = cap.spent_elsewhere;
+        spent.add(run_spent);
+        if let Some(limit) = cap.tokens
+            && spent.tokens.saturating_add(estimate.tokens()) > limit
+        {
+            return Err(stop(
+                cap,
+                "tokens",
+                limit as f64,
+                spent.tokens as f64,
+                estimate.tokens() as f64,
+            ));
+        }
+        if let Some(limit) = cap.usd {
+            let Some(usd) = estimate.usd else {
+                return Err(BudgetStop {
+                    code: BUDGET_PRICE_UNKNOWN,
+                    message: format!(
+                        "a USD budget is set ({}) but the model has no known price",
+                        cap.scope
+                    ),
+                    details: json!({"scope": cap.scope, "kind": "usd"}),
+                });
+            };
+            if spent.usd + usd > limit {
+                return Err(stop(cap, "usd", limit, spent.usd, usd));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn stop(cap: &Cap, kind: &str, limit: f64, spent: f64, estimate: f64) -> BudgetStop {

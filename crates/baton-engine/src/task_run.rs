@@ -60,6 +60,14 @@ impl ClaimedTask {
     pub fn run(&self) -> &RunMetadata {
         &self.run
     }
+
+    pub fn project(&self) -> &Project {
+        &self.project
+    }
+
+    pub fn continuation(&self) -> &TaskContinuation {
+        &self.continuation
+    }
 }
 
 /// A task run and what the last invocation did.
