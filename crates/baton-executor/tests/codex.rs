@@ -1,0 +1,374 @@
+//! The real Codex CLI against a played OpenAI Responses API on loopback: the scripted model has
+//! Codex run `env` with its shell tool and write hello.txt with its own apply_patch tool; the
+//! file is written, the server saw every request (and nothing else was contacted), the CLI's
+//! JSONL reads as baton's events, a resume continues the same session, and a refused request
+//! ends the run as a failed result.
+//!
+//! Skips (saying so) without the codex CLI, unless `BATON_REQUIRE_EXECUTORS=1`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
+
+use baton_executor::{Event, ExecutorKind, Invocation, testing};
+use baton_llm::testing::responses::{
+    self, ResponsesServer, add_file_patch, apply_patch, exec_command, text,
+};
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A model Codex knows, so it offers its freeform apply_patch tool.
+const MODEL: &str = "gpt-5.5";
+const TOKEN: &str = "baton-run-test-token-5f1e";
+
+/// A loopback listener standing in for every other address: the CLI's proxy for anything but
+/// 127.0.0.1, counting the connections it gets (there must be none).
+struct Trap {
+    port: u16,
+    hits: Arc<AtomicUsize>,
+}
+
+impl Trap {
+    fn start() -> Trap {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counted = hits.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                counted.fetch_add(1, Ordering::SeqCst);
+                drop(stream);
+            }
+        });
+        Trap { port, hits }
+    }
+}
+
+struct Run {
+    status: std::process::ExitStatus,
+    stdout: String,
+    stderr: String,
+    events: Vec<Event>,
+}
+
+/// Launches codex as the adapter says (empty environment but PATH, HOME, TMPDIR, LANG and the
+/// launch's own, stdin /dev/null), with `gateway` as the model's address; waits up to two
+/// minutes.
+fn run_codex(
+    program: &Path,
+    workdir: &Path,
+    home: &Path,
+    gateway: &str,
+    prompt: &str,
+    resume: Option<&str>,
+    trap: &Trap,
+) -> Run {
+    let adapter = ExecutorKind::Codex.adapter().unwrap();
+    let launch = adapter.launch(&Invocation {
+        program,
+        workdir,
+        home,
+        gateway,
+        token: TOKEN,
+        model: MODEL,
+        prompt,
+        resume,
+        extra_args: &[],
+    });
+    let tmp = home.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    for (relative, content) in &launch.files {
+        let path = home.join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        if !path.exists() {
+            std::fs::write(&path, content).unwrap();
+        }
+    }
+    let proxy = format!("http://127.0.0.1:{}", trap.port);
+    let mut child = Command::new(&launch.program)
+        .args(&launch.args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("TMPDIR", &tmp)
+        .env("LANG", "C.UTF-8")
+        .env("HTTPS_PROXY", &proxy)
+        .env("HTTP_PROXY", &proxy)
+        .env("ALL_PROXY", &proxy)
+        .env("NO_PROXY", "127.0.0.1")
+        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(workdir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let stderr = std::thread::spawn(move || {
+        let mut s = String::new();
+        err.read_to_string(&mut s).ok();
+        s
+    });
+    let pid = child.id();
+    let (done, waited) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        out.read_to_string(&mut s).ok();
+        let status = child.wait();
+        done.send((s, status)).ok();
+    });
+    let Ok((stdout, status)) = waited.recv_timeout(Duration::from_secs(120)) else {
+        Command::new("kill")
+            .arg("-9")
+            .arg(pid.to_string())
+            .status()
+            .ok();
+        panic!("codex did not finish in two minutes");
+    };
+    let stderr = stderr.join().unwrap();
+    let events = stdout.lines().flat_map(|l| adapter.parse_line(l)).collect();
+    Run {
+        status: status.unwrap(),
+        stdout,
+        stderr,
+        events,
+    }
+}
+
+/// `http://127.0.0.1:<port>` of a played server (its base URL without `/v1`).
+fn origin(server: &ResponsesServer) -> String {
+    server.base_url().trim_end_matches("/v1").to_string()
+}
+
+fn codex() -> Option<PathBuf> {
+    testing::require_or_skip(ExecutorKind::Codex)
+}
+
+#[test]
+fn codex_writes_a_file_with_its_own_tool_against_the_played_responses_api() {
+    let Some(program) = codex() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (workdir, home) = (dir.path().join("work"), dir.path().join("home"));
+    std::fs::create_dir_all(&workdir).unwrap();
+    let server = ResponsesServer::start_with_key(
+        vec![
+            responses::answer(vec![
+                responses::message("Checking the environment first."),
+                exec_command("call_env", "env"),
+            ]),
+            responses::answer(vec![apply_patch(
+                "call_hello",
+                &add_file_patch("hello.txt", "hello from codex"),
+            )]),
+            text("Done: hello.txt is written."),
+        ],
+        TOKEN,
+    )
+    .unwrap();
+    let trap = Trap::start();
+    let run = run_codex(
+        &program,
+        &workdir,
+        &home,
+        &origin(&server),
+        "Create hello.txt saying hello.",
+        None,
+        &trap,
+    );
+    assert!(
+        run.status.success(),
+        "{}\n{}\n{}",
+        run.status,
+        run.stdout,
+        run.stderr
+    );
+
+    // The file, written by Codex's own apply_patch tool.
+    assert_eq!(
+        std::fs::read_to_string(workdir.join("hello.txt")).unwrap(),
+        "hello from codex\n"
+    );
+
+    // The server saw each request, each with the run's token, and nothing else was asked.
+    let exchanges = server.exchanges();
+    assert_eq!(exchanges.len(), 3, "{:?}", paths(&exchanges));
+    for e in &exchanges {
+        assert_eq!(
+            (e.method.as_str(), e.path.as_str(), e.status),
+            ("POST", "/v1/responses", 200)
+        );
+        assert_eq!(
+            e.header("authorization"),
+            Some(format!("Bearer {TOKEN}").as_str())
+        );
+        assert_eq!(e.body["model"], MODEL);
+        assert_eq!(e.body["stream"], true);
+    }
+    assert_eq!(server.remaining(), 0);
+    assert_eq!(
+        trap.hits.load(Ordering::SeqCst),
+        0,
+        "Codex contacted another address"
+    );
+
+    // Codex was offered the tools the script uses, and no hosted web search.
+    let tools: Vec<String> = exchanges[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            t["name"]
+                .as_str()
+                .or(t["type"].as_str())
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert!(tools.contains(&"exec_command".into()) && tools.contains(&"apply_patch".into()));
+    assert!(!tools.contains(&"web_search".into()), "{tools:?}");
+
+    // What `env` printed came back to the model: the tools' environment holds no token.
+    let env = exchanges[1].tool_output("call_env").unwrap();
+    assert!(env.contains("HOME="), "{env}");
+    assert!(
+        !env.contains(TOKEN) && !env.contains("BATON_GATEWAY_TOKEN"),
+        "{env}"
+    );
+    let patched = exchanges[2].tool_output("call_hello").unwrap();
+    assert!(patched.contains("hello.txt"), "{patched}");
+
+    // The transcript as baton records it.
+    let Event::Session { id } = &run.events[0] else {
+        panic!("{:?}", run.events)
+    };
+    assert!(!id.is_empty());
+    let shapes: Vec<String> = run.events.iter().map(shape).collect();
+    assert_eq!(
+        shapes,
+        [
+            "session",
+            "message Checking the environment first.",
+            "call shell",
+            "result ok",
+            "call apply_patch",
+            "result ok",
+            "message Done: hello.txt is written.",
+            "end ok",
+        ],
+        "{}",
+        run.stdout
+    );
+    let written = workdir.join("hello.txt");
+    assert!(run.events.iter().any(|e| matches!(e,
+        Event::ToolResult { output, .. } if output == &format!("add {}", written.display()))));
+}
+
+#[test]
+fn a_resume_continues_the_same_codex_session() {
+    let Some(program) = codex() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (workdir, home) = (dir.path().join("work"), dir.path().join("home"));
+    std::fs::create_dir_all(&workdir).unwrap();
+    let server = ResponsesServer::start(vec![
+        text("Which greeting do you want?"),
+        text("Using hola."),
+    ])
+    .unwrap();
+    let trap = Trap::start();
+    let first = run_codex(
+        &program,
+        &workdir,
+        &home,
+        &origin(&server),
+        "Greet.",
+        None,
+        &trap,
+    );
+    assert!(first.status.success(), "{}", first.stderr);
+    let Event::Session { id } = first.events[0].clone() else {
+        panic!("{:?}", first.events)
+    };
+    let second = run_codex(
+        &program,
+        &workdir,
+        &home,
+        &origin(&server),
+        "hola",
+        Some(&id),
+        &trap,
+    );
+    assert!(second.status.success(), "{}", second.stderr);
+    assert_eq!(second.events[0], Event::Session { id: id.clone() });
+    assert!(second.events.contains(&Event::Message {
+        text: "Using hola.".into()
+    }));
+    // The answer went to the model with the conversation so far.
+    let exchanges = server.exchanges();
+    assert_eq!(exchanges.len(), 2);
+    let input = exchanges[1].body["input"].to_string();
+    assert!(
+        input.contains("Which greeting do you want?") && input.contains("hola"),
+        "{input}"
+    );
+    assert_eq!(trap.hits.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn a_refused_request_ends_codex_with_a_failed_result() {
+    let Some(program) = codex() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (workdir, home) = (dir.path().join("work"), dir.path().join("home"));
+    std::fs::create_dir_all(&workdir).unwrap();
+    let server = ResponsesServer::start(vec![responses::refusal(
+        400,
+        "invalid_request_error",
+        Some("budget_exceeded"),
+        "The run's budget is spent.",
+    )])
+    .unwrap();
+    let trap = Trap::start();
+    let run = run_codex(
+        &program,
+        &workdir,
+        &home,
+        &origin(&server),
+        "Work.",
+        None,
+        &trap,
+    );
+    assert!(!run.status.success());
+    // Not retried: one request, then the end.
+    assert_eq!(server.exchanges().len(), 1);
+    let Some(Event::Result { text, is_error }) = run.events.last() else {
+        panic!("{:?}", run.events)
+    };
+    assert!(is_error);
+    assert!(text.contains("The run's budget is spent."), "{text}");
+}
+
+fn paths(exchanges: &[responses::Exchange]) -> Vec<String> {
+    exchanges
+        .iter()
+        .map(|e| format!("{} {} {}", e.method, e.path, e.status))
+        .collect()
+}
+
+/// An event in a word or two, for comparing transcripts whose ids and paths vary.
+fn shape(e: &Event) -> String {
+    match e {
+        Event::Session { .. } => "session".into(),
+        Event::Message { text } => format!("message {text}"),
+        Event::ToolCall { name, .. } => format!("call {name}"),
+        Event::ToolResult { is_error, .. } => {
+            format!("result {}", if *is_error { "error" } else { "ok" })
+        }
+        Event::Question { text } => format!("question {text}"),
+        Event::Result { is_error, .. } => {
+            format!("end {}", if *is_error { "error" } else { "ok" })
+        }
+    }
+}
