@@ -146,19 +146,16 @@ impl ExternalTask {
 
     /// Ends the invocation as `end` says, durably with the audit log: `completed`, waiting for
     /// a person, or failed (a budget stop or an interruption leaves the run idle, resumable).
-    pub fn end(self, end: TaskEnd) -> Result<TaskFinished, RunnerError> {
-        let ExternalTask { claimed, books } = self;
-        let mut b = books.into_inner().unwrap_or_else(|e| e.into_inner());
+    /// The driver lock is released when the value is dropped.
+    pub fn end(&self, end: TaskEnd) -> Result<TaskFinished, RunnerError> {
+        let claimed = &self.claimed;
+        let mut guard = self.books();
+        let b = &mut *guard;
         let run_id = claimed.run().run_id.clone();
         let (phase, waiting) = match &end {
             TaskEnd::Finished { verdict } => {
-                append(
-                    b.audit.as_mut(),
-                    &run_id,
-                    "engine.completed",
-                    json!({"turns": b.calls, "toolCalls": b.tools, "verdict": verdict}),
-                    false,
-                );
+                let fields = json!({"turns": b.calls, "toolCalls": b.tools, "verdict": verdict});
+                append(b.audit.as_mut(), &run_id, "engine.completed", fields, false);
                 (Phase::Completed, None)
             }
             TaskEnd::Waiting { question, reason } => {
