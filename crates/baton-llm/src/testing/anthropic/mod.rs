@@ -208,7 +208,9 @@ fn answer(
     body: Value,
 ) -> Vec<u8> {
     let mut s = lock(state);
-    let refused = if path != "/v1/messages" {
+    // The API takes a query (Claude Code posts to `/v1/messages?beta=true`).
+    let route = path.split('?').next().unwrap_or_default();
+    let refused = if route != "/v1/messages" {
         Some((404, "not_found_error", format!("no route {path}")))
     } else if !headers.iter().any(|(k, _)| k == "anthropic-version") {
         Some((
