@@ -12,17 +12,8 @@ pub enum ExecutorKind {
     Opencode,
 }
 
-/// The wire API a CLI's model requests speak.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Wire {
-    /// Anthropic Messages (`POST /v1/messages`).
-    AnthropicMessages,
-    /// OpenAI Responses (`POST /v1/responses`).
-    OpenAiResponses,
-    /// OpenAI chat completions (`POST /v1/chat/completions`).
-    ChatCompletions,
-}
+/// The wire API a CLI's model requests speak (the gateway's).
+pub use baton_gateway::Wire;
 
 impl ExecutorKind {
     pub const ALL: [ExecutorKind; 4] = [

@@ -10,8 +10,10 @@ pub mod find;
 pub mod group;
 pub mod kind;
 pub mod opencode;
+pub mod run;
 pub mod testing;
 
 pub use adapter::{Adapter, Event, Invocation, Launch};
 pub use config::{ExecutorConfig, read_executors};
-pub use kind::ExecutorKind;
+pub use kind::{ExecutorKind, Wire};
+pub use run::{ExecutorError, Job, Mode, Outcome, SandboxPaths, run};

@@ -1,0 +1,410 @@
+//! The real Claude Code CLI run by baton's runner: through the per-run gateway (the only key it
+//! holds is the run's token), against a strict played Anthropic Messages API that holds the
+//! operator's key. Skipped, saying so, when the CLI is missing (fails when
+//! `BATON_REQUIRE_EXECUTORS=1`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
+
+use baton_executor::testing::require_or_skip;
+use baton_executor::{Event, ExecutorKind, Job, Mode, Outcome, SandboxPaths, group, run};
+use baton_gateway::{Admission, Meter, Refusal, Settled};
+use baton_llm::testing::anthropic::{AnthropicServer, Exchange, message};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+const KEY: &str = "sk-ant-operator-key-0123456789";
+const MODEL: &str = "claude-sonnet-4-5";
+
+fn call(id: &str, name: &str, input: Value) -> Value {
+    message(None, "", &[(id.to_string(), name.to_string(), input)])
+}
+
+fn say(text: &str) -> Value {
+    message(None, text, &[])
+}
+
+/// The played API.
+struct Upstream {
+    server: AnthropicServer,
+}
+
+impl Upstream {
+    fn start(answers: Vec<Value>) -> Upstream {
+        Upstream {
+            server: AnthropicServer::start(answers).unwrap(),
+        }
+    }
+
+    /// As the vendor writes it (no `/v1`).
+    fn url(&self) -> String {
+        self.server.base_url().trim_end_matches("/v1").to_string()
+    }
+
+    fn exchanges(&self) -> Vec<Exchange> {
+        self.server.exchanges()
+    }
+}
+
+struct Dirs {
+    _root: tempfile::TempDir,
+    workdir: PathBuf,
+    run_dir: PathBuf,
+}
+
+fn dirs() -> Dirs {
+    let root = tempfile::tempdir().unwrap();
+    let workdir = root.path().join("project");
+    std::fs::create_dir_all(&workdir).unwrap();
+    let run_dir = root.path().join("run");
+    Dirs {
+        workdir: workdir.canonicalize().unwrap(),
+        run_dir,
+        _root: root,
+    }
+}
+
+fn job<'a>(
+    program: &'a Path,
+    d: &'a Dirs,
+    prompt: &'a str,
+    resume: Option<&'a str>,
+    mode: Mode,
+    meter: Option<Arc<dyn Meter>>,
+) -> Job<'a> {
+    Job {
+        adapter: ExecutorKind::ClaudeCode.adapter().unwrap(),
+        program,
+        workdir: &d.workdir,
+        run_dir: &d.run_dir,
+        model: MODEL,
+        prompt,
+        resume,
+        extra_args: &[],
+        mode,
+        meter,
+        max_output_tokens: None,
+        sandbox: SandboxPaths {
+            // Where namespaces cannot be entered (not root), the CLI runs unconfined.
+            allow_unconfined: true,
+            ..SandboxPaths::default()
+        },
+    }
+}
+
+fn live(upstream: &Upstream) -> Mode {
+    Mode::Live {
+        upstream: upstream.url(),
+        api_key: KEY.into(),
+    }
+}
+
+async fn run_collecting(job: Job<'_>) -> (Outcome, Vec<Event>) {
+    let mut seen = Vec::new();
+    let outcome = run(job, &mut |e| seen.push(e.clone())).await.unwrap();
+    (outcome, seen)
+}
+
+fn transcript(run_dir: &Path) -> Vec<Event> {
+    std::fs::read_to_string(run_dir.join("transcript.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn tool_output(events: &[Event], call: &str) -> String {
+    events
+        .iter()
+        .find_map(|e| match e {
+            Event::ToolResult { id, output, .. } if id == call => Some(output.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no result of {call} in {events:#?}"))
+}
+
+fn stderr_of(d: &Dirs) -> String {
+    std::fs::read_to_string(d.run_dir.join("stderr.log")).unwrap_or_default()
+}
+
+fn assert_confined_where_possible(outcome: &Outcome) {
+    if baton_sandbox::PrivateNetwork::new().is_ok() {
+        assert!(
+            outcome
+                .confinement
+                .iter()
+                .any(|(layer, how)| layer == "network" && how == "private-namespace"),
+            "{:?}",
+            outcome.confinement
+        );
+    } else {
+        eprintln!("no private network here: the CLI ran unconfined");
+    }
+}
+
+/// The one-file task: the model has the CLI print its environment and write `hello.txt`. The
+/// file is written; every request reached the upstream with the operator's key and none with
+/// the token; the CLI's environment held the token only; the transcript holds its tool calls.
+/// Then the record replays with the upstream gone: the same file is written again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_file_task_goes_through_the_gateway_with_the_token_only_and_replays() {
+    let Some(cli) = require_or_skip(ExecutorKind::ClaudeCode) else {
+        return;
+    };
+    let d = dirs();
+    let target = d.workdir.join("hello.txt");
+    let answers = vec![
+        call(
+            "toolu_env",
+            "Bash",
+            json!({"command": "env", "description": "environment"}),
+        ),
+        call(
+            "toolu_write",
+            "Write",
+            json!({"file_path": target, "content": "hello from claude\n"}),
+        ),
+        say("Created hello.txt."),
+    ];
+    let upstream = Upstream::start(answers);
+    let (outcome, seen) = run_collecting(job(
+        &cli,
+        &d,
+        "Create hello.txt saying hello.",
+        None,
+        live(&upstream),
+        None,
+    ))
+    .await;
+    let stderr = stderr_of(&d);
+    assert_eq!(outcome.exit_code, Some(0), "{outcome:#?}\n{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "hello from claude\n"
+    );
+    assert_eq!(
+        outcome.result,
+        Some(Event::Result {
+            text: "Created hello.txt.".into(),
+            is_error: false
+        })
+    );
+    assert!(outcome.session.is_some());
+    assert_eq!(outcome.question, None);
+    assert_eq!(outcome.budget, None);
+    assert_confined_where_possible(&outcome);
+
+    let exchanges = upstream.exchanges();
+    assert_eq!(exchanges.len(), 3, "{exchanges:#?}");
+    assert_eq!(outcome.exchanges, 3);
+    let env = tool_output(&seen, "toolu_env");
+    let token = env
+        .lines()
+        .find_map(|l| l.strip_prefix("ANTHROPIC_API_KEY="))
+        .expect("the CLI holds a key")
+        .to_string();
+    assert!(token.starts_with("baton-run-"), "{token}");
+    assert!(!env.contains(KEY), "the real key reached the CLI: {env}");
+    for e in &exchanges {
+        assert_eq!(e.status, 200, "{e:#?}");
+        assert_eq!(e.header("x-api-key"), Some(KEY), "{:?}", e.headers);
+        assert!(
+            !e.headers.iter().any(|(_, v)| v.contains(&token)),
+            "the token reached the upstream: {:?}",
+            e.headers
+        );
+    }
+    assert_eq!(transcript(&d.run_dir), seen);
+    assert!(seen.contains(&Event::ToolCall {
+        id: "toolu_write".into(),
+        name: "Write".into(),
+        input: json!({"file_path": target, "content": "hello from claude\n"}),
+    }));
+
+    // Replay: a fresh project, the upstream gone, the same file from the record.
+    let record = d.run_dir.join("exchanges.jsonl");
+    drop(upstream);
+    let again = dirs();
+    let (replayed, _) = run_collecting(job(
+        &cli,
+        &again,
+        "Create hello.txt saying hello.",
+        None,
+        Mode::Replay { record },
+        None,
+    ))
+    .await;
+    assert_eq!(
+        replayed.exit_code,
+        Some(0),
+        "{replayed:#?}\n{}",
+        stderr_of(&again)
+    );
+    assert_eq!(replayed.exchanges, 3);
+    // The record names the first project's path: the replayed Write writes there again.
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "hello from claude\n"
+    );
+}
+
+/// Admits one model request, refuses every later one; at the refusal, notes the processes
+/// whose command line holds [`MARKER`] (the CLI's background job, still running).
+struct OneRequest {
+    admitted: AtomicU64,
+    marked: std::sync::Mutex<Vec<(u32, u32)>>,
+}
+
+const MARKER: &str = "baton-executor-test-background-job";
+
+/// The marked processes, each with its process group.
+fn marked_processes() -> Vec<(u32, u32)> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(MARKER))
+        })
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let pgrp = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(2)?
+                .parse()
+                .ok()?;
+            Some((pid, pgrp))
+        })
+        .collect()
+}
+
+impl Meter for OneRequest {
+    fn admit(&self, _: &Admission) -> Result<(), Refusal> {
+        if self.admitted.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Ok(());
+        }
+        *self.marked.lock().unwrap() = marked_processes();
+        Err(Refusal {
+            code: "BUDGET_EXCEEDED".into(),
+            message: "the run's budget allows one request".into(),
+            details: json!({"requests": 1}),
+        })
+    }
+    fn settle(&self, _: &Settled) {}
+}
+
+/// The budget refuses the second request: the upstream never sees it, the run ends with the
+/// refusal, and nothing of the CLI's process group is left (its background job included).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_refusal_ends_the_cli_and_its_whole_process_group() {
+    let Some(cli) = require_or_skip(ExecutorKind::ClaudeCode) else {
+        return;
+    };
+    let d = dirs();
+    let answers = vec![
+        call(
+            "toolu_bg",
+            "Bash",
+            json!({"command": format!(
+                "(exec -a {MARKER} tail -f /dev/null) >/dev/null 2>&1 & cut -d' ' -f5 /proc/self/stat"),
+                "description": "background"}),
+        ),
+        say("never served"),
+    ];
+    let upstream = Upstream::start(answers);
+    let meter = Arc::new(OneRequest {
+        admitted: AtomicU64::new(0),
+        marked: Default::default(),
+    });
+    let (outcome, seen) = run_collecting(job(
+        &cli,
+        &d,
+        "Start the job.",
+        None,
+        live(&upstream),
+        Some(meter.clone()),
+    ))
+    .await;
+    let budget = outcome.budget.clone().expect("stopped by the budget");
+    assert_eq!(budget.code, "BUDGET_EXCEEDED", "{outcome:#?}");
+    assert_eq!(
+        upstream.exchanges().len(),
+        1,
+        "the refused request went out"
+    );
+    assert_eq!(upstream.server.remaining(), 1);
+    let out = tool_output(&seen, "toolu_bg");
+    let pgid: u32 = out.trim().parse().unwrap_or_else(|_| panic!("{out:?}"));
+    let running = meter.marked.lock().unwrap().clone();
+    assert_eq!(
+        running,
+        [(running.first().map_or(0, |r| r.0), pgid)],
+        "the background job was not running in the CLI's group at the refusal"
+    );
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", running[0].0)).unwrap_or_default();
+    assert!(
+        stat.is_empty() || stat.rsplit_once(')').unwrap().1.split_whitespace().next() == Some("Z"),
+        "the background job outlived the run: {stat}"
+    );
+    assert_eq!(
+        group::members(pgid),
+        Vec::<u32>::new(),
+        "the CLI's group outlived the run"
+    );
+}
+
+/// A final answer that asks becomes the run's question; answering it resumes the CLI's own
+/// session (the upstream sees the earlier conversation) in the same run folder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_surfaced_and_the_answer_resumes_the_session() {
+    let Some(cli) = require_or_skip(ExecutorKind::ClaudeCode) else {
+        return;
+    };
+    let d = dirs();
+    let upstream = Upstream::start(vec![
+        say("Which colour should the button be?"),
+        say("Blue it is."),
+    ]);
+    let (first, _) =
+        run_collecting(job(&cli, &d, "Make a button.", None, live(&upstream), None)).await;
+    assert_eq!(first.exit_code, Some(0), "{first:#?}\n{}", stderr_of(&d));
+    assert_eq!(
+        first.question.as_deref(),
+        Some("Which colour should the button be?")
+    );
+    let session = first.session.clone().expect("a session");
+    let (second, _) = run_collecting(job(
+        &cli,
+        &d,
+        "Blue, please.",
+        Some(&session),
+        live(&upstream),
+        None,
+    ))
+    .await;
+    assert_eq!(second.exit_code, Some(0), "{second:#?}\n{}", stderr_of(&d));
+    assert_eq!(second.session.as_deref(), Some(session.as_str()));
+    assert_eq!(second.question, None);
+    let exchanges = upstream.exchanges();
+    assert_eq!(exchanges.len(), 2);
+    let conversation = exchanges[1].body["messages"].to_string();
+    for said in [
+        "Make a button.",
+        "Which colour should the button be?",
+        "Blue, please.",
+    ] {
+        assert!(
+            conversation.contains(said),
+            "{said} missing: {conversation}"
+        );
+    }
+    // Both launches appended to the one transcript.
+    let sessions = transcript(&d.run_dir)
+        .iter()
+        .filter(|e| matches!(e, Event::Session { .. }))
+        .count();
+    assert_eq!(sessions, 2);
+}
