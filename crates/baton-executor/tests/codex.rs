@@ -8,7 +8,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-use baton_executor::{Event, ExecutorKind, Invocation, testing};
+use baton_executor::{
+    Event, ExecutorKind, Invocation, Job, Mode, Outcome, SandboxPaths, run, testing,
+};
+use baton_gateway::{Admission, Meter, Refusal, Settled};
 use baton_llm::testing::responses::{
     self, ResponsesServer, add_file_patch, apply_patch, exec_command, text,
 };
@@ -17,7 +20,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -371,4 +374,231 @@ fn shape(e: &Event) -> String {
             format!("end {}", if *is_error { "error" } else { "ok" })
         }
     }
+}
+
+// ---- Through baton's runner and gateway ----
+
+const KEY: &str = "sk-operator-key-0123456789abcdef";
+
+struct Dirs {
+    _root: tempfile::TempDir,
+    workdir: PathBuf,
+    run_dir: PathBuf,
+}
+
+fn dirs() -> Dirs {
+    let root = tempfile::tempdir().unwrap();
+    let workdir = root.path().join("project");
+    std::fs::create_dir_all(&workdir).unwrap();
+    Dirs {
+        workdir: workdir.canonicalize().unwrap(),
+        run_dir: root.path().join("run"),
+        _root: root,
+    }
+}
+
+fn job<'a>(
+    program: &'a Path,
+    d: &'a Dirs,
+    prompt: &'a str,
+    mode: Mode,
+    meter: Option<Arc<dyn Meter>>,
+) -> Job<'a> {
+    Job {
+        adapter: ExecutorKind::Codex.adapter().unwrap(),
+        program,
+        workdir: &d.workdir,
+        run_dir: &d.run_dir,
+        model: MODEL,
+        prompt,
+        resume: None,
+        extra_args: &[],
+        mode,
+        meter,
+        max_output_tokens: None,
+        sandbox: SandboxPaths {
+            // Where namespaces cannot be entered (not root), the CLI runs unconfined.
+            allow_unconfined: true,
+            ..SandboxPaths::default()
+        },
+    }
+}
+
+fn live(upstream: &ResponsesServer) -> Mode {
+    Mode::Live {
+        upstream: upstream.base_url(),
+        api_key: KEY.into(),
+    }
+}
+
+async fn run_collecting(job: Job<'_>) -> (Outcome, Vec<Event>) {
+    let mut seen = Vec::new();
+    let outcome = run(job, &mut |e| seen.push(e.clone())).await.unwrap();
+    (outcome, seen)
+}
+
+fn stderr_of(d: &Dirs) -> String {
+    std::fs::read_to_string(d.run_dir.join("stderr.log")).unwrap_or_default()
+}
+
+/// The one-file task through the gateway: the upstream (which accepts only the operator's key)
+/// saw every request with that key and never the run's token; `env` run by the CLI's shell tool
+/// shows no real key (nor the token); the transcript holds the calls. Then the record replays
+/// with the upstream gone and a fresh project gets the same file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_the_gateway_codex_holds_no_real_key_and_its_run_replays() {
+    let Some(program) = codex() else { return };
+    let d = dirs();
+    let upstream = ResponsesServer::start_with_key(
+        vec![
+            responses::answer(vec![
+                responses::message("Checking the environment first."),
+                exec_command("call_env", "env"),
+            ]),
+            responses::answer(vec![apply_patch(
+                "call_hello",
+                &add_file_patch("hello.txt", "hello from codex"),
+            )]),
+            text("Done: hello.txt is written."),
+        ],
+        KEY,
+    )
+    .unwrap();
+    let prompt = "Create hello.txt saying hello.";
+    let (outcome, seen) = run_collecting(job(&program, &d, prompt, live(&upstream), None)).await;
+    assert_eq!(
+        outcome.exit_code,
+        Some(0),
+        "{outcome:#?}\n{}",
+        stderr_of(&d)
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.workdir.join("hello.txt")).unwrap(),
+        "hello from codex\n"
+    );
+    assert!(outcome.session.is_some());
+    assert_eq!(outcome.budget, None);
+    if baton_sandbox::PrivateNetwork::new().is_ok() {
+        assert!(
+            outcome
+                .confinement
+                .iter()
+                .any(|(layer, how)| layer == "network" && how == "private-namespace"),
+            "{:?}",
+            outcome.confinement
+        );
+    } else {
+        eprintln!("no private network here: codex ran unconfined");
+    }
+
+    let exchanges = upstream.exchanges();
+    assert_eq!(exchanges.len(), 3, "{:?}", paths(&exchanges));
+    assert_eq!(outcome.exchanges, 3);
+    for e in &exchanges {
+        assert_eq!((e.path.as_str(), e.status), ("/v1/responses", 200));
+        assert_eq!(
+            e.header("authorization"),
+            Some(format!("Bearer {KEY}").as_str())
+        );
+        assert!(
+            !e.headers.iter().any(|(_, v)| v.contains("baton-run-")),
+            "the run's token reached the upstream: {:?}",
+            e.headers
+        );
+    }
+    let env = exchanges[1].tool_output("call_env").unwrap();
+    assert!(env.contains("HOME="), "{env}");
+    assert!(!env.contains(KEY), "the real key reached the CLI: {env}");
+    assert!(
+        !env.contains("baton-run-"),
+        "the token is in the tools' environment: {env}"
+    );
+    let shapes: Vec<String> = seen.iter().map(shape).collect();
+    assert_eq!(
+        shapes,
+        [
+            "session",
+            "message Checking the environment first.",
+            "call shell",
+            "result ok",
+            "call apply_patch",
+            "result ok",
+            "message Done: hello.txt is written.",
+            "end ok",
+        ]
+    );
+
+    // Replay: a fresh project, the upstream gone, the same file from the record.
+    let record = d.run_dir.join("exchanges.jsonl");
+    drop(upstream);
+    let again = dirs();
+    let (replayed, _) =
+        run_collecting(job(&program, &again, prompt, Mode::Replay { record }, None)).await;
+    assert_eq!(
+        replayed.exit_code,
+        Some(0),
+        "{replayed:#?}\n{}",
+        stderr_of(&again)
+    );
+    assert_eq!(replayed.exchanges, 3);
+    assert_eq!(
+        std::fs::read_to_string(again.workdir.join("hello.txt")).unwrap(),
+        "hello from codex\n"
+    );
+}
+
+/// Admits the first model request, refuses every later one.
+struct OneRequest(AtomicU64);
+
+impl Meter for OneRequest {
+    fn admit(&self, _: &Admission) -> Result<(), Refusal> {
+        if self.0.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Ok(());
+        }
+        Err(Refusal {
+            code: "BUDGET_EXCEEDED".into(),
+            message: "the run's budget allows one request".into(),
+            details: serde_json::json!({"requests": 1}),
+        })
+    }
+    fn settle(&self, _: &Settled) {}
+}
+
+/// The budget refuses the second request: the upstream never sees it and the run ends with
+/// the refusal, the file of the answered request written, not the refused one's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_refusal_ends_the_codex_run() {
+    let Some(program) = codex() else { return };
+    let d = dirs();
+    let upstream = ResponsesServer::start_with_key(
+        vec![
+            responses::answer(vec![exec_command("call_1", "printf one > one.txt")]),
+            responses::answer(vec![exec_command("call_2", "printf two > two.txt")]),
+            text("never served"),
+        ],
+        KEY,
+    )
+    .unwrap();
+    let meter = Arc::new(OneRequest(AtomicU64::new(0)));
+    let (outcome, _) = run_collecting(job(
+        &program,
+        &d,
+        "Write files.",
+        live(&upstream),
+        Some(meter),
+    ))
+    .await;
+    let budget = outcome
+        .budget
+        .clone()
+        .unwrap_or_else(|| panic!("not stopped by the budget: {outcome:#?}\n{}", stderr_of(&d)));
+    assert_eq!(budget.code, "BUDGET_EXCEEDED");
+    assert_eq!(
+        upstream.exchanges().len(),
+        1,
+        "the refused request went out"
+    );
+    assert_eq!(upstream.remaining(), 2);
+    assert!(d.workdir.join("one.txt").exists());
+    assert!(!d.workdir.join("two.txt").exists());
 }
