@@ -85,6 +85,15 @@ async fn answer(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> 
         .path_and_query()
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| "/".into());
+    // hyper's read buffer bounds the head only roughly (a read may overshoot it).
+    if head_size(&req) > shared.limits.max_request_head {
+        return error(
+            wire,
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ErrorKind::TooLarge,
+            "the request's headers are larger than the gateway's limit",
+        );
+    }
     if !auth::presents(req.headers(), &shared.token) {
         return error(
             wire,
@@ -444,6 +453,16 @@ fn split_events(text: &str) -> Vec<&str> {
         out.push(rest);
     }
     out
+}
+
+/// The size of a request's line and headers, as sent.
+fn head_size(req: &Request<Incoming>) -> usize {
+    let line = req.method().as_str().len() + req.uri().to_string().len() + 12;
+    req.headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum::<usize>()
+        + line
 }
 
 fn millis(since: Instant) -> u64 {

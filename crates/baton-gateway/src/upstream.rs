@@ -128,7 +128,7 @@ pub fn request_headers(wire: Wire, from_cli: &HeaderMap, api_key: &str) -> Heade
             }
         }
         Wire::OpenAiResponses | Wire::ChatCompletions => {
-            if let Some(mut bearer) = HeaderValue::from_str(&format!("Bearer {api_key}")).ok() {
+            if let Ok(mut bearer) = HeaderValue::from_str(&format!("Bearer {api_key}")) {
                 bearer.set_sensitive(true);
                 out.insert(hyper::header::AUTHORIZATION, bearer);
             }
