@@ -2,6 +2,7 @@
 //! run ends, is stopped, or is dropped, so no CLI outlives baton's run.
 
 use baton_sandbox::{Signal, kill_group};
+use std::path::Path;
 
 /// Kills the group `pgid` with SIGKILL; false when nothing was left in it.
 pub fn kill(pgid: u32) -> bool {
@@ -36,22 +37,75 @@ impl Drop for GroupGuard {
 
 /// The live (not zombie) processes of group `pgid`, from `/proc` (for checks and tests).
 pub fn members(pgid: u32) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                return false;
-            };
-            // After the command's closing parenthesis: state, ppid, pgrp.
-            let Some((_, rest)) = stat.rsplit_once(')') else {
-                return false;
-            };
-            let mut fields = rest.split_whitespace();
-            let state = fields.next();
-            let pgrp = fields.nth(1).and_then(|p| p.parse::<u32>().ok());
-            state != Some("Z") && pgrp == Some(pgid)
-        })
+    live_pids()
+        .filter(|&pid| stat(pid).is_some_and(|(state, pgrp)| state != "Z" && pgrp == pgid))
         .collect()
+}
+
+/// Kills what a previous launch for `home` left running (baton was killed before its guard
+/// could act): every live process whose `HOME` is `home` (only a CLI of this run's folder,
+/// and what it started, have it), with its group. Returns how many were found.
+pub fn kill_leftovers(home: &Path) -> usize {
+    let mut wanted = b"HOME=".to_vec();
+    wanted.extend_from_slice(home.as_os_str().as_encoded_bytes());
+    let found: Vec<(u32, u32)> = live_pids()
+        .filter(|&pid| pid != std::process::id())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|var| var == wanted.as_slice()))
+        })
+        .filter_map(|pid| {
+            stat(pid)
+                .filter(|(state, _)| state != "Z")
+                .map(|(_, g)| (pid, g))
+        })
+        .collect();
+    for &(pid, pgrp) in &found {
+        kill(pgrp);
+        // SAFETY: kill has no memory arguments.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGKILL);
+        }
+    }
+    found.len()
+}
+
+fn live_pids() -> impl Iterator<Item = u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+}
+
+/// A process's state and process group.
+fn stat(pid: u32) -> Option<(String, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command's closing parenthesis: state, ppid, pgrp.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.to_string();
+    let pgrp = fields.nth(1)?.parse().ok()?;
+    Some((state, pgrp))
+}
+
+/// Makes the CLI get SIGKILL when baton dies (even by SIGKILL, when no guard can run): the
+/// kernel's parent-death signal, set between fork and exec. It fires when the thread that
+/// spawned the CLI ends; a tokio worker lives as long as its runtime, whose end drops the run
+/// (and its guard) anyway.
+pub fn die_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure makes two system calls and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // baton died between the fork and the prctl: nobody would kill this child.
+            if libc::getppid() != parent {
+                libc::_exit(137);
+            }
+            Ok(())
+        });
+    }
 }

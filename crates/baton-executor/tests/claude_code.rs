@@ -258,14 +258,14 @@ struct OneRequest {
 
 const MARKER: &str = "baton-executor-test-background-job";
 
-/// The marked processes, each with its process group.
-fn marked_processes() -> Vec<(u32, u32)> {
+/// The processes whose command line holds `marker`, each with its process group.
+fn marked_processes(marker: &str) -> Vec<(u32, u32)> {
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
             std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(MARKER))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
         })
         .filter_map(|pid| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -286,7 +286,7 @@ impl Meter for OneRequest {
         if self.admitted.fetch_add(1, Ordering::SeqCst) == 0 {
             return Ok(());
         }
-        *self.marked.lock().unwrap() = marked_processes();
+        *self.marked.lock().unwrap() = marked_processes(MARKER);
         Err(Refusal {
             code: "BUDGET_EXCEEDED".into(),
             message: "the run's budget allows one request".into(),
@@ -407,4 +407,132 @@ async fn a_question_is_surfaced_and_the_answer_resumes_the_session() {
         .filter(|e| matches!(e, Event::Session { .. }))
         .count();
     assert_eq!(sessions, 2);
+}
+
+const CHILD_RUN_DIR: &str = "BATON_EXECUTOR_TEST_CHILD_RUN_DIR";
+const LEFTOVER: &str = "baton-executor-test-leftover-job";
+
+/// Not a test by itself: the baton process [`a_sigkill_of_baton_leaves_no_cli_and_the_next_run_ends_its_leftovers`]
+/// kills. It runs the CLI, which starts a background job, says so on stdout, and then waits
+/// on a model that has no answer left (Claude Code retries for minutes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by a_sigkill_of_baton_leaves_no_cli_and_the_next_run_ends_its_leftovers"]
+async fn child_runs_a_cli_until_killed() {
+    let (Some(run_dir), Some(cli)) = (
+        std::env::var_os(CHILD_RUN_DIR),
+        require_or_skip(ExecutorKind::ClaudeCode),
+    ) else {
+        return;
+    };
+    let run_dir = PathBuf::from(run_dir);
+    let d = Dirs {
+        _root: tempfile::tempdir().unwrap(),
+        workdir: run_dir.parent().unwrap().join("project"),
+        run_dir,
+    };
+    let upstream = Upstream::start(vec![call(
+        "toolu_bg",
+        "Bash",
+        json!({"command": format!("(exec -a {LEFTOVER} tail -f /dev/null) >/dev/null 2>&1 & echo started"),
+            "description": "background"}),
+    )]);
+    let mut on_event = |e: &Event| {
+        if matches!(e, Event::ToolResult { id, .. } if id == "toolu_bg") {
+            println!("background job started");
+        }
+    };
+    let _ = run(
+        job(&cli, &d, "Start the job.", None, live(&upstream), None),
+        &mut on_event,
+    )
+    .await;
+}
+
+/// baton killed by SIGKILL mid-run (no guard runs): the CLI dies with it (its parent-death
+/// signal); what it started and left running is ended by the next run in the same folder,
+/// before that run's CLI starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigkill_of_baton_leaves_no_cli_and_the_next_run_ends_its_leftovers() {
+    use std::io::BufRead;
+    let Some(cli) = require_or_skip(ExecutorKind::ClaudeCode) else {
+        return;
+    };
+    let d = dirs();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_runs_a_cli_until_killed",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(CHILD_RUN_DIR, &d.run_dir)
+        .env("BATON_EXECUTOR_PATH", cli.parent().unwrap())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let started = stdout
+        .lines()
+        .map_while(Result::ok)
+        .any(|l| l.contains("background job started"));
+    assert!(started, "the child never started its background job");
+    let marked: Vec<(u32, u32)> = marked_processes(LEFTOVER)
+        .into_iter()
+        .filter(|&(pid, _)| {
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                String::from_utf8_lossy(&env)
+                    .contains(&format!("HOME={}", d.run_dir.join("home").display()))
+            })
+        })
+        .collect();
+    assert_eq!(marked.len(), 1, "{marked:?}");
+    let (job_pid, cli_pid) = marked[0];
+    let cli_end = pidfd(cli_pid);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The kernel sends the parent-death signal as baton ends: wait for the CLI's end.
+    assert!(ends_within(&cli_end, 30_000), "the CLI outlived baton");
+    assert!(
+        alive(job_pid),
+        "the background job should have outlived the CLI"
+    );
+
+    let upstream = Upstream::start(vec![say("Done.")]);
+    let (outcome, _) = run_collecting(job(&cli, &d, "Finish.", None, live(&upstream), None)).await;
+    assert_eq!(
+        outcome.exit_code,
+        Some(0),
+        "{outcome:#?}\n{}",
+        stderr_of(&d)
+    );
+    assert!(outcome.leftovers_killed >= 1, "{outcome:#?}");
+    assert!(
+        !alive(job_pid),
+        "the leftover background job is still running"
+    );
+}
+
+/// A descriptor that becomes readable when process `pid` ends.
+fn pidfd(pid: u32) -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open has no memory arguments; the descriptor is owned from here.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    assert!(fd >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
+    unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) }
+}
+
+fn ends_within(pidfd: &std::os::fd::OwnedFd, millis: i32) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut poll = libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd, alive for the call.
+    unsafe { libc::poll(&mut poll, 1, millis) == 1 }
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rsplit_once(')').unwrap().1.split_whitespace().next() != Some("Z"))
 }

@@ -220,6 +220,9 @@ pub async fn run(
         extra_args: job.extra_args,
     });
     let tmp = home::prepare(&home, &launch.files).map_err(io("seeding the CLI's home"))?;
+    // A CLI of this run's folder still running (baton was killed mid-run) would be a second
+    // one working on the same files and session.
+    let leftovers = crate::group::kill_leftovers(&home);
 
     let mut cmd = std::process::Command::new(&launch.program);
     cmd.args(&launch.args)
@@ -235,6 +238,7 @@ pub async fn run(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    crate::group::die_with_parent(&mut cmd);
     let confinement = confine(&mut cmd, &job, &home, net.private.as_ref())?;
     let mut cmd = tokio::process::Command::from(cmd);
     cmd.kill_on_drop(true);
@@ -269,6 +273,7 @@ pub async fn run(
     let mut refusal = gateway.refusal();
     let mut outcome = Outcome {
         confinement,
+        leftovers_killed: leftovers,
         ..Outcome::default()
     };
     let mut tracker = outcome::Tracker::default();

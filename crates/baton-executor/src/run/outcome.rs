@@ -23,6 +23,9 @@ pub struct Outcome {
     pub events: u64,
     /// Stdout lines skipped: longer than a line may be, or past the stream's cap.
     pub skipped_lines: u64,
+    /// Processes of an earlier launch in the same run folder killed before this one started
+    /// (baton had been killed before it could end them).
+    pub leftovers_killed: usize,
     /// The sandbox layers the CLI ran under, with how (empty when it ran unconfined).
     pub confinement: Vec<(String, String)>,
 }
