@@ -57,12 +57,18 @@ impl Baton {
     /// `baton ARGS` with the played model at `base_url` as the configured model (and a dummy
     /// key), stdin closed.
     pub fn played(&self, base_url: &str, args: &[&str]) -> Run {
+        self.played_with(base_url, args, &[])
+    }
+
+    /// [`Baton::played`] with more environment variables.
+    pub fn played_with(&self, base_url: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
         let out: Output = Command::new(env!("CARGO_BIN_EXE_baton"))
             .args(args)
             .env("BATON_HOME", self.home.path())
             .env("OPENAI_BASE_URL", base_url)
             .env("BATON_MODEL", "played")
             .env("OPENAI_API_KEY", "sk-test")
+            .envs(env.iter().copied())
             .stdin(std::process::Stdio::null())
             .output()
             .expect("baton runs");

@@ -42,6 +42,8 @@
 
 use super::error::{EpicError, Result};
 use baton_bmad::phase::Phase;
+use baton_executor::ExecutorKind;
+use baton_executor::config::ExecutorConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -60,6 +62,9 @@ pub struct PhaseConfig {
     pub agent: Option<String>,
     /// An installed BMAD skill or classic workflow, by name or project-relative folder.
     pub skill: Option<String>,
+    /// Who runs the phase: `baton` (its own tool loop) or a coding-agent CLI (`claude-code`,
+    /// `codex`, `opencode`); default `[autopilot] executor`.
+    pub executor: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -206,6 +211,11 @@ pub struct AutopilotConfig {
     /// Run the installed `bmad-retrospective` once an epic's stories are done.
     #[serde(default)]
     pub retrospective: bool,
+    /// Who runs the phases (default `baton`); see [`AutopilotConfig::executor_for`].
+    pub executor: Option<String>,
+    /// `[executors.<name>]` (top level of `baton.toml`): how each coding-agent CLI is run.
+    #[serde(skip)]
+    pub executors: BTreeMap<ExecutorKind, ExecutorConfig>,
 }
 
 fn default_cycles() -> u32 {
@@ -226,6 +236,8 @@ impl Default for AutopilotConfig {
             worktrees: None,
             pipeline: None,
             retrospective: false,
+            executor: None,
+            executors: BTreeMap::new(),
         }
     }
 }
@@ -233,6 +245,17 @@ impl Default for AutopilotConfig {
 #[derive(Deserialize)]
 struct FileToml {
     autopilot: Option<AutopilotConfig>,
+}
+
+/// An executor name of `key` (`[autopilot] executor`, a phase's, `--executor`).
+pub fn parse_executor(key: &str, name: &str) -> Result<ExecutorKind> {
+    ExecutorKind::parse(name.trim()).ok_or_else(|| {
+        EpicError::usage(
+            "EPIC_CONFIG_INVALID",
+            format!("{key} = {name:?} is not an executor"),
+        )
+        .hint("the executors are baton (its own tool loop), claude-code, codex and opencode")
+    })
 }
 
 fn invalid(message: String) -> EpicError {
@@ -256,8 +279,21 @@ impl AutopilotConfig {
     pub fn parse(text: &str) -> Result<AutopilotConfig> {
         let file: FileToml = toml::from_str(text)
             .map_err(|e| invalid(format!("{CONFIG_FILE}: {}", e.to_string().trim())))?;
-        let config = file.autopilot.unwrap_or_default();
+        let mut config = file.autopilot.unwrap_or_default();
+        let doc: toml::Table = toml::from_str(text)
+            .map_err(|e| invalid(format!("{CONFIG_FILE}: {}", e.to_string().trim())))?;
+        config.executors = baton_executor::config::read_executors(&doc, Path::new(CONFIG_FILE))
+            .map_err(|e| EpicError::usage(e.code(), e.to_string()).hint(e.hint()))?;
+        if let Some(name) = &config.executor {
+            parse_executor(&format!("{CONFIG_FILE}: [autopilot] executor"), name)?;
+        }
         for (name, phase) in &config.phases {
+            if let Some(e) = &phase.executor {
+                parse_executor(
+                    &format!("{CONFIG_FILE}: [autopilot.phases.{name}] executor"),
+                    e,
+                )?;
+            }
             if Phase::parse(name).is_none() {
                 return Err(invalid(format!(
                     "{CONFIG_FILE}: [autopilot.phases.{name}] is not a phase; the phases are create-story, validate, dev, build, revision, code-review"
@@ -312,6 +348,17 @@ impl AutopilotConfig {
 
     pub fn phase(&self, phase: Phase) -> PhaseConfig {
         self.phases.get(phase.as_str()).cloned().unwrap_or_default()
+    }
+
+    /// Who runs `phase`: its own `executor`, else `[autopilot] executor` (which `--executor`
+    /// replaces), else baton's tool loop. Names were checked when the file was read.
+    pub fn executor_for(&self, phase: Phase) -> ExecutorKind {
+        self.phases
+            .get(phase.as_str())
+            .and_then(|p| p.executor.as_deref())
+            .or(self.executor.as_deref())
+            .and_then(|n| ExecutorKind::parse(n.trim()))
+            .unwrap_or(ExecutorKind::Baton)
     }
 }
 

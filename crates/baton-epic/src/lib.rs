@@ -17,6 +17,7 @@ pub use baton_epic_state::{
     agent_state, findings, jsonfile, layout_record, lock, review, run_state,
 };
 pub use baton_worktree::{git, merge, publish, verify, worktree};
+mod executor_phase;
 pub mod method;
 mod method_consent;
 mod method_run;

@@ -145,6 +145,11 @@ impl Ctx<'_> {
                 .and_then(|r| r.method.clone())
                 .unwrap_or_else(|| m.how())
         )));
+        if spec.executor != baton_executor::ExecutorKind::Baton {
+            return self
+                .drive_executor(sp, inflight, task, continuation, resumed, spec.executor)
+                .await;
+        }
         self.drive_method(sp, inflight, task, continuation, resumed)
             .await
     }
@@ -461,7 +466,7 @@ impl Ctx<'_> {
     }
 
     /// The status the run wrote for `key` in sprint-status.yaml, if it changed the file.
-    fn sprint_value_written(&self, guard: &OwnedFiles, key: &str) -> Option<String> {
+    pub(super) fn sprint_value_written(&self, guard: &OwnedFiles, key: &str) -> Option<String> {
         let before = guard.before(sprint::FILE_NAME)?;
         let now = self
             .layout

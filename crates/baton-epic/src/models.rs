@@ -67,6 +67,19 @@ impl<'a> Models<'a> {
         Models::new(source, self.record.clone())
     }
 
+    /// The `--replay` folder, when answers come from recordings.
+    pub fn replay_dir(&self) -> Option<&Path> {
+        match &self.source {
+            ModelSource::Replay(dir) => Some(dir),
+            ModelSource::Live(_) => None,
+        }
+    }
+
+    /// The `--record` folder.
+    pub fn record_dir(&self) -> Option<&Path> {
+        self.record.as_deref()
+    }
+
     pub fn is_replay(&self) -> bool {
         matches!(self.source, ModelSource::Replay(_))
     }

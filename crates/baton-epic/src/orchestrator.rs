@@ -167,6 +167,9 @@ pub struct LoopOptions {
     /// remembered by each run as `baton run` does (`None`: what a run remembers, `node` for a
     /// new one).
     pub context: Option<baton_engine::ContextPolicy>,
+    /// `--executor NAME`: who runs every phase that names no executor of its own (over
+    /// `[autopilot] executor`).
+    pub executor: Option<baton_executor::ExecutorKind>,
 }
 
 /// [`execute`] with [`LoopOptions`], the stories run here or (`queue`) by queue workers.
@@ -208,7 +211,10 @@ async fn execute_with<'a>(
 ) -> Result<EpicReport> {
     let parallel = options.parallel;
     let stories_command = matches!(command, Command::Stories { .. });
-    let (project_root, config, mut layout) = open(project, stories_command)?;
+    let (project_root, mut config, mut layout) = open(project, stories_command)?;
+    if let Some(executor) = options.executor {
+        config.executor = Some(executor.as_str().to_string());
+    }
     // The folder this project's epics work in was recorded when the first one started.
     baton_epic_state::layout_record::check(store, &project_root, &layout)?;
     let tickets = super::tickets_mode::walk::select(&project_root, &layout, &command)?;

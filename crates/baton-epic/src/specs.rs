@@ -10,6 +10,7 @@ use super::method::render::{self, Rendered, Renderer};
 use super::method::{self, Installed, Kind, files::Reader};
 use super::pipeline::{Pipeline, Runner, Runs, Stage};
 use baton_bmad::phase::Phase;
+use baton_executor::ExecutorKind;
 use baton_package::{ValidateOptions, validate_path};
 use baton_store::Store;
 use std::collections::BTreeMap;
@@ -33,6 +34,8 @@ pub struct PhaseSpec {
     pub action: Option<String>,
     /// The installed build skill's settings as its customization sets them (checked).
     pub settings: Vec<(String, String)>,
+    /// Who runs the phase: baton's tool loop, or a coding-agent CLI (an installed method only).
+    pub executor: ExecutorKind,
 }
 
 /// An installed BMAD skill or workflow that runs a phase.
@@ -68,9 +71,14 @@ impl MethodSpec {
 }
 
 impl PhaseSpec {
-    /// How the phase's method is rendered; `None` for a package workflow.
+    /// How the phase's method is rendered (and who runs it, when a coding-agent CLI does);
+    /// `None` for a package workflow.
     pub fn how(&self) -> Option<String> {
-        self.method.as_ref().map(MethodSpec::how)
+        let how = self.method.as_ref().map(MethodSpec::how)?;
+        Some(match self.executor {
+            ExecutorKind::Baton => how,
+            cli => format!("{how}; run by {cli} through baton's gateway"),
+        })
     }
 }
 
@@ -300,6 +308,7 @@ pub fn resolve(
                     method: Some(m),
                     action: stage.action.clone(),
                     settings,
+                    executor: config.executor_for(phase),
                 },
             );
             continue;
@@ -346,6 +355,7 @@ pub fn resolve(
                     method: None,
                     action: None,
                     settings: Vec::new(),
+                    executor: ExecutorKind::Baton,
                 }
             }
             Some(name) => {
@@ -370,10 +380,22 @@ pub fn resolve(
                     method: None,
                     action: None,
                     settings: Vec::new(),
+                    executor: ExecutorKind::Baton,
                 }
             }
         };
         check(&spec)?;
+        let executor = config.executor_for(phase);
+        if executor != ExecutorKind::Baton {
+            return Err(EpicError::usage(
+                "EPIC_EXECUTOR_NEEDS_SKILL",
+                format!(
+                    "{phase} is to be run by {executor}, but it runs {} and no installed BMAD skill",
+                    spec.shown
+                ),
+            )
+            .hint("a coding-agent CLI runs the project's installed BMAD skills: install BMAD in the project (npx bmad-method install), name one with [autopilot.phases.<phase>] skill, or set executor = \"baton\" for this phase"));
+        }
         out.insert(phase, spec);
     }
     Ok(out)

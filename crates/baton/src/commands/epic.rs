@@ -62,6 +62,11 @@ pub struct LoopArgs {
     /// Model name (overrides BATON_MODEL and baton.toml).
     #[arg(long)]
     pub model: Option<String>,
+    /// Who runs the phases that name no executor of their own: baton (its own tool loop),
+    /// claude-code, codex or opencode (a coding-agent CLI through baton's gateway; over
+    /// [autopilot] executor).
+    #[arg(long, value_name = "NAME")]
+    pub executor: Option<String>,
     /// The endpoint's wire protocol (default openai; anthropic is chosen by itself for
     /// api.anthropic.com). Overrides [llm] api.
     #[arg(long, value_enum, conflicts_with = "replay")]
@@ -412,9 +417,17 @@ fn drive(project: &Path, command: Command, args: &LoopArgs, dry_run: bool) -> an
         resume: continue_command("resume", project, args.replay.as_deref()),
         answer: None,
     });
+    let executor = match args.executor.as_deref() {
+        Some(name) => match baton_epic::config::parse_executor("--executor", name) {
+            Ok(kind) => Some(kind),
+            Err(e) => return Ok(failure(&e).report(args.json)),
+        },
+        None => None,
+    };
     let options = baton_epic::LoopOptions {
         parallel: args.parallel,
         context: crate::args::ContextArg::policy(args.context),
+        executor,
     };
     // A dry run with --queue checks what the queued run would refuse, and writes nothing.
     let result = runtime.block_on(baton_epic::execute_with_options(
