@@ -78,16 +78,6 @@ impl ExecutorKind {
             ExecutorKind::Opencode => Some(Wire::ChatCompletions),
         }
     }
-
-    /// The adapter of a CLI.
-    pub fn adapter(self) -> Option<&'static dyn crate::Adapter> {
-        match self {
-            ExecutorKind::Baton => None,
-            ExecutorKind::ClaudeCode => Some(&crate::claude_code::ClaudeCode),
-            ExecutorKind::Codex => Some(&crate::codex::Codex),
-            ExecutorKind::Opencode => Some(&crate::opencode::Opencode),
-        }
-    }
 }
 
 impl std::fmt::Display for ExecutorKind {
