@@ -536,3 +536,89 @@ fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .is_ok_and(|s| s.rsplit_once(')').unwrap().1.split_whitespace().next() != Some("Z"))
 }
+
+/// From inside the CLI's own shell tool: no write outside the project and the home, no read
+/// of a denied path, no address but the gateway (not the host's loopback, not the internet),
+/// and no rewrite of the run's transcript or record even when the run folder lies in the
+/// project.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_is_confined_to_its_project_and_the_gateway() {
+    let Some(cli) = require_or_skip(ExecutorKind::ClaudeCode) else {
+        return;
+    };
+    if let Err(e) = baton_sandbox::PrivateNetwork::new() {
+        eprintln!("skipped: no private network here ({e})");
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let root_path = root.path().canonicalize().unwrap();
+    let (outside, secret) = (root_path.join("outside"), root_path.join("secret"));
+    for dir in [&outside, &secret] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(secret.join("key.txt"), "TOP-SECRET-VALUE").unwrap();
+    let workdir = root_path.join("project");
+    let d = Dirs {
+        run_dir: workdir.join(".run"),
+        workdir,
+        _root: root,
+    };
+    std::fs::create_dir_all(&d.workdir).unwrap();
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    host.set_nonblocking(true).unwrap();
+    let port = host.local_addr().unwrap().port();
+    let run = d.run_dir.display();
+    let command = format!(
+        "echo escaped > {out}/escape.txt; cat {secret}/key.txt; \
+         (echo x > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo host-reached; \
+         (echo x > /dev/tcp/1.1.1.1/80) 2>/dev/null && echo internet-reached; \
+         echo forged >> {run}/transcript.jsonl; echo forged >> {run}/exchanges.jsonl; \
+         echo inside > {project}/inside.txt; echo end",
+        out = outside.display(),
+        secret = secret.display(),
+        project = d.workdir.display(),
+    );
+    let upstream = Upstream::start(vec![
+        call(
+            "toolu_try",
+            "Bash",
+            json!({"command": command, "description": "try"}),
+        ),
+        say("Done."),
+    ]);
+    let mut confined = job(&cli, &d, "Try.", None, live(&upstream), None);
+    confined.sandbox = SandboxPaths {
+        read_denied: vec![secret.clone()],
+        allow_unconfined: false,
+        ..SandboxPaths::default()
+    };
+    let (outcome, seen) = run_collecting(confined).await;
+    assert_eq!(
+        outcome.exit_code,
+        Some(0),
+        "{outcome:#?}\n{}",
+        stderr_of(&d)
+    );
+    let out = tool_output(&seen, "toolu_try");
+    assert!(out.contains("end"), "{out}");
+    assert!(!out.contains("TOP-SECRET"), "a denied file was read: {out}");
+    assert!(!out.contains("host-reached"), "{out}");
+    assert!(!out.contains("internet-reached"), "{out}");
+    assert!(host.accept().is_err(), "the host's loopback was reached");
+    assert!(
+        !outside.join("escape.txt").exists(),
+        "wrote outside the project"
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.workdir.join("inside.txt")).unwrap(),
+        "inside\n"
+    );
+    assert_eq!(transcript(&d.run_dir), seen, "the transcript was rewritten");
+    let record = std::fs::read_to_string(d.run_dir.join("exchanges.jsonl")).unwrap();
+    assert!(
+        record
+            .lines()
+            .all(|l| serde_json::from_str::<Value>(l).is_ok()),
+        "the record was rewritten: {record}"
+    );
+}

@@ -239,6 +239,17 @@ pub async fn run(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     crate::group::die_with_parent(&mut cmd);
+    let mut transcript = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(job.run_dir.join("transcript.jsonl"))
+        .map_err(io("opening the transcript"))?;
+    let stderr_log = job.run_dir.join("stderr.log");
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&stderr_log)
+        .map_err(io("opening the CLI's stderr log"))?;
     let confinement = confine(&mut cmd, &job, &home, net.private.as_ref())?;
     let mut cmd = tokio::process::Command::from(cmd);
     cmd.kill_on_drop(true);
@@ -261,15 +272,8 @@ pub async fn run(
             source: std::io::Error::other("the CLI's output pipes are missing"),
         });
     };
-    let stderr_log = job.run_dir.join("stderr.log");
     let stderr_task =
         tokio::spawn(async move { lines::capture(stderr, &stderr_log, lines::MAX_STDERR).await });
-    let mut transcript = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(job.run_dir.join("transcript.jsonl"))
-        .map_err(io("opening the transcript"))?;
-
     let mut refusal = gateway.refusal();
     let mut outcome = Outcome {
         confinement,
@@ -358,8 +362,16 @@ fn confine(
     };
     let mut writable = vec![job.workdir.to_path_buf(), home.to_path_buf()];
     writable.extend(job.sandbox.writable.iter().cloned());
+    // Where the run's folder lies beneath a writable one (a run folder in the project), the
+    // CLI must still not rewrite its own transcript or the record a replay trusts.
+    let read_only = ["transcript.jsonl", "exchanges.jsonl", "stderr.log"]
+        .map(|f| job.run_dir.join(f))
+        .into_iter()
+        .filter(|p| p.exists())
+        .collect();
     let spec = SandboxSpec {
         writable,
+        read_only,
         read_denied: job.sandbox.read_denied.clone(),
         network: false,
         // Claude Code listens on a socket in its TMPDIR (beneath its writable home).
