@@ -3,7 +3,7 @@
 //! worker there to show another taking the unit over).
 
 use crate::error::QueueError;
-use crate::queue::{FENCE_SQL, Queue};
+use crate::queue::{FENCE_SQL, FENCED_APPEND_SQL, Queue};
 
 impl Queue {
     /// Locks unit `id`'s row on this connection until [`Queue::release_hold`] (or until the
@@ -31,8 +31,8 @@ impl Queue {
             .client()
             .query_one(
                 "SELECT count(*) FROM pg_stat_activity \
-                 WHERE wait_event_type = 'Lock' AND query = $1",
-                &[&FENCE_SQL],
+                 WHERE wait_event_type = 'Lock' AND (query = $1 OR query = $2)",
+                &[&FENCE_SQL, &FENCED_APPEND_SQL],
             )
             .await
             .map_err(self.err())?;

@@ -28,8 +28,8 @@ pub use epic::{EpicHolder, EpicLease, StoryUnit, epic_lease_key};
 pub use error::{PasswordSource, QueueError, UrlSource};
 pub use pinned::{Package, StoredTrace, package_digest};
 pub use queue::{
-    CLAIM_SQL, DEFAULT_QUEUE, Expired, FENCE_SQL, Fenced, HEARTBEAT_SQL, Lease, MAX_JSON_BYTES,
-    NewUnit, NewWrite, Queue, Unit, UnitKind, UnitState, WriteRecord,
+    CLAIM_SQL, DEFAULT_QUEUE, Expired, FENCE_SQL, FENCED_APPEND_SQL, Fenced, HEARTBEAT_SQL, Lease,
+    MAX_JSON_BYTES, NewUnit, NewWrite, Queue, Unit, UnitKind, UnitState, WriteRecord,
 };
 pub use retry::MAX_RETRY_DELAY;
 pub use schema::{AppliedMigration, InitReport, MIGRATIONS, SCHEMA_VERSION};

@@ -244,6 +244,23 @@ RETURNING w.id, w.epoch, w.kind, w.queue, w.payload, w.package_sha256, w.project
 pub const FENCE_SQL: &str = "SELECT state, epoch, owner, lease_expires_at <= now() \
                              FROM baton.work_units WHERE id = $1 FOR NO KEY UPDATE";
 
+/// Appends one write of a leased unit ($1 id, $2 epoch, $3 kind, $4 body, $5 owner) when its
+/// lease is still valid, in one statement: the lease read and locked by primary key (see
+/// [`FENCE_SQL`]) and the row inserted in the same implicit transaction, so a write costs one
+/// round trip to the server instead of four (begin, fence, insert, commit). No row returned:
+/// the lease is lost.
+#[doc(hidden)]
+pub const FENCED_APPEND_SQL: &str = "
+WITH cur AS MATERIALIZED (
+    SELECT id, epoch = $2 AND owner = $5 AND state = 'leased' AND lease_expires_at > now() AS valid
+    FROM baton.work_units
+    WHERE id = $1
+    FOR NO KEY UPDATE
+)
+INSERT INTO baton.unit_writes (unit_id, epoch, kind, body)
+SELECT cur.id, $2, $3, $4 FROM cur WHERE cur.valid
+RETURNING seq";
+
 /// Extends a lease ($1 id, $2 epoch, $3 owner, $4 seconds) when it is still valid; the check
 /// runs on the row found by primary key (see [`FENCE_SQL`]).
 #[doc(hidden)]
@@ -267,6 +284,7 @@ pub struct Queue {
     heartbeat: Statement,
     fence: Statement,
     append: Statement,
+    fenced_append: Statement,
 }
 
 impl Queue {
@@ -293,6 +311,7 @@ impl Queue {
             )
             .await
             .map_err(err)?;
+        let fenced_append = client.prepare(FENCED_APPEND_SQL).await.map_err(err)?;
         Ok(Queue {
             client,
             database,
@@ -300,6 +319,7 @@ impl Queue {
             heartbeat,
             fence,
             append,
+            fenced_append,
         })
     }
 
@@ -485,6 +505,30 @@ impl Queue {
             id: lease.id,
             epoch: lease.epoch,
         })
+    }
+
+    /// Appends one write of a leased unit under its lease, in one round trip (a worker's
+    /// checkpoint, once per model turn); returns its sequence number. `LEASE_LOST` when the
+    /// lease is no longer the caller's, and nothing is written.
+    pub async fn append_fenced(
+        &mut self,
+        lease: &Lease,
+        kind: &str,
+        body: &Value,
+    ) -> Result<i64, QueueError> {
+        check_json_size("write", body)?;
+        let row = self
+            .client
+            .query_opt(
+                &self.fenced_append,
+                &[&lease.id, &lease.epoch, &kind, body, &lease.owner],
+            )
+            .await
+            .map_err(|e| db_error(e, &self.database))?;
+        match row {
+            Some(r) => Ok(r.get(0)),
+            None => Err(lease_lost(&self.client, lease, &self.database).await),
+        }
     }
 
     /// Appends writes of a leased unit, all or none, under its lease.

@@ -239,6 +239,12 @@ async fn claims_and_lease_checks_use_their_index_whatever_the_statistics_say() {
     for (name, sql, types, args) in [
         ("fence", baton_queue::FENCE_SQL, "bigint", "4001"),
         (
+            "fenced append",
+            baton_queue::FENCED_APPEND_SQL,
+            "bigint, bigint, text, jsonb, text",
+            "4001, 1, 'checkpoint', '{}', 'w'",
+        ),
+        (
             "heartbeat",
             baton_queue::HEARTBEAT_SQL,
             "bigint, bigint, text, float8",
@@ -304,6 +310,13 @@ async fn an_expired_lease_is_claimed_again_and_the_old_owner_writes_nothing() {
         .unwrap_err(),
     );
     assert!(msg.contains("went back to the queue"), "{msg}");
+    // The same in one statement (a worker's checkpoint).
+    let msg = lost(
+        a.append_fenced(&old, "state", &json!({"turn": 2}))
+            .await
+            .unwrap_err(),
+    );
+    assert!(msg.contains("went back to the queue"), "{msg}");
 
     let new = b
         .claim("worker-b", "default", Duration::from_secs(30))
@@ -345,11 +358,18 @@ async fn an_expired_lease_is_claimed_again_and_the_old_owner_writes_nothing() {
             .await
             .unwrap_err(),
     );
+    let msg = lost(
+        a.append_fenced(&old, "state", &json!({"turn": 2, "zombie": true}))
+            .await
+            .unwrap_err(),
+    );
+    assert!(msg.contains("claimed again (epoch 2"), "{msg}");
     // A forged lease with the new epoch but the old owner is refused too.
     let forged = Lease {
         epoch: 2,
         ..old.clone()
     };
+    lost(a.append_fenced(&forged, "x", &json!(1)).await.unwrap_err());
     lost(
         a.write(
             &forged,
@@ -362,16 +382,11 @@ async fn an_expired_lease_is_claimed_again_and_the_old_owner_writes_nothing() {
         .unwrap_err(),
     );
 
-    // The new owner writes and completes; the old owner's writes are only those of epoch 1.
-    b.write(
-        &new,
-        &[NewWrite {
-            kind: "state".into(),
-            body: json!({"turn": 2}),
-        }],
-    )
-    .await
-    .unwrap();
+    // The new owner writes (in one statement) and completes; the old owner's writes are only
+    // those of epoch 1.
+    b.append_fenced(&new, "state", &json!({"turn": 2}))
+        .await
+        .unwrap();
     b.complete(&new, &json!({"by": "b"})).await.unwrap();
     let writes = b.writes(id, 0, 100).await.unwrap();
     // Paged: one at a time, on from the last seq.

@@ -1,15 +1,23 @@
 //! Checkpoints of a leased run and the way back from them.
 //!
 //! At every durable point of a run (the engine's flush after a model turn, the end of an
-//! invocation) the worktree's changes are committed and pushed to the run's epoch ref, then the
-//! run's changed files are written in ONE fenced transaction: whole files, and the new lines of
-//! the append-only logs. A unit claimed again folds those writes back, oldest first.
+//! invocation) the worktree's changes are committed (in this process, see `tree_commit`), then
+//! the run's changed files are written in ONE fenced transaction: whole files, the new lines of
+//! the append-only logs, and the worktree's files that differ from the last commit the remote
+//! holds (`tree`: that commit, `base`, and the changed files). The commit is pushed to the
+//! run's epoch ref in the background; the record never names a base the remote does not hold,
+//! so a takeover finds every file the run's history says it wrote: on the remote, or carried
+//! by the record itself. Where the changes are too large to carry, the checkpoint waits for
+//! the push and carries none. A unit claimed again folds those writes back, oldest first.
 //!
 //! A file's content travels as a JSON string when it is UTF-8, else as `{"base64": …}`, so a
 //! binary file a run keeps under its state comes back byte for byte.
 
 use crate::WorkerError;
 use crate::git::hex;
+use crate::objects::{from_hex, to_hex};
+use crate::pusher::Pusher;
+use crate::tree_commit::{Changes, TreeCommitter};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use baton_engine::runner;
@@ -51,8 +59,6 @@ pub fn decode(value: &Value) -> Result<Vec<u8>, String> {
 
 /// Records checkpoints of one run under its lease.
 pub(crate) struct Checkpoints<'a> {
-    /// The worker's home (its terminal settings confine git on the worktree).
-    pub home: &'a Path,
     pub queue: Mutex<Queue>,
     pub lease: &'a Lease,
     pub store: &'a Store,
@@ -64,8 +70,86 @@ pub(crate) struct Checkpoints<'a> {
     /// What each run file held at the last checkpoint: (length, sha256).
     pub seen: std::sync::Mutex<BTreeMap<String, (usize, String)>>,
     /// The refs of the unit's earlier attempts were removed from the remote (done once, after
-    /// this attempt's first checkpoint, which supersedes them).
+    /// the first checkpoint whose base this attempt pushed, which supersedes them).
     pub pruned: AtomicBool,
+    /// The worktree's commits.
+    pub commits: std::sync::Mutex<TreeCommitter>,
+    /// Their pushes to the epoch ref.
+    pub pusher: Pusher,
+    /// The commit the worktree was checked out at (on the remote).
+    pub start: String,
+}
+
+/// At most this many bytes of the worktree's files ride in one checkpoint record; past them
+/// the checkpoint waits for its push instead.
+pub(crate) const CARRY_BYTES: usize = 256 * 1024;
+
+/// A checkpoint's worktree: its commit, the last commit the remote holds, and the files that
+/// differ between the two.
+#[derive(Debug, Clone)]
+pub(crate) struct TreeRecord {
+    pub commit: String,
+    pub base: String,
+    pub changes: Changes,
+}
+
+impl TreeRecord {
+    pub fn to_json(&self) -> Value {
+        let changes: Map<String, Value> = self
+            .changes
+            .iter()
+            .map(|(path, change)| {
+                let v = match change {
+                    None => Value::Null,
+                    Some((mode, bytes)) => {
+                        json!({"mode": format!("{mode:o}"), "content": encode(bytes)})
+                    }
+                };
+                (path.clone(), v)
+            })
+            .collect();
+        json!({"base": self.base, "changes": changes})
+    }
+
+    /// The record a checkpoint holds (`commit` and its `tree`); a record older than `tree`
+    /// names its commit alone, which was on the remote.
+    pub fn from_json(commit: &str, tree: Option<&Value>) -> Result<TreeRecord, String> {
+        let Some(tree) = tree else {
+            return Ok(TreeRecord {
+                commit: commit.to_string(),
+                base: commit.to_string(),
+                changes: Changes::new(),
+            });
+        };
+        let base = tree
+            .get("base")
+            .and_then(Value::as_str)
+            .ok_or("a tree without its base")?;
+        let mut changes = Changes::new();
+        if let Some(map) = tree.get("changes").and_then(Value::as_object) {
+            for (path, v) in map {
+                let change = match v {
+                    Value::Null => None,
+                    v => {
+                        let mode = v
+                            .get("mode")
+                            .and_then(Value::as_str)
+                            .and_then(|m| u32::from_str_radix(m, 8).ok())
+                            .ok_or_else(|| format!("{path}: no mode"))?;
+                        let bytes = decode(v.get("content").unwrap_or(&Value::Null))
+                            .map_err(|e| format!("{path}: {e}"))?;
+                        Some((mode, bytes))
+                    }
+                };
+                changes.insert(path.clone(), change);
+            }
+        }
+        Ok(TreeRecord {
+            commit: commit.to_string(),
+            base: base.to_string(),
+            changes,
+        })
+    }
 }
 
 impl Checkpoints<'_> {
@@ -73,15 +157,19 @@ impl Checkpoints<'_> {
         format!("refs/baton/runs/{}/{}", self.lease.id, self.lease.epoch)
     }
 
-    /// Commits the worktree's changes (if any) and pushes HEAD to the run's epoch ref.
-    pub fn commit_and_push(&self, message: &str) -> Result<String, WorkerError> {
-        crate::git::commit_and_push(
-            self.home,
-            self.tree,
-            message,
-            &self.lease.project_remote,
-            &self.run_ref(),
-        )
+    fn record_tree(&self, message: &str) -> Result<TreeRecord, WorkerError> {
+        let mut commits = self
+            .commits
+            .lock()
+            .map_err(|_| WorkerError::other("WORKER_IO", "checkpoint state poisoned"))?;
+        record_tree(&mut commits, &self.pusher, &self.start, message)
+    }
+
+    /// The run's last commit, once no push of it is under way (a completed run's result).
+    pub fn final_commit(&self, message: &str) -> Result<String, WorkerError> {
+        let record = crate::git::blocking(|| self.record_tree(message))?;
+        crate::git::blocking(|| self.pusher.settle());
+        Ok(record.commit)
     }
 
     /// The run's files that changed since the last checkpoint: whole files, and the new lines
@@ -140,17 +228,24 @@ impl Checkpoints<'_> {
                     .unwrap_or("?")
             ),
         };
-        let commit =
-            self.commit_and_push(&format!("baton checkpoint: unit {} {point}", self.lease.id))?;
+        let tree = crate::git::blocking(|| {
+            self.record_tree(&format!("baton checkpoint: unit {} {point}", self.lease.id))
+        })?;
         let mut body = self.changed_files(run_id)?;
         body["point"] = json!(point);
-        body["commit"] = json!(commit);
+        body["commit"] = json!(tree.commit);
         body["ref"] = json!(self.run_ref());
-        let mut queue = self.queue.lock().await;
-        let fenced = queue.fenced(self.lease).await?;
-        fenced.append("checkpoint", &body).await?;
-        fenced.commit().await?;
-        if !self.pruned.swap(true, Ordering::SeqCst) {
+        body["tree"] = tree.to_json();
+        // One round trip: the lease checked and the record written in one statement.
+        self.queue
+            .lock()
+            .await
+            .append_fenced(self.lease, "checkpoint", &body)
+            .await?;
+        // The earlier attempts' refs may hold this record's base until it is one this attempt
+        // pushed.
+        let ours = self.pusher.confirmed().is_some_and(|c| c == tree.base);
+        if ours && !self.pruned.swap(true, Ordering::SeqCst) {
             // Housekeeping: a ref that cannot be removed now stays, as before; the run goes on.
             let _ = crate::git::prune_refs(
                 self.tree,
@@ -161,6 +256,60 @@ impl Checkpoints<'_> {
         }
         Ok(())
     }
+}
+
+/// Commits the worktree's changes (if any) and says what the remote lacks of it. The base is
+/// a commit the remote holds: `start`, or the last one `pusher` pushed. The commit is pushed in
+/// the background, unless the changes are too large to carry: then this waits for the push,
+/// and the commit is the base.
+pub(crate) fn record_tree(
+    commits: &mut TreeCommitter,
+    pusher: &Pusher,
+    start: &str,
+    message: &str,
+) -> Result<TreeRecord, WorkerError> {
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (head, _) = commits
+        .commit(message, seconds)
+        .map_err(|e| WorkerError::other("WORKER_IO", format!("checkpoint commit: {e}")))?;
+    let commit = to_hex(&head);
+    let base = pusher.confirmed().unwrap_or_else(|| start.to_string());
+    let carried = from_hex(&base)
+        .and_then(|b| commits.changes_since(&b))
+        .filter(|c| carried_bytes(c) <= CARRY_BYTES);
+    let record = match carried {
+        Some(changes) => {
+            if !changes.is_empty() {
+                pusher.want(&commit)?;
+            }
+            TreeRecord {
+                commit,
+                base,
+                changes,
+            }
+        }
+        None => {
+            pusher.wait_for(&commit)?;
+            TreeRecord {
+                base: commit.clone(),
+                commit,
+                changes: Changes::new(),
+            }
+        }
+    };
+    if let Some(b) = from_hex(&record.base) {
+        commits.forget_before(&b);
+    }
+    Ok(record)
+}
+
+fn carried_bytes(changes: &Changes) -> usize {
+    changes
+        .iter()
+        .map(|(p, c)| p.len() + c.as_ref().map_or(0, |(_, b)| b.len()))
+        .sum()
 }
 
 fn files_under(root: &Path) -> Vec<String> {
@@ -224,6 +373,11 @@ impl OnDurable for Checkpoints<'_> {
 pub struct Restored {
     pub run_id: String,
     pub commit: String,
+    /// The last commit the remote holds of the worktree, and the files that differ from it
+    /// (the worktree at `commit` is `base` with them written).
+    pub(crate) tree: TreeRecord,
+    /// The ref the checkpoint's commit was pushed to.
+    pub reference: String,
     /// The run's files, by path relative to the run's folder.
     pub files: BTreeMap<String, Vec<u8>>,
 }
@@ -250,7 +404,7 @@ impl Restored {
 pub async fn restore_point(queue: &Queue, unit: i64) -> Result<Option<Restored>, WorkerError> {
     let corrupt = |m: String| WorkerError::other(QUEUE_CHECKPOINT_INVALID, m);
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    let mut last: Option<(String, String)> = None;
+    let mut last: Option<(String, TreeRecord, String)> = None;
     let mut after = 0;
     loop {
         let page = queue.writes(unit, after, 200).await?;
@@ -286,7 +440,12 @@ pub async fn restore_point(queue: &Queue, unit: i64) -> Result<Option<Restored>,
             let run_id = body.get("runId").and_then(Value::as_str);
             let commit = body.get("commit").and_then(Value::as_str);
             match (run_id, commit) {
-                (Some(r), Some(c)) => last = Some((r.to_string(), c.to_string())),
+                (Some(r), Some(c)) => {
+                    let tree = TreeRecord::from_json(c, body.get("tree"))
+                        .map_err(|e| corrupt(format!("checkpoint {}: {e}", w.seq)))?;
+                    let reference = body.get("ref").and_then(Value::as_str).unwrap_or("");
+                    last = Some((r.to_string(), tree, reference.to_string()));
+                }
                 _ => {
                     return Err(corrupt(format!(
                         "checkpoint {} has no run or commit",
@@ -296,9 +455,11 @@ pub async fn restore_point(queue: &Queue, unit: i64) -> Result<Option<Restored>,
             }
         }
     }
-    Ok(last.map(|(run_id, commit)| Restored {
+    Ok(last.map(|(run_id, tree, reference)| Restored {
         run_id,
-        commit,
+        commit: tree.commit.clone(),
+        tree,
+        reference,
         files,
     }))
 }

@@ -26,7 +26,7 @@ fn git_error(e: baton_git::GitError) -> WorkerError {
 /// Runs `f` where it may block: on the worker's multi-threaded runtime the thread is handed
 /// over first, so a slow git command, a lock or a retry never holds up the heartbeats of the
 /// other units on that thread.
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
+pub(crate) fn blocking<T>(f: impl FnOnce() -> T) -> T {
     let multi_thread = tokio::runtime::Handle::try_current()
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
     if multi_thread {
@@ -275,6 +275,19 @@ pub(crate) fn checkout(
     commit: &str,
     work: &Path,
 ) -> Result<PathBuf, WorkerError> {
+    checkout_preferring(home, git_lock, remote, None, commit, work).map(|(tree, _)| tree)
+}
+
+/// [`checkout`] at `preferred` (commit, ref) when the remote's ref holds that commit, else at
+/// `commit`; says whether it was `preferred`.
+pub(crate) fn checkout_preferring(
+    home: &Path,
+    git_lock: &std::sync::Mutex<()>,
+    remote: &str,
+    preferred: Option<(&str, &str)>,
+    commit: &str,
+    work: &Path,
+) -> Result<(PathBuf, bool), WorkerError> {
     blocking(|| {
         let mirror = lock_mirror(home, git_lock, remote)?;
         if mirror.path.join("HEAD").exists() {
@@ -284,13 +297,18 @@ pub(crate) fn checkout(
             let target = mirror.path.display().to_string();
             run_git(repos, &["clone", "--quiet", "--mirror", remote, &target])?;
         }
+        // The mirror's refs are the remote's (fetched with `--prune`).
+        let held = preferred.filter(|(c, r)| {
+            run_git(&mirror.path, &["merge-base", "--is-ancestor", c, r]).is_ok()
+        });
+        let at = held.map_or(commit, |(c, _)| c);
         let tree = work.join("project");
         let tree_s = tree.display().to_string();
         run_git(
             &mirror.path,
-            &["worktree", "add", "--quiet", "--detach", &tree_s, commit],
+            &["worktree", "add", "--quiet", "--detach", &tree_s, at],
         )?;
-        Ok(tree)
+        Ok((tree, held.is_some()))
     })
 }
 

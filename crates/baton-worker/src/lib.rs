@@ -8,7 +8,8 @@
 //! once: nothing more is written, and [`run`] returns `LEASE_LOST`.
 //!
 //! A unit claimed again after its worker died goes on from its last checkpoint: the run's files
-//! folded from the database, the worktree at the checkpoint's commit, then resumed as
+//! folded from the database, the worktree at the checkpoint's commit (or at the last commit the
+//! remote held, with the files the checkpoint carried written back), then resumed as
 //! `baton resume` does (no completed turn done twice).
 //!
 //! The `baton worker` command is a thin shell over [`run`]; submitting is [`submit`]; reading a
@@ -20,15 +21,21 @@ mod ctx;
 mod error;
 mod event;
 mod git;
+mod index_file;
 mod lease;
 mod model;
 mod notify;
+mod objects;
 mod options;
 pub mod payload;
+mod pusher;
 pub mod read;
 pub mod retry;
 mod story_unit;
 pub mod submit;
+mod tree_commit;
+#[cfg(test)]
+mod tree_tests;
 mod unit;
 
 pub use answers::{AnswerReceipt, PendingQuestion, answer_unit, pending_questions};

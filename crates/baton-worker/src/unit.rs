@@ -2,13 +2,16 @@
 
 use crate::WorkerError;
 use crate::answers::{QUEUE_ANSWER_INVALID, answer_text};
-use crate::checkpoint::{Checkpoints, Restored, WORKER_STOPPING, restore_point, restore_run};
+use crate::checkpoint::{
+    Checkpoints, QUEUE_CHECKPOINT_INVALID, Restored, WORKER_STOPPING, restore_point, restore_run,
+};
 use crate::ctx::Ctx;
 use crate::event::WorkerEvent;
-use crate::git::checkout;
+use crate::git::checkout_preferring;
 use crate::lease::{heartbeat, lease_lost};
 use crate::model::UnitModel;
 use crate::payload::{QUEUE_PAYLOAD_INVALID, RunPayload};
+use crate::pusher::Pusher;
 use crate::retry;
 use baton_engine::runner::{self, Settings, StartRun};
 use baton_engine::{ContextPolicy, Outcome};
@@ -192,23 +195,48 @@ pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError>
     };
     let work = ctx.unit_folder(&lease);
     std::fs::create_dir_all(&work).map_err(|e| WorkerError::other("WORKER_IO", e.to_string()))?;
-    let start_commit = restored
+    // The checkpoint's commit where its push landed; else the last commit the remote held
+    // then, with the files the checkpoint carried written back.
+    let preferred = restored
         .as_ref()
-        .map_or(lease.base_commit.as_str(), |r| r.commit.as_str());
-    let tree = checkout(
+        .map(|r| (r.commit.as_str(), r.reference.as_str()));
+    let fallback = restored
+        .as_ref()
+        .map_or(lease.base_commit.as_str(), |r| r.tree.base.as_str());
+    let (tree, at_commit) = checkout_preferring(
         &ctx.options.home,
         &ctx.git_lock,
         &lease.project_remote,
-        start_commit,
+        preferred,
+        fallback,
         &work,
     )?;
+    let start_commit = match (&restored, at_commit) {
+        (Some(r), true) => r.commit.clone(),
+        _ => fallback.to_string(),
+    };
+    let mut commits = crate::tree_commit::open(&ctx.options.home, &tree)?;
+    if let Some(r) = restored.as_ref().filter(|_| !at_commit) {
+        crate::tree_commit::apply(&tree, &r.tree.changes).map_err(|e| {
+            WorkerError::other(
+                QUEUE_CHECKPOINT_INVALID,
+                format!("the checkpoint's files: {e}"),
+            )
+        })?;
+    }
     // Its worker died after the run's last checkpoint, before the unit was completed: the
     // checkpoint holds the result, and nothing is left to run.
     if let Some(r) = restored
         .as_ref()
         .filter(|r| r.phase().as_deref() == Some("completed"))
     {
-        let commit = crate::git::tree_git(&ctx.options.home, &tree, &["rev-parse", "HEAD"])?;
+        let seconds = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let (head, _) = commits
+            .commit(&format!("baton: unit {} completed", lease.id), seconds)
+            .map_err(|e| WorkerError::other("WORKER_IO", format!("checkpoint commit: {e}")))?;
+        let commit = crate::objects::to_hex(&head);
         let message = "completed by an earlier worker before it stopped";
         return complete(ctx, &mut queue, &lease, &tree, &r.run_id, &commit, message).await;
     }
@@ -256,7 +284,6 @@ pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError>
     };
     let store = Store::new(work.join("home"));
     let hook = Checkpoints {
-        home: &ctx.options.home,
         queue: Mutex::new(Queue::open(&ctx.options.config).await?),
         lease: &lease,
         store: &store,
@@ -266,6 +293,13 @@ pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError>
         stop: &ctx.options.stop,
         seen: std::sync::Mutex::new(restored.as_ref().map(Restored::seen).unwrap_or_default()),
         pruned: AtomicBool::new(false),
+        commits: std::sync::Mutex::new(commits),
+        pusher: Pusher::new(
+            &tree,
+            &lease.project_remote,
+            &format!("refs/baton/runs/{}/{}", lease.id, lease.epoch),
+        ),
+        start: start_commit.clone(),
     };
     let outcome = drive(
         ctx,
@@ -281,6 +315,8 @@ pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError>
         cancel,
     )
     .await;
+    // No push of this attempt outlives it (a takeover's prune would race it).
+    crate::git::blocking(|| hook.pusher.settle());
     if lost.load(Ordering::SeqCst) {
         return Err(lease_lost(&lease));
     }
@@ -294,7 +330,7 @@ pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError>
     match &finished.report.outcome {
         Outcome::Completed { message } => {
             // The result: the last checkpoint's commit on a branch that carries the epoch.
-            let commit = hook.commit_and_push(&format!("baton: unit {} completed", lease.id))?;
+            let commit = hook.final_commit(&format!("baton: unit {} completed", lease.id))?;
             complete(ctx, &mut queue, &lease, &tree, &run_id, &commit, message).await?;
         }
         Outcome::Waiting { question } => {
