@@ -13,120 +13,20 @@ use super::phase_run::{OwnedFiles, runner_error};
 use super::progress::{InFlight, StoryProgress};
 use crate::ctx::{Ctx, PhaseEnd};
 use baton_engine::external::ExternalTask;
-use baton_engine::machine::WaitReason;
-use baton_engine::spend::{BUDGET_EXCEEDED, Counted};
-use baton_engine::task_driver::TaskEnd;
 use baton_engine::task_run::{self, ClaimedTask, TaskContinuation};
 use baton_executor::run::{Job, Mode, SandboxPaths};
+use baton_executor::task::{
+    self, CliEnd, GO_ON, KeyMissing, RunMeter, default_model, note, recorded_session,
+};
 use baton_executor::{Event, ExecutorKind};
-use baton_gateway::{Admission, Refusal, Settled};
-use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The folder of a phase run's CLI (home, transcript, exchanges) in its run directory.
 const EXECUTOR_DIR: &str = "executor";
-/// What a resumed CLI is told when it continues its own session after a kill.
-const GO_ON: &str = "You were interrupted. Continue the task where you stopped, and finish it.";
-/// Longest text of one event kept in an audit line.
-const MAX_NOTE: usize = 2_000;
-
 /// The exchanges file of a phase run in a `--record`/`--replay` folder.
 pub fn exchanges_name(story_key: &str, phase: baton_bmad::phase::Phase, n: u32) -> String {
     format!("{story_key}.{phase}.{n}.exchanges.jsonl")
-}
-
-/// The model a CLI asks for when `[executors.<name>] model` is not set.
-fn default_model(kind: ExecutorKind) -> &'static str {
-    match kind {
-        ExecutorKind::ClaudeCode => "claude-sonnet-4-5",
-        ExecutorKind::Codex => "gpt-5-codex",
-        ExecutorKind::Opencode | ExecutorKind::Baton => "gpt-5",
-    }
-}
-
-/// The run's budget as the gateway asks it.
-struct RunMeter(Arc<ExternalTask>);
-
-impl baton_gateway::Meter for RunMeter {
-    fn admit(&self, a: &Admission) -> std::result::Result<(), Refusal> {
-        self.0
-            .admit(a.prompt_tokens, a.max_output_tokens)
-            .map(|_| ())
-            .map_err(|stop| Refusal {
-                code: stop.code.to_string(),
-                message: stop.message,
-                details: stop.details,
-            })
-    }
-
-    fn settle(&self, s: &Settled) {
-        // An answer the API refused is not billed; it is still seen in the record.
-        if !(200..300).contains(&s.status) {
-            self.0.note(
-                "executor.refused",
-                json!({"status": s.status, "path": s.path, "durationMs": s.millis}),
-            );
-            return;
-        }
-        let estimate = baton_engine::spend::Estimate {
-            prompt_tokens: s.counted_prompt,
-            max_tokens: 0,
-            usd: None,
-        };
-        self.0.settle(
-            &estimate,
-            s.reported,
-            Counted {
-                prompt_tokens: s.counted_prompt,
-                completion_tokens: s.counted_completion,
-            },
-            json!({"path": s.path, "model": s.model, "durationMs": s.millis}),
-        );
-    }
-}
-
-fn clip(text: &str) -> String {
-    let mut end = text.len().min(MAX_NOTE);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_string()
-}
-
-/// One event of the CLI as an audit line.
-fn note(task: &ExternalTask, e: &Event) {
-    let (kind, fields) = match e {
-        Event::Session { id } => ("executor.session", json!({"session": id})),
-        Event::Message { text } => ("executor.message", json!({"message": clip(text)})),
-        Event::ToolCall { id, name, input } => {
-            let path = ["file_path", "filePath", "path"]
-                .iter()
-                .find_map(|k| input.get(*k).and_then(Value::as_str));
-            let command = ["command", "cmd"]
-                .iter()
-                .find_map(|k| input.get(*k).and_then(Value::as_str));
-            (
-                "executor.tool",
-                json!({"toolName": name, "callId": id,
-                       "input": {"path": path, "command": command.map(clip)}}),
-            )
-        }
-        Event::ToolResult {
-            id,
-            output,
-            is_error,
-        } => (
-            "executor.result",
-            json!({"callId": id, "output": {"ok": !is_error}, "message": clip(output)}),
-        ),
-        Event::Question { text } => ("executor.question", json!({"message": clip(text)})),
-        Event::Result { text, is_error } => (
-            "executor.end",
-            json!({"output": {"ok": !is_error}, "message": clip(text)}),
-        ),
-    };
-    task.note(kind, fields);
 }
 
 /// What a CLI is told before the skill: the unattended rules of a phase, without baton's tools.
@@ -193,18 +93,6 @@ fn walk(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// The CLI's session recorded by an earlier invocation of the run, if any.
-fn recorded_session(dir: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(dir.join("transcript.jsonl")).ok()?;
-    text.lines()
-        .rev()
-        .filter_map(|l| serde_json::from_str::<Event>(l).ok())
-        .find_map(|e| match e {
-            Event::Session { id } => Some(id),
-            _ => None,
-        })
-}
-
 impl Ctx<'_> {
     /// Where the answers come from: the live API with the operator's key, or the phase's
     /// recorded exchanges.
@@ -232,18 +120,10 @@ impl Ctx<'_> {
             .cloned()
             .unwrap_or_default();
         let var = config.api_key_env_or_default(kind).unwrap_or_default();
-        let api_key = std::env::var(&var).unwrap_or_default();
-        if api_key.trim().is_empty() {
-            return Err(EpicError::usage(
-                "EXECUTOR_KEY_MISSING",
-                format!("{kind} runs through baton's gateway, which needs the API key in ${var}; it is not set"),
-            )
-            .hint(format!("export {var}=… (only baton's gateway holds it; the CLI gets a per-run token), or set [executors.{kind}] api_key_env")));
-        }
         let upstream = config.upstream_or_default(kind).unwrap_or_default();
-        Ok(Mode::Live { upstream, api_key })
+        baton_executor::task::live_mode(kind, upstream, &var)
+            .map_err(|e| EpicError::usage(KeyMissing::CODE, e.to_string()).hint(e.hint()))
     }
-
     /// The prompt a task run was created with (its first message).
     fn first_prompt(&self, run_id: &str) -> Result<String> {
         let log = self.project.run_paths(run_id).conversation_log;
@@ -379,10 +259,7 @@ impl Ctx<'_> {
                 }
             };
             let cancel = self.cancel.clone();
-            let ran = tokio::select! {
-                r = baton_executor::run::run(job, &mut each) => Some(r),
-                () = cancel.cancelled() => None,
-            };
+            let ended = task::drive(&external, kind, job, &mut each, cancel.cancelled()).await;
             drop(each);
             if let Some(value) = self.sprint_value_written(&guard, &sp.key) {
                 inflight.sprint_wrote = Some(value);
@@ -393,94 +270,25 @@ impl Ctx<'_> {
             }
             guard.restore(&self.layout, self.on_event)?;
             self.keep_exchanges(&dir, &sp, inflight.n);
-            let outcome = match ran {
-                None => {
-                    end(
-                        &external,
-                        TaskEnd::Failed {
-                            code: baton_engine::driver::ABORTED,
-                            message: "stopped".into(),
-                        },
-                    )?;
-                    return Ok(PhaseEnd::Interrupted);
-                }
-                Some(Err(e)) => {
-                    let message = format!("{kind}: {e}");
-                    end(
-                        &external,
-                        TaskEnd::Failed {
-                            code: "EXECUTOR_FAILED",
-                            message: message.clone(),
-                        },
-                    )?;
-                    return Ok(PhaseEnd::Failed {
-                        code: e.code().to_string(),
-                        message,
-                    });
-                }
-                Some(Ok(o)) => o,
-            };
-            if let Some(refusal) = outcome.budget {
-                end(
-                    &external,
-                    TaskEnd::Failed {
-                        code: BUDGET_EXCEEDED,
-                        message: refusal.message.clone(),
-                    },
-                )?;
-                return Ok(PhaseEnd::Budget {
+            return Ok(match ended.map_err(runner_error)? {
+                CliEnd::Finished { .. } => PhaseEnd::Completed,
+                CliEnd::Interrupted => PhaseEnd::Interrupted,
+                CliEnd::Budget(refusal) => PhaseEnd::Budget {
                     message: refusal.message,
                     budget: refusal.details,
-                });
-            }
-            if let Some(question) = outcome.question {
-                let finished = end(
-                    &external,
-                    TaskEnd::Waiting {
-                        question: question.clone(),
-                        reason: WaitReason::Question,
-                    },
-                )?;
-                drop(finished);
-                let q = self.record_question(&sp, &mut inflight, &run_id, &question, "")?;
-                let Some(answer) = self.answer_for(&run_id, &sp, inflight.n, &q)? else {
-                    return Ok(PhaseEnd::Waiting(q));
-                };
-                continuation = TaskContinuation::Answer(answer);
-                task = task_run::claim_task(&self.project, &run_id, continuation.clone())
-                    .map_err(runner_error)?;
-                continue;
-            }
-            let said = match &outcome.result {
-                Some(Event::Result { text, is_error }) => Some((clip(text), *is_error)),
-                _ => None,
-            };
-            if outcome.exit_code == Some(0) && !said.as_ref().is_some_and(|(_, err)| *err) {
-                end(
-                    &external,
-                    TaskEnd::Finished {
-                        verdict: json!({"executor": kind.as_str(), "claim": said.map(|(t, _)| t), "judgedBy": "files"}),
-                    },
-                )?;
-                return Ok(PhaseEnd::Completed);
-            }
-            let message = format!(
-                "{kind} ended with exit code {}{}",
-                outcome
-                    .exit_code
-                    .map_or("none (killed)".to_string(), |c| c.to_string()),
-                said.map(|(t, _)| format!(": {t}")).unwrap_or_default()
-            );
-            end(
-                &external,
-                TaskEnd::Failed {
-                    code: "EXECUTOR_FAILED",
-                    message: message.clone(),
                 },
-            )?;
-            return Ok(PhaseEnd::Failed {
-                code: "EXECUTOR_FAILED".into(),
-                message,
+                CliEnd::Failed { code, message } => PhaseEnd::Failed { code, message },
+                CliEnd::Question(question) => {
+                    drop(external);
+                    let q = self.record_question(&sp, &mut inflight, &run_id, &question, "")?;
+                    let Some(answer) = self.answer_for(&run_id, &sp, inflight.n, &q)? else {
+                        return Ok(PhaseEnd::Waiting(q));
+                    };
+                    continuation = TaskContinuation::Answer(answer);
+                    task = task_run::claim_task(&self.project, &run_id, continuation.clone())
+                        .map_err(runner_error)?;
+                    continue;
+                }
             });
         }
     }
@@ -495,10 +303,6 @@ impl Ctx<'_> {
             }
         }
     }
-}
-
-fn end(task: &ExternalTask, end: TaskEnd) -> Result<baton_engine::task_run::TaskFinished> {
-    task.end(end).map_err(runner_error)
 }
 
 /// Whether the CLI's program (its real file) is inside `dir`.

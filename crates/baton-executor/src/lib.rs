@@ -12,6 +12,7 @@ pub mod group;
 pub mod kind;
 pub mod opencode;
 pub mod run;
+pub mod task;
 pub mod testing;
 
 pub use adapter::{Adapter, Event, Invocation, Launch};
