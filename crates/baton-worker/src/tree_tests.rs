@@ -244,3 +244,63 @@ fn carried_files_are_never_written_through_a_link_or_into_a_repository() {
         assert!(apply(&root, &changes).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn git_index_files_of_versions_2_to_4_read_as_git_lists_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (remote, start) = remote(tmp.path());
+    let home = tmp.path().join("home");
+    let tree = unit_tree(&home, &remote, &start, "u1");
+    let index = baton_git::RepoDirs::resolve(&tree)
+        .unwrap()
+        .git_dir
+        .join("index");
+    for version in ["2", "3", "4"] {
+        sh(&tree, &["update-index", "--index-version", version]);
+        let entries = crate::index_file::parse(&std::fs::read(&index).unwrap())
+            .unwrap_or_else(|| panic!("version {version} not read"));
+        let ours: Vec<String> = entries
+            .iter()
+            .map(|e| {
+                format!(
+                    "{:o} {} 0\t{}",
+                    e.mode,
+                    crate::objects::to_hex(&e.oid),
+                    e.path
+                )
+            })
+            .collect();
+        assert_eq!(
+            ours.join("\n"),
+            sh(&tree, &["ls-files", "-s"]),
+            "version {version}"
+        );
+    }
+    // A split index keeps its entries elsewhere: not read here.
+    sh(&tree, &["update-index", "--split-index"]);
+    assert!(crate::index_file::parse(&std::fs::read(&index).unwrap()).is_none());
+}
+
+#[test]
+fn a_file_rewritten_at_once_with_the_same_size_is_committed_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (remote, start) = remote(tmp.path());
+    let home = tmp.path().join("home");
+    let tree = unit_tree(&home, &remote, &start, "u1");
+    let mut commits = tree_commit::open(&home, &tree).unwrap();
+    // The same length each time, rewritten in place within the file system's clock tick: only
+    // the bytes differ.
+    let mut heads = Vec::new();
+    for round in 0..50 {
+        std::fs::write(tree.join("a.txt"), format!("{round:02}\n")).unwrap();
+        heads.push(commits.commit("turn", 1).unwrap());
+    }
+    for (round, (head, new)) in heads.iter().enumerate() {
+        assert!(new, "round {round}");
+        let head = crate::objects::to_hex(head);
+        assert_eq!(
+            sh(&tree, &["cat-file", "-p", &format!("{head}:a.txt")]),
+            format!("{round:02}")
+        );
+    }
+}
