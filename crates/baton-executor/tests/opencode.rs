@@ -3,11 +3,19 @@
 //! server saw every request (and nothing else was contacted: no plugin install, no model list),
 //! the CLI's JSON events read as baton's events, and a resume continues the same session.
 //!
+//! Then through baton's runner and gateway: the upstream sees the operator's key and never the
+//! run's token, the CLI's environment holds no real key, a budget refusal ends OpenCode (which
+//! would retry it for over a minute) within seconds, and the record replays offline.
+//!
 //! Skips (saying so) without the opencode CLI, unless `BATON_REQUIRE_EXECUTORS=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-use baton_executor::{Event, ExecutorKind, Invocation, testing};
+use baton_executor::{
+    Event, ExecutorKind, Invocation, Job, Mode, Outcome, SandboxPaths, run, testing,
+};
+use baton_gateway::{Admission, Meter, Refusal, Settled};
 use baton_llm::testing::{Received, Reply, ScriptedServer};
+use serde_json::json;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -289,6 +297,322 @@ async fn a_resume_continues_the_same_opencode_session() {
         "{messages}"
     );
     assert_eq!(trap.hits.load(Ordering::SeqCst), 0);
+}
+
+const KEY: &str = "sk-operator-key-6f0d2c91e4";
+
+struct Dirs {
+    _root: tempfile::TempDir,
+    workdir: PathBuf,
+    run_dir: PathBuf,
+}
+
+fn dirs() -> Dirs {
+    let root = tempfile::tempdir().unwrap();
+    let workdir = root.path().join("project");
+    std::fs::create_dir_all(&workdir).unwrap();
+    let run_dir = root.path().join("run");
+    Dirs {
+        workdir: workdir.canonicalize().unwrap(),
+        run_dir,
+        _root: root,
+    }
+}
+
+fn job<'a>(
+    program: &'a Path,
+    d: &'a Dirs,
+    prompt: &'a str,
+    mode: Mode,
+    meter: Option<Arc<dyn Meter>>,
+) -> Job<'a> {
+    Job {
+        adapter: ExecutorKind::Opencode.adapter().unwrap(),
+        program,
+        workdir: &d.workdir,
+        run_dir: &d.run_dir,
+        model: MODEL,
+        prompt,
+        resume: None,
+        extra_args: &[],
+        mode,
+        meter,
+        max_output_tokens: None,
+        sandbox: SandboxPaths {
+            // Where namespaces cannot be entered (not root), the CLI runs unconfined.
+            allow_unconfined: true,
+            ..SandboxPaths::default()
+        },
+    }
+}
+
+fn live(server: &ScriptedServer) -> Mode {
+    Mode::Live {
+        upstream: server.base_url(),
+        api_key: KEY.into(),
+    }
+}
+
+async fn run_collecting(job: Job<'_>) -> (Outcome, Vec<Event>) {
+    let mut seen = Vec::new();
+    let outcome = run(job, &mut |e| seen.push(e.clone())).await.unwrap();
+    (outcome, seen)
+}
+
+fn stderr_of(d: &Dirs) -> String {
+    std::fs::read_to_string(d.run_dir.join("stderr.log")).unwrap_or_default()
+}
+
+/// Where this system can give the run a private network, the CLI had one (the gateway its
+/// only reachable address).
+fn assert_confined_where_possible(outcome: &Outcome) {
+    if baton_sandbox::PrivateNetwork::new().is_ok() {
+        assert!(
+            outcome
+                .confinement
+                .iter()
+                .any(|(layer, how)| layer == "network" && how == "private-namespace"),
+            "{:?}",
+            outcome.confinement
+        );
+    } else {
+        eprintln!("no private network here: the CLI ran unconfined");
+    }
+}
+
+fn transcript(run_dir: &Path) -> Vec<Event> {
+    std::fs::read_to_string(run_dir.join("transcript.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The one-file task through the runner: the model has OpenCode print its environment with its
+/// bash tool, then write hello.txt. Every request reached the upstream with the operator's key,
+/// none with the token; the CLI's environment held the token only; the transcript holds the
+/// tool calls. Then the record replays with the upstream gone: the same file, in a new project.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_file_task_goes_through_the_gateway_with_the_token_only_and_replays() {
+    let Some(program) = opencode() else { return };
+    let d = dirs();
+    let server = ScriptedServer::start(vec![
+        Reply::stream_tool_call(
+            "call_env",
+            "bash",
+            &json!({"command": "env", "description": "environment"}).to_string(),
+            9,
+        ),
+        write_hello("hello through the gateway\n"),
+        Reply::stream_text(&["Created hello.txt."]),
+    ])
+    .await
+    .unwrap();
+    let started = Instant::now();
+    let (outcome, seen) = run_collecting(job(
+        &program,
+        &d,
+        "Create hello.txt saying hello.",
+        live(&server),
+        None,
+    ))
+    .await;
+    eprintln!(
+        "one opencode task through the runner took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        outcome.exit_code,
+        Some(0),
+        "{outcome:#?}\n{}",
+        stderr_of(&d)
+    );
+    let target = d.workdir.join("hello.txt");
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "hello through the gateway\n"
+    );
+    assert!(
+        outcome
+            .session
+            .as_deref()
+            .is_some_and(|s| s.starts_with("ses_"))
+    );
+    assert_eq!(outcome.budget, None);
+    assert_eq!(outcome.question, None);
+    assert_eq!(outcome.exchanges, 3);
+    assert_confined_where_possible(&outcome);
+
+    let received = server.received();
+    assert_eq!(received.len(), 3, "{received:#?}");
+    let env = tool_output(&received[1], "call_env").unwrap();
+    let token = env
+        .lines()
+        .find_map(|l| l.strip_prefix("BATON_GATEWAY_TOKEN="))
+        .expect("the CLI holds the run's token")
+        .to_string();
+    assert!(token.starts_with("baton-run-"), "{token}");
+    assert!(env.contains("HOME="), "{env}");
+    assert!(!env.contains(KEY), "the real key reached the CLI: {env}");
+    for r in &received {
+        assert_eq!(
+            (r.method.as_str(), r.path.as_str()),
+            ("POST", "/v1/chat/completions")
+        );
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {KEY}").as_str()),
+            "{:?}",
+            r.headers
+        );
+        assert!(
+            !r.headers.iter().any(|(_, v)| v.contains(&token)),
+            "the token reached the upstream: {:?}",
+            r.headers
+        );
+    }
+    assert_eq!(transcript(&d.run_dir), seen);
+    assert_eq!(
+        seen.iter().map(shape).collect::<Vec<_>>(),
+        [
+            "session",
+            "call bash",
+            "result ok",
+            "session",
+            "call write",
+            "result ok",
+            "session",
+            "message Created hello.txt.",
+            "end ok",
+        ]
+    );
+
+    // Replay: a fresh project, the upstream gone, the same file from the record.
+    let record = d.run_dir.join("exchanges.jsonl");
+    drop(server);
+    let again = dirs();
+    let (replayed, _) = run_collecting(job(
+        &program,
+        &again,
+        "Create hello.txt saying hello.",
+        Mode::Replay { record },
+        None,
+    ))
+    .await;
+    assert_eq!(
+        replayed.exit_code,
+        Some(0),
+        "{replayed:#?}\n{}",
+        stderr_of(&again)
+    );
+    assert_eq!(replayed.exchanges, 3);
+    assert_eq!(
+        std::fs::read_to_string(again.workdir.join("hello.txt")).unwrap(),
+        "hello through the gateway\n"
+    );
+}
+
+/// Admits the first model request, refuses every later one, noting when it refused and which
+/// processes named `marker` were running then.
+struct OneRequest {
+    marker: String,
+    admitted: std::sync::atomic::AtomicU64,
+    refused_at: std::sync::Mutex<Option<(Instant, Vec<u32>)>>,
+}
+
+impl Meter for OneRequest {
+    fn admit(&self, _: &Admission) -> Result<(), Refusal> {
+        if self.admitted.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Ok(());
+        }
+        self.refused_at
+            .lock()
+            .unwrap()
+            .get_or_insert_with(|| (Instant::now(), processes_named(&self.marker)));
+        Err(Refusal {
+            code: "BUDGET_EXCEEDED".into(),
+            message: "the run's budget allows one request".into(),
+            details: json!({"requests": 1}),
+        })
+    }
+    fn settle(&self, _: &Settled) {}
+}
+
+/// A refused request ends the run within seconds (OpenCode 1.18 does not retry the gateway's
+/// 400, but it does retry an unreachable or failing server for over a minute: the runner ends
+/// its process group at the refusal), the upstream never sees the refused request, and the
+/// background job the model started dies with the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_refusal_ends_opencode_within_seconds() {
+    let Some(program) = opencode() else { return };
+    let d = dirs();
+    let marker = format!("baton-opencode-test-job-{}", std::process::id());
+    let background = format!("(exec -a {marker} sleep 600) >/dev/null 2>&1 & echo started");
+    let server = ScriptedServer::start(vec![
+        Reply::stream_tool_call(
+            "call_bg",
+            "bash",
+            &json!({"command": background, "description": "a background job"}).to_string(),
+            11,
+        ),
+        Reply::stream_text(&["never served"]),
+    ])
+    .await
+    .unwrap();
+    let meter = Arc::new(OneRequest {
+        marker: marker.clone(),
+        admitted: Default::default(),
+        refused_at: Default::default(),
+    });
+    let (outcome, _) = run_collecting(job(
+        &program,
+        &d,
+        "Start the job.",
+        live(&server),
+        Some(meter.clone()),
+    ))
+    .await;
+    let ended = Instant::now();
+    let (refused_at, running) = meter
+        .refused_at
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the second request was refused");
+    let budget = outcome.budget.clone().expect("stopped by the budget");
+    assert_eq!(budget.code, "BUDGET_EXCEEDED", "{outcome:#?}");
+    let after = ended - refused_at;
+    eprintln!("the run ended {after:?} after the refusal");
+    assert!(
+        after < Duration::from_secs(5),
+        "the run lasted {after:?} after the refusal\n{}",
+        stderr_of(&d)
+    );
+    assert_eq!(server.received().len(), 1, "the refused request went out");
+    assert_eq!(server.remaining(), 1);
+    // The job the model left running (OpenCode exiting on its own leaves it) died with the run.
+    assert_eq!(
+        running.len(),
+        1,
+        "the background job was not running at the refusal"
+    );
+    assert_eq!(
+        processes_named(&marker),
+        Vec::<u32>::new(),
+        "the background job outlived the run"
+    );
+}
+
+/// The processes whose command line holds `marker`.
+fn processes_named(marker: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .collect()
 }
 
 /// An event in a word or two, for comparing transcripts whose ids and paths vary.
