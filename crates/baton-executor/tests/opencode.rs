@@ -323,6 +323,7 @@ fn job<'a>(
     program: &'a Path,
     d: &'a Dirs,
     prompt: &'a str,
+    resume: Option<&'a str>,
     mode: Mode,
     meter: Option<Arc<dyn Meter>>,
 ) -> Job<'a> {
@@ -333,7 +334,7 @@ fn job<'a>(
         run_dir: &d.run_dir,
         model: MODEL,
         prompt,
-        resume: None,
+        resume,
         extra_args: &[],
         mode,
         meter,
@@ -413,6 +414,7 @@ async fn a_one_file_task_goes_through_the_gateway_with_the_token_only_and_replay
         &program,
         &d,
         "Create hello.txt saying hello.",
+        None,
         live(&server),
         None,
     ))
@@ -495,6 +497,7 @@ async fn a_one_file_task_goes_through_the_gateway_with_the_token_only_and_replay
         &program,
         &again,
         "Create hello.txt saying hello.",
+        None,
         Mode::Replay { record },
         None,
     ))
@@ -510,6 +513,58 @@ async fn a_one_file_task_goes_through_the_gateway_with_the_token_only_and_replay
         std::fs::read_to_string(again.workdir.join("hello.txt")).unwrap(),
         "hello through the gateway\n"
     );
+}
+
+/// An answer resumes OpenCode's own session in the same run folder, through a new gateway
+/// (another address, another token): the upstream sees the earlier conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_resumes_the_opencode_session_through_a_new_gateway() {
+    let Some(program) = opencode() else { return };
+    let d = dirs();
+    let server = ScriptedServer::start(vec![
+        Reply::stream_text(&["Which colour should the button be?"]),
+        Reply::stream_text(&["Blue it is."]),
+    ])
+    .await
+    .unwrap();
+    let (first, _) = run_collecting(job(
+        &program,
+        &d,
+        "Make a button.",
+        None,
+        live(&server),
+        None,
+    ))
+    .await;
+    assert_eq!(first.exit_code, Some(0), "{first:#?}\n{}", stderr_of(&d));
+    let session = first.session.clone().expect("a session");
+    let (second, seen) = run_collecting(job(
+        &program,
+        &d,
+        "Blue, please.",
+        Some(&session),
+        live(&server),
+        None,
+    ))
+    .await;
+    assert_eq!(second.exit_code, Some(0), "{second:#?}\n{}", stderr_of(&d));
+    assert_eq!(second.session.as_deref(), Some(session.as_str()));
+    assert!(seen.contains(&Event::Message {
+        text: "Blue it is.".into()
+    }));
+    let received = server.received();
+    assert_eq!(received.len(), 2);
+    let conversation = received[1].body["messages"].to_string();
+    for said in [
+        "Make a button.",
+        "Which colour should the button be?",
+        "Blue, please.",
+    ] {
+        assert!(
+            conversation.contains(said),
+            "{said} missing: {conversation}"
+        );
+    }
 }
 
 /// Admits the first model request, refuses every later one, noting when it refused and which
@@ -568,6 +623,7 @@ async fn a_budget_refusal_ends_opencode_within_seconds() {
         &program,
         &d,
         "Start the job.",
+        None,
         live(&server),
         Some(meter.clone()),
     ))
