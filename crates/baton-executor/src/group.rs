@@ -27,6 +27,48 @@ impl GroupGuard {
     pub fn kill(&self) -> bool {
         kill(self.pgid)
     }
+
+    /// Kills the group and waits until none of it runs any more (SIGKILL is delivered
+    /// asynchronously), at most `timeout` per round; true when it is gone.
+    pub fn kill_and_wait(&self, timeout: std::time::Duration) -> bool {
+        // A process forked while the group was being killed is caught by the next round.
+        for _ in 0..8 {
+            kill(self.pgid);
+            let left = members(self.pgid);
+            if left.is_empty() {
+                return true;
+            }
+            for pid in left {
+                wait_end(pid, timeout);
+            }
+        }
+        members(self.pgid).is_empty()
+    }
+}
+
+/// Waits (on a pidfd, no polling) until `pid` has ended or `timeout` passed.
+fn wait_end(pid: u32, timeout: std::time::Duration) {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    // SAFETY: pidfd_open has no memory arguments; a descriptor it returns is owned here.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    let Ok(fd) = i32::try_from(fd) else {
+        return;
+    };
+    if fd < 0 {
+        return; // already gone (or pidfds unsupported: the next round sees)
+    }
+    // SAFETY: a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut poll = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let millis = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: one pollfd, alive for the call.
+    unsafe {
+        libc::poll(&mut poll, 1, millis);
+    }
 }
 
 impl Drop for GroupGuard {

@@ -132,6 +132,9 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ExecutorError {
     move |source| ExecutorError::Io { what, source }
 }
 
+/// How long output still in the CLI's pipes is read after it ended.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Where the gateway listens and how the CLI is confined.
 struct Network {
     private: Option<PrivateNetwork>,
@@ -285,7 +288,14 @@ pub async fn run(
     let mut line = Vec::new();
     let mut read_total: u64 = 0;
     let mut stdout_open = true;
-    let status = loop {
+    let mut status = None;
+    // Once the CLI has ended, what is still in its pipe is read until this deadline (a
+    // process that escaped its group could hold the pipe open forever).
+    let mut drain_until = None;
+    loop {
+        if !stdout_open && status.is_some() {
+            break;
+        }
         tokio::select! {
             changed = refusal.changed(), if outcome.budget.is_none() => {
                 if changed.is_ok() && let Some(r) = refusal.borrow_and_update().clone() {
@@ -314,18 +324,36 @@ pub async fn run(
                     }
                 }
             }
-            status = child.wait(), if !stdout_open => {
-                break status.map_err(io("waiting for the CLI"))?;
+            ended = child.wait(), if status.is_none() => {
+                status = Some(ended.map_err(io("waiting for the CLI"))?);
+                // Whatever the CLI left running (a shell's background job, holding the
+                // pipe) ends with it.
+                group.kill();
+                drain_until = Some(tokio::time::Instant::now() + DRAIN);
+            }
+            () = tokio::time::sleep_until(drain_until.unwrap_or_else(tokio::time::Instant::now)),
+                if drain_until.is_some() && stdout_open => {
+                stdout_open = false;
             }
         }
+    }
+    let Some(status) = status else {
+        return Err(ExecutorError::Io {
+            what: "waiting for the CLI".into(),
+            source: std::io::Error::other("the CLI's end was not seen"),
+        });
     };
-    // Whatever the CLI left running (a shell's background job) ends with it.
-    group.kill();
-    drop(group);
+    // Returned means over: nothing of the CLI runs any more (SIGKILL is delivered
+    // asynchronously; the wait blocks, so not on the runtime's threads).
+    let _ = tokio::task::spawn_blocking(move || group.kill_and_wait(DRAIN)).await;
     if outcome.budget.is_none() {
         outcome.budget = refusal.borrow().clone();
     }
-    let _ = stderr_task.await;
+    let mut stderr_task = stderr_task;
+    if tokio::time::timeout(DRAIN, &mut stderr_task).await.is_err() {
+        // A process outside the group holds the pipe: the log stops here.
+        stderr_task.abort();
+    }
     outcome.exit_code = status.code();
     outcome.exchanges = gateway.exchanges();
     gateway.shutdown().await;
