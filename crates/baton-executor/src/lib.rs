@@ -3,6 +3,7 @@
 //! with no network but baton's gateway, which holds the real key, the budget and the record.
 
 pub mod adapter;
+pub mod check;
 mod adapters;
 pub mod claude_code;
 pub mod codex;

@@ -81,6 +81,10 @@ pub enum Command {
     /// Claim queued runs from the PostgreSQL work queue and run them: each in a worktree of
     /// its project's remote, checkpointed into the database under a fenced lease.
     Worker(crate::commands::worker::WorkerArgs),
+    /// Coding-agent CLIs as executors (Claude Code, Codex, OpenCode): which are installed, and
+    /// a one-file task through baton's gateway to check one.
+    #[command(subcommand)]
+    Executors(crate::commands::executors::ExecutorsCommand),
     /// Webhooks of baton.toml ([[notify.webhooks]]): the delivery log, a test event.
     #[command(subcommand)]
     Notify(crate::commands::notify::NotifyCommand),

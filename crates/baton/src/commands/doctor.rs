@@ -177,6 +177,14 @@ pub fn run(mut args: DoctorArgs) -> anyhow::Result<u8> {
         },
         "configFiles": sources,
     });
+    // The coding-agent CLIs (`executor = "claude-code"`, …): found, and at which version.
+    let executors = baton_executor::check::load_configs(&args.project)
+        .map(|c| baton_executor::check::survey(&c))
+        .map_err(|e| json!({"code": e.code(), "message": e.to_string(), "hint": e.hint()}));
+    report["executors"] = match &executors {
+        Ok(found) => json!(found),
+        Err(e) => json!({"error": e}),
+    };
     if args.json {
         let model = model_section(&args, store.home(), |_| {});
         report["model"] = model.json();
@@ -256,6 +264,15 @@ pub fn run(mut args: DoctorArgs) -> anyhow::Result<u8> {
             )
         }
     );
+    match &executors {
+        Ok(found) => {
+            outln!(
+                "executors (coding-agent CLIs; `baton executors check NAME` runs a one-file task):"
+            );
+            crate::commands::executors::print_survey(found);
+        }
+        Err(e) => outln!("executors: {}", visible(&e.to_string())),
+    }
     if sources.is_empty() {
         outln!("config: no baton.toml found (defaults)");
     } else {

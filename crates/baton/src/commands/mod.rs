@@ -13,6 +13,7 @@ pub mod graph;
 pub mod mcp;
 pub mod models;
 pub mod new;
+pub mod executors;
 pub mod notify;
 pub mod package;
 pub mod queue;
@@ -54,6 +55,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Session(args) => session::run(args),
         Command::Queue(cmd) => queue::run(cmd),
         Command::Worker(args) => worker::run(args),
+        Command::Executors(cmd) => executors::run(cmd),
         Command::Notify(cmd) => notify::run(cmd),
     }
 }
