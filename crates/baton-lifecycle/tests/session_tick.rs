@@ -68,6 +68,9 @@ impl Tick {
             cancel: CancellationToken::new(),
             on_event: None,
             caps: Vec::new(),
+            price: None,
+            executor: None,
+            store_home: self.store.home().to_path_buf(),
         }
     }
 

@@ -15,6 +15,8 @@
 //! - [`milestone`]: the milestone gate (`post-milestone`): the next milestone's chain
 //!   (A_ADVANCE_MILESTONE), or the end of the session.
 //! - [`run`]: the loop of ticks, routing by the first pending step.
+//! - [`executor`]: who runs the execution steps (`[session] executor`, `--executor`): baton's
+//!   loop, or a coding-agent CLI ([`cli_step`], judged by the files it wrote: [`written`]).
 //! - [`step_run`]: the link from a step to its task run, and the step runs' models (live, or
 //!   recorded traces).
 //! - [`infer`]: the build phase's inference (phase, position, modes, questions to ask).
@@ -30,7 +32,9 @@ pub mod apply;
 pub mod args;
 pub mod budget;
 pub mod build;
+pub mod cli_step;
 pub mod completion;
+pub mod executor;
 pub mod gate;
 pub mod infer;
 pub mod intervene;
@@ -45,3 +49,4 @@ pub mod start;
 pub mod step_run;
 pub mod tick;
 pub mod verdict;
+pub mod written;

@@ -59,6 +59,9 @@ pub struct RunSettings<'a> {
     pub after_tick: Option<&'a mut (dyn FnMut(&Tick) + Send)>,
     /// Hard budgets on the whole session: `tokens`/`usd` (see `budget`).
     pub budget: baton_engine::spend::BudgetConfig,
+    /// A coding-agent CLI that runs the execution steps (`None`: baton's own loop); the gates
+    /// stay with `model`.
+    pub executor: Option<&'a super::executor::StepExecutor>,
 }
 
 impl<'a> RunSettings<'a> {
@@ -75,6 +78,7 @@ impl<'a> RunSettings<'a> {
             on_event: None,
             after_tick: None,
             budget: Default::default(),
+            executor: None,
         }
     }
 
@@ -109,6 +113,9 @@ impl<'a> RunSettings<'a> {
             cancel: self.cancel.clone(),
             on_event: self.on_event,
             caps,
+            price: self.price(),
+            executor: self.executor,
+            store_home: self.store.home().to_path_buf(),
         }
     }
 }

@@ -57,6 +57,13 @@ pub struct StepSettings<'a> {
     pub on_event: Option<&'a (dyn Fn(EngineEvent) + Send + Sync)>,
     /// Hard budgets the step's run is driven under (the session's, see `budget`).
     pub caps: Vec<baton_engine::spend::Cap>,
+    /// The price the caps' dollars are counted at (a step a CLI runs; baton's own loop asks
+    /// its model).
+    pub price: Option<baton_llm::Price>,
+    /// A coding-agent CLI that runs the step instead of baton's loop ([`super::cli_step`]).
+    pub executor: Option<&'a super::executor::StepExecutor>,
+    /// baton's home (the store), which a CLI may not read.
+    pub store_home: std::path::PathBuf,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -326,6 +333,20 @@ async fn drive(
     task: ClaimedTask,
     settings: &StepSettings<'_>,
 ) -> Result<StepTick> {
+    if let Some(cli) = settings.executor {
+        let retried = attempt(s, index) == 2;
+        return super::cli_step::drive(
+            ctx,
+            h,
+            index,
+            attempt(s, index),
+            retried,
+            task,
+            settings,
+            cli,
+        )
+        .await;
+    }
     let run_id = task.run().run_id.clone();
     let trace = step_run::step_trace(index, attempt(s, index));
     let models = Models::open(settings.model, settings.record, &trace)?;
