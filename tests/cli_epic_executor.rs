@@ -17,6 +17,8 @@ mod player;
 use baton_executor::ExecutorKind;
 use baton_executor::testing::require_or_skip;
 use baton_llm::testing::anthropic::{AnthropicServer, message};
+use baton_llm::testing::responses::{self, ResponsesServer, exec_command};
+use baton_llm::testing::{Received, Reply, ScriptedServer};
 use common::Baton;
 use player::{Player, Scenario};
 use serde_json::{Value, json};
@@ -26,6 +28,8 @@ const IMPL: &str = "_bmad-output/implementation-artifacts";
 const KEY: &str = "sk-ant-operator-key-for-the-gateway-only";
 const KEY_VAR: &str = "BATON_TEST_OPERATOR_KEY";
 const STORY: &str = "1-1-tide-table";
+/// A model Codex knows, so it offers its freeform apply_patch tool.
+const CODEX_MODEL: &str = "gpt-5.5";
 
 fn write(root: &Path, rel: &str, text: &str) {
     baton_testkit::write_file(root, rel, text);
@@ -105,17 +109,39 @@ fn build_answers(root: &Path) -> Vec<Value> {
 }
 
 fn configure(root: &Path, cli: &Path, upstream: &str) {
+    configure_phase(
+        root,
+        "build",
+        ExecutorKind::ClaudeCode,
+        cli,
+        upstream,
+        "claude-sonnet-4-5",
+        "",
+    );
+}
+
+/// `baton.toml`: `phase` run by the CLI `kind` at `cli`, its upstream and model, the key in
+/// [`KEY_VAR`]; `more` is appended (a `[budget]` table).
+fn configure_phase(
+    root: &Path,
+    phase: &str,
+    kind: ExecutorKind,
+    cli: &Path,
+    upstream: &str,
+    model: &str,
+    more: &str,
+) {
     write(
         root,
         "baton.toml",
         &format!(
-            "[autopilot.phases.build]\nexecutor = \"claude-code\"\n\n[executors.claude-code]\ncommand = {cli:?}\nupstream = {upstream:?}\napi_key_env = \"{KEY_VAR}\"\nmodel = \"claude-sonnet-4-5\"\n"
+            "[autopilot.phases.{phase}]\nexecutor = \"{kind}\"\n\n[executors.{kind}]\ncommand = {cli:?}\nupstream = {upstream:?}\napi_key_env = \"{KEY_VAR}\"\nmodel = \"{model}\"\n{more}"
         ),
     );
 }
 
-/// The run id of the story's build phase, from the loop's progress file.
-fn build_run(root: &Path) -> String {
+/// The run id of the story's `phase` run, from the loop's progress file.
+fn phase_run(root: &Path, phase: &str) -> String {
     let progress: Value = serde_json::from_str(
         &std::fs::read_to_string(root.join(format!("{IMPL}/.baton-epic-progress.json"))).unwrap(),
     )
@@ -124,10 +150,14 @@ fn build_run(root: &Path) -> String {
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["phase"] == "build")
+        .find(|r| r["phase"] == phase)
         .and_then(|r| r["runId"].as_str())
-        .unwrap_or_else(|| panic!("no build run in {progress}"))
+        .unwrap_or_else(|| panic!("no {phase} run in {progress}"))
         .to_string()
+}
+
+fn build_run(root: &Path) -> String {
+    phase_run(root, "build")
 }
 
 #[test]
@@ -221,7 +251,12 @@ fn claude_code_builds_the_story_through_the_gateway_and_the_story_ends_approved(
         log.stdout
     );
     let shown = baton.run(&["runs", "show", &id, "--json"]);
-    assert_eq!(shown.json()["run"]["usage"]["modelCalls"], 4, "{}", shown.stdout);
+    assert_eq!(
+        shown.json()["run"]["usage"]["modelCalls"],
+        4,
+        "{}",
+        shown.stdout
+    );
 
     // The phase replays offline from its record: a fresh copy of the project, no upstream.
     let recorded = record.join(format!("{STORY}.build.1.exchanges.jsonl"));
@@ -249,14 +284,298 @@ fn claude_code_builds_the_story_through_the_gateway_and_the_story_ends_approved(
         ],
     );
     assert_eq!(replay.code, 0, "{}{}", replay.stdout, replay.stderr);
-    assert_eq!(
-        replay.json()["outcome"],
-        "done",
-        "{}",
-        replay.stdout
-    );
+    assert_eq!(replay.json()["outcome"], "done", "{}", replay.stdout);
     assert_eq!(
         std::fs::read_to_string(root.join(format!("src/{STORY}.txt"))).unwrap(),
         "tides: high at noon\n"
     );
+}
+
+// ---- The classic cycle (BMAD 6.0–6.10): dev run by Codex or OpenCode ----
+
+/// The story file a classic create-story writes.
+fn story_file() -> String {
+    format!("{IMPL}/{STORY}.md")
+}
+
+/// The code a classic dev phase leaves.
+fn code_file() -> String {
+    format!("src/{STORY}.txt")
+}
+
+/// The classic cycle of BMAD 6.0–6.10 as skills (create-story with its validate action listed,
+/// dev-story, code-review), one story in the backlog.
+fn bmad_classic(into: &Path) -> PathBuf {
+    let root = into.join("harbor");
+    write(
+        &root,
+        "_bmad/bmm/config.yaml",
+        "project_name: harbor\nimplementation_artifacts: \"{project-root}/_bmad-output/implementation-artifacts\"\n",
+    );
+    write(
+        &root,
+        &format!("{IMPL}/sprint-status.yaml"),
+        &format!(
+            "project: harbor\ntracking_system: file-system\n\ndevelopment_status:\n  epic-1: in-progress\n  {STORY}: backlog\n  epic-1-retrospective: optional\n"
+        ),
+    );
+    write(
+        &root,
+        "_bmad/bmm/module-help.csv",
+        "module,skill,display-name,menu-code,description,action,args,phase,preceded-by,followed-by,required,output-location,outputs\nBMad Method,bmad-create-story,Create Story,CS,Prepare the next story.,create,,4-implementation,bmad-sprint-planning,bmad-create-story:validate,true,implementation_artifacts,story\nBMad Method,bmad-create-story,Validate Story,VS,Check the story is ready.,validate,,4-implementation,bmad-create-story:create,bmad-dev-story,false,implementation_artifacts,report\nBMad Method,bmad-dev-story,Dev Story,DS,Implement the story.,,,4-implementation,bmad-create-story:validate,,true,,\n",
+    );
+    for (name, body) in [
+        (
+            "bmad-create-story",
+            "Write the next story file; with the validate action, check it instead.",
+        ),
+        ("bmad-dev-story", "Implement the story's tasks and tests."),
+        (
+            "bmad-code-review",
+            "Review the change and record the findings.",
+        ),
+    ] {
+        write(
+            &root,
+            &format!(".claude/skills/{name}/SKILL.md"),
+            &format!("---\nname: {name}\ndescription: {name} for the harbor.\n---\n{body}\n"),
+        );
+    }
+    root
+}
+
+/// [`bmad_classic`] with the story already written and ready for dev: the loop starts at dev,
+/// so the CLI's phase is the story's first (nothing spent before it).
+fn bmad_classic_ready(into: &Path) -> PathBuf {
+    let root = bmad_classic(into);
+    write(
+        &root,
+        &format!("{IMPL}/sprint-status.yaml"),
+        &format!(
+            "project: harbor\ntracking_system: file-system\n\ndevelopment_status:\n  epic-1: in-progress\n  {STORY}: ready-for-dev\n  epic-1-retrospective: optional\n"
+        ),
+    );
+    write(
+        &root,
+        &story_file(),
+        &format!("# Story {STORY}\n\nStatus: ready-for-dev\n\n## Tasks\n\n- [ ] build it\n"),
+    );
+    root
+}
+
+/// A Codex patch that writes the code and moves the story (as create-story left it) to review.
+fn codex_dev_patch() -> String {
+    format!(
+        "*** Begin Patch\n*** Add File: {}\n+tides: high at noon\n*** Update File: {}\n@@\n-Status: ready-for-dev\n+Status: review\n*** End Patch\n",
+        code_file(),
+        story_file()
+    )
+}
+
+/// `baton epic story STORY` of `root` with the played chat model for baton's own phases and the
+/// operator's key in [`KEY_VAR`]; `more` are further arguments.
+fn story_run(baton: &Baton, player: &Player, root: &Path, more: &[&str]) -> common::Run {
+    let mut args = vec![
+        "epic",
+        "story",
+        STORY,
+        "-p",
+        root.to_str().unwrap(),
+        "--json",
+        "--non-interactive",
+    ];
+    args.extend_from_slice(more);
+    baton.played_with(&player.base_url(), &args, &[(KEY_VAR, KEY)])
+}
+
+/// What a finished classic story shows: done in the sprint, the code the CLI wrote, the story
+/// file it moved to review then approved by baton's review, and baton's model never ran dev.
+fn assert_story_done_by_the_cli(root: &Path, player: &Player, run: &common::Run) {
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.json()["outcome"], "done", "{}", run.stdout);
+    let sprint = std::fs::read_to_string(root.join(format!("{IMPL}/sprint-status.yaml"))).unwrap();
+    assert!(sprint.contains(&format!("{STORY}: done")), "{sprint}");
+    assert_eq!(
+        std::fs::read_to_string(root.join(code_file())).unwrap(),
+        "tides: high at noon\n"
+    );
+    let story = std::fs::read_to_string(root.join(story_file())).unwrap();
+    assert!(story.contains("### Review Findings"), "{story}");
+    let served = player.served();
+    assert!(served.iter().any(|p| p == "code-review"), "{served:?}");
+    assert!(
+        !served.iter().any(|p| p == "dev"),
+        "baton's model ran dev: {served:?}"
+    );
+}
+
+/// `baton runs log` of the story's dev run shows the CLI's tool calls, among them `tool` on
+/// `path`.
+fn assert_log_shows(baton: &Baton, root: &Path, tool: &str, path: &str) {
+    let id = phase_run(root, "dev");
+    let log = baton.run(&["runs", "log", &id]);
+    assert_eq!(log.code, 0, "{}", log.stderr);
+    assert!(log.stdout.contains("executor.tool"), "{}", log.stdout);
+    assert!(log.stdout.contains(tool), "{}", log.stdout);
+    assert!(log.stdout.contains(path), "{}", log.stdout);
+}
+
+#[test]
+fn codex_runs_the_classic_dev_phase_through_the_gateway_and_the_story_ends_done() {
+    let Some(cli) = require_or_skip(ExecutorKind::Codex) else {
+        return;
+    };
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = bmad_classic_ready(tmp.path()).canonicalize().unwrap();
+    let upstream = ResponsesServer::start_with_key(
+        vec![
+            responses::answer(vec![exec_command("call_env", "env")]),
+            responses::answer(vec![responses::apply_patch("call_dev", &codex_dev_patch())]),
+            responses::text("Implemented the tide table; the story is in review."),
+        ],
+        KEY,
+    )
+    .unwrap();
+    configure_phase(
+        &root,
+        "dev",
+        ExecutorKind::Codex,
+        &cli,
+        &upstream.base_url(),
+        CODEX_MODEL,
+        "",
+    );
+    let player = Player::start(&root, Scenario::default());
+
+    let run = story_run(&baton, &player, &root, &[]);
+    assert_story_done_by_the_cli(&root, &player, &run);
+
+    // Every model request reached the strict upstream with the operator's key, none refused.
+    let exchanges = upstream.exchanges();
+    assert_eq!(exchanges.len(), 3, "{exchanges:#?}");
+    for e in &exchanges {
+        assert_eq!(
+            (e.path.as_str(), e.status),
+            ("/v1/responses", 200),
+            "{e:#?}"
+        );
+        assert_eq!(
+            e.header("authorization"),
+            Some(format!("Bearer {KEY}").as_str())
+        );
+    }
+    assert_eq!(upstream.remaining(), 0);
+    // The env of Codex's shell tool, read back from the next request: no real key, no token.
+    let env = exchanges[1].tool_output("call_env").unwrap();
+    assert!(env.contains("HOME="), "{env}");
+    assert!(!env.contains(KEY), "the real key reached the CLI: {env}");
+    assert!(
+        !env.contains(KEY_VAR),
+        "the key's variable reached the CLI: {env}"
+    );
+    assert!(
+        !env.contains("baton-run-"),
+        "the token is in the tools' env: {env}"
+    );
+
+    assert_log_shows(&baton, &root, "apply_patch", &code_file());
+}
+
+/// An OpenCode tool call streamed by the played chat model.
+fn opencode_call(id: &str, tool: &str, args: Value) -> Reply {
+    Reply::stream_tool_call(id, tool, &args.to_string(), 9)
+}
+
+#[test]
+fn opencode_runs_the_classic_dev_phase_through_the_gateway_and_the_story_ends_done() {
+    let Some(cli) = require_or_skip(ExecutorKind::Opencode) else {
+        return;
+    };
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = bmad_classic_ready(tmp.path()).canonicalize().unwrap();
+    // The played chat-completions server runs on its own runtime while baton runs here.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let upstream = rt
+        .block_on(ScriptedServer::start(vec![
+            opencode_call(
+                "call_env",
+                "bash",
+                json!({"command": "env", "description": "environment"}),
+            ),
+            opencode_call(
+                "call_code",
+                "write",
+                json!({"filePath": code_file(), "content": "tides: high at noon\n"}),
+            ),
+            opencode_call("call_read", "read", json!({"filePath": story_file()})),
+            opencode_call(
+                "call_story",
+                "edit",
+                json!({"filePath": story_file(), "oldString": "Status: ready-for-dev",
+                       "newString": "Status: review"}),
+            ),
+            Reply::stream_text(&["Implemented the tide table; the story is in review."]),
+        ]))
+        .unwrap();
+    configure_phase(
+        &root,
+        "dev",
+        ExecutorKind::Opencode,
+        &cli,
+        &upstream.base_url(),
+        "played-1.5",
+        "",
+    );
+    let player = Player::start(&root, Scenario::default());
+
+    let run = story_run(&baton, &player, &root, &[]);
+    assert_story_done_by_the_cli(&root, &player, &run);
+
+    // Every model request reached the upstream with the operator's key (the played server
+    // takes any key: the header is checked here).
+    let received = upstream.received();
+    assert_eq!(received.len(), 5, "{received:#?}");
+    for r in &received {
+        assert_eq!(r.path, "/v1/chat/completions");
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {KEY}").as_str()),
+            "{:?}",
+            r.headers
+        );
+    }
+    assert_eq!(upstream.remaining(), 0);
+    // The env of OpenCode's bash tool, read back from the next request: the run's token
+    // (which the gateway swaps for the key), never the key.
+    let env = chat_tool_output(&received[1], "call_env").unwrap();
+    assert!(env.contains("BATON_GATEWAY_TOKEN=baton-run-"), "{env}");
+    assert!(!env.contains(KEY), "the real key reached the CLI: {env}");
+    assert!(
+        !env.contains(KEY_VAR),
+        "the key's variable reached the CLI: {env}"
+    );
+    for r in &received {
+        assert!(
+            !r.headers.iter().any(|(_, v)| v.contains("baton-run-")),
+            "the run's token reached the upstream: {:?}",
+            r.headers
+        );
+    }
+
+    assert_log_shows(&baton, &root, "edit", &story_file());
+    assert_log_shows(&baton, &root, "write", &code_file());
+}
+
+/// The content of the tool message answering `call_id` in a chat-completions request.
+fn chat_tool_output(request: &Received, call_id: &str) -> Option<String> {
+    request.body["messages"]
+        .as_array()?
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call_id)
+        .map(|m| match &m["content"] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
 }
