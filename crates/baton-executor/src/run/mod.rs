@@ -10,6 +10,7 @@
 mod home;
 mod lines;
 mod outcome;
+mod paths;
 
 pub use outcome::Outcome;
 
@@ -52,8 +53,11 @@ pub struct SandboxPaths {
     pub writable: Vec<PathBuf>,
     /// Paths it may not read (the operator's home, baton's store, secrets).
     pub read_denied: Vec<PathBuf>,
-    /// Run unconfined (no sandbox, the gateway on the host's loopback) where this system
-    /// cannot confine it; when false such a system refuses the run (`SANDBOX_UNAVAILABLE`).
+    /// Holes in those (the folder the CLI is installed in); see [`SandboxPaths::operator`].
+    pub read_allowed: Vec<PathBuf>,
+    /// Where this system cannot confine the CLI to the gateway (no private network: not
+    /// root), run it anyway with the layers it has and the gateway on the host's loopback;
+    /// when false such a system refuses the run (`SANDBOX_UNAVAILABLE`).
     pub allow_unconfined: bool,
 }
 
@@ -376,18 +380,14 @@ fn append(transcript: &mut std::fs::File, event: &Event) -> Result<(), ExecutorE
 
 /// Confines `cmd`: writes in the workdir, the home and the extra writable paths only; the
 /// denied paths unreadable; no network but the run's private one, where the gateway listens.
-/// Unconfined (allowed by the job) it only gets a process group of its own.
+/// Where that cannot be (and the job allows it), with the layers this system has; with none,
+/// it still gets a process group of its own.
 fn confine(
     cmd: &mut std::process::Command,
     job: &Job<'_>,
     home: &Path,
     private: Option<&PrivateNetwork>,
 ) -> Result<Vec<(String, String)>, ExecutorError> {
-    let Some(private) = private else {
-        use std::os::unix::process::CommandExt;
-        cmd.current_dir(job.workdir).process_group(0);
-        return Ok(Vec::new());
-    };
     let mut writable = vec![job.workdir.to_path_buf(), home.to_path_buf()];
     writable.extend(job.sandbox.writable.iter().cloned());
     // Where the run's folder lies beneath a writable one (a run folder in the project), the
@@ -401,14 +401,25 @@ fn confine(
         writable,
         read_only,
         read_denied: job.sandbox.read_denied.clone(),
-        network: false,
+        // Without the run's private network (only when running unconfined is allowed) the
+        // gateway is on the host's loopback: the CLI keeps the host's network and gets the
+        // other layers this system has.
+        network: private.is_none(),
         // Claude Code listens on a socket in its TMPDIR (beneath its writable home).
         unix_sockets: true,
-        join_network: Some(private.namespace()),
+        join_network: private.map(PrivateNetwork::namespace),
         enforce: !job.sandbox.allow_unconfined,
         ..SandboxSpec::default()
     };
-    let confinement = Confinement::prepare(&spec, baton_sandbox::capabilities())?;
+    let confinement = match Confinement::prepare(&spec, baton_sandbox::capabilities()) {
+        Ok(c) => c,
+        Err(_) if job.sandbox.allow_unconfined => {
+            use std::os::unix::process::CommandExt;
+            cmd.current_dir(job.workdir).process_group(0);
+            return Ok(Vec::new());
+        }
+        Err(e) => return Err(e.into()),
+    };
     let applied = confinement
         .applied()
         .iter()
