@@ -144,18 +144,11 @@ impl Ctx<'_> {
     /// Paths the CLI may not read: the operator's home (but what it runs from) and baton's
     /// store.
     fn executor_sandbox(&self, program: &Path) -> SandboxPaths {
-        let mut read_denied = vec![self.store.home().to_path_buf()];
-        if let Some(home) = std::env::var_os("HOME").map(PathBuf::from)
-            && home.is_absolute()
-            && !program_beneath(program, &home)
-        {
-            read_denied.push(home);
-        }
-        SandboxPaths {
-            writable: Vec::new(),
-            read_denied,
-            allow_unconfined: !self.tools.system.terminal.require_sandbox,
-        }
+        SandboxPaths::operator(
+            program,
+            self.store.home(),
+            !self.tools.system.terminal.require_sandbox,
+        )
     }
 
     /// Drives the phase's task run with the coding-agent CLI `kind` until it ends, waits for a
@@ -303,13 +296,4 @@ impl Ctx<'_> {
             }
         }
     }
-}
-
-/// Whether the CLI's program (its real file) is inside `dir`.
-fn program_beneath(program: &Path, dir: &Path) -> bool {
-    let real = program
-        .canonicalize()
-        .unwrap_or_else(|_| program.to_path_buf());
-    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-    real.starts_with(dir)
 }

@@ -178,9 +178,8 @@ pub async fn check(
             meter: None,
             max_output_tokens: Some(4_096),
             sandbox: SandboxPaths {
-                writable: Vec::new(),
-                read_denied: Vec::new(),
                 allow_unconfined,
+                ..SandboxPaths::default()
             },
         },
         &mut count,

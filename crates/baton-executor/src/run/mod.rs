@@ -10,6 +10,7 @@
 mod home;
 mod lines;
 mod outcome;
+mod paths;
 
 pub use outcome::Outcome;
 
@@ -52,6 +53,8 @@ pub struct SandboxPaths {
     pub writable: Vec<PathBuf>,
     /// Paths it may not read (the operator's home, baton's store, secrets).
     pub read_denied: Vec<PathBuf>,
+    /// Holes in those (the folder the CLI is installed in); see [`SandboxPaths::operator`].
+    pub read_allowed: Vec<PathBuf>,
     /// Where this system cannot confine the CLI to the gateway (no private network: not
     /// root), run it anyway with the layers it has and the gateway on the host's loopback;
     /// when false such a system refuses the run (`SANDBOX_UNAVAILABLE`).
