@@ -303,9 +303,10 @@ fn code_file() -> String {
     format!("src/{STORY}.txt")
 }
 
-/// The classic cycle of BMAD 6.0–6.10 as skills (create-story with its validate action listed,
-/// dev-story, code-review), one story in the backlog.
-fn bmad_classic(into: &Path) -> PathBuf {
+/// The classic cycle of BMAD 6.0–6.10 as skills (create-story, dev-story, code-review; no
+/// validate action listed), its one story written and ready for dev: the loop starts at dev, so
+/// the CLI's phase is the story's first (nothing spent before it).
+fn bmad_classic_ready(into: &Path) -> PathBuf {
     let root = into.join("harbor");
     write(
         &root,
@@ -316,19 +317,16 @@ fn bmad_classic(into: &Path) -> PathBuf {
         &root,
         &format!("{IMPL}/sprint-status.yaml"),
         &format!(
-            "project: harbor\ntracking_system: file-system\n\ndevelopment_status:\n  epic-1: in-progress\n  {STORY}: backlog\n  epic-1-retrospective: optional\n"
+            "project: harbor\ntracking_system: file-system\n\ndevelopment_status:\n  epic-1: in-progress\n  {STORY}: ready-for-dev\n  epic-1-retrospective: optional\n"
         ),
     );
     write(
         &root,
         "_bmad/bmm/module-help.csv",
-        "module,skill,display-name,menu-code,description,action,args,phase,preceded-by,followed-by,required,output-location,outputs\nBMad Method,bmad-create-story,Create Story,CS,Prepare the next story.,create,,4-implementation,bmad-sprint-planning,bmad-create-story:validate,true,implementation_artifacts,story\nBMad Method,bmad-create-story,Validate Story,VS,Check the story is ready.,validate,,4-implementation,bmad-create-story:create,bmad-dev-story,false,implementation_artifacts,report\nBMad Method,bmad-dev-story,Dev Story,DS,Implement the story.,,,4-implementation,bmad-create-story:validate,,true,,\n",
+        "module,skill,display-name,menu-code,description,action,args,phase,preceded-by,followed-by,required,output-location,outputs\nBMad Method,bmad-create-story,Create Story,CS,Prepare the next story.,create,,4-implementation,bmad-sprint-planning,bmad-dev-story,true,implementation_artifacts,story\nBMad Method,bmad-dev-story,Dev Story,DS,Implement the story.,,,4-implementation,bmad-create-story,,true,,\n",
     );
     for (name, body) in [
-        (
-            "bmad-create-story",
-            "Write the next story file; with the validate action, check it instead.",
-        ),
+        ("bmad-create-story", "Write the next story file."),
         ("bmad-dev-story", "Implement the story's tasks and tests."),
         (
             "bmad-code-review",
@@ -341,20 +339,6 @@ fn bmad_classic(into: &Path) -> PathBuf {
             &format!("---\nname: {name}\ndescription: {name} for the harbor.\n---\n{body}\n"),
         );
     }
-    root
-}
-
-/// [`bmad_classic`] with the story already written and ready for dev: the loop starts at dev,
-/// so the CLI's phase is the story's first (nothing spent before it).
-fn bmad_classic_ready(into: &Path) -> PathBuf {
-    let root = bmad_classic(into);
-    write(
-        &root,
-        &format!("{IMPL}/sprint-status.yaml"),
-        &format!(
-            "project: harbor\ntracking_system: file-system\n\ndevelopment_status:\n  epic-1: in-progress\n  {STORY}: ready-for-dev\n  epic-1-retrospective: optional\n"
-        ),
-    );
     write(
         &root,
         &story_file(),
@@ -578,4 +562,125 @@ fn chat_tool_output(request: &Received, call_id: &str) -> Option<String> {
             Value::String(s) => s.clone(),
             other => other.to_string(),
         })
+}
+
+/// A classic project ready for dev whose dev phase Codex runs against `upstream`, with
+/// `[budget] tokens_per_story = limit`.
+fn codex_dev_project(into: &Path, cli: &Path, upstream: &ResponsesServer, limit: u64) -> PathBuf {
+    let root = bmad_classic_ready(into).canonicalize().unwrap();
+    configure_phase(
+        &root,
+        "dev",
+        ExecutorKind::Codex,
+        cli,
+        &upstream.base_url(),
+        CODEX_MODEL,
+        &format!("\n[budget]\ntokens_per_story = {limit}\n"),
+    );
+    root
+}
+
+/// The budget stop a run reports: `(spent, estimate)` of the refused request.
+fn refused(run: &common::Run) -> (u64, u64) {
+    assert_eq!(run.code, 12, "{}{}", run.stdout, run.stderr);
+    let report = run.json();
+    assert_eq!(report["budget"]["phase"], "dev", "{report:#}");
+    let budget = &report["budget"]["budget"];
+    (
+        budget["spent"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{report:#}")),
+        budget["estimate"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{report:#}")),
+    )
+}
+
+#[test]
+fn a_story_budget_stops_codex_before_the_request_that_would_cross_it() {
+    let Some(cli) = require_or_skip(ExecutorKind::Codex) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    // The dev work in two model requests: a first command, then the patch.
+    let answers = || {
+        vec![
+            responses::answer(vec![exec_command("call_1", "printf one > one.txt")]),
+            responses::answer(vec![responses::apply_patch("call_dev", &codex_dev_patch())]),
+            responses::text("Implemented the tide table; the story is in review."),
+        ]
+    };
+
+    // The size of the CLI's first request, as the gateway counts it: a budget of one token
+    // refuses it and says what it would cost. The upstream sees nothing.
+    let probe_upstream = ResponsesServer::start_with_key(answers(), KEY).unwrap();
+    let probe = codex_dev_project(&tmp.path().join("probe"), &cli, &probe_upstream, 1);
+    let player = Player::start(&probe, Scenario::default());
+    let (spent_before, first) = refused(&story_run(&Baton::new(), &player, &probe, &[]));
+    assert_eq!(probe_upstream.exchanges().len(), 0);
+    assert_eq!(spent_before, 0, "dev is the story's first phase");
+    assert!(first > 0);
+
+    // A budget the first request fits and the second cannot: the second request's prompt holds
+    // the first's and more, and the first's answer was billed at least part of its prompt, so
+    // half the first request again is crossed by the second and leaves room for a first
+    // request a few tokens longer than the probe's (paths, ids).
+    let limit = spent_before + first + first / 2;
+    let upstream = ResponsesServer::start_with_key(answers(), KEY).unwrap();
+    let root = codex_dev_project(&tmp.path().join("run"), &cli, &upstream, limit);
+    let player = Player::start(&root, Scenario::default());
+    let baton = Baton::new();
+    let run = story_run(&baton, &player, &root, &[]);
+    let (spent, second) = refused(&run);
+    eprintln!("limit {limit}: the first request {first}, then {spent} spent and {second} asked");
+    assert!(spent > 0, "the first request was not billed");
+    // The upstream saw the first request only; what it answered was done, not what followed.
+    assert_eq!(
+        upstream.exchanges().len(),
+        1,
+        "the refused request went out"
+    );
+    assert!(root.join("one.txt").is_file());
+    assert!(!root.join(code_file()).exists());
+    assert!(
+        !player.served().iter().any(|p| p == "code-review"),
+        "the loop went on past the stop"
+    );
+    // The phase run is idle, its story paused at dev: resumable.
+    let id = phase_run(&root, "dev");
+    let shown = baton.run(&["runs", "show", &id, "--json"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    let shown = shown.json();
+    assert_eq!(shown["run"]["phase"], "idle", "{shown:#}");
+    assert_eq!(
+        shown["run"]["waitingFor"]["error"]["code"], "BUDGET_EXCEEDED",
+        "{shown:#}"
+    );
+
+    // With the budget lifted, `epic resume` continues the same run: the CLI's session goes on
+    // to the patch, and the story ends done.
+    configure_phase(
+        &root,
+        "dev",
+        ExecutorKind::Codex,
+        &cli,
+        &upstream.base_url(),
+        CODEX_MODEL,
+        "",
+    );
+    let resumed = baton.played_with(
+        &player.base_url(),
+        &[
+            "epic",
+            "resume",
+            "-p",
+            root.to_str().unwrap(),
+            "--json",
+            "--non-interactive",
+        ],
+        &[(KEY_VAR, KEY)],
+    );
+    assert_story_done_by_the_cli(&root, &player, &resumed);
+    assert_eq!(phase_run(&root, "dev"), id, "the resume made a new dev run");
+    assert_eq!(upstream.exchanges().len(), 3);
 }
