@@ -219,3 +219,69 @@ async fn usage_that_cannot_be_counts_never_panics_nor_counts() {
         );
     }
 }
+
+/// The usage of the `response.completed` event in a streamed Responses answer.
+fn completed_usage(sse: &str) -> Value {
+    sse.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .find(|e| e["type"] == "response.completed")
+        .map(|e| e["response"]["usage"].clone())
+        .expect("a response.completed event")
+}
+
+#[tokio::test]
+async fn a_strict_responses_api_gets_the_key_and_its_usage_is_read_with_cache_and_reasoning() {
+    use baton_llm::testing::responses::{ResponsesServer, text, with_reasoning_tokens};
+    let upstream = ResponsesServer::start_with_key(
+        vec![with_reasoning_tokens(text("Planned."), 40), text("Done.")],
+        KEY,
+    )
+    .unwrap();
+    let meter = TestMeter::new(10);
+    let gw = Setup {
+        meter: Some(meter.clone()),
+        ..Setup::live(Wire::OpenAiResponses, upstream.base_url())
+    }
+    .start()
+    .await;
+    let instructions = "You are the developer of this story. ".repeat(300);
+    let mut seen_usage = Vec::new();
+    for turn in ["plan", "do"] {
+        let body = json!({"model": "gpt-played", "instructions": instructions, "stream": true,
+            "input": [{"role": "user", "content": turn}]});
+        let got = call(
+            &gw.base_url(),
+            "POST",
+            "/v1/responses",
+            Some(TOKEN),
+            Wire::OpenAiResponses,
+            Some(&body),
+        )
+        .await;
+        assert_eq!(got.status, 200, "{}", got.text());
+        seen_usage.push(completed_usage(&got.text()));
+    }
+    assert!(upstream.exchanges().iter().all(|e| e.status == 200));
+    let settled = meter.settled(2).await;
+    for (s, u) in settled.iter().zip(&seen_usage) {
+        let r = s.reported.unwrap();
+        assert_eq!(r.prompt_tokens, u["input_tokens"].as_u64().unwrap());
+        assert_eq!(
+            r.cached_prompt_tokens,
+            u["input_tokens_details"]["cached_tokens"].as_u64().unwrap()
+        );
+        assert_eq!(r.completion_tokens, u["output_tokens"].as_u64().unwrap());
+        assert_eq!(
+            r.reasoning_tokens,
+            u["output_tokens_details"]["reasoning_tokens"]
+                .as_u64()
+                .unwrap()
+        );
+    }
+    assert_eq!(settled[0].reported.unwrap().reasoning_tokens, 40);
+    assert!(
+        settled[1].reported.unwrap().cached_prompt_tokens > 0,
+        "{settled:?}"
+    );
+}
