@@ -114,15 +114,29 @@ async fn main() {
         let mut body = body.clone();
         body["stream"] = json!(stream);
         let body = body.to_string();
-        let upstream = ScriptedServer::start((0..3 * (WARM_UP + n)).map(|_| reply(stream)).collect())
-            .await
-            .unwrap();
-        let direct = median_p95(measure(&client, &format!("{}/messages", upstream.base_url()), n, &body).await);
+        let upstream =
+            ScriptedServer::start((0..3 * (WARM_UP + n)).map(|_| reply(stream)).collect())
+                .await
+                .unwrap();
+        let direct = median_p95(
+            measure(
+                &client,
+                &format!("{}/messages", upstream.base_url()),
+                n,
+                &body,
+            )
+            .await,
+        );
         let kind = if stream { "stream" } else { "JSON" };
-        println!("| {kind} | direct | {:.3} ms | {:.3} ms | |", direct.0, direct.1);
+        println!(
+            "| {kind} | direct | {:.3} ms | {:.3} ms | |",
+            direct.0, direct.1
+        );
         for (metered, name) in [(false, "gateway"), (true, "gateway + meter + record")] {
             let gw = gateway(&upstream, metered, dir.path()).await;
-            let through = median_p95(measure(&client, &format!("{}/v1/messages", gw.base_url()), n, &body).await);
+            let through = median_p95(
+                measure(&client, &format!("{}/v1/messages", gw.base_url()), n, &body).await,
+            );
             println!(
                 "| {kind} | {name} | {:.3} ms | {:.3} ms | {:+.3} ms |",
                 through.0,
