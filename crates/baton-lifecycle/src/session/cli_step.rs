@@ -27,7 +27,7 @@ use baton_ralph::Context;
 use baton_ralph::Handle;
 use baton_ralph::error::{RalphError, Result};
 use baton_store::{ModelRecord, Phase, RunUsage};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -58,7 +58,37 @@ pub fn for_cli(prompt: &str, project: &Path) -> String {
         None => prompt.to_string(),
     };
     let root = format!("{}/", project.display());
-    format!("{CLI_RULES}{}", body.replace(&root, "./").trim_end())
+    let body = without_blocked_commands(&body.replace(&root, "./")).replace(
+        "End the step with exactly one of the commands printed at the end of the prompt.",
+        "End the step by stopping with a one-line summary.",
+    );
+    format!("{CLI_RULES}{}", body.trim_end())
+}
+
+/// The anchor's `` `… complete <N> … --status BLOCKED --reason "why: ..."` `` commands (a CLI
+/// has no ralph) as what a CLI does instead: ask the person, saying why.
+fn without_blocked_commands(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('`') {
+        let Some(len) = rest[open + 1..].find('`') else {
+            break;
+        };
+        let span = &rest[open + 1..open + 1 + len];
+        out.push_str(&rest[..open]);
+        if span.contains(" complete ") && span.contains("--status BLOCKED") {
+            let why = span
+                .split_once("--reason \"")
+                .and_then(|(_, r)| r.split_once(':'))
+                .map_or("blocked", |(w, _)| w);
+            out.push_str(&format!("a question to the person (\"{why}: ...\")"));
+        } else {
+            out.push_str(&rest[open..open + len + 2]);
+        }
+        rest = &rest[open + len + 2..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The prompt the run was created with (its first message).
@@ -102,30 +132,6 @@ fn mode(cli: &StepExecutor, source: ModelSource<'_>, name: &str) -> Result<Mode>
     let upstream = cli.config.upstream_or_default(kind).unwrap_or_default();
     task::live_mode(kind, upstream, &var)
         .map_err(|e| RalphError::usage(KeyMissing::CODE, format!("{e} (hint: {})", e.hint())))
-}
-
-/// Paths the CLI may not read: the operator's home (unless the CLI runs from it) and baton's
-/// store.
-fn sandbox(settings: &StepSettings<'_>, store_home: &Path, program: &Path) -> SandboxPaths {
-    let mut read_denied = vec![store_home.to_path_buf()];
-    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from)
-        && home.is_absolute()
-        && !beneath(program, &home)
-    {
-        read_denied.push(home);
-    }
-    SandboxPaths {
-        writable: Vec::new(),
-        read_denied,
-        allow_unconfined: !settings.tools.system.terminal.require_sandbox,
-    }
-}
-
-/// Whether `path` (its real file) is inside `dir`.
-fn beneath(path: &Path, dir: &Path) -> bool {
-    let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-    real.starts_with(dir)
 }
 
 /// When the run's CLI first started (written on the first call).
@@ -246,7 +252,11 @@ pub async fn drive(
         mode,
         meter: Some(meter),
         max_output_tokens: None,
-        sandbox: sandbox(settings, &store_home, &program),
+        sandbox: SandboxPaths::operator(
+            &program,
+            &store_home,
+            !settings.tools.system.terminal.require_sandbox,
+        ),
     };
     let audit = external.clone();
     let on_event = settings.on_event;
@@ -367,6 +377,16 @@ mod tests {
         assert!(!cli.contains("ralph complete"), "{cli}");
         assert!(!cli.contains("session.complete"), "{cli}");
         assert!(cli.contains("stop with a one-line summary"), "{cli}");
+        let anchor = "stop and report via\n     `baton ralph complete <N> --session s-1 --status BLOCKED --reason \"out_of_scope: ...\"` instead of proceeding; keep `code`.";
+        let cli = for_cli(anchor, Path::new("/p"));
+        assert!(!cli.contains("ralph complete"), "{cli}");
+        assert!(
+            cli.contains(
+                "report via\n     a question to the person (\"out_of_scope: ...\") instead"
+            ),
+            "{cli}"
+        );
+        assert!(cli.contains("`code`"), "{cli}");
     }
 
     #[test]

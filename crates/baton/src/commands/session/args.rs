@@ -57,6 +57,11 @@ pub struct LoopArgs {
     /// api.anthropic.com). Overrides [llm] api.
     #[arg(long, value_enum)]
     pub api: Option<crate::args::ApiArg>,
+    /// Who runs the execution steps: baton (its own tool loop), claude-code, codex or
+    /// opencode (a coding-agent CLI through baton's gateway; over [session] executor). The
+    /// gates stay with baton's model.
+    #[arg(long, value_name = "NAME")]
+    pub executor: Option<String>,
     /// Answer from the traces recorded in DIR (one per step run and gate call), offline.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["model", "base_url", "api"])]
     pub replay: Option<PathBuf>,

@@ -142,6 +142,7 @@ pub async fn ticks(
         settings.tools = setup.tools.clone();
         settings.cancel = cancel.clone();
         settings.budget = setup.budget;
+        settings.executor = setup.executor.as_ref();
         if let Some(n) = setup.max_turns {
             settings.max_turns = n;
         }

@@ -10,6 +10,7 @@ use crate::failure::Failure;
 use baton_engine::model_choice::{self, LoadedModel, Orchestrated, Requested};
 use baton_lifecycle::ralph::Context;
 use baton_lifecycle::ralph::claim;
+use baton_lifecycle::session::executor::{self, StepExecutor};
 use baton_lifecycle::session::step_run::ModelSource;
 use baton_store::ModelRecord;
 use baton_store::Store;
@@ -37,6 +38,9 @@ pub struct Setup {
     pub json: bool,
     /// `[budget] tokens`/`usd` under `--budget-tokens`/`--budget-usd`: the session's.
     pub budget: baton_engine::spend::BudgetConfig,
+    /// The CLI that runs the execution steps (`--executor` over `[session] executor`);
+    /// `None`: baton's own loop.
+    pub executor: Option<StepExecutor>,
 }
 
 impl Setup {
@@ -135,9 +139,11 @@ fn prepare_in(
             "pass the directory a session was recorded to with --record",
         ));
     }
+    let executor = executor::load(project, args.executor.as_deref())
+        .map_err(|e| super::errors::failure(&e))?;
     let recorded = match args.replay {
         Some(_) => None,
-        None => model_choice::newest_record(&store, step_runs),
+        None => newest_model(&store, step_runs),
     };
     let budget = crate::budget::budget_config(&store, project, args.budget)?;
     let (live, replay) = match model(args, &store, project, recorded.as_ref())? {
@@ -160,7 +166,21 @@ fn prepare_in(
         record,
         max_turns: args.max_turns.map(usize::from),
         budget,
+        executor,
     })
+}
+
+/// The model the newest of the session's step runs remembers, passing over the runs a CLI
+/// drove (theirs is the CLI's model, not one baton calls for the gates).
+fn newest_model(store: &Store, step_runs: &[String]) -> Option<ModelRecord> {
+    let mut ids: Vec<&String> = step_runs.iter().collect();
+    ids.sort_unstable_by(|a, b| b.cmp(a));
+    ids.dedup();
+    ids.into_iter()
+        .take(64)
+        .filter_map(|id| store.find_run(id).ok())
+        .filter_map(|(_, run)| run.model)
+        .find(|m| !executor::names_a_cli(m))
 }
 
 /// The configured model (`baton.toml`, the store's `config.toml`, the environment), with
