@@ -1,12 +1,18 @@
-//! Coding-agent CLIs as the executors of an epic's phases, through the real `baton` binary: a
-//! BMAD 6.12 project whose build phase is run by the real Claude Code CLI behind baton's
-//! gateway (a strict played Anthropic API holds the operator's key), its review by baton's own
-//! loop (the played chat model). The story ends approved with the files the CLI wrote with its
-//! own tools; the upstream saw every model request with the operator's key and never the
-//! run's token; the CLI's environment held no real key; `baton runs log` shows its tool calls;
-//! a budget stops the CLI before the request that would cross it (exit 12); the phase replays
-//! offline from its record. Skipped, saying so, when the CLI is missing (fails with
-//! `BATON_REQUIRE_EXECUTORS=1`, as CI sets it).
+//! Coding-agent CLIs as the executors of an epic's phases, through the real `baton` binary:
+//! - a BMAD 6.12 project whose build phase is run by the real Claude Code CLI behind baton's
+//!   gateway (a strict played Anthropic API holds the operator's key); the phase replays offline
+//!   from its record;
+//! - a classic (6.0–6.10) project whose dev phase is run by the real Codex (played Responses
+//!   API) or OpenCode (played chat completions).
+//!
+//! Review by baton's own loop (the played chat model). Each story ends approved with the files
+//! the CLI wrote with its own tools; the upstream saw every model request with the operator's
+//! key and never the run's token; the CLI's shell environment held no real key; `baton runs log`
+//! shows its tool calls. A story budget stops the CLI before the request that would cross it
+//! (exit 12, the run idle and resumable); a SIGKILL of baton mid-phase leaves nothing of the
+//! CLI running once `epic resume` runs, which continues the CLI's session and finishes the
+//! story. Skipped, saying so, when a CLI is missing (fails with `BATON_REQUIRE_EXECUTORS=1`, as
+//! CI sets it).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 #[allow(unused_imports)] // `common` re-exports helpers other tests use
@@ -565,8 +571,13 @@ fn chat_tool_output(request: &Received, call_id: &str) -> Option<String> {
 }
 
 /// A classic project ready for dev whose dev phase Codex runs against `upstream`, with
-/// `[budget] tokens_per_story = limit`.
-fn codex_dev_project(into: &Path, cli: &Path, upstream: &ResponsesServer, limit: u64) -> PathBuf {
+/// `[budget] tokens_per_story = limit` when one is given.
+fn codex_dev_project(
+    into: &Path,
+    cli: &Path,
+    upstream: &ResponsesServer,
+    limit: Option<u64>,
+) -> PathBuf {
     let root = bmad_classic_ready(into).canonicalize().unwrap();
     configure_phase(
         &root,
@@ -575,7 +586,9 @@ fn codex_dev_project(into: &Path, cli: &Path, upstream: &ResponsesServer, limit:
         cli,
         &upstream.base_url(),
         CODEX_MODEL,
-        &format!("\n[budget]\ntokens_per_story = {limit}\n"),
+        &limit.map_or(String::new(), |l| {
+            format!("\n[budget]\ntokens_per_story = {l}\n")
+        }),
     );
     root
 }
@@ -614,7 +627,7 @@ fn a_story_budget_stops_codex_before_the_request_that_would_cross_it() {
     // The size of the CLI's first request, as the gateway counts it: a budget of one token
     // refuses it and says what it would cost. The upstream sees nothing.
     let probe_upstream = ResponsesServer::start_with_key(answers(), KEY).unwrap();
-    let probe = codex_dev_project(&tmp.path().join("probe"), &cli, &probe_upstream, 1);
+    let probe = codex_dev_project(&tmp.path().join("probe"), &cli, &probe_upstream, Some(1));
     let player = Player::start(&probe, Scenario::default());
     let (spent_before, first) = refused(&story_run(&Baton::new(), &player, &probe, &[]));
     assert_eq!(probe_upstream.exchanges().len(), 0);
@@ -627,7 +640,7 @@ fn a_story_budget_stops_codex_before_the_request_that_would_cross_it() {
     // request a few tokens longer than the probe's (paths, ids).
     let limit = spent_before + first + first / 2;
     let upstream = ResponsesServer::start_with_key(answers(), KEY).unwrap();
-    let root = codex_dev_project(&tmp.path().join("run"), &cli, &upstream, limit);
+    let root = codex_dev_project(&tmp.path().join("run"), &cli, &upstream, Some(limit));
     let player = Player::start(&root, Scenario::default());
     let baton = Baton::new();
     let run = story_run(&baton, &player, &root, &[]);
@@ -683,4 +696,196 @@ fn a_story_budget_stops_codex_before_the_request_that_would_cross_it() {
     assert_story_done_by_the_cli(&root, &player, &resumed);
     assert_eq!(phase_run(&root, "dev"), id, "the resume made a new dev run");
     assert_eq!(upstream.exchanges().len(), 3);
+}
+
+// ---- A SIGKILL of baton mid-phase ----
+
+/// A live process: its id, process group and command line.
+#[derive(Debug, Clone, PartialEq)]
+struct Proc {
+    pid: u32,
+    pgrp: u32,
+    cmdline: String,
+}
+
+/// The live (not zombie) processes `keep` accepts, given their command line and environment.
+fn processes(keep: impl Fn(&str, &[u8]) -> bool) -> Vec<Proc> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let (_, rest) = stat.rsplit_once(')')?;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            if fields.first() == Some(&"Z") {
+                return None;
+            }
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let pgrp = fields.get(2)?.parse().ok()?;
+            keep(&cmdline, &env).then(|| Proc {
+                pid,
+                pgrp,
+                // Enough to name it (Codex's shell wrapper runs to kilobytes).
+                cmdline: cmdline.chars().take(160).collect(),
+            })
+        })
+        .collect()
+}
+
+/// The processes whose command line holds `marker`.
+fn marked(marker: &str) -> Vec<Proc> {
+    processes(|cmdline, _| cmdline.contains(marker))
+}
+
+/// The processes a CLI of a run in the store at `store` runs: their `HOME` is the run's
+/// home, beneath the store.
+fn cli_processes(store: &Path) -> Vec<Proc> {
+    let wanted = format!("HOME={}/", store.display());
+    processes(|_, env| {
+        env.split(|&b| b == 0)
+            .any(|var| var.starts_with(wanted.as_bytes()))
+    })
+}
+
+/// Polls (the condition is another process's doing) until `what` gives `Some`, at most two
+/// minutes.
+fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        if let Some(found) = check() {
+            return found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not in two minutes"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// `baton ARGS` started (not waited for) as [`Baton::played_with`] runs it, its output in
+/// files under `out`.
+fn spawn_baton(baton: &Baton, player: &Player, args: &[&str], out: &Path) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(args)
+        .env("BATON_HOME", baton.home.path())
+        .env("OPENAI_BASE_URL", player.base_url())
+        .env("BATON_MODEL", "played")
+        .env("OPENAI_API_KEY", "sk-test")
+        .env(KEY_VAR, KEY)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(out.with_extension("out")).unwrap())
+        .stderr(std::fs::File::create(out.with_extension("err")).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_sigkill_of_baton_mid_phase_leaves_no_cli_and_epic_resume_finishes_the_story() {
+    let Some(cli) = require_or_skip(ExecutorKind::Codex) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    // A sleep no other process runs: its length names it.
+    let marker = format!("600.{}", std::process::id());
+    let long = |id: &str, cmd: &str| {
+        responses::function_call(
+            id,
+            "exec_command",
+            &json!({"cmd": cmd, "yield_time_ms": 120_000}),
+        )
+    };
+    let upstream = ResponsesServer::start_with_key(
+        vec![
+            // Killed while this runs.
+            responses::answer(vec![long("call_sleep", &format!("sleep {marker}; true"))]),
+            // After the resume: a command that waits for the test's word, so the test looks
+            // at the processes while the resumed CLI runs.
+            responses::answer(vec![long(
+                "call_wait",
+                "touch .resumed; while [ ! -e .release ]; do sleep 0.02; done",
+            )]),
+            responses::answer(vec![responses::apply_patch("call_dev", &codex_dev_patch())]),
+            responses::text("Implemented the tide table; the story is in review."),
+        ],
+        KEY,
+    )
+    .unwrap();
+    let root = codex_dev_project(tmp.path(), &cli, &upstream, None);
+    let player = Player::start(&root, Scenario::default());
+    let baton = Baton::new();
+    let store = baton.home.path().canonicalize().unwrap();
+    let p = root.to_str().unwrap();
+    let args = [
+        "epic",
+        "story",
+        STORY,
+        "-p",
+        p,
+        "--json",
+        "--non-interactive",
+    ];
+
+    let mut first = spawn_baton(&baton, &player, &args, &tmp.path().join("first"));
+    let sleeping = wait_for("the CLI's long command", || {
+        Some(marked(&marker)).filter(|m| !m.is_empty())
+    });
+    let before = cli_processes(&store);
+    first.kill().unwrap(); // SIGKILL: no guard of baton's runs
+    first.wait().unwrap();
+    eprintln!("killed baton; the CLI's processes then: {before:#?}");
+    assert!(
+        before
+            .iter()
+            .any(|p| sleeping.iter().any(|s| s.pid == p.pid))
+    );
+
+    let resume = ["epic", "resume", "-p", p, "--json", "--non-interactive"];
+    let mut second = spawn_baton(&baton, &player, &resume, &tmp.path().join("second"));
+    wait_for("the resumed CLI's command", || {
+        root.join(".resumed").exists().then_some(())
+    });
+    // While the resumed CLI runs: nothing of the killed launch is left, and one CLI runs.
+    let now = cli_processes(&store);
+    let left: Vec<&Proc> = before
+        .iter()
+        .filter(|old| {
+            now.iter()
+                .any(|p| p.pid == old.pid && p.cmdline == old.cmdline)
+        })
+        .collect();
+    let groups: std::collections::BTreeSet<u32> = now.iter().map(|p| p.pgrp).collect();
+    std::fs::write(root.join(".release"), "").unwrap();
+    let status = second.wait().unwrap();
+    let out = |name: &str| std::fs::read_to_string(tmp.path().join(name)).unwrap_or_default();
+    assert!(
+        left.is_empty(),
+        "the killed launch's processes survived: {left:#?}"
+    );
+    assert_eq!(
+        marked(&marker),
+        Vec::new(),
+        "the killed CLI's command survived"
+    );
+    assert_eq!(groups.len(), 1, "more than one CLI ran: {now:#?}");
+
+    let resumed = common::Run {
+        code: status.code().unwrap_or(-1),
+        stdout: out("second.out"),
+        stderr: out("second.err"),
+    };
+    assert_story_done_by_the_cli(&root, &player, &resumed);
+    // The resumed CLI went on in its own session: the killed call is in its conversation.
+    let exchanges = upstream.exchanges();
+    assert_eq!(exchanges.len(), 4, "{exchanges:#?}");
+    assert!(exchanges.iter().all(|e| e.status == 200), "{exchanges:#?}");
+    assert!(
+        exchanges[1].body["input"]
+            .to_string()
+            .contains("call_sleep"),
+        "{:#}",
+        exchanges[1].body
+    );
 }
