@@ -174,3 +174,94 @@ fn the_check_runs_a_one_file_task_through_the_gateway_and_doctor_lists_the_cli()
     assert_eq!(names, ["claude-code", "codex", "opencode"]);
     assert_eq!(doctor["executors"][0]["keySet"], false);
 }
+
+/// From inside the CLI's own shell tool: the operator's home is unreadable, nothing outside the
+/// task's folder is writable, and no address but the gateway answers (not the host's loopback,
+/// not the internet).
+#[test]
+fn the_cli_cannot_read_the_operators_home_write_outside_or_reach_the_network() {
+    let Some(cli) = require_or_skip(ExecutorKind::ClaudeCode) else {
+        return;
+    };
+    if baton_sandbox::PrivateNetwork::new().is_err() {
+        eprintln!("no private network here (not root): the CLI would run unconfined; skipped");
+        return;
+    }
+    let store = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("operator-home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "OPERATOR-SECRET-KEY-MATERIAL").unwrap();
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let host_port = host.local_addr().unwrap().port();
+    let script = format!(
+        "cat {secret} 2>&1; echo x > {out}/escape.txt 2>&1; \
+         (echo > /dev/tcp/1.1.1.1/80) 2>/dev/null && echo NET-OUT; \
+         (echo > /dev/tcp/127.0.0.1/{host_port}) 2>/dev/null && echo NET-HOST; \
+         echo ok > baton-check.txt; echo probed",
+        secret = home.join(".ssh/id_ed25519").display(),
+        out = outside.display()
+    );
+    let answers = vec![
+        message(
+            None,
+            "",
+            &[(
+                "toolu_probe".into(),
+                "Bash".into(),
+                json!({"command": script, "description": "probe"}),
+            )],
+        ),
+        message(None, "Probed.", &[]),
+    ];
+    let upstream = AnthropicServer::start(answers).unwrap();
+    let p = project(&cli, upstream.base_url().trim_end_matches("/v1"));
+    let (code, out, err) = baton(
+        store.home.path(),
+        &[
+            "executors",
+            "check",
+            "claude-code",
+            "-p",
+            p.path().to_str().unwrap(),
+            "--json",
+        ],
+        &[(KEY_VAR, KEY), ("HOME", home.to_str().unwrap())],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let exchanges = upstream.exchanges();
+    assert_eq!(exchanges.len(), 2, "{exchanges:#?}");
+    // The probe's output came back to the model in the second request, as the tool's result.
+    let seen = exchanges[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .find(|c| c["type"] == "tool_result" && c["tool_use_id"] == "toolu_probe")
+        .map(|c| c["content"].to_string())
+        .expect("the probe's result");
+    assert!(seen.contains("probed"), "{seen}");
+    assert!(
+        !seen.contains("OPERATOR-SECRET-KEY-MATERIAL"),
+        "the home was read: {seen}"
+    );
+    assert!(
+        !seen.contains("NET-OUT"),
+        "the internet was reachable: {seen}"
+    );
+    assert!(
+        !seen.contains("NET-HOST"),
+        "the host's loopback was reachable: {seen}"
+    );
+    assert!(
+        !outside.join("escape.txt").exists(),
+        "a file was written outside"
+    );
+    host.set_nonblocking(true).unwrap();
+    assert!(
+        host.accept().is_err(),
+        "something connected to the host's listener"
+    );
+}

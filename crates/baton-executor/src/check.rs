@@ -131,12 +131,14 @@ impl CheckError {
 }
 
 /// Runs the one-file task with `kind` in a fresh folder under `scratch`, through the gateway
-/// against the configured upstream with the operator's key, confined as a phase would be
-/// (`allow_unconfined`: where this system cannot confine it, run it anyway).
+/// against the configured upstream with the operator's key, confined as a phase would be (no
+/// read of `store_home` nor of the operator's home; `allow_unconfined`: where this system
+/// cannot confine it, run it anyway).
 pub async fn check(
     kind: ExecutorKind,
     config: &ExecutorConfig,
     scratch: &Path,
+    store_home: &Path,
     allow_unconfined: bool,
     on_event: &mut (dyn FnMut(&Event) + Send),
 ) -> Result<CheckReport, CheckError> {
@@ -176,11 +178,9 @@ pub async fn check(
             extra_args: &config.args,
             mode,
             meter: None,
+            // Small enough for a check; the gateway keeps the request valid under it.
             max_output_tokens: Some(4_096),
-            sandbox: SandboxPaths {
-                allow_unconfined,
-                ..SandboxPaths::default()
-            },
+            sandbox: SandboxPaths::operator(&program, store_home, allow_unconfined),
         },
         &mut count,
     )

@@ -58,6 +58,9 @@ pub fn prepare(wire: Wire, body: Bytes, cap: Option<u64>) -> Prepared {
                 .unwrap_or(cap)
         }
     };
+    if changed && wire == Wire::AnthropicMessages {
+        changed |= fit_thinking(&mut map, max_output_tokens);
+    }
     let value = Value::Object(map);
     let prompt_tokens = count::json(&value);
     let body = if changed {
@@ -71,6 +74,30 @@ pub fn prepare(wire: Wire, body: Bytes, cap: Option<u64>) -> Prepared {
         prompt_tokens,
         max_output_tokens,
     }
+}
+
+/// The Messages API's smallest thinking budget.
+const MIN_THINKING: u64 = 1024;
+
+/// Keeps a lowered Anthropic request valid: its thinking budget must stay below `max_tokens`
+/// (Claude Code asks for 31,999 of thinking under 32,000 tokens), and at least
+/// [`MIN_THINKING`], else thinking is turned off. True when the body changed.
+fn fit_thinking(map: &mut serde_json::Map<String, Value>, max_tokens: u64) -> bool {
+    let Some(thinking) = map.get_mut("thinking").and_then(Value::as_object_mut) else {
+        return false;
+    };
+    let Some(budget) = thinking.get("budget_tokens").and_then(Value::as_u64) else {
+        return false;
+    };
+    if budget < max_tokens {
+        return false;
+    }
+    if max_tokens > MIN_THINKING {
+        thinking.insert("budget_tokens".into(), Value::from(max_tokens - 1));
+    } else {
+        map.insert("thinking".into(), serde_json::json!({"type": "disabled"}));
+    }
+    true
 }
 
 #[cfg(test)]
@@ -95,6 +122,19 @@ mod tests {
         let (sent, p) = prep(Wire::OpenAiResponses, json!({"input": "hi"}), Some(100));
         assert_eq!(sent["max_output_tokens"], 100);
         assert_eq!(p.max_output_tokens, 100);
+        // A thinking budget above the lowered cap is lowered with it (or thinking turned off).
+        let (sent, _) = prep(
+            Wire::AnthropicMessages,
+            json!({"model": "m", "max_tokens": 32000, "thinking": {"type": "enabled", "budget_tokens": 31999}}),
+            Some(4096),
+        );
+        assert_eq!(sent["thinking"]["budget_tokens"], 4095);
+        let (sent, _) = prep(
+            Wire::AnthropicMessages,
+            json!({"model": "m", "max_tokens": 32000, "thinking": {"type": "enabled", "budget_tokens": 31999}}),
+            Some(1000),
+        );
+        assert_eq!(sent["thinking"], json!({"type": "disabled"}));
         let (sent, p) = prep(Wire::ChatCompletions, json!({"max_tokens": 50}), Some(100));
         assert_eq!(sent, json!({"max_tokens": 50}));
         assert_eq!(p.max_output_tokens, 50);

@@ -37,6 +37,9 @@ pub struct Tracker {
     pub result: Option<Event>,
     /// A question tool call not followed by any other call (the model stopped on it).
     asked: Option<String>,
+    /// The model's text since its last tool call: the final answer of a CLI whose result
+    /// line carries none (Codex's `turn.completed`, OpenCode's `step_finish`).
+    said: Option<String>,
 }
 
 impl Tracker {
@@ -44,9 +47,28 @@ impl Tracker {
         match event {
             Event::Session { id } => self.session = Some(id.clone()),
             Event::Question { text } => self.asked = Some(text.clone()),
-            Event::ToolCall { .. } => self.asked = None,
+            Event::ToolCall { .. } => {
+                self.asked = None;
+                self.said = None;
+            }
+            Event::Result {
+                text,
+                is_error: false,
+            } if text.trim().is_empty() => {
+                self.result = Some(Event::Result {
+                    text: self.said.clone().unwrap_or_default(),
+                    is_error: false,
+                });
+            }
             Event::Result { .. } => self.result = Some(event.clone()),
-            Event::Message { .. } | Event::ToolResult { .. } => {}
+            Event::Message { text } => {
+                let said = self.said.get_or_insert_with(String::new);
+                if !said.is_empty() {
+                    said.push('\n');
+                }
+                said.push_str(text);
+            }
+            Event::ToolResult { .. } => {}
         }
     }
 
@@ -115,5 +137,29 @@ mod tests {
             is_error: true,
         };
         assert_eq!(track(&[failed]).question(), None);
+    }
+
+    #[test]
+    fn a_result_without_text_takes_the_models_last_words() {
+        let said = |t: &str| Event::Message { text: t.into() };
+        let call = Event::ToolCall {
+            id: "t".into(),
+            name: "shell".into(),
+            input: json!({}),
+        };
+        // Codex and OpenCode end with an empty result after the model's text.
+        let t = track(&[said("Looking."), call, said("Which colour do you want?"), result("")]);
+        assert_eq!(t.question(), Some("Which colour do you want?".into()));
+        let t = track(&[said("Which file?"), call_again(), result("")]);
+        assert_eq!(t.question(), None, "a tool call came after the text");
+        assert_eq!(t.result, Some(result("")));
+    }
+
+    fn call_again() -> Event {
+        Event::ToolCall {
+            id: "u".into(),
+            name: "apply_patch".into(),
+            input: json!({}),
+        }
     }
 }

@@ -121,6 +121,7 @@ fn check_one(args: CheckArgs) -> anyhow::Result<u8> {
         Err(f) => return Ok(f.report(args.json)),
     };
     let config = configs.get(&kind).cloned().unwrap_or_default();
+    let store = baton_store::Store::open_default()?;
     let scratch = tempfile::tempdir()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -139,6 +140,7 @@ fn check_one(args: CheckArgs) -> anyhow::Result<u8> {
         kind,
         &config,
         scratch.path(),
+        store.home(),
         args.allow_unconfined,
         &mut show,
     ));

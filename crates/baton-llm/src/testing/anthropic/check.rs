@@ -21,6 +21,18 @@ pub fn check(body: &Value, issued: &Issued) -> Result<(), String> {
     if body["max_tokens"].as_u64().unwrap_or(0) == 0 {
         return Err("max_tokens: Field required (a positive integer)".into());
     }
+    if body["thinking"]["type"] == "enabled" {
+        let budget = body["thinking"]["budget_tokens"].as_u64().unwrap_or(0);
+        if budget < 1024 {
+            return Err(
+                "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+                    .into(),
+            );
+        }
+        if budget >= body["max_tokens"].as_u64().unwrap_or(0) {
+            return Err("`max_tokens` must be greater than `thinking.budget_tokens`".into());
+        }
+    }
     let breakpoints = crate::anthropic::request::breakpoints(body);
     if breakpoints > 4 {
         return Err(format!(
