@@ -10,8 +10,8 @@
 
 use super::apply::finish_step;
 use super::executor::{StepExecutor, exchanges_name};
+use super::step::{StepEnd, StepSettings, StepTick};
 use super::step_run::ModelSource;
-use super::tick::{StepEnd, StepSettings, StepTick};
 use super::written;
 use baton_engine::EngineEvent;
 use baton_engine::external::ExternalTask;

@@ -8,6 +8,7 @@
 //!   that does not parse becomes `fix` (E004).
 //! - [`apply`]: the end of a tick, applied through ralph's `complete` and `decide`.
 //! - [`args`]: a step's `{phase}`-style placeholders filled from status.json before it is claimed.
+//! - [`step`]: what a step's tick is given and ends with.
 //! - [`tick`]: an execution step claimed, run as a task run, and its verdict recorded.
 //! - [`gate`]: a decision step judged by one model call on the gate's result files.
 //! - [`scope`]: the scope gate (`post-analyze-scope`) settled by code from the macro
@@ -46,6 +47,7 @@ pub mod review;
 pub mod run;
 pub mod scope;
 pub mod start;
+pub mod step;
 pub mod step_run;
 pub mod tick;
 pub mod verdict;

@@ -13,8 +13,7 @@
 
 use super::apply::finish_step;
 use super::completion::{self, Completion};
-use super::step_run::{self, Link, ModelSource, Models};
-use baton_engine::EngineEvent;
+use super::step_run::{self, Link, Models};
 use baton_engine::conversation;
 use baton_engine::machine::WaitReason;
 use baton_engine::runner::{RunnerError, Settings};
@@ -29,10 +28,7 @@ use baton_ralph::session::Session;
 use baton_ralph::verbs::{control, next};
 use baton_ralph::{Handle, Target};
 use baton_store::{NewTaskRun, Phase, Project, RunKind, RunMetadata};
-use baton_tools::ToolsConfig;
 use serde_json::Value;
-use std::path::Path;
-use tokio_util::sync::CancellationToken;
 
 /// Said once before the step's prompt: the prompt names ralph's completion commands, which a
 /// task run replaces with the tool.
@@ -41,53 +37,7 @@ tools. When it is finished, or cannot be, call session.complete exactly once ins
 running any `ralph complete`/`ralph retry` command: DONE with the files that show the work as \
 evidence, DONE_WITH_CONCERNS with concerns, NEEDS_RETRY, or BLOCKED with a reason.";
 
-/// How the model and tools run a step.
-pub struct StepSettings<'a> {
-    /// Who claims the step (ralph's claim owner); a step claimed by someone else is theirs.
-    pub owner: &'a str,
-    /// The store project the step runs live in (the session's project).
-    pub project: &'a Project,
-    pub model: ModelSource<'a>,
-    /// A directory where each step run's trace is recorded.
-    pub record: Option<&'a Path>,
-    /// The tool policy of the step runs (`[tools.*]`, `[mcp]` of `baton.toml`).
-    pub tools: ToolsConfig,
-    pub max_turns: usize,
-    pub cancel: CancellationToken,
-    pub on_event: Option<&'a (dyn Fn(EngineEvent) + Send + Sync)>,
-    /// Hard budgets the step's run is driven under (the session's, see `budget`).
-    pub caps: Vec<baton_engine::spend::Cap>,
-    /// The price the caps' dollars are counted at (a step a CLI runs; baton's own loop asks
-    /// its model).
-    pub price: Option<baton_llm::Price>,
-    /// A coding-agent CLI that runs the step instead of baton's loop ([`super::cli_step`]).
-    pub executor: Option<&'a super::executor::StepExecutor>,
-    /// baton's home (the store), which a CLI may not read.
-    pub store_home: std::path::PathBuf,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum StepEnd {
-    /// The verdict recorded in status.json.
-    Recorded(Completion),
-    /// The step stays claimed: the run waits for a person.
-    Waiting {
-        question: String,
-        reason: WaitReason,
-    },
-    /// The step stays claimed: the run was stopped or its model failed (continue it).
-    Interrupted { code: &'static str, message: String },
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct StepTick {
-    pub index: usize,
-    /// The step's task run (`baton runs show <id>`).
-    pub run_id: String,
-    pub end: StepEnd,
-    /// What this invocation of the run did (nothing, when a logged end was applied).
-    pub report: TaskReport,
-}
+pub use super::step::{StepEnd, StepSettings, StepTick};
 
 fn engine_error(e: RunnerError) -> RalphError {
     RalphError::failed(e.code(), e.to_string())

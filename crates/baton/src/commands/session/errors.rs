@@ -13,6 +13,11 @@ const CALLER_MISTAKES: &[&str] = &[
     "CHOICE_NOT_APPLICABLE",
     "SESSION_TRACE_MISSING",
     "INDEX_INVALID",
+    // Who runs the steps (`[session] executor`, `--executor`, `[executors.<name>]`).
+    "SESSION_CONFIG_INVALID",
+    "EXECUTOR_CONFIG_INVALID",
+    "EXECUTOR_KEY_MISSING",
+    "EXECUTOR_NOT_FOUND",
 ];
 
 /// How hints spell the part-1 verbs.
