@@ -19,6 +19,7 @@ use baton_executor::task::{
     self, CliEnd, GO_ON, KeyMissing, RunMeter, default_model, note, recorded_session,
 };
 use baton_executor::{Event, ExecutorKind};
+use baton_tools::terminal::ProjectGuard;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -227,6 +228,15 @@ impl Ctx<'_> {
                 _ => (first.clone(), None),
             };
             let guard = OwnedFiles::snapshot(&self.layout);
+            // The configuration, BMAD's method and `.git` stay read-only to the CLI, as to
+            // baton's own commands; what it creates among them is removed after.
+            let kept = ProjectGuard::take(
+                &self.layout.project,
+                self.tools.system.allow_git_writes,
+                &self.tools.system.protected,
+            );
+            let mut sandbox = self.executor_sandbox(&program);
+            sandbox.read_only = kept.read_only();
             let meter: Arc<dyn baton_gateway::Meter> = Arc::new(RunMeter(external.clone()));
             let job = Job {
                 adapter,
@@ -240,7 +250,7 @@ impl Ctx<'_> {
                 mode: mode.clone(),
                 meter: Some(meter),
                 max_output_tokens: None,
-                sandbox: self.executor_sandbox(&program),
+                sandbox,
             };
             let on_event = self.on_event;
             let shown = sp.key.clone();
@@ -262,6 +272,9 @@ impl Ctx<'_> {
                 self.progress.save(&self.layout.dir)?;
             }
             guard.restore(&self.layout, self.on_event)?;
+            for removed in kept.restore() {
+                self.emit(EpicEvent::Note(removed));
+            }
             self.keep_exchanges(&dir, &sp, inflight.n);
             return Ok(match ended.map_err(runner_error)? {
                 CliEnd::Finished { .. } => PhaseEnd::Completed,

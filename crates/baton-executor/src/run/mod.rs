@@ -55,6 +55,9 @@ pub struct SandboxPaths {
     pub read_denied: Vec<PathBuf>,
     /// Holes in those (the folder the CLI is installed in); see [`SandboxPaths::operator`].
     pub read_allowed: Vec<PathBuf>,
+    /// Existing paths beneath the writable ones that stay read-only (the project's
+    /// configuration, BMAD's method, `.git`).
+    pub read_only: Vec<PathBuf>,
     /// Where this system cannot confine the CLI to the gateway (no private network: not
     /// root), run it anyway with the layers it has and the gateway on the host's loopback;
     /// when false such a system refuses the run (`SANDBOX_UNAVAILABLE`).
@@ -392,11 +395,12 @@ fn confine(
     writable.extend(job.sandbox.writable.iter().cloned());
     // Where the run's folder lies beneath a writable one (a run folder in the project), the
     // CLI must still not rewrite its own transcript or the record a replay trusts.
-    let read_only = ["transcript.jsonl", "exchanges.jsonl", "stderr.log"]
+    let mut read_only: Vec<PathBuf> = ["transcript.jsonl", "exchanges.jsonl", "stderr.log"]
         .map(|f| job.run_dir.join(f))
         .into_iter()
         .filter(|p| p.exists())
         .collect();
+    read_only.extend(job.sandbox.read_only.iter().cloned());
     let spec = SandboxSpec {
         writable,
         read_only,

@@ -23,6 +23,7 @@ impl SandboxPaths {
             writable: Vec::new(),
             read_denied,
             read_allowed,
+            read_only: Vec::new(),
             allow_unconfined,
         }
     }

@@ -27,6 +27,7 @@ use baton_ralph::Context;
 use baton_ralph::Handle;
 use baton_ralph::error::{RalphError, Result};
 use baton_store::{ModelRecord, Phase, RunUsage};
+use baton_tools::terminal::ProjectGuard;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -240,6 +241,19 @@ pub async fn drive(
         _ => (first.clone(), None),
     };
     let meter: Arc<dyn baton_gateway::Meter> = Arc::new(RunMeter(external.clone()));
+    // The configuration, the sessions' own files, BMAD's and `.git` stay read-only to the CLI,
+    // as to baton's own commands; what it creates among them is removed after.
+    let kept = ProjectGuard::take(
+        &ctx.project,
+        settings.tools.system.allow_git_writes,
+        &settings.tools.system.protected,
+    );
+    let mut sandbox = SandboxPaths::operator(
+        &program,
+        &store_home,
+        !settings.tools.system.terminal.require_sandbox,
+    );
+    sandbox.read_only = kept.read_only();
     let job = Job {
         adapter,
         program: &program,
@@ -252,11 +266,7 @@ pub async fn drive(
         mode,
         meter: Some(meter),
         max_output_tokens: None,
-        sandbox: SandboxPaths::operator(
-            &program,
-            &store_home,
-            !settings.tools.system.terminal.require_sandbox,
-        ),
+        sandbox,
     };
     let audit = external.clone();
     let on_event = settings.on_event;
@@ -274,6 +284,9 @@ pub async fn drive(
     let cancel = settings.cancel.clone();
     let ended_as = task::drive(&external, kind, job, &mut each, cancel.cancelled()).await;
     drop(each);
+    for removed in kept.restore() {
+        external.note("executor.removed", serde_json::json!({"message": removed}));
+    }
     keep_exchanges(&dir, settings.record, &name);
     let after = external
         .project()

@@ -9,6 +9,7 @@ mod exec;
 mod git;
 mod hidden;
 mod project;
+mod guard;
 mod protected;
 mod runtime;
 mod tool;
@@ -18,6 +19,7 @@ pub use confined::{
     run_confined,
 };
 pub use exec::{Ended, ExecOutput};
+pub use guard::ProjectGuard;
 pub use git::GitSandbox;
 pub use hidden::{hide_from_commands, set_command_temp_root};
 pub use project::ProjectShell;
