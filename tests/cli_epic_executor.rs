@@ -829,18 +829,17 @@ fn a_sigkill_of_baton_mid_phase_leaves_no_cli_and_epic_resume_finishes_the_story
     ];
 
     let mut first = spawn_baton(&baton, &player, &args, &tmp.path().join("first"));
-    let sleeping = wait_for("the CLI's long command", || {
-        Some(marked(&marker)).filter(|m| !m.is_empty())
+    // Until the marked command runs as one of the CLI's processes (both read from /proc
+    // again each time: a process may be between fork and exec at one look).
+    let before = wait_for("the CLI's long command", || {
+        let sleeping = marked(&marker);
+        let cli = cli_processes(&store);
+        let all_cli = sleeping.iter().all(|s| cli.iter().any(|p| p.pid == s.pid));
+        (!sleeping.is_empty() && all_cli).then_some(cli)
     });
-    let before = cli_processes(&store);
     first.kill().unwrap(); // SIGKILL: no guard of baton's runs
     first.wait().unwrap();
     eprintln!("killed baton; the CLI's processes then: {before:#?}");
-    assert!(
-        before
-            .iter()
-            .any(|p| sleeping.iter().any(|s| s.pid == p.pid))
-    );
 
     let resume = ["epic", "resume", "-p", p, "--json", "--non-interactive"];
     let mut second = spawn_baton(&baton, &player, &resume, &tmp.path().join("second"));
