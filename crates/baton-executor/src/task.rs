@@ -86,9 +86,11 @@ pub fn note(task: &ExternalTask, e: &Event) {
         Event::Session { id } => ("executor.session", json!({"session": id})),
         Event::Message { text } => ("executor.message", json!({"message": clip(text)})),
         Event::ToolCall { id, name, input } => {
+            // Codex's apply_patch names its files in `changes`.
             let path = ["file_path", "filePath", "path"]
                 .iter()
-                .find_map(|k| input.get(*k).and_then(Value::as_str));
+                .find_map(|k| input.get(*k).and_then(Value::as_str))
+                .or_else(|| input.pointer("/changes/0/path").and_then(Value::as_str));
             let command = ["command", "cmd"]
                 .iter()
                 .find_map(|k| input.get(*k).and_then(Value::as_str));

@@ -220,6 +220,11 @@ fn pretty_record(r: &Value) -> String {
     }
     if let Some(path) = r.pointer("/input/path").and_then(Value::as_str) {
         line.push_str(&format!(" {path}"));
+    } else if let Some(command) = r.pointer("/input/command").and_then(Value::as_str) {
+        // A coding-agent CLI's shell command (see `baton_executor::task::note`), on one line.
+        let first = command.lines().next().unwrap_or_default();
+        let cut: String = first.chars().take(80).collect();
+        line.push_str(&format!(" `{cut}`"));
     }
     match r.pointer("/output/ok").and_then(Value::as_bool) {
         Some(true) => line.push_str("  ok"),
