@@ -964,3 +964,68 @@ fn a_cli_cannot_rewrite_the_configuration_the_method_or_git() {
     // The code the phase was asked for is there.
     assert!(root.join(format!("src/{STORY}.txt")).is_file());
 }
+
+/// A CLI that stops to ask becomes the epic's question (exit 10); `baton epic answer` continues
+/// the CLI's own session with the answer (the upstream sees the question and the answer in one
+/// conversation), and the story ends done.
+#[test]
+fn a_cli_question_is_the_epics_and_the_answer_resumes_the_clis_session() {
+    let Some(cli) = require_or_skip(ExecutorKind::ClaudeCode) else {
+        return;
+    };
+    let baton = Baton::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = bmad_612(tmp.path()).canonicalize().unwrap();
+    let mut answers = vec![message(
+        None,
+        "Should the tide table list high or low tides first?",
+        &[],
+    )];
+    answers.extend(build_answers(&root).into_iter().skip(1));
+    let upstream = AnthropicServer::start(answers).unwrap();
+    configure(&root, &cli, upstream.base_url().trim_end_matches("/v1"));
+    let player = Player::start(&root, Scenario::default());
+    let p = root.to_str().unwrap();
+    let env = [(KEY_VAR, KEY)];
+    let asked = baton.played_with(
+        &player.base_url(),
+        &[
+            "epic",
+            "story",
+            STORY,
+            "-p",
+            p,
+            "--json",
+            "--non-interactive",
+        ],
+        &env,
+    );
+    assert_eq!(asked.code, 10, "{}{}", asked.stdout, asked.stderr);
+    assert!(
+        asked.stdout.contains("high or low tides first"),
+        "{}",
+        asked.stdout
+    );
+    let answered = baton.played_with(
+        &player.base_url(),
+        &[
+            "epic",
+            "answer",
+            STORY,
+            "High tides first.",
+            "-p",
+            p,
+            "--json",
+            "--non-interactive",
+        ],
+        &env,
+    );
+    assert_eq!(answered.code, 0, "{}{}", answered.stdout, answered.stderr);
+    assert_eq!(answered.json()["outcome"], "done", "{}", answered.stdout);
+    // The answer went to the same conversation: the request after it holds the question too.
+    let exchanges = upstream.exchanges();
+    let resumed = exchanges[1].body.to_string();
+    assert!(resumed.contains("high or low tides first"), "{resumed}");
+    assert!(resumed.contains("High tides first."), "{resumed}");
+    assert!(root.join(format!("src/{STORY}.txt")).is_file());
+}
