@@ -5,14 +5,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
+mod support;
+
 use baton_executor::testing::require_or_skip;
-use baton_executor::{Event, ExecutorKind, Job, Mode, Outcome, SandboxPaths, group, run};
-use baton_gateway::{Admission, Meter, Refusal, Settled};
+use baton_executor::{Event, ExecutorKind, Job, Mode, SandboxPaths, group, run};
 use baton_llm::testing::anthropic::{AnthropicServer, Exchange, message};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use support::{
+    Dirs, OneRequest, assert_confined_where_possible, dirs, marked_processes, run_collecting,
+    stderr_of, tool_output, transcript,
+};
 
 const KEY: &str = "sk-ant-operator-key-0123456789";
 const MODEL: &str = "claude-sonnet-4-5";
@@ -47,100 +50,12 @@ impl Upstream {
     }
 }
 
-struct Dirs {
-    _root: tempfile::TempDir,
-    workdir: PathBuf,
-    run_dir: PathBuf,
-}
-
-fn dirs() -> Dirs {
-    let root = tempfile::tempdir().unwrap();
-    let workdir = root.path().join("project");
-    std::fs::create_dir_all(&workdir).unwrap();
-    let run_dir = root.path().join("run");
-    Dirs {
-        workdir: workdir.canonicalize().unwrap(),
-        run_dir,
-        _root: root,
-    }
-}
-
-fn job<'a>(
-    program: &'a Path,
-    d: &'a Dirs,
-    prompt: &'a str,
-    resume: Option<&'a str>,
-    mode: Mode,
-    meter: Option<Arc<dyn Meter>>,
-) -> Job<'a> {
-    Job {
-        adapter: ExecutorKind::ClaudeCode.adapter().unwrap(),
-        program,
-        workdir: &d.workdir,
-        run_dir: &d.run_dir,
-        model: MODEL,
-        prompt,
-        resume,
-        extra_args: &[],
-        mode,
-        meter,
-        max_output_tokens: None,
-        sandbox: SandboxPaths {
-            // Where namespaces cannot be entered (not root), the CLI runs unconfined.
-            allow_unconfined: true,
-            ..SandboxPaths::default()
-        },
-    }
+fn job<'a>(program: &'a Path, d: &'a Dirs, prompt: &'a str, mode: Mode) -> Job<'a> {
+    support::job(ExecutorKind::ClaudeCode, MODEL, program, d, prompt, mode)
 }
 
 fn live(upstream: &Upstream) -> Mode {
-    Mode::Live {
-        upstream: upstream.url(),
-        api_key: KEY.into(),
-    }
-}
-
-async fn run_collecting(job: Job<'_>) -> (Outcome, Vec<Event>) {
-    let mut seen = Vec::new();
-    let outcome = run(job, &mut |e| seen.push(e.clone())).await.unwrap();
-    (outcome, seen)
-}
-
-fn transcript(run_dir: &Path) -> Vec<Event> {
-    std::fs::read_to_string(run_dir.join("transcript.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn tool_output(events: &[Event], call: &str) -> String {
-    events
-        .iter()
-        .find_map(|e| match e {
-            Event::ToolResult { id, output, .. } if id == call => Some(output.clone()),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("no result of {call} in {events:#?}"))
-}
-
-fn stderr_of(d: &Dirs) -> String {
-    std::fs::read_to_string(d.run_dir.join("stderr.log")).unwrap_or_default()
-}
-
-fn assert_confined_where_possible(outcome: &Outcome) {
-    if baton_sandbox::PrivateNetwork::new().is_ok() {
-        assert!(
-            outcome
-                .confinement
-                .iter()
-                .any(|(layer, how)| layer == "network" && how == "private-namespace"),
-            "{:?}",
-            outcome.confinement
-        );
-    } else {
-        eprintln!("no private network here: the CLI ran unconfined");
-    }
+    support::live(upstream.url(), KEY)
 }
 
 /// The one-file task: the model has the CLI print its environment and write `hello.txt`. The
@@ -172,9 +87,7 @@ async fn a_one_file_task_goes_through_the_gateway_with_the_token_only_and_replay
         &cli,
         &d,
         "Create hello.txt saying hello.",
-        None,
         live(&upstream),
-        None,
     ))
     .await;
     let stderr = stderr_of(&d);
@@ -230,9 +143,7 @@ async fn a_one_file_task_goes_through_the_gateway_with_the_token_only_and_replay
         &cli,
         &again,
         "Create hello.txt saying hello.",
-        None,
         Mode::Replay { record },
-        None,
     ))
     .await;
     assert_eq!(
@@ -249,52 +160,8 @@ async fn a_one_file_task_goes_through_the_gateway_with_the_token_only_and_replay
     );
 }
 
-/// Admits one model request, refuses every later one; at the refusal, notes the processes
-/// whose command line holds [`MARKER`] (the CLI's background job, still running).
-struct OneRequest {
-    admitted: AtomicU64,
-    marked: std::sync::Mutex<Vec<(u32, u32)>>,
-}
-
+/// Names the CLI's background job in the process table.
 const MARKER: &str = "baton-executor-test-background-job";
-
-/// The processes whose command line holds `marker`, each with its process group.
-fn marked_processes(marker: &str) -> Vec<(u32, u32)> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
-        })
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let pgrp = stat
-                .rsplit_once(')')?
-                .1
-                .split_whitespace()
-                .nth(2)?
-                .parse()
-                .ok()?;
-            Some((pid, pgrp))
-        })
-        .collect()
-}
-
-impl Meter for OneRequest {
-    fn admit(&self, _: &Admission) -> Result<(), Refusal> {
-        if self.admitted.fetch_add(1, Ordering::SeqCst) == 0 {
-            return Ok(());
-        }
-        *self.marked.lock().unwrap() = marked_processes(MARKER);
-        Err(Refusal {
-            code: "BUDGET_EXCEEDED".into(),
-            message: "the run's budget allows one request".into(),
-            details: json!({"requests": 1}),
-        })
-    }
-    fn settle(&self, _: &Settled) {}
-}
 
 /// The budget refuses the second request: the upstream never sees it, the run ends with the
 /// refusal, and nothing of the CLI's process group is left (its background job included).
@@ -315,18 +182,11 @@ async fn a_budget_refusal_ends_the_cli_and_its_whole_process_group() {
         say("never served"),
     ];
     let upstream = Upstream::start(answers);
-    let meter = Arc::new(OneRequest {
-        admitted: AtomicU64::new(0),
-        marked: Default::default(),
-    });
-    let (outcome, seen) = run_collecting(job(
-        &cli,
-        &d,
-        "Start the job.",
-        None,
-        live(&upstream),
-        Some(meter.clone()),
-    ))
+    let meter = OneRequest::new(Some(MARKER));
+    let (outcome, seen) = run_collecting(Job {
+        meter: Some(meter.clone()),
+        ..job(&cli, &d, "Start the job.", live(&upstream))
+    })
     .await;
     let budget = outcome.budget.clone().expect("stopped by the budget");
     assert_eq!(budget.code, "BUDGET_EXCEEDED", "{outcome:#?}");
@@ -338,7 +198,7 @@ async fn a_budget_refusal_ends_the_cli_and_its_whole_process_group() {
     assert_eq!(upstream.server.remaining(), 1);
     let out = tool_output(&seen, "toolu_bg");
     let pgid: u32 = out.trim().parse().unwrap_or_else(|_| panic!("{out:?}"));
-    let running = meter.marked.lock().unwrap().clone();
+    let (_, running) = meter.first_refusal();
     assert_eq!(
         running,
         [(running.first().map_or(0, |r| r.0), pgid)],
@@ -368,22 +228,17 @@ async fn a_question_is_surfaced_and_the_answer_resumes_the_session() {
         say("Which colour should the button be?"),
         say("Blue it is."),
     ]);
-    let (first, _) =
-        run_collecting(job(&cli, &d, "Make a button.", None, live(&upstream), None)).await;
+    let (first, _) = run_collecting(job(&cli, &d, "Make a button.", live(&upstream))).await;
     assert_eq!(first.exit_code, Some(0), "{first:#?}\n{}", stderr_of(&d));
     assert_eq!(
         first.question.as_deref(),
         Some("Which colour should the button be?")
     );
     let session = first.session.clone().expect("a session");
-    let (second, _) = run_collecting(job(
-        &cli,
-        &d,
-        "Blue, please.",
-        Some(&session),
-        live(&upstream),
-        None,
-    ))
+    let (second, _) = run_collecting(Job {
+        resume: Some(&session),
+        ..job(&cli, &d, "Blue, please.", live(&upstream))
+    })
     .await;
     assert_eq!(second.exit_code, Some(0), "{second:#?}\n{}", stderr_of(&d));
     assert_eq!(second.session.as_deref(), Some(session.as_str()));
@@ -442,7 +297,7 @@ async fn child_runs_a_cli_until_killed() {
         }
     };
     let _ = run(
-        job(&cli, &d, "Start the job.", None, live(&upstream), None),
+        job(&cli, &d, "Start the job.", live(&upstream)),
         &mut on_event,
     )
     .await;
@@ -498,7 +353,7 @@ async fn a_sigkill_of_baton_leaves_no_cli_and_the_next_run_ends_its_leftovers() 
     );
 
     let upstream = Upstream::start(vec![say("Done.")]);
-    let (outcome, _) = run_collecting(job(&cli, &d, "Finish.", None, live(&upstream), None)).await;
+    let (outcome, _) = run_collecting(job(&cli, &d, "Finish.", live(&upstream))).await;
     assert_eq!(
         outcome.exit_code,
         Some(0),
@@ -586,7 +441,7 @@ async fn the_cli_is_confined_to_its_project_and_the_gateway() {
         ),
         say("Done."),
     ]);
-    let mut confined = job(&cli, &d, "Try.", None, live(&upstream), None);
+    let mut confined = job(&cli, &d, "Try.", live(&upstream));
     confined.sandbox = SandboxPaths {
         read_denied: vec![secret.clone()],
         allow_unconfined: false,

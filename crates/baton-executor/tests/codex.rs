@@ -8,55 +8,23 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-use baton_executor::{
-    Event, ExecutorKind, Invocation, Job, Mode, Outcome, SandboxPaths, run, testing,
-};
-use baton_gateway::{Admission, Meter, Refusal, Settled};
+mod support;
+
+use baton_executor::{Event, ExecutorKind, Invocation, Job, Mode, testing};
 use baton_llm::testing::responses::{
     self, ResponsesServer, add_file_patch, apply_patch, exec_command, text,
 };
 use std::io::Read;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::Duration;
+use support::{Dirs, OneRequest, Run, Trap, dirs, run_collecting, shape, stderr_of};
 
 /// A model Codex knows, so it offers its freeform apply_patch tool.
 const MODEL: &str = "gpt-5.5";
 const TOKEN: &str = "baton-run-test-token-5f1e";
-
-/// A loopback listener standing in for every other address: the CLI's proxy for anything but
-/// 127.0.0.1, counting the connections it gets (there must be none).
-struct Trap {
-    port: u16,
-    hits: Arc<AtomicUsize>,
-}
-
-impl Trap {
-    fn start() -> Trap {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let hits = Arc::new(AtomicUsize::new(0));
-        let counted = hits.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                counted.fetch_add(1, Ordering::SeqCst);
-                drop(stream);
-            }
-        });
-        Trap { port, hits }
-    }
-}
-
-struct Run {
-    status: std::process::ExitStatus,
-    stdout: String,
-    stderr: String,
-    events: Vec<Event>,
-}
 
 /// Launches codex as the adapter says (empty environment but PATH, HOME, TMPDIR, LANG and the
 /// launch's own, stdin /dev/null), with `gateway` as the model's address; waits up to two
@@ -70,40 +38,25 @@ fn run_codex(
     resume: Option<&str>,
     trap: &Trap,
 ) -> Run {
-    let adapter = ExecutorKind::Codex.adapter().unwrap();
-    let launch = adapter.launch(&Invocation {
-        program,
-        workdir,
-        home,
-        gateway,
-        token: TOKEN,
-        model: MODEL,
-        prompt,
-        resume,
-        extra_args: &[],
-    });
-    let tmp = home.join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    for (relative, content) in &launch.files {
-        let path = home.join(relative);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        if !path.exists() {
-            std::fs::write(&path, content).unwrap();
-        }
-    }
-    let proxy = format!("http://127.0.0.1:{}", trap.port);
+    let (launch, env) = support::prepare(
+        ExecutorKind::Codex,
+        &Invocation {
+            program,
+            workdir,
+            home,
+            gateway,
+            token: TOKEN,
+            model: MODEL,
+            prompt,
+            resume,
+            extra_args: &[],
+        },
+        trap,
+    );
     let mut child = Command::new(&launch.program)
         .args(&launch.args)
         .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("TMPDIR", &tmp)
-        .env("LANG", "C.UTF-8")
-        .env("HTTPS_PROXY", &proxy)
-        .env("HTTP_PROXY", &proxy)
-        .env("ALL_PROXY", &proxy)
-        .env("NO_PROXY", "127.0.0.1")
-        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .envs(env)
         .current_dir(workdir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -133,6 +86,7 @@ fn run_codex(
         panic!("codex did not finish in two minutes");
     };
     let stderr = stderr.join().unwrap();
+    let adapter = ExecutorKind::Codex.adapter().unwrap();
     let events = stdout.lines().flat_map(|l| adapter.parse_line(l)).collect();
     Run {
         status: status.unwrap(),
@@ -360,85 +314,16 @@ fn paths(exchanges: &[responses::Exchange]) -> Vec<String> {
         .collect()
 }
 
-/// An event in a word or two, for comparing transcripts whose ids and paths vary.
-fn shape(e: &Event) -> String {
-    match e {
-        Event::Session { .. } => "session".into(),
-        Event::Message { text } => format!("message {text}"),
-        Event::ToolCall { name, .. } => format!("call {name}"),
-        Event::ToolResult { is_error, .. } => {
-            format!("result {}", if *is_error { "error" } else { "ok" })
-        }
-        Event::Question { text } => format!("question {text}"),
-        Event::Result { is_error, .. } => {
-            format!("end {}", if *is_error { "error" } else { "ok" })
-        }
-    }
-}
-
 // ---- Through baton's runner and gateway ----
 
 const KEY: &str = "sk-operator-key-0123456789abcdef";
 
-struct Dirs {
-    _root: tempfile::TempDir,
-    workdir: PathBuf,
-    run_dir: PathBuf,
-}
-
-fn dirs() -> Dirs {
-    let root = tempfile::tempdir().unwrap();
-    let workdir = root.path().join("project");
-    std::fs::create_dir_all(&workdir).unwrap();
-    Dirs {
-        workdir: workdir.canonicalize().unwrap(),
-        run_dir: root.path().join("run"),
-        _root: root,
-    }
-}
-
-fn job<'a>(
-    program: &'a Path,
-    d: &'a Dirs,
-    prompt: &'a str,
-    mode: Mode,
-    meter: Option<Arc<dyn Meter>>,
-) -> Job<'a> {
-    Job {
-        adapter: ExecutorKind::Codex.adapter().unwrap(),
-        program,
-        workdir: &d.workdir,
-        run_dir: &d.run_dir,
-        model: MODEL,
-        prompt,
-        resume: None,
-        extra_args: &[],
-        mode,
-        meter,
-        max_output_tokens: None,
-        sandbox: SandboxPaths {
-            // Where namespaces cannot be entered (not root), the CLI runs unconfined.
-            allow_unconfined: true,
-            ..SandboxPaths::default()
-        },
-    }
+fn job<'a>(program: &'a Path, d: &'a Dirs, prompt: &'a str, mode: Mode) -> Job<'a> {
+    support::job(ExecutorKind::Codex, MODEL, program, d, prompt, mode)
 }
 
 fn live(upstream: &ResponsesServer) -> Mode {
-    Mode::Live {
-        upstream: upstream.base_url(),
-        api_key: KEY.into(),
-    }
-}
-
-async fn run_collecting(job: Job<'_>) -> (Outcome, Vec<Event>) {
-    let mut seen = Vec::new();
-    let outcome = run(job, &mut |e| seen.push(e.clone())).await.unwrap();
-    (outcome, seen)
-}
-
-fn stderr_of(d: &Dirs) -> String {
-    std::fs::read_to_string(d.run_dir.join("stderr.log")).unwrap_or_default()
+    support::live(upstream.base_url(), KEY)
 }
 
 /// The one-file task through the gateway: the upstream (which accepts only the operator's key)
@@ -465,7 +350,7 @@ async fn through_the_gateway_codex_holds_no_real_key_and_its_run_replays() {
     )
     .unwrap();
     let prompt = "Create hello.txt saying hello.";
-    let (outcome, seen) = run_collecting(job(&program, &d, prompt, live(&upstream), None)).await;
+    let (outcome, seen) = run_collecting(job(&program, &d, prompt, live(&upstream))).await;
     assert_eq!(
         outcome.exit_code,
         Some(0),
@@ -478,18 +363,7 @@ async fn through_the_gateway_codex_holds_no_real_key_and_its_run_replays() {
     );
     assert!(outcome.session.is_some());
     assert_eq!(outcome.budget, None);
-    if baton_sandbox::PrivateNetwork::new().is_ok() {
-        assert!(
-            outcome
-                .confinement
-                .iter()
-                .any(|(layer, how)| layer == "network" && how == "private-namespace"),
-            "{:?}",
-            outcome.confinement
-        );
-    } else {
-        eprintln!("no private network here: codex ran unconfined");
-    }
+    support::assert_confined_where_possible(&outcome);
 
     let exchanges = upstream.exchanges();
     assert_eq!(exchanges.len(), 3, "{:?}", paths(&exchanges));
@@ -533,7 +407,7 @@ async fn through_the_gateway_codex_holds_no_real_key_and_its_run_replays() {
     drop(upstream);
     let again = dirs();
     let (replayed, _) =
-        run_collecting(job(&program, &again, prompt, Mode::Replay { record }, None)).await;
+        run_collecting(job(&program, &again, prompt, Mode::Replay { record })).await;
     assert_eq!(
         replayed.exit_code,
         Some(0),
@@ -545,23 +419,6 @@ async fn through_the_gateway_codex_holds_no_real_key_and_its_run_replays() {
         std::fs::read_to_string(again.workdir.join("hello.txt")).unwrap(),
         "hello from codex\n"
     );
-}
-
-/// Admits the first model request, refuses every later one.
-struct OneRequest(AtomicU64);
-
-impl Meter for OneRequest {
-    fn admit(&self, _: &Admission) -> Result<(), Refusal> {
-        if self.0.fetch_add(1, Ordering::SeqCst) == 0 {
-            return Ok(());
-        }
-        Err(Refusal {
-            code: "BUDGET_EXCEEDED".into(),
-            message: "the run's budget allows one request".into(),
-            details: serde_json::json!({"requests": 1}),
-        })
-    }
-    fn settle(&self, _: &Settled) {}
 }
 
 /// The budget refuses the second request: the upstream never sees it and the run ends with
@@ -579,14 +436,10 @@ async fn a_budget_refusal_ends_the_codex_run() {
         KEY,
     )
     .unwrap();
-    let meter = Arc::new(OneRequest(AtomicU64::new(0)));
-    let (outcome, _) = run_collecting(job(
-        &program,
-        &d,
-        "Write files.",
-        live(&upstream),
-        Some(meter),
-    ))
+    let (outcome, _) = run_collecting(Job {
+        meter: Some(OneRequest::new(None)),
+        ..job(&program, &d, "Write files.", live(&upstream))
+    })
     .await;
     let budget = outcome
         .budget

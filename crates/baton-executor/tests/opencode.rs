@@ -10,51 +10,22 @@
 //! Skips (saying so) without the opencode CLI, unless `BATON_REQUIRE_EXECUTORS=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-use baton_executor::{
-    Event, ExecutorKind, Invocation, Job, Mode, Outcome, SandboxPaths, run, testing,
-};
-use baton_gateway::{Admission, Meter, Refusal, Settled};
+mod support;
+
+use baton_executor::{Event, ExecutorKind, Invocation, Job, Mode, testing};
 use baton_llm::testing::{Received, Reply, ScriptedServer};
 use serde_json::json;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+use support::{
+    Dirs, OneRequest, Run, Trap, assert_confined_where_possible, dirs, marked_processes,
+    run_collecting, shape, stderr_of, transcript,
+};
 
 const MODEL: &str = "played-1.5";
 const TOKEN: &str = "baton-run-test-token-0c7a";
-
-/// A loopback listener standing in for every other address: the CLI's proxy for anything but
-/// 127.0.0.1, counting the connections it gets (there must be none).
-struct Trap {
-    port: u16,
-    hits: Arc<AtomicUsize>,
-}
-
-impl Trap {
-    fn start() -> Trap {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let hits = Arc::new(AtomicUsize::new(0));
-        let counted = hits.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                counted.fetch_add(1, Ordering::SeqCst);
-                drop(stream);
-            }
-        });
-        Trap { port, hits }
-    }
-}
-
-struct Run {
-    status: std::process::ExitStatus,
-    stdout: String,
-    stderr: String,
-    events: Vec<Event>,
-}
 
 /// Launches opencode as the adapter says (empty environment but PATH, HOME, TMPDIR, LANG, a
 /// trap proxy and the launch's own; stdin /dev/null; cwd the workdir), with `gateway` as the
@@ -68,40 +39,25 @@ async fn run_opencode(
     resume: Option<&str>,
     trap: &Trap,
 ) -> Run {
-    let adapter = ExecutorKind::Opencode.adapter().unwrap();
-    let launch = adapter.launch(&Invocation {
-        program,
-        workdir,
-        home,
-        gateway,
-        token: TOKEN,
-        model: MODEL,
-        prompt,
-        resume,
-        extra_args: &[],
-    });
-    let tmp = home.join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    for (relative, content) in &launch.files {
-        let path = home.join(relative);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        if !path.exists() {
-            std::fs::write(&path, content).unwrap();
-        }
-    }
-    let proxy = format!("http://127.0.0.1:{}", trap.port);
+    let (launch, env) = support::prepare(
+        ExecutorKind::Opencode,
+        &Invocation {
+            program,
+            workdir,
+            home,
+            gateway,
+            token: TOKEN,
+            model: MODEL,
+            prompt,
+            resume,
+            extra_args: &[],
+        },
+        trap,
+    );
     let child = tokio::process::Command::new(&launch.program)
         .args(&launch.args)
         .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("TMPDIR", &tmp)
-        .env("LANG", "C.UTF-8")
-        .env("HTTPS_PROXY", &proxy)
-        .env("HTTP_PROXY", &proxy)
-        .env("ALL_PROXY", &proxy)
-        .env("NO_PROXY", "127.0.0.1")
-        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .envs(env)
         .current_dir(workdir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -114,6 +70,7 @@ async fn run_opencode(
         .expect("opencode did not finish in two minutes")
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let adapter = ExecutorKind::Opencode.adapter().unwrap();
     let events = stdout.lines().flat_map(|l| adapter.parse_line(l)).collect();
     Run {
         status: output.status,
@@ -301,92 +258,12 @@ async fn a_resume_continues_the_same_opencode_session() {
 
 const KEY: &str = "sk-operator-key-6f0d2c91e4";
 
-struct Dirs {
-    _root: tempfile::TempDir,
-    workdir: PathBuf,
-    run_dir: PathBuf,
-}
-
-fn dirs() -> Dirs {
-    let root = tempfile::tempdir().unwrap();
-    let workdir = root.path().join("project");
-    std::fs::create_dir_all(&workdir).unwrap();
-    let run_dir = root.path().join("run");
-    Dirs {
-        workdir: workdir.canonicalize().unwrap(),
-        run_dir,
-        _root: root,
-    }
-}
-
-fn job<'a>(
-    program: &'a Path,
-    d: &'a Dirs,
-    prompt: &'a str,
-    resume: Option<&'a str>,
-    mode: Mode,
-    meter: Option<Arc<dyn Meter>>,
-) -> Job<'a> {
-    Job {
-        adapter: ExecutorKind::Opencode.adapter().unwrap(),
-        program,
-        workdir: &d.workdir,
-        run_dir: &d.run_dir,
-        model: MODEL,
-        prompt,
-        resume,
-        extra_args: &[],
-        mode,
-        meter,
-        max_output_tokens: None,
-        sandbox: SandboxPaths {
-            // Where namespaces cannot be entered (not root), the CLI runs unconfined.
-            allow_unconfined: true,
-            ..SandboxPaths::default()
-        },
-    }
+fn job<'a>(program: &'a Path, d: &'a Dirs, prompt: &'a str, mode: Mode) -> Job<'a> {
+    support::job(ExecutorKind::Opencode, MODEL, program, d, prompt, mode)
 }
 
 fn live(server: &ScriptedServer) -> Mode {
-    Mode::Live {
-        upstream: server.base_url(),
-        api_key: KEY.into(),
-    }
-}
-
-async fn run_collecting(job: Job<'_>) -> (Outcome, Vec<Event>) {
-    let mut seen = Vec::new();
-    let outcome = run(job, &mut |e| seen.push(e.clone())).await.unwrap();
-    (outcome, seen)
-}
-
-fn stderr_of(d: &Dirs) -> String {
-    std::fs::read_to_string(d.run_dir.join("stderr.log")).unwrap_or_default()
-}
-
-/// Where this system can give the run a private network, the CLI had one (the gateway its
-/// only reachable address).
-fn assert_confined_where_possible(outcome: &Outcome) {
-    if baton_sandbox::PrivateNetwork::new().is_ok() {
-        assert!(
-            outcome
-                .confinement
-                .iter()
-                .any(|(layer, how)| layer == "network" && how == "private-namespace"),
-            "{:?}",
-            outcome.confinement
-        );
-    } else {
-        eprintln!("no private network here: the CLI ran unconfined");
-    }
-}
-
-fn transcript(run_dir: &Path) -> Vec<Event> {
-    std::fs::read_to_string(run_dir.join("transcript.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    support::live(server.base_url(), KEY)
 }
 
 /// The one-file task through the runner: the model has OpenCode print its environment with its
@@ -414,9 +291,7 @@ async fn a_one_file_task_goes_through_the_gateway_with_the_token_only_and_replay
         &program,
         &d,
         "Create hello.txt saying hello.",
-        None,
         live(&server),
-        None,
     ))
     .await;
     eprintln!(
@@ -497,9 +372,7 @@ async fn a_one_file_task_goes_through_the_gateway_with_the_token_only_and_replay
         &program,
         &again,
         "Create hello.txt saying hello.",
-        None,
         Mode::Replay { record },
-        None,
     ))
     .await;
     assert_eq!(
@@ -527,25 +400,13 @@ async fn an_answer_resumes_the_opencode_session_through_a_new_gateway() {
     ])
     .await
     .unwrap();
-    let (first, _) = run_collecting(job(
-        &program,
-        &d,
-        "Make a button.",
-        None,
-        live(&server),
-        None,
-    ))
-    .await;
+    let (first, _) = run_collecting(job(&program, &d, "Make a button.", live(&server))).await;
     assert_eq!(first.exit_code, Some(0), "{first:#?}\n{}", stderr_of(&d));
     let session = first.session.clone().expect("a session");
-    let (second, seen) = run_collecting(job(
-        &program,
-        &d,
-        "Blue, please.",
-        Some(&session),
-        live(&server),
-        None,
-    ))
+    let (second, seen) = run_collecting(Job {
+        resume: Some(&session),
+        ..job(&program, &d, "Blue, please.", live(&server))
+    })
     .await;
     assert_eq!(second.exit_code, Some(0), "{second:#?}\n{}", stderr_of(&d));
     assert_eq!(second.session.as_deref(), Some(session.as_str()));
@@ -565,32 +426,6 @@ async fn an_answer_resumes_the_opencode_session_through_a_new_gateway() {
             "{said} missing: {conversation}"
         );
     }
-}
-
-/// Admits the first model request, refuses every later one, noting when it refused and which
-/// processes named `marker` were running then.
-struct OneRequest {
-    marker: String,
-    admitted: std::sync::atomic::AtomicU64,
-    refused_at: std::sync::Mutex<Option<(Instant, Vec<u32>)>>,
-}
-
-impl Meter for OneRequest {
-    fn admit(&self, _: &Admission) -> Result<(), Refusal> {
-        if self.admitted.fetch_add(1, Ordering::SeqCst) == 0 {
-            return Ok(());
-        }
-        self.refused_at
-            .lock()
-            .unwrap()
-            .get_or_insert_with(|| (Instant::now(), processes_named(&self.marker)));
-        Err(Refusal {
-            code: "BUDGET_EXCEEDED".into(),
-            message: "the run's budget allows one request".into(),
-            details: json!({"requests": 1}),
-        })
-    }
-    fn settle(&self, _: &Settled) {}
 }
 
 /// A refused request ends the run within seconds (OpenCode 1.18 does not retry the gateway's
@@ -614,27 +449,14 @@ async fn a_budget_refusal_ends_opencode_within_seconds() {
     ])
     .await
     .unwrap();
-    let meter = Arc::new(OneRequest {
-        marker: marker.clone(),
-        admitted: Default::default(),
-        refused_at: Default::default(),
-    });
-    let (outcome, _) = run_collecting(job(
-        &program,
-        &d,
-        "Start the job.",
-        None,
-        live(&server),
-        Some(meter.clone()),
-    ))
+    let meter = OneRequest::new(Some(&marker));
+    let (outcome, _) = run_collecting(Job {
+        meter: Some(meter.clone()),
+        ..job(&program, &d, "Start the job.", live(&server))
+    })
     .await;
     let ended = Instant::now();
-    let (refused_at, running) = meter
-        .refused_at
-        .lock()
-        .unwrap()
-        .clone()
-        .expect("the second request was refused");
+    let (refused_at, running) = meter.first_refusal();
     let budget = outcome.budget.clone().expect("stopped by the budget");
     assert_eq!(budget.code, "BUDGET_EXCEEDED", "{outcome:#?}");
     let after = ended - refused_at;
@@ -653,36 +475,8 @@ async fn a_budget_refusal_ends_opencode_within_seconds() {
         "the background job was not running at the refusal"
     );
     assert_eq!(
-        processes_named(&marker),
-        Vec::<u32>::new(),
+        marked_processes(&marker),
+        Vec::<(u32, u32)>::new(),
         "the background job outlived the run"
     );
-}
-
-/// The processes whose command line holds `marker`.
-fn processes_named(marker: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
-        })
-        .collect()
-}
-
-/// An event in a word or two, for comparing transcripts whose ids and paths vary.
-fn shape(e: &Event) -> String {
-    match e {
-        Event::Session { .. } => "session".into(),
-        Event::Message { text } => format!("message {text}"),
-        Event::ToolCall { name, .. } => format!("call {name}"),
-        Event::ToolResult { is_error, .. } => {
-            format!("result {}", if *is_error { "error" } else { "ok" })
-        }
-        Event::Question { text } => format!("question {text}"),
-        Event::Result { is_error, .. } => {
-            format!("end {}", if *is_error { "error" } else { "ok" })
-        }
-    }
 }
