@@ -25,7 +25,7 @@ use baton_executor::testing::require_or_skip;
 use baton_llm::testing::anthropic::{AnthropicServer, message};
 use baton_llm::testing::responses::{self, ResponsesServer, exec_command};
 use baton_llm::testing::{Received, Reply, ScriptedServer};
-use common::Baton;
+use common::{Baton, claude_call as call, claude_origin};
 use player::{Player, Scenario};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -41,9 +41,9 @@ fn write(root: &Path, rel: &str, text: &str) {
     baton_testkit::write_file(root, rel, text);
 }
 
-/// BMAD 6.12 as `install --yes` leaves it (the build skills and the review), one story in the
-/// backlog.
-fn bmad_612(into: &Path) -> PathBuf {
+/// What every project here holds: BMAD's config, a sprint with the one story at `status`, and
+/// `skills` (name, body) as Claude Code skills.
+fn bmad_project(into: &Path, status: &str, skills: &[(&str, &str)]) -> PathBuf {
     let root = into.join("harbor");
     write(
         &root,
@@ -54,39 +54,49 @@ fn bmad_612(into: &Path) -> PathBuf {
         &root,
         &format!("{IMPL}/sprint-status.yaml"),
         &format!(
-            "project: harbor\ntracking_system: file-system\n\ndevelopment_status:\n  epic-1: in-progress\n  {STORY}: backlog\n  epic-1-retrospective: optional\n"
+            "project: harbor\ntracking_system: file-system\n\ndevelopment_status:\n  epic-1: in-progress\n  {STORY}: {status}\n  epic-1-retrospective: optional\n"
         ),
     );
-    for (name, body) in [
-        (
-            "bmad-build-auto",
-            "Build the story without stopping: plan it in a spec, implement it, set the spec's status.",
-        ),
-        (
-            "bmad-build",
-            "Build the story with the user at each checkpoint.",
-        ),
-        (
-            "bmad-code-review",
-            "Review the change and record the findings.",
-        ),
-    ] {
+    for (name, body) in skills {
         write(
             &root,
             &format!(".claude/skills/{name}/SKILL.md"),
             &format!("---\nname: {name}\ndescription: {name} for the harbor.\n---\n{body}\n"),
         );
     }
+    root
+}
+
+/// The review skill both cycles end with.
+const CODE_REVIEW: (&str, &str) = (
+    "bmad-code-review",
+    "Review the change and record the findings.",
+);
+
+/// BMAD 6.12 as `install --yes` leaves it (the build skills and the review), one story in the
+/// backlog.
+fn bmad_612(into: &Path) -> PathBuf {
+    let root = bmad_project(
+        into,
+        "backlog",
+        &[
+            (
+                "bmad-build-auto",
+                "Build the story without stopping: plan it in a spec, implement it, set the spec's status.",
+            ),
+            (
+                "bmad-build",
+                "Build the story with the user at each checkpoint.",
+            ),
+            CODE_REVIEW,
+        ],
+    );
     write(
         &root,
         ".claude/skills/bmad-build-auto/customize.toml",
         "[workflow]\nroute = \"auto\"\nreview = \"quick\"\non_complete = \"\"\n",
     );
     root
-}
-
-fn call(id: &str, name: &str, input: Value) -> Value {
-    message(None, "", &[(id.to_string(), name.to_string(), input)])
 }
 
 /// What the played Claude model does in the build phase: print the environment, write the
@@ -166,6 +176,39 @@ fn build_run(root: &Path) -> String {
     phase_run(root, "build")
 }
 
+/// `epic ACTION... -p ROOT --json --non-interactive MORE...`
+fn epic_args<'a>(root: &'a Path, action: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["epic"];
+    args.extend_from_slice(action);
+    args.extend_from_slice(&["-p", root.to_str().unwrap(), "--json", "--non-interactive"]);
+    args.extend_from_slice(more);
+    args
+}
+
+/// `baton` with [`epic_args`], the played chat model for baton's own phases and the operator's
+/// key in [`KEY_VAR`].
+fn epic_run(
+    baton: &Baton,
+    player: &Player,
+    root: &Path,
+    action: &[&str],
+    more: &[&str],
+) -> common::Run {
+    let args = epic_args(root, action, more);
+    baton.played_with(&player.base_url(), &args, &[(KEY_VAR, KEY)])
+}
+
+/// `baton epic story STORY` of `root` (see [`epic_run`]); `more` are further arguments.
+fn story_run(baton: &Baton, player: &Player, root: &Path, more: &[&str]) -> common::Run {
+    epic_run(baton, player, root, &["story", STORY], more)
+}
+
+/// The run ended well, its story done.
+fn assert_done(run: &common::Run) {
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.json()["outcome"], "done", "{}", run.stdout);
+}
+
 #[test]
 fn claude_code_builds_the_story_through_the_gateway_and_the_story_ends_approved() {
     let Some(cli) = require_or_skip(ExecutorKind::ClaudeCode) else {
@@ -175,8 +218,7 @@ fn claude_code_builds_the_story_through_the_gateway_and_the_story_ends_approved(
     let tmp = tempfile::tempdir().unwrap();
     let root = bmad_612(tmp.path()).canonicalize().unwrap();
     let upstream = AnthropicServer::start(build_answers(&root)).unwrap();
-    let url = upstream.base_url().trim_end_matches("/v1").to_string();
-    configure(&root, &cli, &url);
+    configure(&root, &cli, &claude_origin(&upstream));
     let player = Player::start(&root, Scenario::default());
     let p = root.to_str().unwrap();
     let record = tmp.path().join("record");
@@ -189,23 +231,13 @@ fn claude_code_builds_the_story_through_the_gateway_and_the_story_ends_approved(
     assert_eq!(dry.code, 0, "{}{}", dry.stdout, dry.stderr);
     assert!(dry.stdout.contains("run by claude-code"), "{}", dry.stdout);
 
-    let run = baton.played_with(
-        &player.base_url(),
-        &[
-            "epic",
-            "story",
-            STORY,
-            "-p",
-            p,
-            "--json",
-            "--non-interactive",
-            "--record",
-            record.to_str().unwrap(),
-        ],
-        &[(KEY_VAR, KEY)],
+    let run = story_run(
+        &baton,
+        &player,
+        &root,
+        &["--record", record.to_str().unwrap()],
     );
-    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    assert_eq!(run.json()["outcome"], "done", "{}", run.stdout);
+    assert_done(&run);
     let sprint = std::fs::read_to_string(root.join(format!("{IMPL}/sprint-status.yaml"))).unwrap();
     assert!(sprint.contains(&format!("{STORY}: done")), "{sprint}");
     // The CLI wrote these with its own tools; the review (baton's loop) approved them.
@@ -228,18 +260,11 @@ fn claude_code_builds_the_story_through_the_gateway_and_the_story_ends_approved(
     // Every model request of the CLI reached the upstream with the operator's key.
     let exchanges = upstream.exchanges();
     assert_eq!(exchanges.len(), 4, "{exchanges:#?}");
-    for e in &exchanges {
-        assert_eq!(e.status, 200, "{e:#?}");
-        assert_eq!(e.header("x-api-key"), Some(KEY));
-    }
+    common::assert_all_keyed(&exchanges, KEY);
     // The CLI's shell saw a per-run token, never the key: its `env` output is in the request
     // that carried the tool's result.
     let env_output = exchanges[1].body.to_string();
-    assert!(
-        env_output.contains("ANTHROPIC_API_KEY=baton-run-"),
-        "{env_output}"
-    );
-    assert!(!env_output.contains(KEY), "the real key reached the CLI");
+    common::assert_claude_env_holds_the_token_only(&env_output, KEY);
     assert!(
         !env_output.contains(KEY_VAR),
         "the key's variable reached the CLI"
@@ -289,8 +314,7 @@ fn claude_code_builds_the_story_through_the_gateway_and_the_story_ends_approved(
             record.to_str().unwrap(),
         ],
     );
-    assert_eq!(replay.code, 0, "{}{}", replay.stdout, replay.stderr);
-    assert_eq!(replay.json()["outcome"], "done", "{}", replay.stdout);
+    assert_done(&replay);
     assert_eq!(
         std::fs::read_to_string(root.join(format!("src/{STORY}.txt"))).unwrap(),
         "tides: high at noon\n"
@@ -313,38 +337,20 @@ fn code_file() -> String {
 /// validate action listed), its one story written and ready for dev: the loop starts at dev, so
 /// the CLI's phase is the story's first (nothing spent before it).
 fn bmad_classic_ready(into: &Path) -> PathBuf {
-    let root = into.join("harbor");
-    write(
-        &root,
-        "_bmad/bmm/config.yaml",
-        "project_name: harbor\nimplementation_artifacts: \"{project-root}/_bmad-output/implementation-artifacts\"\n",
-    );
-    write(
-        &root,
-        &format!("{IMPL}/sprint-status.yaml"),
-        &format!(
-            "project: harbor\ntracking_system: file-system\n\ndevelopment_status:\n  epic-1: in-progress\n  {STORY}: ready-for-dev\n  epic-1-retrospective: optional\n"
-        ),
+    let root = bmad_project(
+        into,
+        "ready-for-dev",
+        &[
+            ("bmad-create-story", "Write the next story file."),
+            ("bmad-dev-story", "Implement the story's tasks and tests."),
+            CODE_REVIEW,
+        ],
     );
     write(
         &root,
         "_bmad/bmm/module-help.csv",
         "module,skill,display-name,menu-code,description,action,args,phase,preceded-by,followed-by,required,output-location,outputs\nBMad Method,bmad-create-story,Create Story,CS,Prepare the next story.,create,,4-implementation,bmad-sprint-planning,bmad-dev-story,true,implementation_artifacts,story\nBMad Method,bmad-dev-story,Dev Story,DS,Implement the story.,,,4-implementation,bmad-create-story,,true,,\n",
     );
-    for (name, body) in [
-        ("bmad-create-story", "Write the next story file."),
-        ("bmad-dev-story", "Implement the story's tasks and tests."),
-        (
-            "bmad-code-review",
-            "Review the change and record the findings.",
-        ),
-    ] {
-        write(
-            &root,
-            &format!(".claude/skills/{name}/SKILL.md"),
-            &format!("---\nname: {name}\ndescription: {name} for the harbor.\n---\n{body}\n"),
-        );
-    }
     write(
         &root,
         &story_file(),
@@ -362,27 +368,10 @@ fn codex_dev_patch() -> String {
     )
 }
 
-/// `baton epic story STORY` of `root` with the played chat model for baton's own phases and the
-/// operator's key in [`KEY_VAR`]; `more` are further arguments.
-fn story_run(baton: &Baton, player: &Player, root: &Path, more: &[&str]) -> common::Run {
-    let mut args = vec![
-        "epic",
-        "story",
-        STORY,
-        "-p",
-        root.to_str().unwrap(),
-        "--json",
-        "--non-interactive",
-    ];
-    args.extend_from_slice(more);
-    baton.played_with(&player.base_url(), &args, &[(KEY_VAR, KEY)])
-}
-
 /// What a finished classic story shows: done in the sprint, the code the CLI wrote, the story
 /// file it moved to review then approved by baton's review, and baton's model never ran dev.
 fn assert_story_done_by_the_cli(root: &Path, player: &Player, run: &common::Run) {
-    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    assert_eq!(run.json()["outcome"], "done", "{}", run.stdout);
+    assert_done(run);
     let sprint = std::fs::read_to_string(root.join(format!("{IMPL}/sprint-status.yaml"))).unwrap();
     assert!(sprint.contains(&format!("{STORY}: done")), "{sprint}");
     assert_eq!(
@@ -681,18 +670,7 @@ fn a_story_budget_stops_codex_before_the_request_that_would_cross_it() {
         CODEX_MODEL,
         "",
     );
-    let resumed = baton.played_with(
-        &player.base_url(),
-        &[
-            "epic",
-            "resume",
-            "-p",
-            root.to_str().unwrap(),
-            "--json",
-            "--non-interactive",
-        ],
-        &[(KEY_VAR, KEY)],
-    );
+    let resumed = epic_run(&baton, &player, &root, &["resume"], &[]);
     assert_story_done_by_the_cli(&root, &player, &resumed);
     assert_eq!(phase_run(&root, "dev"), id, "the resume made a new dev run");
     assert_eq!(upstream.exchanges().len(), 3);
@@ -817,16 +795,7 @@ fn a_sigkill_of_baton_mid_phase_leaves_no_cli_and_epic_resume_finishes_the_story
     let player = Player::start(&root, Scenario::default());
     let baton = Baton::new();
     let store = baton.home.path().canonicalize().unwrap();
-    let p = root.to_str().unwrap();
-    let args = [
-        "epic",
-        "story",
-        STORY,
-        "-p",
-        p,
-        "--json",
-        "--non-interactive",
-    ];
+    let args = epic_args(&root, &["story", STORY], &[]);
 
     let mut first = spawn_baton(&baton, &player, &args, &tmp.path().join("first"));
     // Until the marked command runs as one of the CLI's processes (both read from /proc
@@ -841,7 +810,7 @@ fn a_sigkill_of_baton_mid_phase_leaves_no_cli_and_epic_resume_finishes_the_story
     first.wait().unwrap();
     eprintln!("killed baton; the CLI's processes then: {before:#?}");
 
-    let resume = ["epic", "resume", "-p", p, "--json", "--non-interactive"];
+    let resume = epic_args(&root, &["resume"], &[]);
     let mut second = spawn_baton(&baton, &player, &resume, &tmp.path().join("second"));
     wait_for("the resumed CLI's command", || {
         root.join(".resumed").exists().then_some(())
@@ -897,8 +866,7 @@ fn a_cli_cannot_rewrite_the_configuration_the_method_or_git() {
     let Some(cli) = require_or_skip(ExecutorKind::ClaudeCode) else {
         return;
     };
-    if baton_sandbox::PrivateNetwork::new().is_err() {
-        eprintln!("no private network here (not root): the CLI would run unconfined; skipped");
+    if common::no_private_network() {
         return;
     }
     let baton = Baton::new();
@@ -918,7 +886,7 @@ fn a_cli_cannot_rewrite_the_configuration_the_method_or_git() {
     )];
     answers.extend(build_answers(&root).into_iter().skip(1));
     let upstream = AnthropicServer::start(answers).unwrap();
-    configure(&root, &cli, upstream.base_url().trim_end_matches("/v1"));
+    configure(&root, &cli, &claude_origin(&upstream));
     let before: Vec<(String, Vec<u8>)> = [
         "baton.toml",
         ".claude/skills/bmad-code-review/SKILL.md",
@@ -928,22 +896,8 @@ fn a_cli_cannot_rewrite_the_configuration_the_method_or_git() {
     .map(|p| (p.to_string(), std::fs::read(root.join(p)).unwrap()))
     .collect();
     let player = Player::start(&root, Scenario::default());
-    let p = root.to_str().unwrap();
-    let run = baton.played_with(
-        &player.base_url(),
-        &[
-            "epic",
-            "story",
-            STORY,
-            "-p",
-            p,
-            "--json",
-            "--non-interactive",
-        ],
-        &[(KEY_VAR, KEY)],
-    );
-    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    assert_eq!(run.json()["outcome"], "done", "{}", run.stdout);
+    let run = story_run(&baton, &player, &root, &[]);
+    assert_done(&run);
     // The attack ran (its output came back to the model) and changed nothing of the operator's.
     assert!(upstream.exchanges()[1].body.to_string().contains("tried"));
     for (path, bytes) in &before {
@@ -983,45 +937,23 @@ fn a_cli_question_is_the_epics_and_the_answer_resumes_the_clis_session() {
     )];
     answers.extend(build_answers(&root).into_iter().skip(1));
     let upstream = AnthropicServer::start(answers).unwrap();
-    configure(&root, &cli, upstream.base_url().trim_end_matches("/v1"));
+    configure(&root, &cli, &claude_origin(&upstream));
     let player = Player::start(&root, Scenario::default());
-    let p = root.to_str().unwrap();
-    let env = [(KEY_VAR, KEY)];
-    let asked = baton.played_with(
-        &player.base_url(),
-        &[
-            "epic",
-            "story",
-            STORY,
-            "-p",
-            p,
-            "--json",
-            "--non-interactive",
-        ],
-        &env,
-    );
+    let asked = story_run(&baton, &player, &root, &[]);
     assert_eq!(asked.code, 10, "{}{}", asked.stdout, asked.stderr);
     assert!(
         asked.stdout.contains("high or low tides first"),
         "{}",
         asked.stdout
     );
-    let answered = baton.played_with(
-        &player.base_url(),
-        &[
-            "epic",
-            "answer",
-            STORY,
-            "High tides first.",
-            "-p",
-            p,
-            "--json",
-            "--non-interactive",
-        ],
-        &env,
+    let answered = epic_run(
+        &baton,
+        &player,
+        &root,
+        &["answer", STORY, "High tides first."],
+        &[],
     );
-    assert_eq!(answered.code, 0, "{}{}", answered.stdout, answered.stderr);
-    assert_eq!(answered.json()["outcome"], "done", "{}", answered.stdout);
+    assert_done(&answered);
     // The answer went to the same conversation: the request after it holds the question too.
     let exchanges = upstream.exchanges();
     let resumed = exchanges[1].body.to_string();

@@ -12,7 +12,7 @@ mod common;
 use baton_executor::ExecutorKind;
 use baton_executor::testing::require_or_skip;
 use baton_llm::testing::anthropic::{AnthropicServer, message};
-use common::Baton;
+use common::{Baton, claude_origin};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
@@ -67,7 +67,7 @@ fn the_check_runs_a_one_file_task_through_the_gateway_and_doctor_lists_the_cli()
         message(None, "Wrote baton-check.txt.", &[]),
     ];
     let upstream = AnthropicServer::start(answers).unwrap();
-    let url = upstream.base_url().trim_end_matches("/v1").to_string();
+    let url = claude_origin(&upstream);
     let p = project(&cli, &url);
     let dir = p.path().to_str().unwrap();
 
@@ -92,7 +92,7 @@ fn the_check_runs_a_one_file_task_through_the_gateway_and_doctor_lists_the_cli()
 
     // A CLI that writes nothing fails the check, saying so.
     let idle = AnthropicServer::start(vec![message(None, "Done.", &[])]).unwrap();
-    let q = project(&cli, idle.base_url().trim_end_matches("/v1"));
+    let q = project(&cli, &claude_origin(&idle));
     let (code, out, _) = baton(
         home.home.path(),
         &[
@@ -183,8 +183,7 @@ fn the_cli_cannot_read_the_operators_home_write_outside_or_reach_the_network() {
     let Some(cli) = require_or_skip(ExecutorKind::ClaudeCode) else {
         return;
     };
-    if baton_sandbox::PrivateNetwork::new().is_err() {
-        eprintln!("no private network here (not root): the CLI would run unconfined; skipped");
+    if common::no_private_network() {
         return;
     }
     let store = Baton::new();
@@ -217,7 +216,7 @@ fn the_cli_cannot_read_the_operators_home_write_outside_or_reach_the_network() {
         message(None, "Probed.", &[]),
     ];
     let upstream = AnthropicServer::start(answers).unwrap();
-    let p = project(&cli, upstream.base_url().trim_end_matches("/v1"));
+    let p = project(&cli, &claude_origin(&upstream));
     let (code, out, err) = baton(
         store.home.path(),
         &[

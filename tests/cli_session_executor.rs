@@ -9,11 +9,14 @@
 //! `BATON_REQUIRE_EXECUTORS=1`, as CI sets it).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
+#[allow(unused_imports)] // `common` re-exports helpers other tests use
+mod common;
 mod ralph_support;
 
 use baton_executor::ExecutorKind;
 use baton_executor::testing::require_or_skip;
 use baton_llm::testing::anthropic::{AnthropicServer, message};
+use common::{claude_call as call, claude_origin};
 use ralph_support::{Fx, Out};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -45,10 +48,6 @@ fn baton(fx: &Fx, args: &[&str]) -> Out {
         stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
     }
-}
-
-fn call(id: &str, name: &str, input: Value) -> Value {
-    message(None, "", &[(id.to_string(), name.to_string(), input)])
 }
 
 /// What the played Claude model does: in the plan step, print the environment and write the
@@ -101,8 +100,7 @@ fn claude_code_runs_the_steps_through_the_gateway_and_the_session_completes() {
     let fx = Fx::new();
     let project = fx.project.canonicalize().unwrap();
     let upstream = AnthropicServer::start(answers(&project)).unwrap();
-    let url = upstream.base_url().trim_end_matches("/v1").to_string();
-    configure(&fx, &cli, &url);
+    configure(&fx, &cli, &claude_origin(&upstream));
     let id = fx.created("plan,execute");
     let record = fx.tmp.path().join("record");
 
@@ -141,21 +139,14 @@ fn claude_code_runs_the_steps_through_the_gateway_and_the_session_completes() {
     // Every model request reached the upstream with the operator's key only.
     let exchanges = upstream.exchanges();
     assert_eq!(exchanges.len(), 5, "{exchanges:#?}");
-    for e in &exchanges {
-        assert_eq!(e.status, 200, "{e:#?}");
-        assert_eq!(e.header("x-api-key"), Some(KEY));
-    }
+    common::assert_all_keyed(&exchanges, KEY);
     // The CLI's prompt is the step's, without ralph's completion commands.
     let first = exchanges[0].body.to_string();
     assert!(first.contains("stop with a one-line summary"), "{first}");
     assert!(!first.contains("ralph complete"), "{first}");
     // Its shell saw a per-run token, never the key.
     let env_output = exchanges[1].body.to_string();
-    assert!(
-        env_output.contains("ANTHROPIC_API_KEY=baton-run-"),
-        "{env_output}"
-    );
-    assert!(!env_output.contains(KEY), "the real key reached the CLI");
+    common::assert_claude_env_holds_the_token_only(&env_output, KEY);
 
     // `baton runs log` shows what the CLI did in each step.
     let plan_run = step_run(&fx, &id, 0);
@@ -213,8 +204,7 @@ fn a_budget_stops_the_cli_before_the_request_that_would_cross_it() {
     let fx = Fx::new();
     let project = fx.project.canonicalize().unwrap();
     let upstream = AnthropicServer::start(answers(&project)).unwrap();
-    let url = upstream.base_url().trim_end_matches("/v1").to_string();
-    configure(&fx, &cli, &url);
+    configure(&fx, &cli, &claude_origin(&upstream));
     let id = fx.created("plan,execute");
     // Claude Code's first request alone is estimated far above 1,000 tokens.
     let run = baton(

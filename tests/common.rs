@@ -236,3 +236,41 @@ impl Drop for Tmux {
         let _ = self.cmd(&["kill-server"]);
     }
 }
+
+/// A played Claude model's answer that calls tool `name` with `input`.
+pub fn claude_call(id: &str, name: &str, input: serde_json::Value) -> serde_json::Value {
+    baton_llm::testing::anthropic::message(None, "", &[(id.to_string(), name.to_string(), input)])
+}
+
+/// The played Anthropic API's address as Claude Code takes it (no `/v1`).
+pub fn claude_origin(upstream: &baton_llm::testing::anthropic::AnthropicServer) -> String {
+    upstream.base_url().trim_end_matches("/v1").to_string()
+}
+
+/// Every request reached the played Anthropic API, and was answered, with the operator's `key`.
+pub fn assert_all_keyed(exchanges: &[baton_llm::testing::anthropic::Exchange], key: &str) {
+    for e in exchanges {
+        assert_eq!(e.status, 200, "{e:#?}");
+        assert_eq!(e.header("x-api-key"), Some(key));
+    }
+}
+
+/// What Claude Code's shell printed of its environment (as it reached the model) holds the
+/// run's token as its key, never the operator's `key`.
+pub fn assert_claude_env_holds_the_token_only(env_output: &str, key: &str) {
+    assert!(
+        env_output.contains("ANTHROPIC_API_KEY=baton-run-"),
+        "{env_output}"
+    );
+    assert!(!env_output.contains(key), "the real key reached the CLI");
+}
+
+/// Whether this system cannot give a CLI a private network (not root), saying the test is
+/// skipped: a confinement test would see the CLI run unconfined.
+pub fn no_private_network() -> bool {
+    let missing = baton_sandbox::PrivateNetwork::new().is_err();
+    if missing {
+        eprintln!("no private network here (not root): the CLI would run unconfined; skipped");
+    }
+    missing
+}
