@@ -108,6 +108,10 @@ impl Pusher {
 }
 
 fn push_loop(shared: &Shared, tree: &std::path::Path, remote: &str, reference: &str) {
+    // The push runs beside the run's next turns, on the same cores: it yields to them. On
+    // Linux the nice value is the thread's, and the git processes it starts inherit it.
+    // SAFETY: setpriority takes no pointer; 0 names the calling thread.
+    let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 10) };
     loop {
         let target = match shared.state.lock() {
             Ok(st) => st.wanted.clone(),
