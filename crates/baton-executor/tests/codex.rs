@@ -10,17 +10,16 @@
 
 mod support;
 
-use baton_executor::{Event, ExecutorKind, Invocation, Job, Mode, testing};
+use baton_executor::{Event, ExecutorKind, Job, Mode, testing};
 use baton_llm::testing::responses::{
     self, ResponsesServer, add_file_patch, apply_patch, exec_command, text,
 };
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::Duration;
-use support::{Dirs, OneRequest, Run, Trap, dirs, run_collecting, shape, stderr_of};
+use support::{Cli, Direct, Dirs, OneRequest, Run, dirs, run_collecting, shape, stderr_of};
 
 /// A model Codex knows, so it offers its freeform apply_patch tool.
 const MODEL: &str = "gpt-5.5";
@@ -31,33 +30,23 @@ const TOKEN: &str = "baton-run-test-token-5f1e";
 /// minutes.
 fn run_codex(
     program: &Path,
-    workdir: &Path,
-    home: &Path,
+    direct: &Direct,
     gateway: &str,
     prompt: &str,
     resume: Option<&str>,
-    trap: &Trap,
 ) -> Run {
-    let (launch, env) = support::prepare(
-        ExecutorKind::Codex,
-        &Invocation {
-            program,
-            workdir,
-            home,
-            gateway,
-            token: TOKEN,
-            model: MODEL,
-            prompt,
-            resume,
-            extra_args: &[],
-        },
-        trap,
-    );
+    let cli = Cli {
+        kind: ExecutorKind::Codex,
+        program,
+        token: TOKEN,
+        model: MODEL,
+    };
+    let (launch, env) = direct.prepare(&cli, gateway, prompt, resume);
     let mut child = Command::new(&launch.program)
         .args(&launch.args)
         .env_clear()
         .envs(env)
-        .current_dir(workdir)
+        .current_dir(&direct.workdir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -105,36 +94,45 @@ fn codex() -> Option<PathBuf> {
     testing::require_or_skip(ExecutorKind::Codex)
 }
 
+/// The one-file task: the model has Codex print its environment with its shell tool, write
+/// hello.txt with its apply_patch tool, then stop.
+fn hello_answers() -> Vec<serde_json::Value> {
+    vec![
+        responses::answer(vec![
+            responses::message("Checking the environment first."),
+            exec_command("call_env", "env"),
+        ]),
+        responses::answer(vec![apply_patch(
+            "call_hello",
+            &add_file_patch("hello.txt", "hello from codex"),
+        )]),
+        text("Done: hello.txt is written."),
+    ]
+}
+
+/// [`hello_answers`] as the transcript reads it.
+const HELLO_SHAPES: [&str; 8] = [
+    "session",
+    "message Checking the environment first.",
+    "call shell",
+    "result ok",
+    "call apply_patch",
+    "result ok",
+    "message Done: hello.txt is written.",
+    "end ok",
+];
+
 #[test]
 fn codex_writes_a_file_with_its_own_tool_against_the_played_responses_api() {
     let Some(program) = codex() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let (workdir, home) = (dir.path().join("work"), dir.path().join("home"));
-    std::fs::create_dir_all(&workdir).unwrap();
-    let server = ResponsesServer::start_with_key(
-        vec![
-            responses::answer(vec![
-                responses::message("Checking the environment first."),
-                exec_command("call_env", "env"),
-            ]),
-            responses::answer(vec![apply_patch(
-                "call_hello",
-                &add_file_patch("hello.txt", "hello from codex"),
-            )]),
-            text("Done: hello.txt is written."),
-        ],
-        TOKEN,
-    )
-    .unwrap();
-    let trap = Trap::start();
+    let direct = Direct::new();
+    let server = ResponsesServer::start_with_key(hello_answers(), TOKEN).unwrap();
     let run = run_codex(
         &program,
-        &workdir,
-        &home,
+        &direct,
         &origin(&server),
         "Create hello.txt saying hello.",
         None,
-        &trap,
     );
     assert!(
         run.status.success(),
@@ -146,7 +144,7 @@ fn codex_writes_a_file_with_its_own_tool_against_the_played_responses_api() {
 
     // The file, written by Codex's own apply_patch tool.
     assert_eq!(
-        std::fs::read_to_string(workdir.join("hello.txt")).unwrap(),
+        std::fs::read_to_string(direct.workdir.join("hello.txt")).unwrap(),
         "hello from codex\n"
     );
 
@@ -166,11 +164,7 @@ fn codex_writes_a_file_with_its_own_tool_against_the_played_responses_api() {
         assert_eq!(e.body["stream"], true);
     }
     assert_eq!(server.remaining(), 0);
-    assert_eq!(
-        trap.hits.load(Ordering::SeqCst),
-        0,
-        "Codex contacted another address"
-    );
+    assert_eq!(direct.trapped(), 0, "Codex contacted another address");
 
     // Codex was offered the tools the script uses, and no hosted web search.
     let tools: Vec<String> = exchanges[0].body["tools"]
@@ -204,22 +198,8 @@ fn codex_writes_a_file_with_its_own_tool_against_the_played_responses_api() {
     };
     assert!(!id.is_empty());
     let shapes: Vec<String> = run.events.iter().map(shape).collect();
-    assert_eq!(
-        shapes,
-        [
-            "session",
-            "message Checking the environment first.",
-            "call shell",
-            "result ok",
-            "call apply_patch",
-            "result ok",
-            "message Done: hello.txt is written.",
-            "end ok",
-        ],
-        "{}",
-        run.stdout
-    );
-    let written = workdir.join("hello.txt");
+    assert_eq!(shapes, HELLO_SHAPES, "{}", run.stdout);
+    let written = direct.workdir.join("hello.txt");
     assert!(run.events.iter().any(|e| matches!(e,
         Event::ToolResult { output, .. } if output == &format!("add {}", written.display()))));
 }
@@ -227,37 +207,18 @@ fn codex_writes_a_file_with_its_own_tool_against_the_played_responses_api() {
 #[test]
 fn a_resume_continues_the_same_codex_session() {
     let Some(program) = codex() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let (workdir, home) = (dir.path().join("work"), dir.path().join("home"));
-    std::fs::create_dir_all(&workdir).unwrap();
+    let direct = Direct::new();
     let server = ResponsesServer::start(vec![
         text("Which greeting do you want?"),
         text("Using hola."),
     ])
     .unwrap();
-    let trap = Trap::start();
-    let first = run_codex(
-        &program,
-        &workdir,
-        &home,
-        &origin(&server),
-        "Greet.",
-        None,
-        &trap,
-    );
+    let first = run_codex(&program, &direct, &origin(&server), "Greet.", None);
     assert!(first.status.success(), "{}", first.stderr);
     let Event::Session { id } = first.events[0].clone() else {
         panic!("{:?}", first.events)
     };
-    let second = run_codex(
-        &program,
-        &workdir,
-        &home,
-        &origin(&server),
-        "hola",
-        Some(&id),
-        &trap,
-    );
+    let second = run_codex(&program, &direct, &origin(&server), "hola", Some(&id));
     assert!(second.status.success(), "{}", second.stderr);
     assert_eq!(second.events[0], Event::Session { id: id.clone() });
     assert!(second.events.contains(&Event::Message {
@@ -271,15 +232,13 @@ fn a_resume_continues_the_same_codex_session() {
         input.contains("Which greeting do you want?") && input.contains("hola"),
         "{input}"
     );
-    assert_eq!(trap.hits.load(Ordering::SeqCst), 0);
+    assert_eq!(direct.trapped(), 0);
 }
 
 #[test]
 fn a_refused_request_ends_codex_with_a_failed_result() {
     let Some(program) = codex() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let (workdir, home) = (dir.path().join("work"), dir.path().join("home"));
-    std::fs::create_dir_all(&workdir).unwrap();
+    let direct = Direct::new();
     let server = ResponsesServer::start(vec![responses::refusal(
         400,
         "invalid_request_error",
@@ -287,16 +246,7 @@ fn a_refused_request_ends_codex_with_a_failed_result() {
         "The run's budget is spent.",
     )])
     .unwrap();
-    let trap = Trap::start();
-    let run = run_codex(
-        &program,
-        &workdir,
-        &home,
-        &origin(&server),
-        "Work.",
-        None,
-        &trap,
-    );
+    let run = run_codex(&program, &direct, &origin(&server), "Work.", None);
     assert!(!run.status.success());
     // Not retried: one request, then the end.
     assert_eq!(server.exchanges().len(), 1);
@@ -334,21 +284,7 @@ fn live(upstream: &ResponsesServer) -> Mode {
 async fn through_the_gateway_codex_holds_no_real_key_and_its_run_replays() {
     let Some(program) = codex() else { return };
     let d = dirs();
-    let upstream = ResponsesServer::start_with_key(
-        vec![
-            responses::answer(vec![
-                responses::message("Checking the environment first."),
-                exec_command("call_env", "env"),
-            ]),
-            responses::answer(vec![apply_patch(
-                "call_hello",
-                &add_file_patch("hello.txt", "hello from codex"),
-            )]),
-            text("Done: hello.txt is written."),
-        ],
-        KEY,
-    )
-    .unwrap();
+    let upstream = ResponsesServer::start_with_key(hello_answers(), KEY).unwrap();
     let prompt = "Create hello.txt saying hello.";
     let (outcome, seen) = run_collecting(job(&program, &d, prompt, live(&upstream))).await;
     assert_eq!(
@@ -388,19 +324,7 @@ async fn through_the_gateway_codex_holds_no_real_key_and_its_run_replays() {
         "the token is in the tools' environment: {env}"
     );
     let shapes: Vec<String> = seen.iter().map(shape).collect();
-    assert_eq!(
-        shapes,
-        [
-            "session",
-            "message Checking the environment first.",
-            "call shell",
-            "result ok",
-            "call apply_patch",
-            "result ok",
-            "message Done: hello.txt is written.",
-            "end ok",
-        ]
-    );
+    assert_eq!(shapes, HELLO_SHAPES);
 
     // Replay: a fresh project, the upstream gone, the same file from the record.
     let record = d.run_dir.join("exchanges.jsonl");

@@ -12,15 +12,14 @@
 
 mod support;
 
-use baton_executor::{Event, ExecutorKind, Invocation, Job, Mode, testing};
+use baton_executor::{Event, ExecutorKind, Job, Mode, testing};
 use baton_llm::testing::{Received, Reply, ScriptedServer};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use support::{
-    Dirs, OneRequest, Run, Trap, assert_confined_where_possible, dirs, marked_processes,
+    Cli, Direct, Dirs, OneRequest, Run, assert_confined_where_possible, dirs, marked_processes,
     run_collecting, shape, stderr_of, transcript,
 };
 
@@ -32,33 +31,23 @@ const TOKEN: &str = "baton-run-test-token-0c7a";
 /// model's address; waits up to two minutes.
 async fn run_opencode(
     program: &Path,
-    workdir: &Path,
-    home: &Path,
+    direct: &Direct,
     gateway: &str,
     prompt: &str,
     resume: Option<&str>,
-    trap: &Trap,
 ) -> Run {
-    let (launch, env) = support::prepare(
-        ExecutorKind::Opencode,
-        &Invocation {
-            program,
-            workdir,
-            home,
-            gateway,
-            token: TOKEN,
-            model: MODEL,
-            prompt,
-            resume,
-            extra_args: &[],
-        },
-        trap,
-    );
+    let cli = Cli {
+        kind: ExecutorKind::Opencode,
+        program,
+        token: TOKEN,
+        model: MODEL,
+    };
+    let (launch, env) = direct.prepare(&cli, gateway, prompt, resume);
     let child = tokio::process::Command::new(&launch.program)
         .args(&launch.args)
         .env_clear()
         .envs(env)
-        .current_dir(workdir)
+        .current_dir(&direct.workdir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -109,25 +98,20 @@ fn write_hello(content: &str) -> Reply {
 #[tokio::test]
 async fn opencode_writes_a_file_with_its_own_tool_against_the_played_chat_completions() {
     let Some(program) = opencode() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let (workdir, home) = (dir.path().join("work"), dir.path().join("home"));
-    std::fs::create_dir_all(&workdir).unwrap();
+    let direct = Direct::new();
     let server = ScriptedServer::start(vec![
         write_hello("hello from opencode\n"),
         Reply::stream_text(&["Done: ", "hello.txt is written."]),
     ])
     .await
     .unwrap();
-    let trap = Trap::start();
     let started = Instant::now();
     let run = run_opencode(
         &program,
-        &workdir,
-        &home,
+        &direct,
         &origin(&server),
         "Create hello.txt saying hello.",
         None,
-        &trap,
     )
     .await;
     let took = started.elapsed();
@@ -142,7 +126,7 @@ async fn opencode_writes_a_file_with_its_own_tool_against_the_played_chat_comple
 
     // The file, written by OpenCode's own write tool.
     assert_eq!(
-        std::fs::read_to_string(workdir.join("hello.txt")).unwrap(),
+        std::fs::read_to_string(direct.workdir.join("hello.txt")).unwrap(),
         "hello from opencode\n"
     );
 
@@ -164,11 +148,7 @@ async fn opencode_writes_a_file_with_its_own_tool_against_the_played_chat_comple
         assert!(r.body["tools"].as_array().is_some_and(|t| !t.is_empty()));
     }
     assert_eq!(server.remaining(), 0);
-    assert_eq!(
-        trap.hits.load(Ordering::SeqCst),
-        0,
-        "OpenCode contacted another address"
-    );
+    assert_eq!(direct.trapped(), 0, "OpenCode contacted another address");
     let wrote = tool_output(&received[1], "call_hello").unwrap();
     assert!(wrote.contains("Wrote file successfully"), "{wrote}");
 
@@ -201,26 +181,14 @@ async fn opencode_writes_a_file_with_its_own_tool_against_the_played_chat_comple
 #[tokio::test]
 async fn a_resume_continues_the_same_opencode_session() {
     let Some(program) = opencode() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let (workdir, home) = (dir.path().join("work"), dir.path().join("home"));
-    std::fs::create_dir_all(&workdir).unwrap();
+    let direct = Direct::new();
     let server = ScriptedServer::start(vec![
         Reply::stream_text(&["Which greeting do you want?"]),
         Reply::stream_text(&["Using hola."]),
     ])
     .await
     .unwrap();
-    let trap = Trap::start();
-    let first = run_opencode(
-        &program,
-        &workdir,
-        &home,
-        &origin(&server),
-        "Greet.",
-        None,
-        &trap,
-    )
-    .await;
+    let first = run_opencode(&program, &direct, &origin(&server), "Greet.", None).await;
     assert!(first.status.success(), "{}", first.stderr);
     let Event::Session { id } = first.events[0].clone() else {
         panic!("{:?}", first.events)
@@ -231,12 +199,10 @@ async fn a_resume_continues_the_same_opencode_session() {
         .unwrap();
     let second = run_opencode(
         &program,
-        &workdir,
-        &home,
+        &direct,
         &origin(&second_server),
         "hola",
         Some(&id),
-        &trap,
     )
     .await;
     assert!(second.status.success(), "{}", second.stderr);
@@ -253,7 +219,7 @@ async fn a_resume_continues_the_same_opencode_session() {
         messages.contains("Which greeting do you want?") && messages.contains("hola"),
         "{messages}"
     );
-    assert_eq!(trap.hits.load(Ordering::SeqCst), 0);
+    assert_eq!(direct.trapped(), 0);
 }
 
 const KEY: &str = "sk-operator-key-6f0d2c91e4";

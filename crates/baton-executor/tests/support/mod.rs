@@ -239,35 +239,85 @@ pub struct Run {
     pub events: Vec<Event>,
 }
 
-/// The launch the adapter asks for, its home seeded (files already there kept), and the
-/// environment it starts from: only PATH, HOME, TMPDIR, LANG, `trap` as the proxy for every
-/// address but loopback, then the launch's own variables.
-pub fn prepare(
-    kind: ExecutorKind,
-    inv: &Invocation<'_>,
-    trap: &Trap,
-) -> (Launch, Vec<(OsString, OsString)>) {
-    let launch = kind.adapter().unwrap().launch(inv);
-    let tmp = inv.home.join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    for (relative, content) in &launch.files {
-        let path = inv.home.join(relative);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        if !path.exists() {
-            std::fs::write(&path, content).unwrap();
+/// A CLI as the tests launch it outside the runner: which, where, and with what token and model.
+pub struct Cli<'a> {
+    pub kind: ExecutorKind,
+    pub program: &'a Path,
+    pub token: &'a str,
+    pub model: &'a str,
+}
+
+/// The folders of a CLI launched outside the runner (a project and a home), and the trap for
+/// every address but loopback.
+pub struct Direct {
+    _dir: tempfile::TempDir,
+    pub workdir: PathBuf,
+    pub home: PathBuf,
+    pub trap: Trap,
+}
+
+impl Direct {
+    pub fn new() -> Direct {
+        let dir = tempfile::tempdir().unwrap();
+        let (workdir, home) = (dir.path().join("work"), dir.path().join("home"));
+        std::fs::create_dir_all(&workdir).unwrap();
+        Direct {
+            _dir: dir,
+            workdir,
+            home,
+            trap: Trap::start(),
         }
     }
-    let proxy = OsString::from(format!("http://127.0.0.1:{}", trap.port));
-    let mut env: Vec<(OsString, OsString)> = vec![
-        ("PATH".into(), std::env::var_os("PATH").unwrap_or_default()),
-        ("HOME".into(), inv.home.into()),
-        ("TMPDIR".into(), tmp.into()),
-        ("LANG".into(), "C.UTF-8".into()),
-        ("HTTPS_PROXY".into(), proxy.clone()),
-        ("HTTP_PROXY".into(), proxy.clone()),
-        ("ALL_PROXY".into(), proxy),
-        ("NO_PROXY".into(), "127.0.0.1".into()),
-    ];
-    env.extend(launch.env.iter().cloned());
-    (launch, env)
+
+    /// The launch `cli`'s adapter asks for with `gateway` as the model's address, its home
+    /// seeded (files already there kept), and the environment it starts from: only PATH, HOME,
+    /// TMPDIR, LANG, the trap as the proxy for every address but loopback, then the launch's
+    /// own variables.
+    pub fn prepare(
+        &self,
+        cli: &Cli<'_>,
+        gateway: &str,
+        prompt: &str,
+        resume: Option<&str>,
+    ) -> (Launch, Vec<(OsString, OsString)>) {
+        let home = self.home.as_path();
+        let launch = cli.kind.adapter().unwrap().launch(&Invocation {
+            program: cli.program,
+            workdir: &self.workdir,
+            home,
+            gateway,
+            token: cli.token,
+            model: cli.model,
+            prompt,
+            resume,
+            extra_args: &[],
+        });
+        let tmp = home.join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
+        for (relative, content) in &launch.files {
+            let path = home.join(relative);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            if !path.exists() {
+                std::fs::write(&path, content).unwrap();
+            }
+        }
+        let proxy = OsString::from(format!("http://127.0.0.1:{}", self.trap.port));
+        let mut env: Vec<(OsString, OsString)> = vec![
+            ("PATH".into(), std::env::var_os("PATH").unwrap_or_default()),
+            ("HOME".into(), home.into()),
+            ("TMPDIR".into(), tmp.into()),
+            ("LANG".into(), "C.UTF-8".into()),
+            ("HTTPS_PROXY".into(), proxy.clone()),
+            ("HTTP_PROXY".into(), proxy.clone()),
+            ("ALL_PROXY".into(), proxy),
+            ("NO_PROXY".into(), "127.0.0.1".into()),
+        ];
+        env.extend(launch.env.iter().cloned());
+        (launch, env)
+    }
+
+    /// Whether the CLI contacted any address but loopback.
+    pub fn trapped(&self) -> usize {
+        self.trap.hits.load(Ordering::SeqCst)
+    }
 }
