@@ -30,6 +30,7 @@ pub mod orchestrator;
 pub mod outcome;
 pub mod parallel;
 pub mod parallel_board;
+mod parallel_merge;
 mod parallel_state;
 pub mod phase_run;
 pub mod pipeline;

@@ -30,7 +30,7 @@ use baton_bmad::sprint::{self, SprintStatus};
 use baton_epic_state::agent_state::{self, AgentState};
 use baton_epic_state::lock;
 use baton_epic_state::run_state::{self, Failure, RunEpicState};
-use baton_worktree::merge::{self, MergeOutcome, MergeSettings};
+use baton_worktree::merge::{self, MergeOutcome};
 use baton_worktree::worktree::Worktrees;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -38,8 +38,10 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Mutex;
 use std::task::Poll;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
+pub(crate) use crate::parallel_merge::merge_story_onto;
+use crate::parallel_merge::{MergeJob, MergeNews, Merging};
 use crate::parallel_state::worktree_root_for;
 pub use crate::parallel_state::{FILE_NAME, ParallelState, mark, resumed_slots};
 
@@ -53,23 +55,6 @@ pub(super) fn worktree_root(ctx: &Ctx<'_>) -> PathBuf {
         &ctx.layout.project,
         ctx.config.worktrees.as_deref(),
     )
-}
-
-/// Files of the artifacts folder that are the orchestrator's (never part of a story's commit).
-fn own_files(rel: &str, key: &str) -> Vec<String> {
-    [
-        sprint::FILE_NAME.to_string(),
-        run_state::FILE_NAME.to_string(),
-        super::progress::FILE_NAME.to_string(),
-        super::method::snapshot::FILE_NAME.to_string(),
-        lock::STOP_FILE.to_string(),
-        FILE_NAME.to_string(),
-        baton_worktree::publish::FILE_NAME.to_string(),
-        format!("{key}{}", agent_state::SUFFIX),
-    ]
-    .into_iter()
-    .map(|n| format!("{rel}/{n}"))
-    .collect()
 }
 
 /// The main work tree's writer of statuses, shared by the stories' event hooks.
@@ -203,239 +188,236 @@ pub(super) async fn run(ctx: &mut Ctx<'_>, slots: u32, started: SystemTime) -> R
     let mut running: Vec<(String, StoryFuture<'_>)> = Vec::new();
     let mut stopping = false;
     let mut stuck: Option<String> = None;
-    loop {
-        // 1. Merges, one at a time in approval order (never while stopping on Ctrl-C).
-        while !ctx.cancel.is_cancelled()
-            && let Some(key) = st.queue.first().cloned()
-        {
-            match merge_one(ctx, &wts, &st, &epic_id, &key, started)? {
-                MergeOutcome::Merged { commit } => {
-                    // Published (`publishing`): done now, or once merged on the remote.
-                    if ctx.publish_record(&key, &commit, &st.branch)? {
-                        main.raise(&key, "done");
+    let mut merging: Option<Merging> = None;
+    let mut merges_stopped = false;
+    let driven = async {
+        loop {
+            // 1. The next merge, in approval order, one at a time, on a thread of its own: the
+            //    stories in flight go on while it runs (never while stopping on Ctrl-C).
+            if merging.is_none()
+                && !merges_stopped
+                && !ctx.cancel.is_cancelled()
+                && let Some(key) = st.queue.first().cloned()
+            {
+                merging = Some(
+                    MergeJob::new(ctx, &wts, &st.branch, &epic_id, &key, started, &[])?.start(),
+                );
+            }
+            // 2. Stop and Ctrl-C: start nothing more; the stories stop at their phase boundary.
+            if lock::stop_requested(&main_dir) && !stopping {
+                stopping = true;
+                if let Ok(flights) = main.flights.lock() {
+                    for (_, dir) in flights.iter() {
+                        let _ = lock::request_stop(dir);
                     }
-                    story_finished(ctx, &wts, &epic_id, &key)?;
-                    wts.remove(&epic_id, &key, true)?;
-                    st.queue.retain(|k| k != &key);
-                    st.started.retain(|k| k != &key);
-                    st.returned.remove(&key);
-                    st.save(&main_dir)?;
-                    ctx.publish_catch_up(Some(&key), false)?;
                 }
-                MergeOutcome::Conflict { files, tail } => {
-                    let output = format!(
-                        "merging onto {} conflicted in {}; the conflicts are marked in these files:\n{tail}",
-                        st.branch,
-                        files.join(", ")
-                    );
-                    back_to_dev(ctx, &wts, &mut st, &epic_id, &key, output, &mut held)?;
+            }
+            let cancelled = ctx.cancel.is_cancelled();
+            // 3. Start: stories already started first (resume), then what the schedule allows.
+            if !stopping && !cancelled && stuck.is_none() {
+                let sprint = ctx.sprint()?;
+                let statuses = super::parallel_board::statuses(&sprint);
+                let flying: BTreeSet<String> = running.iter().map(|(k, _)| k.clone()).collect();
+                let mut to_start: Vec<String> = st
+                    .started
+                    .iter()
+                    .filter(|k| {
+                        !flying.contains(*k) && !st.queue.contains(k) && !held.contains_key(*k)
+                    })
+                    .cloned()
+                    .collect();
+                let activity = |e: &sprint::Entry| {
+                    let busy = flying.contains(&e.key)
+                        || to_start.contains(&e.key)
+                        || st.queue.contains(&e.key);
+                    match held.get(&e.key) {
+                        Some(Held::Question(..)) => Activity::Question,
+                        Some(Held::Failed(_)) => Activity::Failed,
+                        None if busy => Activity::Running,
+                        None if pending_question(&ctx.layout, &e.key) => Activity::Question,
+                        None => Activity::Idle,
+                    }
+                };
+                // Published stories waiting for their merge run no more; their dependants wait.
+                ctx.publish_catch_up(None, false)?;
+                let holding = ctx.publish_holding();
+                let mut candidates =
+                    super::parallel_board::candidates(&ctx.layout, &sprint, ctx.epic, &activity);
+                candidates.retain(|c| !holding.contains(&c.key));
+                let may_start =
+                    super::parallel_board::may_start(Some(&ctx.progress), st.started.len());
+                let plan = schedule::plan(&PlanInput {
+                    stories: &candidates,
+                    statuses: &statuses,
+                    after: &ctx.config.parallel.after,
+                    slots: slots as usize,
+                    may_start,
+                });
+                for key in plan.start {
+                    if !to_start.contains(&key) {
+                        to_start.push(key);
+                    }
                 }
-                MergeOutcome::CheckFailed { result } => {
-                    let output = format!("after rebasing onto {}: {}", st.branch, result.report());
-                    back_to_dev(ctx, &wts, &mut st, &epic_id, &key, output, &mut held)?;
+                if to_start.is_empty() && running.is_empty() && st.queue.is_empty() {
+                    let blocked: Vec<String> = plan
+                        .waiting
+                        .iter()
+                        .filter(|w| {
+                            matches!(
+                                w.why,
+                                schedule::Why::Cycle(_) | schedule::Why::Dependency(_)
+                            )
+                        })
+                        .map(|w| format!("{}: {}", w.key, w.why.text()))
+                        .collect();
+                    if !blocked.is_empty() && held.is_empty() && holding.is_empty() {
+                        stuck = Some(blocked.join("; "));
+                    }
                 }
-                MergeOutcome::Blocked { files } => {
-                    let detail = FailureDetail {
-                        phase: ctx.pipeline.last(),
-                        story_key: key.clone(),
-                        code: "EPIC_MERGE_BLOCKED".into(),
-                        message: format!(
-                            "the main work tree has changes of its own in files story {key} changes: {}; commit or revert these files, then `baton epic resume`",
-                            files.join(", ")
-                        ),
-                        run_id: None,
+                for key in to_start {
+                    if !st.started.contains(&key) {
+                        let base = wts
+                            .resolve(&format!("refs/heads/{}", st.branch))?
+                            .ok_or_else(|| {
+                                EpicError::failure(
+                                    "EPIC_PARALLEL_NO_BRANCH",
+                                    format!("branch {} has no commit", st.branch),
+                                )
+                            })?;
+                        let wt = wts.create(&epic_id, &key, &base)?;
+                        fresh_story(ctx, wt.path(), &epic_id, &key)?;
+                        st.started.push(key.clone());
+                        st.save(&main_dir)?;
+                    } else if wts.get(&epic_id, &key)?.is_none() {
+                        // Started but its worktree is gone (a removal finished): start over.
+                        let base = wts
+                            .resolve(&format!("refs/heads/{}", st.branch))?
+                            .unwrap_or_default();
+                        let wt = wts.create(&epic_id, &key, &base)?;
+                        fresh_story(ctx, wt.path(), &epic_id, &key)?;
+                    }
+                    let Some(wt) = wts.get(&epic_id, &key)? else {
+                        continue;
                     };
-                    st.queue.retain(|k| k != &key);
-                    held.insert(key.clone(), Held::Failed(detail));
+                    ctx.raise(&epic_id, "in-progress")?;
+                    let mut story = story_ctx(ctx, wt.path(), &epic_id, &key, &forward)?;
+                    if let Some(q) = question_waiting(ctx, &story, &key)? {
+                        held.insert(key.clone(), Held::Question(key.clone(), q));
+                        continue;
+                    }
+                    if let Ok(mut flights) = main.flights.lock() {
+                        flights.push((key.clone(), story.layout.dir.clone()));
+                    }
+                    main.emit(EpicEvent::Note(format!(
+                        "{key}: in flight in worktree branch {}",
+                        wt.branch()
+                    )));
+                    let k = key.clone();
+                    running.push((
+                        key,
+                        Box::pin(async move {
+                            let r = story.run_loop().await;
+                            (k, r, story.phases_run)
+                        }),
+                    ));
                 }
-                MergeOutcome::Interrupted => break,
             }
-        }
-        // 2. Stop and Ctrl-C: start nothing more; the stories stop at their phase boundary.
-        if lock::stop_requested(&main_dir) && !stopping {
-            stopping = true;
-            if let Ok(flights) = main.flights.lock() {
-                for (_, dir) in flights.iter() {
-                    let _ = lock::request_stop(dir);
+            if running.is_empty() && merging.is_none() {
+                break;
+            }
+            // 4. Wait for a story to pause or finish, or the merge to report.
+            let woke = std::future::poll_fn(|cx| {
+                if let Some(m) = merging.as_mut()
+                    && let Poll::Ready(news) = m.poll_news(cx)
+                {
+                    return Poll::Ready(Woke::Merge(news));
                 }
-            }
-        }
-        let cancelled = ctx.cancel.is_cancelled();
-        // 3. Start: stories already started first (resume), then what the schedule allows.
-        if !stopping && !cancelled && stuck.is_none() {
-            let sprint = ctx.sprint()?;
-            let statuses = super::parallel_board::statuses(&sprint);
-            let flying: BTreeSet<String> = running.iter().map(|(k, _)| k.clone()).collect();
-            let mut to_start: Vec<String> = st
-                .started
-                .iter()
-                .filter(|k| !flying.contains(*k) && !st.queue.contains(k) && !held.contains_key(*k))
-                .cloned()
-                .collect();
-            let activity = |e: &sprint::Entry| {
-                let busy = flying.contains(&e.key)
-                    || to_start.contains(&e.key)
-                    || st.queue.contains(&e.key);
-                match held.get(&e.key) {
-                    Some(Held::Question(..)) => Activity::Question,
-                    Some(Held::Failed(_)) => Activity::Failed,
-                    None if busy => Activity::Running,
-                    None if pending_question(&ctx.layout, &e.key) => Activity::Question,
-                    None => Activity::Idle,
+                for (i, (_, f)) in running.iter_mut().enumerate() {
+                    if let Poll::Ready(v) = f.as_mut().poll(cx) {
+                        return Poll::Ready(Woke::Story(i, v));
+                    }
+                }
+                Poll::Pending
+            })
+            .await;
+            let (i, (key, result, phases)) = match woke {
+                Woke::Story(i, v) => (i, v),
+                Woke::Merge(MergeNews::Event(e)) => {
+                    main.emit(e);
+                    continue;
+                }
+                Woke::Merge(MergeNews::Ended(outcome)) => {
+                    let key = merging.take().map(|m| m.key).unwrap_or_default();
+                    if !merged(ctx, &main, &wts, &mut st, &key, outcome?, &mut held)? {
+                        merges_stopped = true;
+                    }
+                    continue;
                 }
             };
-            // Published stories waiting for their merge run no more; their dependants wait.
-            ctx.publish_catch_up(None, false)?;
-            let holding = ctx.publish_holding();
-            let mut candidates =
-                super::parallel_board::candidates(&ctx.layout, &sprint, ctx.epic, &activity);
-            candidates.retain(|c| !holding.contains(&c.key));
-            let may_start = super::parallel_board::may_start(Some(&ctx.progress), st.started.len());
-            let plan = schedule::plan(&PlanInput {
-                stories: &candidates,
-                statuses: &statuses,
-                after: &ctx.config.parallel.after,
-                slots: slots as usize,
-                may_start,
-            });
-            for key in plan.start {
-                if !to_start.contains(&key) {
-                    to_start.push(key);
-                }
+            drop(running.remove(i));
+            ctx.phases_run += phases;
+            if let Ok(mut flights) = main.flights.lock() {
+                flights.retain(|(k, _)| k != &key);
             }
-            if to_start.is_empty() && running.is_empty() && st.queue.is_empty() {
-                let blocked: Vec<String> = plan
-                    .waiting
-                    .iter()
-                    .filter(|w| {
-                        matches!(
-                            w.why,
-                            schedule::Why::Cycle(_) | schedule::Why::Dependency(_)
-                        )
-                    })
-                    .map(|w| format!("{}: {}", w.key, w.why.text()))
-                    .collect();
-                if !blocked.is_empty() && held.is_empty() && holding.is_empty() {
-                    stuck = Some(blocked.join("; "));
-                }
-            }
-            for key in to_start {
-                if !st.started.contains(&key) {
-                    let base = wts
-                        .resolve(&format!("refs/heads/{}", st.branch))?
-                        .ok_or_else(|| {
-                            EpicError::failure(
-                                "EPIC_PARALLEL_NO_BRANCH",
-                                format!("branch {} has no commit", st.branch),
-                            )
-                        })?;
-                    let wt = wts.create(&epic_id, &key, &base)?;
-                    fresh_story(ctx, wt.path(), &epic_id, &key)?;
-                    st.started.push(key.clone());
-                    st.save(&main_dir)?;
-                } else if wts.get(&epic_id, &key)?.is_none() {
-                    // Started but its worktree is gone (a removal finished): start over.
-                    let base = wts
-                        .resolve(&format!("refs/heads/{}", st.branch))?
-                        .unwrap_or_default();
-                    let wt = wts.create(&epic_id, &key, &base)?;
-                    fresh_story(ctx, wt.path(), &epic_id, &key)?;
-                }
-                let Some(wt) = wts.get(&epic_id, &key)? else {
-                    continue;
-                };
-                ctx.raise(&epic_id, "in-progress")?;
-                let mut story = story_ctx(ctx, wt.path(), &epic_id, &key, &forward)?;
-                if let Some(q) = question_waiting(ctx, &story, &key)? {
-                    held.insert(key.clone(), Held::Question(key.clone(), q));
-                    continue;
-                }
-                if let Ok(mut flights) = main.flights.lock() {
-                    flights.push((key.clone(), story.layout.dir.clone()));
-                }
-                main.emit(EpicEvent::Note(format!(
-                    "{key}: in flight in worktree branch {}",
-                    wt.branch()
-                )));
-                let k = key.clone();
-                running.push((
-                    key,
-                    Box::pin(async move {
-                        let r = story.run_loop().await;
-                        (k, r, story.phases_run)
-                    }),
-                ));
-            }
-        }
-        if running.is_empty() {
-            break;
-        }
-        // 4. Wait for a story to pause or finish.
-        let (i, (key, result, phases)) = std::future::poll_fn(|cx| {
-            for (i, (_, f)) in running.iter_mut().enumerate() {
-                if let Poll::Ready(v) = f.as_mut().poll(cx) {
-                    return Poll::Ready((i, v));
-                }
-            }
-            Poll::Pending
-        })
-        .await;
-        drop(running.remove(i));
-        ctx.phases_run += phases;
-        if let Ok(mut flights) = main.flights.lock() {
-            flights.retain(|(k, _)| k != &key);
-        }
-        // The story's phase runs go to the main progress record now: its worktree's record
-        // is left out of the story's commit (and cleaned away) when it is merged.
-        sync_runs(ctx, &wts, &epic_id, &key)?;
-        match result {
-            Ok(EpicOutcome::Done { .. }) => {
-                if approved(&wts, &epic_id, &key, &ctx.layout.rel)? {
-                    if !st.queue.contains(&key) {
-                        st.queue.push(key.clone());
-                        st.save(&main_dir)?;
+            // The story's phase runs go to the main progress record now: its worktree's record
+            // is left out of the story's commit (and cleaned away) when it is merged.
+            sync_runs(ctx, &wts, &epic_id, &key)?;
+            match result {
+                Ok(EpicOutcome::Done { .. }) => {
+                    if approved(&wts, &epic_id, &key, &ctx.layout.rel)? {
+                        if !st.queue.contains(&key) {
+                            st.queue.push(key.clone());
+                            st.save(&main_dir)?;
+                        }
+                        main.raise(&key, "review");
                     }
-                    main.raise(&key, "review");
+                }
+                Ok(EpicOutcome::Waiting { story, question }) => {
+                    mirror_question(ctx, &wts, &epic_id, &key)?;
+                    held.insert(key, Held::Question(story, question));
+                }
+                Ok(EpicOutcome::Paused { failure }) => {
+                    let _ = wts.keep(&epic_id, &key, &failure.message);
+                    held.insert(key, Held::Failed(failure));
+                }
+                Ok(EpicOutcome::Budget {
+                    phase,
+                    run_id,
+                    message,
+                    ..
+                }) => {
+                    let failure = FailureDetail {
+                        phase,
+                        story_key: key.clone(),
+                        code: "BUDGET_EXCEEDED".into(),
+                        message,
+                        run_id,
+                    };
+                    held.insert(key, Held::Failed(failure));
+                }
+                Ok(EpicOutcome::Stopped | EpicOutcome::Interrupted)
+                | Ok(EpicOutcome::Planned { .. }) => {}
+                Err(e) => {
+                    let failure = FailureDetail {
+                        phase: Phase::Dev,
+                        story_key: key.clone(),
+                        code: e.code.to_string(),
+                        message: e.message.clone(),
+                        run_id: None,
+                    };
+                    let _ = wts.keep(&epic_id, &key, &failure.message);
+                    held.insert(key, Held::Failed(failure));
                 }
             }
-            Ok(EpicOutcome::Waiting { story, question }) => {
-                mirror_question(ctx, &wts, &epic_id, &key)?;
-                held.insert(key, Held::Question(story, question));
-            }
-            Ok(EpicOutcome::Paused { failure }) => {
-                let _ = wts.keep(&epic_id, &key, &failure.message);
-                held.insert(key, Held::Failed(failure));
-            }
-            Ok(EpicOutcome::Budget {
-                phase,
-                run_id,
-                message,
-                ..
-            }) => {
-                let failure = FailureDetail {
-                    phase,
-                    story_key: key.clone(),
-                    code: "BUDGET_EXCEEDED".into(),
-                    message,
-                    run_id,
-                };
-                held.insert(key, Held::Failed(failure));
-            }
-            Ok(EpicOutcome::Stopped | EpicOutcome::Interrupted)
-            | Ok(EpicOutcome::Planned { .. }) => {}
-            Err(e) => {
-                let failure = FailureDetail {
-                    phase: Phase::Dev,
-                    story_key: key.clone(),
-                    code: e.code.to_string(),
-                    message: e.message.clone(),
-                    run_id: None,
-                };
-                let _ = wts.keep(&epic_id, &key, &failure.message);
-                held.insert(key, Held::Failed(failure));
-            }
         }
+        Ok::<(), EpicError>(())
+    };
+    let driven = driven.await;
+    // Never out while a merge of this loop still runs (after an error too).
+    if let Some(m) = merging.take() {
+        m.finish().await;
     }
+    driven?;
     // Everything in flight has stopped.
     if stopping {
         lock::clear_stop(&main_dir)?;
@@ -486,6 +468,72 @@ pub(super) async fn run(ctx: &mut Ctx<'_>, slots: u32, started: SystemTime) -> R
     ctx.progress.story = None;
     let done = ctx.finish()?;
     ctx.retrospective_after(done).await
+}
+
+/// What a merge's outcome does to the loop's records; `false` when merging stops for this
+/// invocation (interrupted).
+fn merged(
+    ctx: &mut Ctx<'_>,
+    main: &Main<'_>,
+    wts: &Worktrees,
+    st: &mut ParallelState,
+    key: &str,
+    outcome: MergeOutcome,
+    held: &mut BTreeMap<String, Held>,
+) -> Result<bool> {
+    let epic_id = st.epic_id.clone();
+    let main_dir = ctx.layout.dir.clone();
+    match outcome {
+        MergeOutcome::Merged { commit } => {
+            // Published (`publishing`): done now, or once merged on the remote.
+            if ctx.publish_record(key, &commit, &st.branch)? {
+                main.raise(key, "done");
+            }
+            story_finished(ctx, wts, &epic_id, key)?;
+            wts.remove(&epic_id, key, true)?;
+            st.queue.retain(|k| k != key);
+            st.started.retain(|k| k != key);
+            st.returned.remove(key);
+            st.save(&main_dir)?;
+            ctx.publish_catch_up(Some(key), false)?;
+        }
+        MergeOutcome::Conflict { files, tail } => {
+            let output = format!(
+                "merging onto {} conflicted in {}; the conflicts are marked in these files:\n{tail}",
+                st.branch,
+                files.join(", ")
+            );
+            back_to_dev(ctx, wts, st, &epic_id, key, output, held)?;
+        }
+        MergeOutcome::CheckFailed { result } => {
+            let output = format!("after rebasing onto {}: {}", st.branch, result.report());
+            back_to_dev(ctx, wts, st, &epic_id, key, output, held)?;
+        }
+        MergeOutcome::Blocked { files } => {
+            let detail = FailureDetail {
+                phase: ctx.pipeline.last(),
+                story_key: key.to_string(),
+                code: "EPIC_MERGE_BLOCKED".into(),
+                message: format!(
+                    "the main work tree has changes of its own in files story {key} changes: {}; commit or revert these files, then `baton epic resume`",
+                    files.join(", ")
+                ),
+                run_id: None,
+            };
+            st.queue.retain(|k| k != key);
+            held.insert(key.to_string(), Held::Failed(detail));
+        }
+        MergeOutcome::Interrupted => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// What wakes the loop.
+enum Woke {
+    /// A story paused or finished.
+    Story(usize, (String, Result<EpicOutcome>, usize)),
+    /// The merge in flight reported.
+    Merge(MergeNews),
 }
 
 /// A question waits in `key`'s agent-state file of the main work tree.
@@ -623,103 +671,6 @@ fn approved(wts: &Worktrees, epic_id: &str, key: &str, rel: &str) -> Result<bool
     let l = layout::resolve(wt.path(), Some(rel))?;
     Ok(Progress::load(&l.dir, &l.rel)?
         .is_some_and(|p| p.story.is_none() && p.completed.iter().any(|k| k == key)))
-}
-
-fn merge_one(
-    ctx: &Ctx<'_>,
-    wts: &Worktrees,
-    st: &ParallelState,
-    epic_id: &str,
-    key: &str,
-    started: SystemTime,
-) -> Result<MergeOutcome> {
-    merge_story_onto(ctx, wts, &st.branch, epic_id, key, started, &[])
-}
-
-/// Merges story `key`'s worktree onto `branch` (see [`merge::merge_story`]), leaving out of its
-/// commit the orchestrator's files and `also_keep_out` (names in the artifacts folder).
-pub(super) fn merge_story_onto(
-    ctx: &Ctx<'_>,
-    wts: &Worktrees,
-    branch: &str,
-    epic_id: &str,
-    key: &str,
-    started: SystemTime,
-    also_keep_out: &[&str],
-) -> Result<MergeOutcome> {
-    let text = match wts.get(epic_id, key)? {
-        Some(wt) => {
-            let l = layout::resolve(wt.path(), ctx.config.implementation_artifacts.as_deref())?;
-            let probe = Ctx {
-                layout: l,
-                ..story_probe(ctx)?
-            };
-            probe.story_text(key)
-        }
-        None => None,
-    };
-    let message = baton_worktree::git::commit_message(key, text.as_deref());
-    let mut keep_out = own_files(&ctx.layout.rel, key);
-    keep_out.extend(
-        also_keep_out
-            .iter()
-            .map(|n| format!("{}/{n}", ctx.layout.rel)),
-    );
-    let carry: Vec<String> = [sprint::FILE_NAME, run_state::FILE_NAME]
-        .iter()
-        .map(|n| format!("{}/{n}", ctx.layout.rel))
-        .collect();
-    let settings = MergeSettings {
-        branch,
-        message: &message,
-        keep_out: &keep_out,
-        carry: &carry,
-        verify_commands: &ctx.config.verify.commands,
-        verify_timeout: Duration::from_secs(ctx.config.verify.timeout_s),
-        terminal: &ctx.tools.system.terminal,
-        runtime: baton_tools::TerminalRuntime {
-            store_home: Some(ctx.store.home().to_path_buf()),
-            ..baton_tools::TerminalRuntime::default()
-        },
-        cancel: &ctx.cancel,
-        started,
-    };
-    let on_event = ctx.on_event;
-    merge::merge_story(wts, epic_id, key, &settings, &mut |r| {
-        if let Some(f) = on_event {
-            f(EpicEvent::Verify {
-                command: r.command.clone(),
-                passed: r.passed(),
-                millis: r.duration.as_millis(),
-            });
-        }
-    })
-}
-
-/// A context that only reads (the story file's text of a worktree).
-fn story_probe<'b>(ctx: &Ctx<'b>) -> Result<Ctx<'b>> {
-    Ok(Ctx {
-        store: ctx.store,
-        project: ctx.project.clone(),
-        layout: ctx.layout.clone(),
-        config: ctx.config.clone(),
-        specs: ctx.specs.clone(),
-        pipeline: ctx.pipeline.clone(),
-        tools: ctx.tools.clone(),
-        models: ctx.models.sibling(),
-        ask: None,
-        on_event: None,
-        cancel: ctx.cancel.child_token(),
-        budget: ctx.budget,
-        context: ctx.context,
-        epic: ctx.epic,
-        state: ctx.state.clone(),
-        progress: ctx.progress.clone(),
-        completed_now: Vec::new(),
-        phases_run: 0,
-        stories: None,
-        on_step: None,
-    })
 }
 
 /// A merge refused the story (conflict or failing check): it goes back to dev in its worktree

@@ -445,3 +445,80 @@ async fn the_phase_runs_of_every_worktree_are_the_projects_in_the_store() {
     let (found, _) = f.store.find_run(&runs[0].run_id).unwrap();
     assert_eq!(found.root(), main);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_and_its_verify_overlap_the_stories_still_in_flight() {
+    // A is approved first (B's first review asks for changes, so B has two more phase runs to
+    // go). A's merge runs the verify command, which takes a while: the loop must go on driving
+    // B meanwhile, so B's phase runs start and end between A's approval and A's `done`. A merge
+    // that blocked the loop (as it once did) leaves no event of B in that window.
+    let f = Fixture::new(Scenario {
+        delay: Duration::from_millis(100),
+        changes: vec![(s("1-2-user-authentication"), 1)],
+        ..Scenario::default()
+    });
+    repo(
+        &f,
+        "[autopilot.git]\ncommit = true\n[autopilot.verify]\ncommands = [\"sleep 2\"]\n",
+    );
+    let log = std::sync::Mutex::new(Vec::new());
+    let on_event = |e: EpicEvent| {
+        let line = match e {
+            EpicEvent::Phase { story, phase, .. } => format!("start {story} {phase}"),
+            EpicEvent::PhaseEnded { story, phase, .. } => format!("end {story} {phase}"),
+            EpicEvent::Status { key, status } if status == "done" => format!("done {key}"),
+            _ => return,
+        };
+        log.lock().unwrap().push(line);
+    };
+    let report = execute_parallel(
+        &f.store,
+        &f.project,
+        epic1(),
+        EpicSettings {
+            source: ModelSource::Live(&f.model),
+            record: None,
+            ask: None,
+            on_event: Some(&on_event),
+            cancel: CancellationToken::new(),
+            dry_run: false,
+            budget: Default::default(),
+        },
+        Some(2),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        report.outcome,
+        EpicOutcome::Done { epic_done: true },
+        "{report:?}"
+    );
+    let log = log.into_inner().unwrap();
+    let a = "1-1-project-scaffold";
+    let approved = log
+        .iter()
+        .position(|l| l == &format!("end {a} code-review"))
+        .unwrap_or_else(|| panic!("{log:#?}"));
+    let merged = log
+        .iter()
+        .position(|l| l == &format!("done {a}"))
+        .unwrap_or_else(|| panic!("{log:#?}"));
+    let during: Vec<&String> = log[approved..merged]
+        .iter()
+        .filter(|l| l.contains("1-2-user-authentication"))
+        .collect();
+    assert!(
+        !during.is_empty(),
+        "B stood still while A was merged: {:#?}",
+        &log[approved..=merged]
+    );
+    // Every story still merged, each once, A first.
+    let done: Vec<&String> = log.iter().filter(|l| l.starts_with("done 1-")).collect();
+    assert_eq!(done.len(), 3, "{log:#?}");
+    assert_eq!(done[0], &format!("done {a}"));
+    let stories: Vec<String> = subjects(&f)
+        .into_iter()
+        .filter(|s| s.starts_with("story "))
+        .collect();
+    assert_eq!(stories.len(), 3, "{stories:?}");
+}
