@@ -136,23 +136,15 @@ async fn a_one_file_task_goes_through_the_gateway_with_the_token_only_and_replay
     }));
 
     // Replay: a fresh project, the upstream gone, the same file from the record.
-    let record = d.run_dir.join("exchanges.jsonl");
     drop(upstream);
     let again = dirs();
-    let (replayed, _) = run_collecting(job(
+    let replay = job(
         &cli,
         &again,
         "Create hello.txt saying hello.",
-        Mode::Replay { record },
-    ))
-    .await;
-    assert_eq!(
-        replayed.exit_code,
-        Some(0),
-        "{replayed:#?}\n{}",
-        stderr_of(&again)
+        support::replay_of(&d),
     );
-    assert_eq!(replayed.exchanges, 3);
+    support::assert_replays(replay, &again, 3).await;
     // The record names the first project's path: the replayed Write writes there again.
     assert_eq!(
         std::fs::read_to_string(&target).unwrap(),

@@ -327,18 +327,10 @@ async fn through_the_gateway_codex_holds_no_real_key_and_its_run_replays() {
     assert_eq!(shapes, HELLO_SHAPES);
 
     // Replay: a fresh project, the upstream gone, the same file from the record.
-    let record = d.run_dir.join("exchanges.jsonl");
     drop(upstream);
     let again = dirs();
-    let (replayed, _) =
-        run_collecting(job(&program, &again, prompt, Mode::Replay { record })).await;
-    assert_eq!(
-        replayed.exit_code,
-        Some(0),
-        "{replayed:#?}\n{}",
-        stderr_of(&again)
-    );
-    assert_eq!(replayed.exchanges, 3);
+    let replay = job(&program, &again, prompt, support::replay_of(&d));
+    support::assert_replays(replay, &again, 3).await;
     assert_eq!(
         std::fs::read_to_string(again.workdir.join("hello.txt")).unwrap(),
         "hello from codex\n"

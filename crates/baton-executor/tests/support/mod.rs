@@ -321,3 +321,22 @@ impl Direct {
         self.trap.hits.load(Ordering::SeqCst)
     }
 }
+
+/// Replay from the record of the run in `d`.
+pub fn replay_of(d: &Dirs) -> Mode {
+    Mode::Replay {
+        record: d.run_dir.join("exchanges.jsonl"),
+    }
+}
+
+/// Runs `job` (a replay, in `again`) and asserts it ended well after `exchanges` exchanges.
+pub async fn assert_replays(job: Job<'_>, again: &Dirs, exchanges: u64) {
+    let (replayed, _) = run_collecting(job).await;
+    assert_eq!(
+        replayed.exit_code,
+        Some(0),
+        "{replayed:#?}\n{}",
+        stderr_of(again)
+    );
+    assert_eq!(replayed.exchanges, exchanges);
+}
