@@ -51,9 +51,17 @@ pub enum Event {
     /// Text from the model.
     Message { text: String },
     /// A tool call the CLI runs for the model.
-    ToolCall { id: String, name: String, input: Value },
+    ToolCall {
+        id: String,
+        name: String,
+        input: Value,
+    },
     /// The result of a tool call.
-    ToolResult { id: String, output: String, is_error: bool },
+    ToolResult {
+        id: String,
+        output: String,
+        is_error: bool,
+    },
     /// The CLI stopped to ask the person.
     Question { text: String },
     /// The CLI's final word (a claim: the verdict comes from the files).

@@ -3,8 +3,8 @@
 //! with no network but baton's gateway, which holds the real key, the budget and the record.
 
 pub mod adapter;
-pub mod check;
 mod adapters;
+pub mod check;
 pub mod claude_code;
 pub mod codex;
 pub mod config;

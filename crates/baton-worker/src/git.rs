@@ -298,9 +298,8 @@ pub(crate) fn checkout_preferring(
             run_git(repos, &["clone", "--quiet", "--mirror", remote, &target])?;
         }
         // The mirror's refs are the remote's (fetched with `--prune`).
-        let held = preferred.filter(|(c, r)| {
-            run_git(&mirror.path, &["merge-base", "--is-ancestor", c, r]).is_ok()
-        });
+        let held = preferred
+            .filter(|(c, r)| run_git(&mirror.path, &["merge-base", "--is-ancestor", c, r]).is_ok());
         let at = held.map_or(commit, |(c, _)| c);
         let tree = work.join("project");
         let tree_s = tree.display().to_string();

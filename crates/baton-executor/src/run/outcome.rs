@@ -148,7 +148,12 @@ mod tests {
             input: json!({}),
         };
         // Codex and OpenCode end with an empty result after the model's text.
-        let t = track(&[said("Looking."), call, said("Which colour do you want?"), result("")]);
+        let t = track(&[
+            said("Looking."),
+            call,
+            said("Which colour do you want?"),
+            result(""),
+        ]);
         assert_eq!(t.question(), Some("Which colour do you want?".into()));
         let t = track(&[said("Which file?"), call_again(), result("")]);
         assert_eq!(t.question(), None, "a tool call came after the text");

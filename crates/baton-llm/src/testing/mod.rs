@@ -9,8 +9,8 @@
 
 pub mod anthropic;
 pub mod caching;
-pub mod responses;
 mod reply;
+pub mod responses;
 mod tool_protocol;
 
 pub use reply::Reply;

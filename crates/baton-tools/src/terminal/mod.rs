@@ -7,9 +7,9 @@ mod command;
 mod confined;
 mod exec;
 mod git;
+mod guard;
 mod hidden;
 mod project;
-mod guard;
 mod protected;
 mod runtime;
 mod tool;
@@ -19,8 +19,8 @@ pub use confined::{
     run_confined,
 };
 pub use exec::{Ended, ExecOutput};
-pub use guard::ProjectGuard;
 pub use git::GitSandbox;
+pub use guard::ProjectGuard;
 pub use hidden::{hide_from_commands, set_command_temp_root};
 pub use project::ProjectShell;
 pub use protected::CONFIG_FILE;
