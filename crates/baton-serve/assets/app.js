@@ -296,6 +296,10 @@
     const parts = [];
     if (r.toolName) parts.push(r.toolName);
     if (r.input && typeof r.input.path === 'string') parts.push(r.input.path);
+    // A coding-agent CLI's shell command (executor.tool lines), its first line.
+    else if (r.input && typeof r.input.command === 'string') {
+      parts.push('`' + r.input.command.split('\n')[0].slice(0, 120) + '`');
+    }
     if (r.output && r.output.ok === true) parts.push('ok');
     if (r.output && r.output.ok === false) {
       parts.push((r.output.error && r.output.error.code) || 'error');
@@ -325,7 +329,7 @@
       usage.completion += u.completionTokens || 0;
       usage.total += u.totalTokens || 0;
       if (typeof u.costUsd === 'number') cost.usd += u.costUsd; else cost.priced = false;
-    } else if (r.kind === 'tool.exec') {
+    } else if (r.kind === 'tool.exec' || r.kind === 'executor.tool') {
       usage.tools += 1;
     }
     showUsage();
