@@ -89,7 +89,9 @@ fn calls_are_budgeted_recorded_and_a_refusal_leaves_the_run_resumable() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("\"executor.tool\""), "{text}");
 
-    // A later invocation starts from what the log says was spent.
+    // The driver lock goes with the value; a later invocation starts from what the log says
+    // was spent.
+    drop(task);
     let claimed = claim_task(&project, &id, TaskContinuation::Resume).unwrap();
     let task = ExternalTask::begin(claimed, model(), caps, None).unwrap();
     assert_eq!(task.spent().tokens, 450);
