@@ -170,3 +170,107 @@ async fn output_is_bounded() {
     let stderr = std::fs::metadata(root.path().join("run/stderr.log")).unwrap();
     assert_eq!(stderr.len(), 1024 * 1024);
 }
+
+/// A CLI launched as it is installed: `program` with no arguments.
+struct Installed(PathBuf);
+
+impl Adapter for Installed {
+    fn kind(&self) -> ExecutorKind {
+        ExecutorKind::ClaudeCode
+    }
+    fn launch(&self, _inv: &Invocation<'_>) -> Launch {
+        Launch {
+            program: self.0.clone(),
+            args: Vec::new(),
+            env: Vec::new(),
+            files: Vec::new(),
+        }
+    }
+    fn parse_line(&self, line: &str) -> Vec<Event> {
+        ClaudeCode.parse_line(line)
+    }
+}
+
+/// A CLI installed per user (beneath the operator's home, which the CLI may not read) starts
+/// and reads its own package, while the rest of that home stays unreadable: the hole
+/// `SandboxPaths::operator` opens reaches the sandbox. Where Landlock is missing there is no
+/// home to hide, and the test says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cli_installed_beneath_the_hidden_home_starts_and_the_rest_of_the_home_stays_hidden() {
+    if baton_sandbox::capabilities().landlock_abi.is_none() {
+        eprintln!("no Landlock here: the operator's home cannot be hidden");
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let root = root.path().canonicalize().unwrap();
+    let operator_home = root.join("operator");
+    let package = operator_home.join(".cache/clis/node_modules/some-cli");
+    std::fs::create_dir_all(package.join("bin")).unwrap();
+    std::fs::write(package.join("data.txt"), "package data\n").unwrap();
+    std::fs::write(operator_home.join("secret.txt"), "operator secret\n").unwrap();
+    let cli = package.join("bin/cli");
+    std::fs::write(
+        &cli,
+        format!(
+            "#!/bin/sh\ncat {data:?} > \"$HOME/package.txt\"\n\
+             cat {secret:?} > \"$HOME/secret.txt\" 2>/dev/null\necho '{RESULT}'\n",
+            data = package.join("data.txt"),
+            secret = operator_home.join("secret.txt"),
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = operator_home.join(".cache/clis/node_modules/.bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink("../some-cli/bin/cli", bin.join("cli")).unwrap();
+
+    let workdir = root.join("project");
+    std::fs::create_dir_all(&workdir).unwrap();
+    let program = bin.join("cli");
+    let adapter = Installed(program.clone());
+    let job = Job {
+        adapter: &adapter,
+        program: &program,
+        workdir: &workdir,
+        run_dir: &root.join("run"),
+        model: "m",
+        prompt: "p",
+        resume: None,
+        extra_args: &[],
+        mode: Mode::Live {
+            upstream: "http://127.0.0.1:9".into(),
+            api_key: "sk-operator-secret".into(),
+        },
+        meter: None,
+        max_output_tokens: None,
+        sandbox: SandboxPaths {
+            read_denied: vec![operator_home.clone()],
+            read_allowed: vec![operator_home.join(".cache/clis/node_modules")],
+            allow_unconfined: true,
+            ..SandboxPaths::default()
+        },
+    };
+    let outcome = tokio::time::timeout(Duration::from_secs(120), run(job, &mut |_| {}))
+        .await
+        .expect("the run hung")
+        .unwrap();
+    assert_eq!(outcome.exit_code, Some(0), "{:?}", outcome.confinement);
+    assert!(
+        outcome
+            .confinement
+            .iter()
+            .any(|(layer, _)| layer == "filesystem"),
+        "{:?}",
+        outcome.confinement
+    );
+    let home = root.join("run/home");
+    assert_eq!(
+        std::fs::read_to_string(home.join("package.txt")).unwrap(),
+        "package data\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join("secret.txt")).unwrap(),
+        ""
+    );
+}

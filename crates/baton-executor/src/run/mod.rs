@@ -405,6 +405,9 @@ fn confine(
         writable,
         read_only,
         read_denied: job.sandbox.read_denied.clone(),
+        // The CLI's own install (beneath a denied home when installed per user): without it
+        // the CLI cannot even start.
+        read_allowed: job.sandbox.read_allowed.clone(),
         // Without the run's private network (only when running unconfined is allowed) the
         // gateway is on the host's loopback: the CLI keeps the host's network and gets the
         // other layers this system has.
