@@ -256,12 +256,22 @@ async fn a_killed_workers_run_is_resumed_from_its_checkpoint_by_another_and_comp
         server.received().len()
     })
     .await;
-    let checkpoint = psql(
-        &pg,
-        "SELECT body->>'commit' FROM baton.unit_writes WHERE unit_id = 1 AND kind = 'checkpoint' \
-         ORDER BY seq DESC LIMIT 1",
-    );
-    assert_eq!(checkpoint.len(), 40, "a checkpoint before the kill");
+    // The last checkpoint: the commit the remote held then (its base) and the files the
+    // worktree held beyond it (carried by the record; pushes are paced, so the commit itself
+    // may never have reached the remote).
+    let last = |field: &str| {
+        psql(
+            &pg,
+            &format!(
+                "SELECT {field} FROM baton.unit_writes WHERE unit_id = 1 AND kind = 'checkpoint' \
+                 ORDER BY seq DESC LIMIT 1"
+            ),
+        )
+    };
+    let checkpoint_base = last("body->'tree'->>'base'");
+    assert_eq!(checkpoint_base.len(), 40, "a checkpoint before the kill");
+    let carried: serde_json::Value =
+        serde_json::from_str(&last("body->'tree'->'changes'")).unwrap();
     wait_lease_expired(&pg, 1);
     let out = baton(&tmp.path().join("worker-b"))
         .args(["worker", "--db", &url, "--lease-s", "2", "--exit-when-idle"])
@@ -289,14 +299,22 @@ async fn a_killed_workers_run_is_resumed_from_its_checkpoint_by_another_and_comp
             }
         }
     }
-    // The result, on the epoch-2 branch, grew from the first worker's checkpoint.
+    // The result, on the epoch-2 branch, grew from the first worker's checkpoint: its base,
+    // and every file it carried.
     let commit = git(&bare, &["rev-parse", "refs/heads/baton/unit-1/epoch-2"]);
     git(
         &bare,
-        &["merge-base", "--is-ancestor", &checkpoint, &commit],
+        &["merge-base", "--is-ancestor", &checkpoint_base, &commit],
     );
     git(&bare, &["merge-base", "--is-ancestor", &base, &commit]);
     let files = git(&bare, &["ls-tree", "-r", "--name-only", &commit]);
+    for (path, change) in carried.as_object().unwrap() {
+        assert_eq!(
+            files.lines().any(|f| f == path),
+            !change.is_null(),
+            "{path} as the checkpoint left it: {files}"
+        );
+    }
     assert!(
         files.lines().any(|f| f.starts_with("artifacts/")),
         "{files}"

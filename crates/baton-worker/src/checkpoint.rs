@@ -84,6 +84,10 @@ pub(crate) struct Checkpoints<'a> {
 /// the checkpoint waits for its push instead.
 pub(crate) const CARRY_BYTES: usize = 256 * 1024;
 
+/// Past this many bytes to carry, the commit is pushed without waiting for the pusher's pace,
+/// so the records of the turns that follow carry less (and rarely have to wait for a push).
+pub(crate) const PUSH_SOON_BYTES: usize = 64 * 1024;
+
 /// A checkpoint's worktree: its commit, the last commit the remote holds, and the files that
 /// differ between the two.
 #[derive(Debug, Clone)]
@@ -260,8 +264,8 @@ impl Checkpoints<'_> {
 
 /// Commits the worktree's changes (if any) and says what the remote lacks of it. The base is
 /// a commit the remote holds: `start`, or the last one `pusher` pushed. The commit is pushed in
-/// the background, unless the changes are too large to carry: then this waits for the push,
-/// and the commit is the base.
+/// the background (at the pusher's pace, sooner past `PUSH_SOON_BYTES`), unless the changes
+/// are too large to carry: then this waits for the push, and the commit is the base.
 pub(crate) fn record_tree(
     commits: &mut TreeCommitter,
     pusher: &Pusher,
@@ -282,7 +286,7 @@ pub(crate) fn record_tree(
     let record = match carried {
         Some(changes) => {
             if !changes.is_empty() {
-                pusher.want(&commit)?;
+                pusher.want(&commit, carried_bytes(&changes) > PUSH_SOON_BYTES)?;
             }
             TreeRecord {
                 commit,

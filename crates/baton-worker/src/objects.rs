@@ -80,22 +80,35 @@ impl Objects {
         Ok(oid)
     }
 
-    /// Writes the blob of a file of `len` bytes read from `source`, in one pass (the hash and
-    /// the compressed object at once), without holding it in memory; returns its id. The
-    /// bytes are kept too when there are at most `keep_up_to` of them.
+    /// Writes the blob of a file of `len` bytes read from `source` (unless it is there loose
+    /// already) and returns its id, with the bytes when there are at most `keep_up_to` of
+    /// them; a larger file goes in one pass (the hash and the compressed object at once),
+    /// never held in memory.
     pub fn write_blob(
         &self,
         mut source: impl Read,
         len: u64,
         keep_up_to: u64,
     ) -> std::io::Result<(Oid, Option<Vec<u8>>)> {
+        if len <= keep_up_to {
+            // Small: hashed before anything is written, so a file read again unchanged (a
+            // racily clean one, every checkpoint) costs a read and a hash, not a new object.
+            let mut bytes = Vec::with_capacity(len as usize);
+            source.take(len.saturating_add(1)).read_to_end(&mut bytes)?;
+            if bytes.len() as u64 != len {
+                return Err(std::io::Error::other(
+                    "the file changed size while it was read",
+                ));
+            }
+            let oid = self.write("blob", &bytes)?;
+            return Ok((oid, Some(bytes)));
+        }
         let header = format!("blob {len}\0");
         let mut h = Sha1::new();
         h.update(header.as_bytes());
         let (temp_path, file) = self.temp_file()?;
         let mut z = ZlibEncoder::new(file, Compression::fast());
         z.write_all(header.as_bytes())?;
-        let mut kept = (len <= keep_up_to).then(|| Vec::with_capacity(len as usize));
         let mut buf = vec![0u8; 64 * 1024];
         let mut read = 0u64;
         loop {
@@ -109,9 +122,6 @@ impl Objects {
             }
             h.update(&buf[..n]);
             z.write_all(&buf[..n])?;
-            if let Some(k) = kept.as_mut() {
-                k.extend_from_slice(&buf[..n]);
-            }
         }
         z.finish()?;
         if read != len {
@@ -127,7 +137,7 @@ impl Objects {
         } else {
             self.place(&temp_path, &path)?;
         }
-        Ok((oid, kept))
+        Ok((oid, None))
     }
 
     fn temp_file(&self) -> std::io::Result<(PathBuf, std::fs::File)> {

@@ -1,12 +1,13 @@
 //! The in-process checkpoint commits against git, and what a takeover finds.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::checkpoint::{CARRY_BYTES, TreeRecord, record_tree};
+use crate::checkpoint::{CARRY_BYTES, PUSH_SOON_BYTES, TreeRecord, record_tree};
 use crate::git::checkout;
 use crate::pusher::Pusher;
 use crate::tree_commit::{self, apply};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Runs plain git for a test; it must succeed.
 fn sh(dir: &Path, args: &[&str]) -> String {
@@ -153,7 +154,12 @@ fn a_takeover_after_any_checkpoint_finds_every_file_the_run_wrote() {
     let home = tmp.path().join("home");
     let tree = unit_tree(&home, &remote, &start, "u1");
     let mut commits = tree_commit::open(&home, &tree).unwrap();
-    let pusher = Pusher::new(&tree, remote.to_str().unwrap(), "refs/baton/runs/1/1");
+    let pusher = Pusher::new(
+        &tree,
+        remote.to_str().unwrap(),
+        "refs/baton/runs/1/1",
+        Duration::ZERO,
+    );
     let big = "x".repeat(CARRY_BYTES + 1);
     let mut bases = std::collections::BTreeSet::new();
     for turn in 0..8 {
@@ -200,7 +206,12 @@ fn a_checkpoint_whose_pushes_fail_carries_the_files_and_fails_when_it_cannot() {
     let tree = unit_tree(&home, &remote, &start, "u1");
     let mut commits = tree_commit::open(&home, &tree).unwrap();
     let gone = tmp.path().join("no-such-remote.git");
-    let pusher = Pusher::new(&tree, gone.to_str().unwrap(), "refs/baton/runs/1/1");
+    let pusher = Pusher::new(
+        &tree,
+        gone.to_str().unwrap(),
+        "refs/baton/runs/1/1",
+        Duration::ZERO,
+    );
     for turn in 0..3 {
         write(
             &tree,
@@ -303,4 +314,56 @@ fn a_file_rewritten_at_once_with_the_same_size_is_committed_again() {
             format!("{round:02}")
         );
     }
+}
+
+#[test]
+fn pushes_keep_their_pace_unless_a_record_would_carry_too_much_or_someone_waits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (remote, start) = remote(tmp.path());
+    let home = tmp.path().join("home");
+    let tree = unit_tree(&home, &remote, &start, "u1");
+    let mut commits = tree_commit::open(&home, &tree).unwrap();
+    let hour = Duration::from_secs(3600);
+    let pusher = Pusher::new(&tree, remote.to_str().unwrap(), "refs/baton/runs/1/1", hour);
+    // Fast turns: no push yet, every record carries all the remote lacks.
+    let mut last = String::new();
+    for turn in 0..3 {
+        write(
+            &tree,
+            &format!("turn/{turn}.txt"),
+            &format!("turn {turn}\n"),
+        );
+        let record = record_tree(&mut commits, &pusher, &start, "turn").unwrap();
+        assert_eq!(record.base, start);
+        assert_eq!(record.changes.len(), turn + 1);
+        assert_eq!(
+            taken_over(tmp.path(), &remote, &record, turn),
+            committed_files(&tree, &record.commit)
+        );
+        last = record.commit;
+    }
+    assert_eq!(pusher.started(), 0, "the pace holds the pushes back");
+    // Someone waits (the unit's end): the newest commit goes at once, the ones between never.
+    let (done, settled) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            pusher.settle();
+            let _ = done.send(());
+        });
+        settled
+            .recv_timeout(Duration::from_secs(120))
+            .expect("settle waited for the pace");
+    });
+    assert_eq!(pusher.confirmed().as_deref(), Some(last.as_str()));
+    assert_eq!(pusher.started(), 1);
+    // A record that would carry more than PUSH_SOON_BYTES asks for its push at once.
+    write(&tree, "mid.bin", &"y".repeat(PUSH_SOON_BYTES + 1));
+    let record = record_tree(&mut commits, &pusher, &start, "mid").unwrap();
+    assert_eq!(record.base, last);
+    assert!(
+        pusher.idle_within(Duration::from_secs(120)),
+        "the urgent push waited for the pace"
+    );
+    assert_eq!(pusher.confirmed(), Some(record.commit));
+    assert_eq!(pusher.started(), 2);
 }

@@ -298,6 +298,7 @@ pub(crate) async fn run_unit(ctx: &Ctx, lease: Lease) -> Result<(), WorkerError>
             &tree,
             &lease.project_remote,
             &format!("refs/baton/runs/{}/{}", lease.id, lease.epoch),
+            crate::pusher::PUSH_PACE,
         ),
         start: start_commit.clone(),
     };
