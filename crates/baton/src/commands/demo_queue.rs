@@ -186,7 +186,7 @@ async fn demo(args: &DemoQueueArgs) -> Result<(), Failure> {
     let _ = a.child.wait();
     holder.release_hold().await.map_err(|e| queue_failure(&e))?;
     say.line(&format!(
-        "worker A killed (SIGKILL) in the middle of unit {first_unit}: its checkpoint commit pushed, not recorded; its lease runs out in {LEASE_S}s"
+        "worker A killed (SIGKILL) in the middle of unit {first_unit}: its checkpoint committed, not recorded; its lease runs out in {LEASE_S}s"
     ));
     let a_ref = a_id.as_str();
     wait_until(
