@@ -515,7 +515,7 @@ impl<'a> Ctx<'a> {
             Leaves::Verdict => return self.reviewed(phase, &key, run_id, &now),
             Leaves::StoryFile => {}
             Leaves::Code { diff, .. } => {
-                if let Some(next) = self.verify(phase)? {
+                if let Some(next) = self.verify(phase).await? {
                     return Ok(next);
                 }
                 if diff && let Err(e) = self.check_diff(&key) {
@@ -590,26 +590,35 @@ impl<'a> Ctx<'a> {
     }
 
     /// Runs the verify commands after dev or revision; a failure sends the story back to dev.
-    pub(super) fn verify(&mut self, phase: Phase) -> Result<Option<Next>> {
+    pub(super) async fn verify(&mut self, phase: Phase) -> Result<Option<Next>> {
         let commands = self.config.verify.commands.clone();
         if commands.is_empty() {
             return Ok(None);
         }
         let timeout = Duration::from_secs(self.config.verify.timeout_s);
-        let on_event = self.on_event;
         // Confined like the model's own commands: they run what the model wrote.
         let sandbox = self.project_sandbox().map_err(|(_, message)| {
             EpicError::failure("SANDBOX_SETUP_FAILED", message).hint("run `baton doctor`")
         })?;
-        let failed = verify::run_all(&commands, &sandbox, timeout, &self.cancel, |r| {
-            if let Some(f) = on_event {
-                f(EpicEvent::Verify {
-                    command: r.command.clone(),
-                    passed: r.passed(),
-                    millis: r.duration.as_millis(),
-                });
-            }
+        // On a thread of their own: with `--parallel`, the stories in flight beside this one
+        // are driven by the same task and go on while a test suite runs here.
+        let (sent, mut results) = tokio::sync::mpsc::unbounded_channel();
+        let cancel = self.cancel.clone();
+        let job = tokio::task::spawn_blocking(move || {
+            verify::run_all(&commands, &sandbox, timeout, &cancel, |r| {
+                let _ = sent.send(r.clone());
+            })
         });
+        while let Some(r) = results.recv().await {
+            self.emit(EpicEvent::Verify {
+                command: r.command.clone(),
+                passed: r.passed(),
+                millis: r.duration.as_millis(),
+            });
+        }
+        let failed = job.await.map_err(|e| {
+            EpicError::failure("VERIFY_FAILED", format!("the verify commands stopped: {e}"))
+        })?;
         let Some(failed) = failed else {
             return Ok(None);
         };

@@ -522,3 +522,68 @@ async fn a_merge_and_its_verify_overlap_the_stories_still_in_flight() {
         .collect();
     assert_eq!(stories.len(), 3, "{stories:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_verify_commands_of_stories_in_flight_run_at_the_same_time() {
+    // Each story's verify after dev runs in its worktree. The stories in flight are driven by
+    // one task: a verify that held that task (as it once did) ran the stories' verifies one
+    // after the other, each interval ending before the next began. Only the verifies before
+    // the first approval are looked at (a merge's verify runs on a thread of its own anyway).
+    let f = Fixture::new(Scenario {
+        delay: Duration::from_millis(100),
+        ..Scenario::default()
+    });
+    repo(
+        &f,
+        "[autopilot.git]\ncommit = true\n[autopilot.verify]\ncommands = [\"sleep 2\"]\n",
+    );
+    let log = std::sync::Mutex::new((Vec::new(), false));
+    let on_event = |e: EpicEvent| {
+        let mut log = log.lock().unwrap();
+        match e {
+            EpicEvent::PhaseEnded { phase, .. } if format!("{phase}") == "code-review" => {
+                log.1 = true
+            }
+            EpicEvent::Verify { millis, passed, .. } if !log.1 => {
+                assert!(passed);
+                let end = Instant::now();
+                log.0
+                    .push((end - Duration::from_millis(millis as u64), end));
+            }
+            _ => {}
+        }
+    };
+    let report = execute_parallel(
+        &f.store,
+        &f.project,
+        epic1(),
+        EpicSettings {
+            source: ModelSource::Live(&f.model),
+            record: None,
+            ask: None,
+            on_event: Some(&on_event),
+            cancel: CancellationToken::new(),
+            dry_run: false,
+            budget: Default::default(),
+        },
+        Some(3),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        report.outcome,
+        EpicOutcome::Done { epic_done: true },
+        "{report:?}"
+    );
+    let mut spans = log.into_inner().unwrap().0;
+    assert!(
+        spans.len() >= 3,
+        "a verify after each story's code: {spans:?}"
+    );
+    spans.sort();
+    let overlapping = spans.windows(2).any(|w| w[1].0 < w[0].1);
+    assert!(
+        overlapping,
+        "the verifies ran one after the other: {spans:?}"
+    );
+}
