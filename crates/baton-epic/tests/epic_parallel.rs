@@ -50,6 +50,15 @@ fn repo(f: &Fixture, toml: &str) {
 }
 
 async fn run(f: &Fixture, command: Command, parallel: Option<u32>) -> EpicReport {
+    run_observed(f, command, parallel, None).await
+}
+
+async fn run_observed(
+    f: &Fixture,
+    command: Command,
+    parallel: Option<u32>,
+    on_event: Option<&(dyn Fn(EpicEvent) + Send + Sync)>,
+) -> EpicReport {
     execute_parallel(
         &f.store,
         &f.project,
@@ -58,7 +67,7 @@ async fn run(f: &Fixture, command: Command, parallel: Option<u32>) -> EpicReport
             source: ModelSource::Live(&f.model),
             record: None,
             ask: None,
-            on_event: None,
+            on_event,
             cancel: CancellationToken::new(),
             dry_run: false,
             budget: Default::default(),
@@ -471,23 +480,7 @@ async fn a_merge_and_its_verify_overlap_the_stories_still_in_flight() {
         };
         log.lock().unwrap().push(line);
     };
-    let report = execute_parallel(
-        &f.store,
-        &f.project,
-        epic1(),
-        EpicSettings {
-            source: ModelSource::Live(&f.model),
-            record: None,
-            ask: None,
-            on_event: Some(&on_event),
-            cancel: CancellationToken::new(),
-            dry_run: false,
-            budget: Default::default(),
-        },
-        Some(2),
-    )
-    .await
-    .unwrap();
+    let report = run_observed(&f, epic1(), Some(2), Some(&on_event)).await;
     assert_eq!(
         report.outcome,
         EpicOutcome::Done { epic_done: true },
@@ -553,23 +546,7 @@ async fn the_verify_commands_of_stories_in_flight_run_at_the_same_time() {
             _ => {}
         }
     };
-    let report = execute_parallel(
-        &f.store,
-        &f.project,
-        epic1(),
-        EpicSettings {
-            source: ModelSource::Live(&f.model),
-            record: None,
-            ask: None,
-            on_event: Some(&on_event),
-            cancel: CancellationToken::new(),
-            dry_run: false,
-            budget: Default::default(),
-        },
-        Some(3),
-    )
-    .await
-    .unwrap();
+    let report = run_observed(&f, epic1(), Some(3), Some(&on_event)).await;
     assert_eq!(
         report.outcome,
         EpicOutcome::Done { epic_done: true },

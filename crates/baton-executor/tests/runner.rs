@@ -38,12 +38,31 @@ impl Adapter for Script {
 const RESULT: &str = r#"{"type":"result","subtype":"success","is_error":false,"result":"done"}"#;
 
 async fn run_script(script: &str, root: &Path) -> Outcome {
+    let sandbox = SandboxPaths {
+        allow_unconfined: true,
+        ..SandboxPaths::default()
+    };
+    run_cli(
+        &Script(script.to_string()),
+        Path::new("/bin/sh"),
+        root,
+        sandbox,
+    )
+    .await
+}
+
+/// Runs `adapter`'s CLI (`program`) in `root/project`, its run folder `root/run`.
+async fn run_cli(
+    adapter: &dyn Adapter,
+    program: &Path,
+    root: &Path,
+    sandbox: SandboxPaths,
+) -> Outcome {
     let workdir = root.join("project");
     std::fs::create_dir_all(&workdir).unwrap();
-    let adapter = Script(script.to_string());
     let job = Job {
-        adapter: &adapter,
-        program: Path::new("/bin/sh"),
+        adapter,
+        program,
         workdir: &workdir,
         run_dir: &root.join("run"),
         model: "m",
@@ -56,10 +75,7 @@ async fn run_script(script: &str, root: &Path) -> Outcome {
         },
         meter: None,
         max_output_tokens: None,
-        sandbox: SandboxPaths {
-            allow_unconfined: true,
-            ..SandboxPaths::default()
-        },
+        sandbox,
     };
     // A bound on a hang, not a wait: every run here ends in well under a second.
     tokio::time::timeout(Duration::from_secs(120), run(job, &mut |_| {}))
@@ -225,36 +241,14 @@ async fn a_cli_installed_beneath_the_hidden_home_starts_and_the_rest_of_the_home
     std::fs::create_dir_all(&bin).unwrap();
     std::os::unix::fs::symlink("../some-cli/bin/cli", bin.join("cli")).unwrap();
 
-    let workdir = root.join("project");
-    std::fs::create_dir_all(&workdir).unwrap();
     let program = bin.join("cli");
-    let adapter = Installed(program.clone());
-    let job = Job {
-        adapter: &adapter,
-        program: &program,
-        workdir: &workdir,
-        run_dir: &root.join("run"),
-        model: "m",
-        prompt: "p",
-        resume: None,
-        extra_args: &[],
-        mode: Mode::Live {
-            upstream: "http://127.0.0.1:9".into(),
-            api_key: "sk-operator-secret".into(),
-        },
-        meter: None,
-        max_output_tokens: None,
-        sandbox: SandboxPaths {
-            read_denied: vec![operator_home.clone()],
-            read_allowed: vec![operator_home.join(".cache/clis/node_modules")],
-            allow_unconfined: true,
-            ..SandboxPaths::default()
-        },
+    let sandbox = SandboxPaths {
+        read_denied: vec![operator_home.clone()],
+        read_allowed: vec![operator_home.join(".cache/clis/node_modules")],
+        allow_unconfined: true,
+        ..SandboxPaths::default()
     };
-    let outcome = tokio::time::timeout(Duration::from_secs(120), run(job, &mut |_| {}))
-        .await
-        .expect("the run hung")
-        .unwrap();
+    let outcome = run_cli(&Installed(program.clone()), &program, &root, sandbox).await;
     assert_eq!(outcome.exit_code, Some(0), "{:?}", outcome.confinement);
     assert!(
         outcome

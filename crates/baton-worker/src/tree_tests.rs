@@ -66,13 +66,39 @@ fn unit_tree(home: &Path, remote: &Path, commit: &str, unit: &str) -> PathBuf {
     .unwrap()
 }
 
-#[test]
-fn a_checkpoint_commit_holds_what_git_add_all_stages() {
+/// A unit's worktree checked out from a fresh remote, with its committer.
+struct Unit {
+    tmp: tempfile::TempDir,
+    remote: PathBuf,
+    start: String,
+    tree: PathBuf,
+    commits: tree_commit::TreeCommitter,
+}
+
+fn unit() -> Unit {
     let tmp = tempfile::tempdir().unwrap();
     let (remote, start) = remote(tmp.path());
     let home = tmp.path().join("home");
     let tree = unit_tree(&home, &remote, &start, "u1");
-    let mut commits = tree_commit::open(&home, &tree).unwrap();
+    let commits = tree_commit::open(&home, &tree).unwrap();
+    Unit {
+        tmp,
+        remote,
+        start,
+        tree,
+        commits,
+    }
+}
+
+#[test]
+fn a_checkpoint_commit_holds_what_git_add_all_stages() {
+    let Unit {
+        tmp: _tmp,
+        remote: _,
+        start,
+        tree,
+        mut commits,
+    } = unit();
     // Nothing changed: no commit.
     let (head, new) = commits.commit("none", 1).unwrap();
     assert_eq!((crate::objects::to_hex(&head), new), (start.clone(), false));
@@ -149,11 +175,13 @@ fn taken_over(root: &Path, remote: &Path, record: &TreeRecord, n: usize) -> Vec<
 
 #[test]
 fn a_takeover_after_any_checkpoint_finds_every_file_the_run_wrote() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (remote, start) = remote(tmp.path());
-    let home = tmp.path().join("home");
-    let tree = unit_tree(&home, &remote, &start, "u1");
-    let mut commits = tree_commit::open(&home, &tree).unwrap();
+    let Unit {
+        tmp,
+        remote,
+        start,
+        tree,
+        mut commits,
+    } = unit();
     let pusher = Pusher::new(
         &tree,
         remote.to_str().unwrap(),
@@ -200,11 +228,13 @@ fn a_takeover_after_any_checkpoint_finds_every_file_the_run_wrote() {
 
 #[test]
 fn a_checkpoint_whose_pushes_fail_carries_the_files_and_fails_when_it_cannot() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (remote, start) = remote(tmp.path());
-    let home = tmp.path().join("home");
-    let tree = unit_tree(&home, &remote, &start, "u1");
-    let mut commits = tree_commit::open(&home, &tree).unwrap();
+    let Unit {
+        tmp,
+        remote,
+        start,
+        tree,
+        mut commits,
+    } = unit();
     let gone = tmp.path().join("no-such-remote.git");
     let pusher = Pusher::new(
         &tree,
@@ -294,11 +324,13 @@ fn git_index_files_of_versions_2_to_4_read_as_git_lists_them() {
 
 #[test]
 fn a_file_rewritten_at_once_with_the_same_size_is_committed_again() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (remote, start) = remote(tmp.path());
-    let home = tmp.path().join("home");
-    let tree = unit_tree(&home, &remote, &start, "u1");
-    let mut commits = tree_commit::open(&home, &tree).unwrap();
+    let Unit {
+        tmp: _tmp,
+        remote: _,
+        start: _,
+        tree,
+        mut commits,
+    } = unit();
     // The same length each time, rewritten in place within the file system's clock tick: only
     // the bytes differ.
     let mut heads = Vec::new();
@@ -318,11 +350,13 @@ fn a_file_rewritten_at_once_with_the_same_size_is_committed_again() {
 
 #[test]
 fn pushes_keep_their_pace_unless_a_record_would_carry_too_much_or_someone_waits() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (remote, start) = remote(tmp.path());
-    let home = tmp.path().join("home");
-    let tree = unit_tree(&home, &remote, &start, "u1");
-    let mut commits = tree_commit::open(&home, &tree).unwrap();
+    let Unit {
+        tmp,
+        remote,
+        start,
+        tree,
+        mut commits,
+    } = unit();
     let hour = Duration::from_secs(3600);
     let pusher = Pusher::new(&tree, remote.to_str().unwrap(), "refs/baton/runs/1/1", hour);
     // Fast turns: no push yet, every record carries all the remote lacks.
