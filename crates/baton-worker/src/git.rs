@@ -266,6 +266,55 @@ fn fetch_with(mirror: &Path, after_failure: &mut dyn FnMut()) -> Result<(), Work
     }
 }
 
+/// Clones `remote` as the mirror at `path` (called with the mirror locked): into a folder of
+/// its own, renamed into place once whole, so `path` never holds half a mirror and a clone a
+/// killed worker's git still runs on this home (SIGKILL does not reach the worker's children)
+/// never shares a folder with this one — two clones in one folder failed, each removing what
+/// the other was writing. The folders such clones left are removed first; when one of them
+/// finished in the meantime (`path` is there by the time of the rename), it is fetched
+/// instead. `before_rename` runs just before the rename (tests put a mirror in place there).
+fn clone_mirror(
+    remote: &str,
+    path: &Path,
+    before_rename: &mut dyn FnMut(),
+) -> Result<(), WorkerError> {
+    let io = |e: std::io::Error| WorkerError::other("WORKER_IO", e.to_string());
+    let (Some(repos), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(WorkerError::other(
+            "WORKER_IO",
+            "a mirror path without a folder",
+        ));
+    };
+    let prefix = format!("{}.clone-", name.to_string_lossy());
+    if let Ok(entries) = std::fs::read_dir(repos) {
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+    static CLONES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = CLONES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temp = repos.join(format!("{prefix}{}-{n}", std::process::id()));
+    let temp_s = temp.display().to_string();
+    if let Err(e) = run_git(repos, &["clone", "--quiet", "--mirror", remote, &temp_s]) {
+        let _ = std::fs::remove_dir_all(&temp);
+        return Err(e);
+    }
+    before_rename();
+    match std::fs::rename(&temp, path) {
+        Ok(()) => Ok(()),
+        Err(_) if path.join("HEAD").exists() => {
+            std::fs::remove_dir_all(&temp).map_err(io)?;
+            fetch(path)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&temp);
+            Err(io(e))
+        }
+    }
+}
+
 /// A worktree of `remote` at `commit` in `work/project`, from a mirror of the remote cached
 /// under `home` (git commands on the mirror run one at a time, see [`lock_mirror`]).
 pub(crate) fn checkout(
@@ -293,9 +342,7 @@ pub(crate) fn checkout_preferring(
         if mirror.path.join("HEAD").exists() {
             fetch(&mirror.path)?;
         } else {
-            let repos = mirror.path.parent().unwrap_or(home);
-            let target = mirror.path.display().to_string();
-            run_git(repos, &["clone", "--quiet", "--mirror", remote, &target])?;
+            clone_mirror(remote, &mirror.path, &mut || {})?;
         }
         // The mirror's refs are the remote's (fetched with `--prune`).
         let held = preferred
@@ -474,6 +521,48 @@ mod tests {
                 }
             });
         }
+    }
+
+    #[test]
+    fn a_clone_a_killed_worker_left_or_finished_beside_this_one_is_no_failure() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (remote, work) = remote_with_refs(tmp.path(), 2);
+        let remote_s = remote.to_str().unwrap();
+        let repos = tmp.path().join("home/worker/repos");
+        let mirror = repos.join("m");
+        // Half a clone a killed worker's git left (its process gone or still writing).
+        let abandoned = repos.join("m.clone-999999-0/objects/4f");
+        std::fs::create_dir_all(&abandoned).unwrap();
+        std::fs::write(abandoned.join("partial"), "x").unwrap();
+        // That worker's git finishes its own clone while this one runs: this one gives way.
+        let mut theirs = || {
+            sh(
+                tmp.path(),
+                &[
+                    "clone",
+                    "-q",
+                    "--mirror",
+                    remote_s,
+                    mirror.to_str().unwrap(),
+                ],
+            );
+            move_refs(&remote, &work, 2);
+        };
+        clone_mirror(remote_s, &mirror, &mut theirs).unwrap();
+        let left: Vec<String> = std::fs::read_dir(&repos)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, ["m"], "no clone folder left beside the mirror");
+        // The mirror in place was fetched: it holds the refs as they are now.
+        assert_eq!(
+            sh(&mirror, &["rev-parse", "refs/baton/runs/1/1"]),
+            sh(&work, &["rev-parse", "HEAD"])
+        );
+        // Alone, the clone lands in place whole.
+        std::fs::remove_dir_all(&mirror).unwrap();
+        clone_mirror(remote_s, &mirror, &mut || {}).unwrap();
+        sh(&mirror, &["fsck", "--no-progress"]);
     }
 
     #[test]
