@@ -297,7 +297,18 @@ fn clone_mirror(
     let n = CLONES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let temp = repos.join(format!("{prefix}{}-{n}", std::process::id()));
     let temp_s = temp.display().to_string();
-    if let Err(e) = run_git(repos, &["clone", "--quiet", "--mirror", remote, &temp_s]) {
+    // `--no-local`: a remote on this machine is read through git's transport like any other,
+    // not by copying its object folder file by file — a push landing there meanwhile (other
+    // workers') moves its quarantine folder away mid-copy, and the clone failed.
+    let args = [
+        "clone",
+        "--quiet",
+        "--mirror",
+        "--no-local",
+        remote,
+        &temp_s,
+    ];
+    if let Err(e) = run_git(repos, &args) {
         let _ = std::fs::remove_dir_all(&temp);
         return Err(e);
     }
@@ -524,12 +535,17 @@ mod tests {
     }
 
     #[test]
-    fn a_clone_a_killed_worker_left_or_finished_beside_this_one_is_no_failure() {
+    fn a_clone_beside_a_push_or_a_killed_workers_clone_is_no_failure() {
         let tmp = tempfile::tempdir().unwrap();
         let (remote, work) = remote_with_refs(tmp.path(), 2);
         let remote_s = remote.to_str().unwrap();
         let repos = tmp.path().join("home/worker/repos");
         let mirror = repos.join("m");
+        // What a push still being received leaves in the remote's objects (its quarantine
+        // folder, here with a link, which a copy of the folder refuses).
+        let quarantine = remote.join("objects/tmp_objdir-incoming-x/4f");
+        std::fs::create_dir_all(&quarantine).unwrap();
+        std::os::unix::fs::symlink("/nonexistent", quarantine.join("zz")).unwrap();
         // Half a clone a killed worker's git left (its process gone or still writing).
         let abandoned = repos.join("m.clone-999999-0/objects/4f");
         std::fs::create_dir_all(&abandoned).unwrap();
@@ -542,6 +558,7 @@ mod tests {
                     "clone",
                     "-q",
                     "--mirror",
+                    "--no-local",
                     remote_s,
                     mirror.to_str().unwrap(),
                 ],
