@@ -194,28 +194,33 @@ impl Checkpoints<'_> {
             if rel == "run.lock" {
                 continue;
             }
+            let log = rel.starts_with("state/logs/") && rel.ends_with(".jsonl");
+            let before = seen.get(&rel).cloned();
+            // An append-only log that grew: only its new bytes are read (a log is the file
+            // that grows every turn; reading and hashing it whole made each turn cost more
+            // than the last).
+            if log && let Some((len, _)) = before {
+                match appended_since(&dir.join(&rel), len)
+                    .map_err(|e| WorkerError::other("WORKER_IO", format!("{rel}: {e}")))?
+                {
+                    Tail::Same => continue,
+                    Tail::Text(text) => {
+                        let grown = len + text.len();
+                        appends.insert(rel.clone(), json!({"from": len, "text": text}));
+                        // A log's hash is not kept: its length says what was sent.
+                        seen.insert(rel, (grown, String::new()));
+                        continue;
+                    }
+                    Tail::Rewritten => {}
+                }
+            }
             let bytes = std::fs::read(dir.join(&rel))
                 .map_err(|e| WorkerError::other("WORKER_IO", format!("{rel}: {e}")))?;
             let sha = hex(&Sha256::digest(&bytes));
-            let before = seen.get(&rel).cloned();
             if before.as_ref().is_some_and(|(_, s)| *s == sha) {
                 continue;
             }
-            let log = rel.starts_with("state/logs/") && rel.ends_with(".jsonl");
-            let appended = match before {
-                Some((len, _)) if log && bytes.len() >= len => std::str::from_utf8(&bytes[len..])
-                    .ok()
-                    .map(|text| json!({"from": len, "text": text})),
-                _ => None,
-            };
-            match appended {
-                Some(a) => {
-                    appends.insert(rel.clone(), a);
-                }
-                None => {
-                    files.insert(rel.clone(), encode(&bytes));
-                }
-            }
+            files.insert(rel.clone(), encode(&bytes));
             seen.insert(rel, (bytes.len(), sha));
         }
         Ok(json!({"runId": run_id, "files": files, "appends": appends}))
@@ -314,6 +319,34 @@ fn carried_bytes(changes: &Changes) -> usize {
         .iter()
         .map(|(p, c)| p.len() + c.as_ref().map_or(0, |(_, b)| b.len()))
         .sum()
+}
+
+/// What an append-only log holds past the `len` bytes already sent.
+#[derive(Debug, PartialEq, Eq)]
+enum Tail {
+    /// Nothing more.
+    Same,
+    /// These bytes were appended.
+    Text(String),
+    /// Shorter than `len`, or its new bytes are not text: the whole file is sent again.
+    Rewritten,
+}
+
+fn appended_since(path: &Path, len: usize) -> std::io::Result<Tail> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path)?;
+    let size = file.metadata()?.len();
+    let len64 = len as u64;
+    if size < len64 {
+        return Ok(Tail::Rewritten);
+    }
+    if size == len64 {
+        return Ok(Tail::Same);
+    }
+    file.seek(SeekFrom::Start(len64))?;
+    let mut tail = Vec::with_capacity((size - len64) as usize);
+    file.read_to_end(&mut tail)?;
+    Ok(String::from_utf8(tail).map_or(Tail::Rewritten, Tail::Text))
 }
 
 fn files_under(root: &Path) -> Vec<String> {
@@ -533,5 +566,22 @@ mod tests {
         assert!(decode(&json!(3)).is_err());
         assert!(decode(&json!({"base64": "%%%"})).is_err());
         assert!(decode(&json!({"base64": "AA==", "more": 1})).is_err());
+    }
+
+    #[test]
+    fn only_what_a_log_gained_is_read_and_a_rewritten_log_is_sent_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("conversation.jsonl");
+        std::fs::write(&log, "{\"a\":1}\n").unwrap();
+        assert_eq!(appended_since(&log, 8).unwrap(), Tail::Same);
+        std::fs::write(&log, "{\"a\":1}\n{\"b\":\"é\"}\n").unwrap();
+        assert_eq!(
+            appended_since(&log, 8).unwrap(),
+            Tail::Text("{\"b\":\"é\"}\n".into())
+        );
+        // Cut inside a character, or shorter than what was sent: the whole file again.
+        assert_eq!(appended_since(&log, 15).unwrap(), Tail::Rewritten);
+        std::fs::write(&log, "{}\n").unwrap();
+        assert_eq!(appended_since(&log, 8).unwrap(), Tail::Rewritten);
     }
 }
