@@ -416,7 +416,9 @@ fn confine(
         unix_sockets: true,
         join_network: private.map(PrivateNetwork::namespace),
         enforce: !job.sandbox.allow_unconfined,
-        ..SandboxSpec::default()
+        // Every field named (no `..default()`): a field added to the spec is a decision here,
+        // never a silent default — the CLI's install hole was once lost that way.
+        limits: baton_sandbox::Limits::default(),
     };
     let confinement = match Confinement::prepare(&spec, baton_sandbox::capabilities()) {
         Ok(c) => c,
