@@ -10,5 +10,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export EPIC_FIGURES_DELAY_MS=${1:-500} EPIC_FIGURES_PAIRS=${2:-2}
-cargo test --release -q -p baton-epic --test epic_parallel_figures -- --ignored --nocapture \
+cargo test --release -q -p baton-epic --test epic epic_parallel_figures:: -- --ignored --nocapture \
   --exact three_stories_alternating 2>&1 | grep -v '^running\|^test result\|^$'

@@ -7,13 +7,15 @@
 # started again each time it finishes (`build`, the default), busy loops on every core
 # (`spin`), both (`both`) or nothing (`none`).
 #
-# Usage: bench/flaky.sh [-n N] [--load build|spin|both|none] [PACKAGE:TEST]...
-#   -n N           runs of each test binary (default 30)
-#   PACKAGE:TEST   more integration test targets, e.g. baton:cli_runs baton-tools:terminal
-#                  (always run: every test target that drives Chromium, i.e. whose file
-#                  calls `chromium_or_skip`: baton-testkit:cdp, baton-serve:pages,
-#                  baton:serve_browser, baton:serve_browser_pages, ...)
-# Exit status: 0 when every run of every binary passed, 1 otherwise. Logs of failed runs go
+# Usage: bench/flaky.sh [-n N] [--load build|spin|both|none] [PACKAGE:TARGET[:MODULE]]...
+#   -n N           runs of each test group (default 30)
+#   PACKAGE:TARGET[:MODULE]
+#                  more integration tests: a test target, or one module (one file) of it,
+#                  e.g. baton:e2e:cli_runs baton-tools:terminal
+#                  (always run: every test file that drives Chromium, i.e. that calls
+#                  `chromium_or_skip`: baton-testkit:cdp, baton-serve:serve:pages,
+#                  baton:e2e:serve_browser, baton:e2e:serve_browser_pages, ...)
+# Exit status: 0 when every run of every group passed, 1 otherwise. Logs of failed runs go
 # to target/flaky/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,12 +35,23 @@ done
 case "$runs" in ''|*[!0-9]*) echo "error: -n wants a number, got $runs" >&2; exit 2 ;; esac
 case "$load" in build|spin|both|none) ;; *) echo "error: --load build|spin|both|none" >&2; exit 2 ;; esac
 # The browser tests: every integration test target whose source drives Chromium.
+# A test target is one file, or a root file whose `mod NAME;` lines make each file beside it
+# a module: a browser test is a target, or a module of one, whose file calls chromium_or_skip.
 browser_targets=$(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
-import json, sys
+import json, os, re, sys
 for package in json.load(sys.stdin)["packages"]:
     for target in package["targets"]:
-        if target["kind"] == ["test"] and "chromium_or_skip" in open(target["src_path"]).read():
-            print(package["name"] + ":" + target["name"])
+        if target["kind"] != ["test"]:
+            continue
+        root = target["src_path"]
+        text = open(root).read()
+        name = package["name"] + ":" + target["name"]
+        if "chromium_or_skip" in text:
+            print(name)
+        for module in re.findall(r"^mod ([a-z_0-9]+);", text, re.M):
+            path = os.path.join(os.path.dirname(root), module + ".rs")
+            if os.path.exists(path) and "chromium_or_skip" in open(path).read():
+                print(name + ":" + module)
 ')
 # shellcheck disable=SC2206 # one PACKAGE:TEST per word
 targets=($browser_targets ${targets[@]+"${targets[@]}"})
@@ -62,7 +75,10 @@ trap 'exit 130' INT TERM
 
 # Build the test binaries first (not under the extra load), and find them.
 args=()
-for t in "${targets[@]}"; do args+=(-p "${t%%:*}" --test "${t#*:}"); done
+for t in "${targets[@]}"; do
+  IFS=: read -r package target _ <<<"$t"
+  args+=(-p "$package" --test "$target")
+done
 echo "== building ${targets[*]}"
 cargo test --locked --no-run --message-format=json "${args[@]}" >"$scratch/build.json"
 binaries=()
@@ -70,7 +86,10 @@ while IFS=$'\t' read -r name exe dir; do
   binaries+=("$name"$'\t'"$exe"$'\t'"$dir")
 done < <(python3 - "$scratch/build.json" "${targets[@]}" <<'EOF'
 import json, os, sys
-wanted = set(sys.argv[2:])
+wanted = {}
+for t in sys.argv[2:]:
+    package, target, *module = t.split(":")
+    wanted.setdefault(f"{package}:{target}", []).append(t)
 for line in open(sys.argv[1]):
     try:
         m = json.loads(line)
@@ -84,12 +103,12 @@ for line in open(sys.argv[1]):
     where, _, version = m["package_id"].partition("#")
     package = version.split("@")[0] if "@" in version else where.rstrip("/").rsplit("/", 1)[-1]
     key = f"{package}:{m['target']['name']}"
-    if key in wanted:
-        print(f"{key}\t{m['executable']}\t{os.path.dirname(m['manifest_path'])}")
+    for t in wanted.pop(key, []):
+        print(f"{t}\t{m['executable']}\t{os.path.dirname(m['manifest_path'])}")
 EOF
 )
 if [ "${#binaries[@]}" -ne "${#targets[@]}" ]; then
-  echo "error: found ${#binaries[@]} test binaries for ${#targets[@]} targets" >&2
+  echo "error: found test binaries for ${#binaries[@]} of ${#targets[@]} targets" >&2
   exit 2
 fi
 
@@ -134,9 +153,12 @@ for i in $(seq 1 "$runs"); do
   line="run $i/$runs:"
   for entry in "${binaries[@]}"; do
     IFS=$'\t' read -r name exe dir <<<"$entry"
+    IFS=: read -r _ _ module <<<"$name"
+    filter=()
+    [ -z "$module" ] || filter=("$module::")
     log="$scratch/run.log"
     # As cargo runs it: from its package's directory. A hang counts as a failure.
-    if (cd "$dir" && timeout 1200 "$exe" >"$log" 2>&1); then
+    if (cd "$dir" && timeout 1200 "$exe" ${filter[@]+"${filter[@]}"} >"$log" 2>&1); then
       passed[$name]=$(( ${passed[$name]:-0} + 1 ))
       line+=" $name ok"
     else
@@ -149,11 +171,11 @@ for i in $(seq 1 "$runs"); do
 done
 
 echo
-printf '%-28s %6s %6s\n' "test binary" passed failed
+printf '%-36s %6s %6s\n' "tests" passed failed
 status=0
 for entry in "${binaries[@]}"; do
   IFS=$'\t' read -r name _ _ <<<"$entry"
-  printf '%-28s %6d %6d\n' "$name" "${passed[$name]:-0}" "${failed[$name]:-0}"
+  printf '%-36s %6d %6d\n' "$name" "${passed[$name]:-0}" "${failed[$name]:-0}"
   [ "${failed[$name]:-0}" -eq 0 ] || status=1
 done
 echo "$runs runs in $(( SECONDS - started )) s under load '$load'"

@@ -5,11 +5,9 @@
 //! parallel stories as sequential mode commits them.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod attacker;
-#[allow(unused_imports)]
-mod common;
-#[path = "../crates/baton-epic/tests/support/player.rs"]
-mod player;
+use crate::attacker;
+use crate::common;
+use crate::player;
 
 use common::{Run, repo};
 use player::{Player, Scenario};

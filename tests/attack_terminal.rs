@@ -4,7 +4,7 @@
 //! (also a refused call's path), while `--json` keeps the exact text.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod common;
+use crate::common;
 
 use baton_testkit::{demo_trace, sample_project};
 use common::{Baton, Run, example};

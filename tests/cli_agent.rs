@@ -3,7 +3,7 @@
 //! pipe (menu, `create-story`, the question answered after `/menu`, `/dismiss`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod common;
+use crate::common;
 
 use baton_llm::Trace;
 use baton_llm::testing::{Reply, ScriptedServer};

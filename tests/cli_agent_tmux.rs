@@ -3,7 +3,7 @@
 //! the answer goes to the run, and the run completes; `/dismiss` ends the session.
 //! Skipped, saying so, when tmux is not installed.
 
-mod common;
+use crate::common;
 
 use baton_llm::Trace;
 use baton_llm::testing::{Reply, ScriptedServer};

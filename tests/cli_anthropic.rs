@@ -6,7 +6,7 @@
 //! holds exactly the cache figures the server reported.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod common;
+use crate::common;
 
 use baton_llm::Trace;
 use baton_llm::anthropic::{MAX_BREAKPOINTS, request::breakpoints};

@@ -4,7 +4,7 @@
 //! budget needs a price; `runs show --json` reports usage, cache hits and prefix figures.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod common;
+use crate::common;
 
 use baton_llm::Trace;
 use baton_llm::testing::caching::{CachingProvider, trace_answers};

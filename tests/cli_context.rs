@@ -12,7 +12,7 @@
 //! answer wins and is remembered in its place.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod common;
+use crate::common;
 
 use baton_llm::Trace;
 use baton_llm::testing::{Reply, ScriptedServer};

@@ -4,9 +4,8 @@
 //! orchestrators started at once on one project.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod common;
-#[path = "../crates/baton-epic/tests/support/player.rs"]
-mod player;
+use crate::common;
+use crate::player;
 
 use common::{Baton, Run, example, repo};
 use player::{Player, Scenario};

@@ -15,10 +15,8 @@
 //! CI sets it).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[allow(unused_imports)] // `common` re-exports helpers other tests use
-mod common;
-#[path = "../crates/baton-epic/tests/support/player.rs"]
-mod player;
+use crate::common;
+use crate::player;
 
 use baton_executor::ExecutorKind;
 use baton_executor::testing::require_or_skip;

@@ -5,10 +5,8 @@
 //! leaves the project as it was.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[allow(unused_imports)] // `common` re-exports helpers other tests use
-mod common;
-#[path = "../crates/baton-epic/tests/support/player.rs"]
-mod player;
+use crate::common;
+use crate::player;
 
 use common::Baton;
 use player::{Player, Scenario};

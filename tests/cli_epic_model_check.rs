@@ -4,10 +4,8 @@
 //! a dry run checks the model too, and with `--queue` what the queued run would refuse.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[allow(unused_imports)] // the helpers this file does not use
-mod common;
-#[path = "../crates/baton-epic/tests/support/player.rs"]
-mod player;
+use crate::common;
+use crate::player;
 
 use common::{Baton, repo};
 use player::{Player, Scenario};

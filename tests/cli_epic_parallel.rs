@@ -4,10 +4,8 @@
 //! folder, and the waiting ones with their reason (text and JSON).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[allow(unused_imports)]
-mod common;
-#[path = "../crates/baton-epic/tests/support/player.rs"]
-mod player;
+use crate::common;
+use crate::player;
 
 use common::{Baton, git, repo};
 use player::{Player, Scenario};

@@ -5,10 +5,8 @@
 //! story branch left, `git fsck` clean, and no phase step of a story run twice.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[allow(unused_imports)]
-mod common;
-#[path = "../crates/baton-epic/tests/support/player.rs"]
-mod player;
+use crate::common;
+use crate::player;
 
 use common::{Baton, git, repo};
 use player::{Player, Scenario};

@@ -7,10 +7,8 @@
 //! is refused before anything is written.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[allow(unused_imports)] // `common` re-exports helpers other tests use
-mod common;
-#[path = "../crates/baton-epic/tests/support/player.rs"]
-mod player;
+use crate::common;
+use crate::player;
 
 use common::Baton;
 use player::{Player, Scenario};

@@ -6,10 +6,8 @@
 //! push keeps the story and is published again on resume.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[allow(unused_imports)]
-mod common;
-#[path = "../crates/baton-epic/tests/support/player.rs"]
-mod player;
+use crate::common;
+use crate::player;
 
 use common::{Baton, Run, git, repo};
 use player::{Player, Scenario};

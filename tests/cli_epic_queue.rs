@@ -7,10 +7,8 @@
 //! without PostgreSQL unless BATON_REQUIRE_POSTGRES is set (CI sets it).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[allow(unused_imports)]
-mod common;
-#[path = "../crates/baton-epic/tests/support/player.rs"]
-mod player;
+use crate::common;
+use crate::player;
 
 use baton_testkit::git::git;
 use baton_testkit::pg::{PgServer, postgres_or_skip};

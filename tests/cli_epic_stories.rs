@@ -4,10 +4,8 @@
 //! being told the folder.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[allow(unused_imports)]
-mod common;
-#[path = "../crates/baton-epic/tests/support/player.rs"]
-mod player;
+use crate::common;
+use crate::player;
 
 use common::{Baton, repo};
 use player::{Player, Scenario};

@@ -6,7 +6,7 @@
 //! a fixed sleep.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod common;
+use crate::common;
 
 use common::{Baton, Tmux, example, tmux_missing, trace_until_question};
 use serde_json::Value;

@@ -6,7 +6,7 @@
 //! results fails the test.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod common;
+use crate::common;
 
 use baton_testkit::copy_dir;
 use baton_testkit::demo_trace;

@@ -5,7 +5,7 @@
 //! says why in `runs list`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod common;
+use crate::common;
 
 use baton_llm::Trace;
 use baton_llm::testing::{Reply, ScriptedServer};

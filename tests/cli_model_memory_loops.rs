@@ -3,9 +3,8 @@
 //! newest run remembers), with only the key in the environment; `--model` still overrides.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[path = "../crates/baton-epic/tests/support/player.rs"]
-mod player;
-mod session_player;
+use crate::player;
+use crate::session_player;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

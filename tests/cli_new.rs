@@ -1,8 +1,7 @@
 //! `baton new`: the starter package validates, runs to completion offline with its scripted
 //! model, and never lands on something that is already there.
 
-#[allow(unused_imports)]
-mod common;
+use crate::common;
 
 use common::Baton;
 use std::fs;

@@ -1,7 +1,7 @@
 //! Slips a person trying baton for the first time met: each test drives the real binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod common;
+use crate::common;
 
 use common::{Baton, example};
 use std::fs;

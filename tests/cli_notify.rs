@@ -4,11 +4,9 @@
 //! receiver that never answers slows the epic by at most one delivery timeout.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[allow(unused_imports)] // the helpers this file does not use
-mod common;
-mod notify_support;
-#[path = "../crates/baton-epic/tests/support/player.rs"]
-mod player;
+use crate::common;
+use crate::notify_support;
+use crate::player;
 
 use common::{Baton, Run, repo};
 use notify_support::{Mode, Request, receiver};

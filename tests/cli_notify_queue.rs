@@ -5,11 +5,9 @@
 //! without PostgreSQL unless BATON_REQUIRE_POSTGRES is set.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[allow(unused_imports)]
-mod common;
-mod notify_support;
-#[path = "../crates/baton-epic/tests/support/player.rs"]
-mod player;
+use crate::common;
+use crate::notify_support;
+use crate::player;
 
 use baton_testkit::git::git;
 use baton_testkit::pg::postgres_or_skip;

@@ -3,11 +3,9 @@
 //! completing sends `session.done`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[allow(unused_imports)]
-mod common;
-mod notify_support;
-mod ralph_support;
-mod session_player;
+use crate::notify_support;
+use crate::ralph_support;
+use crate::session_player;
 
 use notify_support::{Mode, check_signed, receiver};
 use ralph_support::Fx;

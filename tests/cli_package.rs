@@ -1,6 +1,6 @@
 //! `baton validate`, `baton graph` and `baton package …` driven as a user would.
 
-mod common;
+use crate::common;
 
 use baton_testkit::copy_dir;
 use common::{Baton, example};

@@ -3,7 +3,7 @@
 //! a package that is nowhere is reported with what was looked for and where.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod common;
+use crate::common;
 
 use baton_testkit::{demo_trace, sample_project};
 use common::{Baton, example};

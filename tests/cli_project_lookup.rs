@@ -3,8 +3,7 @@
 //! says which folder it used.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[allow(unused_imports)] // the helpers this file does not use
-mod common;
+use crate::common;
 
 use common::{Baton, repo};
 

@@ -6,7 +6,7 @@
 //! Real throwaway PostgreSQL; skips without one unless `BATON_REQUIRE_POSTGRES` is set.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod worker_support;
+use crate::worker_support;
 
 use baton_testkit::git::project_with_remote;
 use baton_testkit::pg::postgres_or_skip;

@@ -5,7 +5,7 @@
 //! unless BATON_REQUIRE_POSTGRES is set (CI sets it).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod worker_support;
+use crate::worker_support;
 
 use baton_testkit::git::{committed_project, git};
 use baton_testkit::pg::postgres_or_skip;

@@ -4,7 +4,7 @@
 //! sessions, a verb sequence, and the exit codes, output lines and status.json after each.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod ralph_support;
+use crate::ralph_support;
 
 use ralph_support::*;
 use serde_json::{Value, json};

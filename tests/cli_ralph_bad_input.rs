@@ -4,7 +4,7 @@
 //! code, exit 1 or 2, and the session directory is left byte for byte as it was.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod ralph_support;
+use crate::ralph_support;
 
 use ralph_support::*;
 use serde_json::json;

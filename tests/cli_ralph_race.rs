@@ -18,7 +18,7 @@
 //! (default 120) scale the runs; docs/RELIABILITY.md records a 1,000-trial run.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod ralph_support;
+use crate::ralph_support;
 
 use ralph_support::*;
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! `resume`, `abandon`, `release`, `insert`, `decide`, `status`, and `--expect-revision`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod ralph_support;
+use crate::ralph_support;
 
 use ralph_support::*;
 use serde_json::{Value, json};

@@ -5,7 +5,7 @@
 //! trace recorded, or under the `[models."…"]` entry the hint names.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod common;
+use crate::common;
 
 use baton_llm::testing::caching::{CachingProvider, trace_answers};
 use baton_llm::{Price, Trace, Usage};

@@ -1,7 +1,7 @@
 //! `baton demo`, `baton run` and `baton answer` end to end, offline.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod common;
+use crate::common;
 
 use baton_testkit::demo_trace;
 use baton_testkit::{sample_project, seed_000};

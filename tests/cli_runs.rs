@@ -1,7 +1,7 @@
 //! `baton runs list|show|log` over runs created through the store.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod common;
+use crate::common;
 
 use baton_package::Package;
 use baton_store::jsonl::JsonlWriter;

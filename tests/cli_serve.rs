@@ -5,8 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 // `common` re-exports helpers this file does not need.
-#[allow(unused_imports)]
-mod common;
+use crate::common;
 
 use common::{Baton, repo};
 use serde_json::Value;

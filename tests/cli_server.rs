@@ -7,7 +7,7 @@
 //! SIGTERM records `ENGINE_ABORTED` and leaves the run idle and resumable.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod common;
+use crate::common;
 
 use baton_llm::testing::{Reply, ScriptedServer};
 use common::{Baton, example, repo, trace_until_question, walk};

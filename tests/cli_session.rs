@@ -2,9 +2,8 @@
 //! codes and exit status.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[allow(unused_imports)]
-mod common;
-mod ralph_support;
+use crate::common;
+use crate::ralph_support;
 
 use common::{Tmux, tmux_missing};
 use ralph_support::{Fx, Out};
@@ -133,7 +132,7 @@ fn status_usage_errors_have_codes_and_exit_2() {
     assert!(v["error"]["message"].as_str().unwrap().contains("../x"));
 }
 
-mod session_player;
+use crate::session_player;
 use session_player::{Player, Scenario};
 
 const INTENT: &str = "add a header row to the csvsum output";

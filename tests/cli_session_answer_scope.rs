@@ -5,10 +5,8 @@
 //! and the question; the answer is applied and the session goes on from there.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[allow(unused_imports)]
-mod common;
-mod ralph_support;
-mod session_player;
+use crate::ralph_support;
+use crate::session_player;
 
 use ralph_support::{Fx, Out};
 use serde_json::{Value, json};

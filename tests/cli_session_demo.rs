@@ -4,8 +4,7 @@
 //! finds no error, and a second demo replaces the first one's files.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[allow(unused_imports)]
-mod common;
+use crate::common;
 
 use common::{Baton, Run};
 use serde_json::Value;
@@ -206,8 +205,7 @@ fn a_second_demo_session_replaces_the_first_and_a_foreign_directory_is_refused()
     );
 }
 
-#[path = "../crates/baton-lifecycle/tests/support/session_player.rs"]
-mod csvsum_player;
+use crate::csvsum_player;
 
 /// A step as maestro's skill builds it, its command file in a maestro install that is gone.
 fn maestro_step(i: usize, skill: &str, args: &str, stage: &str, status: &str) -> Value {

@@ -9,9 +9,8 @@
 //! `BATON_REQUIRE_EXECUTORS=1`, as CI sets it).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[allow(unused_imports)] // `common` re-exports helpers other tests use
-mod common;
-mod ralph_support;
+use crate::common;
+use crate::ralph_support;
 
 use baton_executor::ExecutorKind;
 use baton_executor::testing::require_or_skip;

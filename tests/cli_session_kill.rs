@@ -24,10 +24,8 @@
 //! every run of the test kills at least the number asked for.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[allow(unused_imports)]
-mod common;
-#[path = "../crates/baton-lifecycle/tests/support/session_player.rs"]
-mod session_player;
+use crate::common;
+use crate::csvsum_player as session_player;
 
 use serde_json::Value;
 use session_player::SessionPlayer;

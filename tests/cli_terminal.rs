@@ -3,7 +3,7 @@
 //! progress line without a terminal, and tables whose columns hold with long names.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod common;
+use crate::common;
 
 use baton_llm::testing::{Reply, ScriptedServer};
 use common::{Baton, Tmux, example, repo, tmux_missing};

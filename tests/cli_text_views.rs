@@ -4,8 +4,8 @@
 //! late-bound arguments in words; `--color` after each command's own options in `--help`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod ralph_support;
-mod session_player;
+use crate::ralph_support;
+use crate::session_player;
 
 use ralph_support::{Fx, Out};
 use session_player::{Player, Scenario};

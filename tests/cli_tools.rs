@@ -1,7 +1,6 @@
 //! `baton doctor` and `baton mcp list` on the real binary.
 
-#[allow(unused_imports)]
-mod common;
+use crate::common;
 
 use common::Baton;
 use serde_json::Value;

@@ -17,8 +17,8 @@
 //! PostgreSQL; skips without one unless BATON_REQUIRE_POSTGRES is set (CI sets it).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod fleet_support;
-mod worker_support;
+use crate::fleet_support;
+use crate::worker_support;
 
 use baton_testkit::git::{git, project_with_remote};
 use baton_testkit::pg::{PgServer, postgres_or_skip};

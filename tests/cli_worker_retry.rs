@@ -8,7 +8,7 @@
 //! PostgreSQL unless BATON_REQUIRE_POSTGRES is set (CI sets it).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod worker_support;
+use crate::worker_support;
 
 use baton_llm::Trace;
 use baton_llm::testing::{Reply, ScriptedServer};

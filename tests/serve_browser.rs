@@ -32,8 +32,7 @@
 //! Skips (saying so) without Chromium unless BATON_REQUIRE_BROWSER is set (CI sets it).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[path = "../crates/baton-epic/tests/support/player.rs"]
-mod player;
+use crate::player;
 
 use baton_llm::testing::{Reply, ScriptedServer};
 use baton_testkit::cdp::{Browser, chromium_or_skip};

@@ -6,8 +6,7 @@
 //! them.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[path = "../crates/baton-epic/tests/support/player.rs"]
-mod player;
+use crate::player;
 
 use baton_epic::{Command, EpicOutcome, EpicSettings, ModelSource};
 use baton_serve::ServeOptions;

@@ -15,8 +15,7 @@
 //! Skips (saying so) without Chromium unless BATON_REQUIRE_BROWSER is set.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[path = "../crates/baton-epic/tests/support/player.rs"]
-mod player;
+use crate::player;
 
 use baton_testkit::cdp::{Browser, chromium_or_skip, js_string};
 use player::{Player, Scenario};

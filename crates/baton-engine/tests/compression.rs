@@ -6,7 +6,7 @@
 //! compression.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod support;
+use crate::support;
 
 use baton_engine::runner::{self, Continuation, Finished, Settings, StartRun};
 use baton_engine::{Budget, Outcome};

@@ -3,13 +3,13 @@
 //! incomplete brings the normal profile back.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
+use crate::support;
 use baton_engine::Outcome;
 use baton_engine::runner::{self, Continuation, Settings};
 use baton_llm::{ReplayModel, Trace, TraceRecorder};
 use baton_store::{Phase, Store};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
-mod support;
 use support::completed_demo::{completed_demo, trace};
 
 fn patch(var: &str) -> Value {

@@ -95,7 +95,7 @@ async fn the_demo_run_is_served_from_the_providers_cache() {
 
 /// Writes into the demo trace the usage a caching provider reports for each of its calls when
 /// the demo is served over HTTP (as above), so `baton demo` shows the tokens of its recording:
-/// `BATON_RECORD_DEMO_USAGE=1 cargo test -p baton-engine --test prompt_cache`. The answers
+/// `BATON_RECORD_DEMO_USAGE=1 cargo test -p baton-engine --test engine prompt_cache::`. The answers
 /// stay as authored; only each call's `usage` and the note change.
 #[tokio::test]
 async fn record_the_demo_usage_again() {

@@ -3,12 +3,12 @@
 //! question the model asks in plain text carries no widget.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
+use crate::support;
 use baton_engine::runner::{self, Continuation, Settings, StartRun};
 use baton_llm::{ReplayModel, Trace};
 use baton_store::{Phase, Store};
 use baton_testkit::{copy_dir, demo_trace, repo};
 use serde_json::json;
-mod support;
 use support::completed_demo::{completed_demo, trace};
 
 /// A completed demo run, then one chat turn answered by `answers`; the run as it is after.

@@ -4,7 +4,7 @@
 //! does. The board sums the tokens per run, story and epic.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod support;
+use crate::support;
 
 use baton_engine::spend::{self, BudgetConfig};
 use baton_epic::{Command, EpicOutcome, EpicSettings, ModelSource, execute};

@@ -2,7 +2,7 @@
 //! per approved story.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod support;
+use crate::support;
 
 use baton_epic::{Command, EpicOutcome};
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! file and a hundred thousand questions where the orchestrator reads.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod support;
+use crate::support;
 
 use baton_epic::{
     Command, EpicError, EpicEvent, EpicReport, EpicSettings, ModelSource, Phase, execute, status,

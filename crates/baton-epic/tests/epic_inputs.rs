@@ -4,7 +4,7 @@
 //! with files it does not trust.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod support;
+use crate::support;
 
 use baton_epic::{Command, EpicOutcome, EpicSettings, ModelSource, execute, lock};
 use support::player::Scenario;

@@ -1,7 +1,7 @@
 //! The epic autopilot end to end against a played model over loopback HTTP: every phase is a
 //! real baton run of the bundled package, walked with real state patches.
 
-mod support;
+use crate::support;
 
 use baton_epic::{Command, EpicOutcome};
 use support::player::Scenario;

@@ -6,7 +6,7 @@
 //! recorded, resumable task run. The played model stands in for the coding model.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use baton_epic::{Command, EpicEvent, EpicOutcome, EpicSettings, ModelSource, execute};
 use baton_llm::HttpChatModel;

@@ -7,7 +7,7 @@
 //! terminal) and runs with the new text once the person accepts it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use baton_epic::{Command, EpicEvent, EpicOutcome, EpicSettings, ModelSource, Phase, execute};
 use baton_llm::HttpChatModel;

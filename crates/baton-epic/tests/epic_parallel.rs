@@ -3,7 +3,7 @@
 //! fixed delay, so the wall times compared are the model's.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod support;
+use crate::support;
 
 use baton_epic::{
     Command, EpicEvent, EpicOutcome, EpicReport, EpicSettings, ModelSource, execute_parallel,

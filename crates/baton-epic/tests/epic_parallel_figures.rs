@@ -2,7 +2,7 @@
 //! of four independent stories with `--parallel 1`, `2` and `4`, the played model answering
 //! after a fixed delay, and baton's own time per story with a model that answers at once.
 //!
-//! `cargo test --release -p baton-epic --test epic_parallel_figures -- --ignored --nocapture`
+//! `cargo test --release -p baton-epic --test epic epic_parallel_figures:: -- --ignored --nocapture`
 //! (`EPIC_FIGURES_DELAY_MS`, default 500; `EPIC_FIGURES_ROUNDS`, default 3).
 //!
 //! `three_stories_alternating` (run by `bench/epic_parallel.sh`): the sample epic's three
@@ -12,7 +12,7 @@
 //! machine) and a timeline of the last parallel run's events.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod support;
+use crate::support;
 
 use baton_epic::{Command, EpicEvent, EpicOutcome, EpicSettings, ModelSource, execute_parallel};
 use std::sync::Mutex;

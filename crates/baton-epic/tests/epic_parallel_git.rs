@@ -949,7 +949,10 @@ fn worktrees_in_the_store_work() {
         std::fs::create_dir_all(&store).unwrap();
         let out = Process::new(std::env::current_exe().unwrap())
             .args([
-                "worktrees_in_the_store_work",
+                // The harness names a test by its module path past the crate's name.
+                concat!(module_path!(), "::worktrees_in_the_store_work")
+                    .split_once("::")
+                    .map_or("", |(_, name)| name),
                 "--exact",
                 "--nocapture",
                 "--test-threads=1",

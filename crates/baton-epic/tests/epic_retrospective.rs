@@ -5,7 +5,7 @@
 //! fixture) with a retrospective skill written here; the played model stands in for the model.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use baton_epic::{Command, EpicError, EpicEvent, EpicOutcome, EpicSettings, ModelSource, execute};
 use baton_llm::HttpChatModel;

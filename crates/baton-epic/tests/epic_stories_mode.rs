@@ -6,7 +6,7 @@
 //! a blocked story) come before anything is written.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod support;
+use crate::support;
 
 use baton_epic::{Command, EpicEvent, EpicOutcome, EpicReport, EpicSettings, ModelSource, execute};
 use baton_llm::HttpChatModel;

@@ -1,11 +1,11 @@
 //! The recorded epic of `baton demo epic` (`examples/traces/epic-demo/`, one trace per phase
 //! run): it replays offline to the same files, and it can be recorded again against the played
-//! model with `BATON_RECORD_EPIC_DEMO=1 cargo test -p baton-epic --test epic_traces`. The
+//! model with `BATON_RECORD_EPIC_DEMO=1 cargo test -p baton-epic --test epic epic_traces::`. The
 //! played model is recorded behind a played provider cache, so each call's usage is what a
 //! caching provider reports for its request (prompt tokens at 4 bytes a token, the cached
 //! prefix in blocks of 128 from 1,024) and a replay shows those tokens.
 
-mod support;
+use crate::support;
 
 use baton_epic::{Command, EpicOutcome, EpicSettings, ModelSource, Question, execute};
 use baton_llm::testing::caching::CachingProvider;

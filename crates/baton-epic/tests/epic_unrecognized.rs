@@ -5,7 +5,7 @@
 //! story the person left alone is not asked about again.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod support;
+use crate::support;
 
 use baton_epic::{Command, EpicOutcome, EpicReport, EpicSettings, ModelSource, Question, execute};
 use baton_store::Store;

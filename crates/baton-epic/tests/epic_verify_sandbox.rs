@@ -4,7 +4,7 @@
 //! environment; every attempt must fail or be undone when the command ends.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod support;
+use crate::support;
 
 use baton_epic::verify::{self, Sandbox, Verdict};
 use baton_epic::{Command, EpicOutcome};

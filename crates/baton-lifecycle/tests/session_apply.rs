@@ -3,9 +3,7 @@
 //! change the file must still pass ralph's check without an E finding.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[path = "support/session_world.rs"]
-mod session_world;
-use baton_lifecycle::ralph::check::{self, Scope};
+use crate::session_world;
 use baton_lifecycle::ralph::verbs;
 use baton_lifecycle::session::apply::{finish_step, pause_at_escalation, settle_gate};
 use baton_lifecycle::session::completion::{self, Status};
@@ -17,24 +15,8 @@ fn world(chain: &str) -> World {
 }
 
 impl World {
-    fn doc(&self) -> Value {
-        let doc: Value = serde_json::from_slice(&std::fs::read(&self.status).unwrap()).unwrap();
-        let findings = check::check(&self.ctx, doc.as_object(), &[], Scope::All);
-        assert!(!check::has_errors(&findings), "{findings:?}");
-        doc
-    }
-
     fn step(&self, i: usize) -> Value {
         self.doc()["steps"][i].clone()
-    }
-
-    fn decisions(&self) -> Vec<Value> {
-        let path = self.status.with_file_name("decisions.ndjson");
-        std::fs::read_to_string(path)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
     }
 
     /// Claims the next execution step, as a tick does before running it.

@@ -2,14 +2,13 @@
 //! committed traces replay offline to exactly what the played model does live (same files,
 //! same steps, same decisions), so they cannot drift from the player, the bundled skills or the
 //! session code. Record them again with
-//! `BATON_RECORD_SESSION_DEMO=1 cargo test -p baton-lifecycle --test session_demo`. The player
+//! `BATON_RECORD_SESSION_DEMO=1 cargo test -p baton-lifecycle --test lifecycle session_demo::`. The player
 //! is played behind a played provider cache, so each call's usage is what a caching provider
 //! reports for its request (prompt tokens at 4 bytes a token, the cached prefix in blocks of
 //! 128 from 1,024) and a replay shows those tokens.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[path = "support/session_player.rs"]
-mod session_player;
+use crate::session_player;
 
 use baton_lifecycle::ralph::Context;
 use baton_lifecycle::session::run::{RunSettings, SessionEnd, run};

@@ -3,16 +3,13 @@
 //! call are both `fix` (E004, E005); evidence outside the project is never read.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[path = "support/session_world.rs"]
-mod session_world;
-use baton_lifecycle::ralph::check::{self, Scope};
+use crate::session_world;
 use baton_lifecycle::ralph::verbs;
 use baton_lifecycle::session::apply::finish_step;
 use baton_lifecycle::session::completion;
 use baton_lifecycle::session::gate::{GateEnd, evaluate};
 use baton_llm::testing::{Reply, ScriptedServer};
 use baton_llm::{HttpChatModel, LlmConfig};
-use serde_json::Value;
 use session_world::World;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -24,13 +21,6 @@ fn world() -> World {
 }
 
 impl World {
-    fn doc(&self) -> Value {
-        let doc: Value = serde_json::from_slice(&std::fs::read(&self.status).unwrap()).unwrap();
-        let findings = check::check(&self.ctx, doc.as_object(), &[], Scope::All);
-        assert!(!check::has_errors(&findings), "{findings:?}");
-        doc
-    }
-
     /// plan, then verify citing `evidence`: the next pending step is the post-verify gate.
     fn reach_post_verify(&self, evidence: &str) -> usize {
         for cite in ["plan.md", evidence] {
@@ -45,14 +35,6 @@ impl World {
         let i = steps.iter().position(|s| s["status"] == "pending").unwrap();
         assert_eq!(steps[i]["decision"], "post-verify");
         i
-    }
-
-    fn decisions(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.status.with_file_name("decisions.ndjson"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
     }
 }
 

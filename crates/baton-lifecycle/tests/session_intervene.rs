@@ -3,8 +3,7 @@
 //! nothing written. The files pass ralph's check after every change.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[path = "support/session_world.rs"]
-mod session_world;
+use crate::session_world;
 use baton_lifecycle::ralph::check::{self, Scope};
 use baton_lifecycle::ralph::discovery::{self, Pick};
 use baton_lifecycle::ralph::verbs::{self, decide::DecideArgs};

@@ -8,10 +8,8 @@
 //! for a session a maestro agent drives.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[path = "support/session_player.rs"]
-mod session_player;
-#[path = "support/session_world.rs"]
-mod session_world;
+use crate::session_player;
+use crate::session_world;
 
 use baton_lifecycle::ralph::Context;
 use baton_lifecycle::ralph::check::{self, Scope};

@@ -3,9 +3,7 @@
 //! through `decide` with a `scope-gate` line; status.json stays valid for `ralph check`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[path = "support/session_world.rs"]
-mod session_world;
-use baton_lifecycle::ralph::check::{self, Scope};
+use crate::session_world;
 use baton_lifecycle::ralph::verbs;
 use baton_lifecycle::session::apply::finish_step;
 use baton_lifecycle::session::completion;
@@ -27,13 +25,6 @@ fn world(conclusions: Option<&str>) -> World {
 }
 
 impl World {
-    fn doc(&self) -> Value {
-        let doc: Value = serde_json::from_slice(&std::fs::read(&self.status).unwrap()).unwrap();
-        let findings = check::check(&self.ctx, doc.as_object(), &[], Scope::All);
-        assert!(!check::has_errors(&findings), "{findings:?}");
-        doc
-    }
-
     /// Runs analyze-macro citing its conclusions; returns the scope gate's index.
     fn reach_scope_gate(&self) -> usize {
         let out = verbs::next::run(&self.ctx, None, Some(OWNER), None).unwrap();
@@ -50,14 +41,6 @@ impl World {
         let g = steps.iter().position(|s| s["status"] == "pending").unwrap();
         assert_eq!(steps[g]["decision"], scope::GATE);
         g
-    }
-
-    fn decisions(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.status.with_file_name("decisions.ndjson"))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
     }
 }
 

@@ -6,8 +6,7 @@
 //! recorded step replays offline.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-#[path = "support/session_world.rs"]
-mod session_world;
+use crate::session_world;
 use baton_engine::machine::WaitReason;
 use baton_engine::runner::Settings;
 use baton_engine::task_driver::TaskEnd;

@@ -508,7 +508,10 @@ impl Flood {
         for n in 0..count {
             let mut child = Command::new(std::env::current_exe().unwrap())
                 .args([
-                    "half_open_flood_child",
+                    // The harness names a test by its module path past the crate's name.
+                    concat!(module_path!(), "::half_open_flood_child")
+                        .split_once("::")
+                        .map_or("", |(_, name)| name),
                     "--exact",
                     "--ignored",
                     "--nocapture",
@@ -816,7 +819,7 @@ fn a_normal_request_is_answered_within_a_second_while_2000_half_open_connections
 
 /// The figure for docs/BENCHMARKS.md: how long a normal request takes with and without 2,000
 /// half-open connections held (and reopened) by other processes. Run with
-/// `cargo test --release -p baton-serve --test serve_bounds half_open_flood_figures -- --ignored --nocapture`.
+/// `cargo test --release -p baton-serve --test serve serve_bounds::half_open_flood_figures -- --ignored --nocapture`.
 #[test]
 #[ignore = "a figure, not a check: run by hand"]
 fn half_open_flood_figures() {

@@ -4,7 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
 use baton_lifecycle::ralph::Context;
+use baton_lifecycle::ralph::check::{self, Scope};
 use baton_lifecycle::ralph::verbs::{self, new::NewArgs};
+use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -13,6 +15,25 @@ pub struct World {
     pub ctx: Context,
     /// The session's `status.json`.
     pub status: PathBuf,
+}
+
+impl World {
+    /// The session's `status.json`, which must pass `ralph check` without an error.
+    pub fn doc(&self) -> Value {
+        let doc: Value = serde_json::from_slice(&std::fs::read(&self.status).unwrap()).unwrap();
+        let findings = check::check(&self.ctx, doc.as_object(), &[], Scope::All);
+        assert!(!check::has_errors(&findings), "{findings:?}");
+        doc
+    }
+
+    /// The session's decision log, one value per line.
+    pub fn decisions(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.status.with_file_name("decisions.ndjson"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
 }
 
 /// An auto-mode (`-y`) session made by `ralph new` from the stage list `chain`, claimed in

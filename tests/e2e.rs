@@ -1,0 +1,82 @@
+//! One test binary for the tests of this folder: each file below is a module, so the
+//! suite links once instead of once per file (a binary per file filled CI's disk).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
+
+mod attacker;
+mod common;
+#[path = "../crates/baton-lifecycle/tests/support/session_player.rs"]
+mod csvsum_player;
+mod fleet_support;
+mod notify_support;
+#[path = "../crates/baton-epic/tests/support/player.rs"]
+mod player;
+mod ralph_support;
+mod session_player;
+mod worker_support;
+
+mod attack_git;
+mod attack_terminal;
+mod attack_worker;
+mod cli_agent;
+mod cli_agent_tmux;
+mod cli_anthropic;
+mod cli_budget;
+mod cli_context;
+mod cli_demo_queue;
+mod cli_epic;
+mod cli_epic_context;
+mod cli_epic_executor;
+mod cli_epic_jinja;
+mod cli_epic_kill;
+mod cli_epic_model_check;
+mod cli_epic_parallel;
+mod cli_epic_parallel_kill;
+mod cli_epic_pipeline;
+mod cli_epic_publish;
+mod cli_epic_queue;
+mod cli_epic_stories;
+mod cli_epic_tickets;
+mod cli_executors;
+mod cli_interrupt;
+mod cli_kill;
+mod cli_model_memory;
+mod cli_model_memory_loops;
+mod cli_models_check;
+mod cli_new;
+mod cli_newcomer;
+mod cli_notify;
+mod cli_notify_queue;
+mod cli_notify_session;
+mod cli_package;
+mod cli_packages_by_name;
+mod cli_project_lookup;
+mod cli_queue;
+mod cli_queue_inspect;
+mod cli_queue_read;
+mod cli_queue_run;
+mod cli_ralph;
+mod cli_ralph_bad_input;
+mod cli_ralph_race;
+mod cli_ralph_verbs;
+mod cli_replay_resume;
+mod cli_run;
+mod cli_runs;
+mod cli_serve;
+mod cli_server;
+mod cli_session;
+mod cli_session_answer_scope;
+mod cli_session_demo;
+mod cli_session_executor;
+mod cli_session_kill;
+mod cli_terminal;
+mod cli_text_views;
+mod cli_tools;
+mod cli_worker;
+mod cli_worker_answer;
+mod cli_worker_fleet;
+mod cli_worker_retry;
+mod deploy_examples;
+mod serve_browser;
+mod serve_browser_pages;
+mod serve_epic_parallel;
+mod web_newcomer;
