@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod support;
+use crate::support;
 
 use baton_executor::testing::require_or_skip;
 use baton_executor::{Event, ExecutorKind, Job, Mode, SandboxPaths, group, run};
@@ -308,7 +308,10 @@ async fn a_sigkill_of_baton_leaves_no_cli_and_the_next_run_ends_its_leftovers() 
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "child_runs_a_cli_until_killed",
+            // The harness names a test by its module path past the crate's name.
+            concat!(module_path!(), "::child_runs_a_cli_until_killed")
+                .split_once("::")
+                .map_or("", |(_, name)| name),
             "--ignored",
             "--nocapture",
         ])

@@ -8,7 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod support;
+use crate::support;
 
 use baton_executor::{Event, ExecutorKind, Job, Mode, testing};
 use baton_llm::testing::responses::{

@@ -10,7 +10,7 @@
 //! Skips (saying so) without the opencode CLI, unless `BATON_REQUIRE_EXECUTORS=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
 
-mod support;
+use crate::support;
 
 use baton_executor::{Event, ExecutorKind, Job, Mode, testing};
 use baton_llm::testing::{Received, Reply, ScriptedServer};

@@ -1,0 +1,9 @@
+//! One test binary for the tests of this folder: each file below is a module, so the
+//! suite links once instead of once per file (a binary per file filled CI's disk).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed setup step fails the test
+
+mod crash;
+mod run_variables;
+mod runs_index;
+mod state_guard;
+mod task_runs;
