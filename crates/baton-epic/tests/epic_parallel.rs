@@ -386,12 +386,13 @@ async fn a_story_waits_while_the_story_it_depends_on_is_in_flight_even_with_a_sl
         ],
         "{log:#?}"
     );
-    // C was merged while A was still in flight (A ran phases after it): a slot was free...
-    let last_of_a = log
-        .iter()
-        .rposition(|l| l.starts_with(&format!("start {a} ")))
-        .unwrap();
-    assert!(at(&format!("done {c}")) < last_of_a, "{log:#?}");
+    // C was merged while A was still in flight (merges go in approval order, and C was
+    // approved first): from then on a slot was free... (Whether C's merge also ends before A's
+    // extra phases start depends on the machine's load: not asserted.)
+    assert!(
+        at(&format!("done {c}")) < at(&format!("done {a}")),
+        "{log:#?}"
+    );
     // ...and B took it only once A was merged: none of B's phase runs before.
     assert!(first(b) > at(&format!("done {a}")), "{log:#?}");
     assert!(at(&format!("done {b}")) > first(b));
