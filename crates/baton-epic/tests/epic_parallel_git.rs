@@ -949,10 +949,7 @@ fn worktrees_in_the_store_work() {
         std::fs::create_dir_all(&store).unwrap();
         let out = Process::new(std::env::current_exe().unwrap())
             .args([
-                // The harness names a test by its module path past the crate's name.
-                concat!(module_path!(), "::worktrees_in_the_store_work")
-                    .split_once("::")
-                    .map_or("", |(_, name)| name),
+                baton_testkit::harness_name(module_path!(), "worktrees_in_the_store_work").as_str(),
                 "--exact",
                 "--nocapture",
                 "--test-threads=1",

@@ -508,10 +508,7 @@ impl Flood {
         for n in 0..count {
             let mut child = Command::new(std::env::current_exe().unwrap())
                 .args([
-                    // The harness names a test by its module path past the crate's name.
-                    concat!(module_path!(), "::half_open_flood_child")
-                        .split_once("::")
-                        .map_or("", |(_, name)| name),
+                    baton_testkit::harness_name(module_path!(), "half_open_flood_child").as_str(),
                     "--exact",
                     "--ignored",
                     "--nocapture",

@@ -104,9 +104,7 @@ fn spawn_child(
     project: &Path,
     count: Option<usize>,
 ) -> std::process::Child {
-    // The harness names a test by its module path past the crate's name.
-    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
-    let test = format!("{module}::{test}");
+    let test = baton_testkit::harness_name(module_path!(), test);
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([test.as_str(), "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD, format!("{}|{}", home.display(), project.display()))

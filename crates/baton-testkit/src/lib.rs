@@ -20,6 +20,16 @@ pub mod trim_trace;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+/// The name the test harness gives `test`, declared in `module` (pass `module_path!()`): the
+/// module path past the crate's name, so a test binary can run one of its own tests again
+/// (`--exact`). In a crate root it is the bare name.
+pub fn harness_name(module: &str, test: &str) -> String {
+    match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{test}"),
+        None => test.to_string(),
+    }
+}
+
 /// The repository root.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -97,4 +107,16 @@ pub fn write_file(root: &Path, rel: &str, text: &str) {
     let p = root.join(rel);
     fs::create_dir_all(p.parent().unwrap()).unwrap();
     fs::write(p, text).unwrap();
+}
+
+#[cfg(test)]
+mod harness_name_tests {
+    use super::harness_name;
+
+    #[test]
+    fn a_test_is_named_by_its_module_path_past_the_crates_name() {
+        assert_eq!(harness_name("store::crash", "sigkill"), "crash::sigkill");
+        assert_eq!(harness_name("e2e::a::b", "t"), "a::b::t");
+        assert_eq!(harness_name("confine", "t"), "t");
+    }
 }
